@@ -1,0 +1,120 @@
+"""Command-line entry point: argument parsing and sub-commands only; no logic here."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+
+from loadtest.errors import LoadtestError, ScenarioError, UsageError
+from loadtest.sim.model import SimConfig
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="loadtest", description="Load and robustness tests for "
+                "OpenAI-compatible LLM endpoints.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a scenario against an endpoint (default: simulator)")
+    run.add_argument("scenario", nargs="?", help="scenario TOML (default: scenarios/mixed.toml)")
+    run.add_argument("--endpoint", help="base URL, e.g. http://127.0.0.1:8000 (default: "
+                     "start the built-in simulator)")
+    run.add_argument("--model", help="model name (default: the scenario's, else the first "
+                     "of /v1/models)")
+    load = run.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int, help="closed loop with N sessions")
+    load.add_argument("--rate", type=float, help="open loop at R requests/s (Poisson unless "
+                      "the scenario names another arrival process)")
+    stop = run.add_mutually_exclusive_group()
+    stop.add_argument("--duration", type=float, help="seconds of measured load")
+    stop.add_argument("--requests", type=int, help="number of measured requests")
+    run.add_argument("--max-tokens", type=int, help="max_tokens of every request")
+    run.add_argument("--warmup", type=float, help="seconds of warm-up, not measured")
+    run.add_argument("--out", default="out", help="results folder (default: out)")
+    run.add_argument("--seed", type=int, help="seed of prompt choice and arrivals")
+    run.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
+    run.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
+                     help="bearer token (default: $OPENAI_API_KEY)")
+    run.add_argument("--record-chunks", action="store_true",
+                     help="write every token chunk's time into requests.jsonl")
+    run.add_argument("--no-keepalive", action="store_true",
+                     help="a new connection per request")
+    run.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                     help="event loop without the TUI (default: uvloop when installed)")
+
+    sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    defaults = SimConfig()
+    for f in fields(SimConfig):
+        default = getattr(defaults, f.name)
+        sim.add_argument(f"--{f.name.replace('_', '-')}", type=type(default), default=default,
+                         help=f"(default: {default})")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "sim":
+            return _sim(args)
+        return _run(args)
+    except (UsageError, ScenarioError) as exc:
+        print(f"loadtest: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except LoadtestError as exc:
+        print(f"loadtest: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _run(args: argparse.Namespace) -> int:
+    from loadtest.job import RunOptions, run_job
+
+    options = RunOptions(
+        scenario=args.scenario,
+        endpoint=args.endpoint,
+        model=args.model,
+        concurrency=args.concurrency,
+        rate=args.rate,
+        duration=args.duration,
+        requests=args.requests,
+        max_tokens=args.max_tokens,
+        warmup=args.warmup,
+        out=args.out,
+        seed=args.seed,
+        tui=not args.no_tui,
+        api_key=args.api_key,
+        record_chunks=args.record_chunks,
+        keepalive=not args.no_keepalive,
+        uvloop=args.loop == "uvloop",
+    )
+    _, _, interrupted = run_job(options)
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from loadtest.sim.process import serve
+
+    config = SimConfig(**{f.name: getattr(args, f.name) for f in fields(SimConfig)})
+    try:
+        asyncio.run(serve(config, args.host, args.port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,329 @@
+"""The only aiohttp client code: one request in, one ``RequestRecord`` out.
+
+Timeouts: aiohttp's own ``sock_connect`` covers connecting; first-byte and between-chunk
+timeouts are enforced by one watchdog task per client that sweeps the in-flight requests
+a few times per timeout period. Re-arming a timer on every chunk would cost a timer
+handle per chunk on the hot path; the sweep costs nothing per chunk but an attribute
+store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from loadtest.datasets import Prompt
+from loadtest.errors import ProtocolError
+from loadtest.openai import ServerError, StreamReader
+from loadtest.record import RequestRecord
+from loadtest.scenario import TimeoutSpec
+from loadtest.sse import SSEParser
+from loadtest.validate import ToolValidator
+
+__all__ = ["Client", "ClientConfig", "discover_model"]
+
+_perf = time.perf_counter_ns
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """How to reach the endpoint."""
+
+    base_url: str
+    api: str = "chat"
+    stream: bool = True
+    timeouts: TimeoutSpec = TimeoutSpec()
+    concurrency: int = 0
+    """Connection pool size; 0 means unlimited."""
+    keepalive: bool = True
+    api_key: str | None = None
+
+    @property
+    def url(self) -> str:
+        """The full URL requests are posted to."""
+        base = self.base_url.rstrip("/")
+        if not base.endswith("/v1"):
+            base += "/v1"
+        return base + ("/chat/completions" if self.api == "chat" else "/completions")
+
+
+class _Flight:
+    __slots__ = ("deadline_ns", "phase", "task", "timed_out")
+
+    def __init__(self, task: asyncio.Task[Any], deadline_ns: int) -> None:
+        self.task = task
+        self.deadline_ns = deadline_ns
+        self.phase = "first byte"
+        self.timed_out: str | None = None
+
+
+class Client:
+    """An async context manager holding one shared session and the timeout watchdog."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self._session: aiohttp.ClientSession | None = None
+        self._flights: set[_Flight] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+        self._validator = ToolValidator()
+        t = config.timeouts
+        self._first_byte_ns = int(t.first_byte_s * 1e9)
+        self._between_ns = int(t.between_chunks_s * 1e9)
+        headers = {"Content-Type": "application/json"}
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self._headers = headers
+
+    async def __aenter__(self) -> Client:
+        cfg = self.config
+        connector = aiohttp.TCPConnector(
+            limit=cfg.concurrency, limit_per_host=0, force_close=not cfg.keepalive
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=cfg.timeouts.connect_s),
+            auto_decompress=False,
+        )
+        self._watchdog = asyncio.create_task(self._sweep(), name="loadtest-timeouts")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests currently open."""
+        return len(self._flights)
+
+    async def _sweep(self) -> None:
+        period = min(self._first_byte_ns, self._between_ns) / 4e9
+        period = min(max(period, 0.005), 0.25)
+        while True:
+            await asyncio.sleep(period)
+            now = _perf()
+            for f in list(self._flights):
+                if f.timed_out is None and now > f.deadline_ns:
+                    f.timed_out = f.phase
+                    f.task.cancel()
+
+    async def send(
+        self,
+        *,
+        index: int,
+        prompt: Prompt,
+        body: bytes,
+        intended_ns: int,
+        warmup: bool,
+    ) -> RequestRecord:
+        """Send one request and account for it, whatever happens; never raises.
+
+        Cancelling the calling task yields a record with outcome ``cancelled``.
+        """
+        assert self._session is not None, "use Client as an async context manager"
+        task = asyncio.current_task()
+        assert task is not None
+        reader = StreamReader()
+        sent = _perf()
+        flight = _Flight(task, sent + self._first_byte_ns)
+        self._flights.add(flight)
+        base: dict[str, Any] = {
+            "index": index,
+            "prompt_id": prompt.id,
+            "source": prompt.source,
+            "category": prompt.category,
+            "warmup": warmup,
+            "intended_ns": intended_ns,
+            "sent_ns": sent,
+            "prompt_chars": prompt.chars,
+        }
+        first_byte: int | None = None
+        try:
+            async with self._session.post(
+                self.config.url, data=body, headers=self._headers
+            ) as resp:
+                first_byte = _perf()
+                if resp.status >= 400:
+                    text = await resp.content.read(2048)
+                    return self._http_error(base, resp.status, text, first_byte, reader)
+                if self.config.stream:
+                    await self._read_stream(resp, reader, flight)
+                else:
+                    reader.on_body(await resp.read(), _perf())
+            return self._finish(base, reader, first_byte, prompt)
+        except asyncio.CancelledError:
+            if flight.timed_out is None:
+                return self._failed(base, reader, first_byte, "cancelled", None, "cancelled")
+            task.uncancel()
+            return self._failed(
+                base, reader, first_byte, "failed", "timeout",
+                f"no data within the {flight.timed_out} timeout",
+            )
+        except ProtocolError as exc:
+            return self._failed(base, reader, first_byte, "failed", "protocol", str(exc))
+        except ServerError as exc:
+            return self._failed(base, reader, first_byte, "failed", "server_error", str(exc))
+        except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
+            return self._failed(base, reader, first_byte, "failed", "timeout", _msg(exc))
+        except aiohttp.ClientConnectorError as exc:
+            return self._failed(base, reader, first_byte, "failed", "connect", _msg(exc))
+        except (
+            aiohttp.ServerDisconnectedError,
+            aiohttp.ClientPayloadError,
+            aiohttp.ClientOSError,
+            ConnectionError,
+        ) as exc:
+            return self._failed(base, reader, first_byte, "failed", "disconnected", _msg(exc))
+        except aiohttp.ClientResponseError as exc:
+            return self._failed(base, reader, first_byte, "failed", "protocol", _msg(exc))
+        except Exception as exc:  # noqa: BLE001 - every request must end with a record
+            return self._failed(base, reader, first_byte, "failed", "client", _msg(exc))
+        finally:
+            self._flights.discard(flight)
+
+    async def _read_stream(
+        self, resp: aiohttp.ClientResponse, reader: StreamReader, flight: _Flight
+    ) -> None:
+        parser = SSEParser()
+        between = self._between_ns
+        feed = parser.feed
+        on_event = reader.on_event
+        async for data in resp.content.iter_any():
+            now = _perf()
+            # The first-byte timeout runs until the first *data*, not the headers: many
+            # servers send headers at once and the first chunk only after prefill.
+            flight.deadline_ns = now + between
+            flight.phase = "between chunks"
+            for event in feed(data):
+                on_event(event, now)
+        if not reader.done and (parser.pending or reader.finish_reason is None):
+            raise aiohttp.ServerDisconnectedError("stream ended before [DONE]")
+
+    def _finish(
+        self, base: dict[str, Any], reader: StreamReader, first_byte: int, prompt: Prompt
+    ) -> RequestRecord:
+        end = _perf()
+        tokens, estimated = reader.output_tokens()
+        extra: dict[str, Any] = {}
+        outcome, error_class, error = "ok", None, None
+        calls = reader.tool_calls
+        if calls and prompt.tools:
+            verdict = self._validator.judge(
+                calls, prompt.tools, prompt.expected_calls, prompt.name_map
+            )
+            extra = {
+                "tool_calls": verdict.calls,
+                "tool_call_valid": verdict.valid,
+                "tool_call_correct": verdict.correct,
+                "tool_call_ns": verdict.first_valid_ns,
+            }
+            if not verdict.valid:
+                outcome, error_class, error = "failed", "invalid_output", verdict.problem
+        elif calls:
+            extra = {"tool_calls": len(calls)}
+        return RequestRecord(
+            **base,
+            **_stream_fields(reader, first_byte),
+            **extra,
+            end_ns=end,
+            outcome=outcome,
+            error_class=error_class,
+            error=error,
+            status=200,
+            output_tokens=tokens,
+            tokens_estimated=estimated,
+        )
+
+    def _http_error(
+        self,
+        base: dict[str, Any],
+        status: int,
+        text: bytes,
+        first_byte: int,
+        reader: StreamReader,
+    ) -> RequestRecord:
+        cls = "rate_limited" if status == 429 else "http_4xx" if status < 500 else "http_5xx"
+        return RequestRecord(
+            **base,
+            **_stream_fields(reader, first_byte),
+            end_ns=_perf(),
+            outcome="failed",
+            error_class=cls,
+            error=f"HTTP {status}: {text[:300].decode('utf-8', 'replace')}",
+            status=status,
+        )
+
+    def _failed(
+        self,
+        base: dict[str, Any],
+        reader: StreamReader,
+        first_byte: int | None,
+        outcome: str,
+        error_class: str | None,
+        error: str,
+    ) -> RequestRecord:
+        tokens, estimated = reader.output_tokens()
+        return RequestRecord(
+            **base,
+            **_stream_fields(reader, first_byte),
+            end_ns=_perf(),
+            outcome=outcome,
+            error_class=error_class,
+            error=error,
+            output_tokens=tokens,
+            tokens_estimated=estimated,
+        )
+
+
+def _stream_fields(reader: StreamReader, first_byte: int | None) -> dict[str, Any]:
+    chunk_ns: Sequence[int] = reader.token_chunk_ns
+    usage = reader.usage or {}
+    prompt_tokens = usage.get("prompt_tokens")
+    return {
+        "first_byte_ns": first_byte,
+        "first_token_ns": chunk_ns[0] if chunk_ns else None,
+        "last_token_ns": chunk_ns[-1] if chunk_ns else None,
+        "token_chunk_ns": tuple(chunk_ns),
+        "chunks": reader.chunks,
+        "prompt_tokens": prompt_tokens if isinstance(prompt_tokens, int) else None,
+        "finish_reason": reader.finish_reason,
+        "response_id": reader.response_id,
+        "server_timings": reader.timings,
+    }
+
+
+def _msg(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def discover_model(base_url: str, api_key: str | None = None, timeout_s: float = 10.0) -> str:
+    """The first model id ``GET /v1/models`` lists; ``EndpointError`` when unreachable."""
+    from loadtest.errors import EndpointError
+
+    base = base_url.rstrip("/")
+    url = (base if base.endswith("/v1") else base + "/v1") + "/models"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
+            session.get(url, headers=headers) as resp,
+        ):
+            if resp.status != 200:
+                raise EndpointError(
+                    f"{url} answered HTTP {resp.status}; name the model with --model"
+                )
+            data = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise EndpointError(f"cannot reach {url}: {_msg(exc)}") from exc
+    models = data.get("data") if isinstance(data, dict) else None
+    if not models or not isinstance(models[0], dict) or "id" not in models[0]:
+        raise EndpointError(f"{url} lists no model; name the model with --model")
+    return str(models[0]["id"])

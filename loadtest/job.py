@@ -1,0 +1,221 @@
+"""One ``loadtest run``: from a scenario and flags to the files on disk.
+
+This is the glue between the pure parts and the edges: it resolves the endpoint
+(starting the built-in simulator when none is given), loads prompts, runs the load with
+or without the TUI, and writes the results. ``cli.py`` only parses arguments into
+``RunOptions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loadtest.client import discover_model
+from loadtest.datasets import PromptPool, build_pool
+from loadtest.errors import UsageError
+from loadtest.report import build_summary, render_table, write_results
+from loadtest.runner import RunConfig, RunOutcome, Runner
+from loadtest.scenario import Scenario, load_scenario
+from loadtest.sim import SimConfig, SimProcess
+
+__all__ = ["RunOptions", "apply_overrides", "default_scenario_path", "run_job"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """The flags of ``loadtest run``; None means "as the scenario says"."""
+
+    scenario: str | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+    duration: float | None = None
+    requests: int | None = None
+    max_tokens: int | None = None
+    warmup: float | None = None
+    out: str = "out"
+    seed: int | None = None
+    tui: bool = True
+    api_key: str | None = None
+    record_chunks: bool = False
+    keepalive: bool = True
+    uvloop: bool = True
+
+
+def default_scenario_path() -> Path:
+    """``scenarios/mixed.toml`` here, else the one beside the installed package."""
+    local = Path("scenarios/mixed.toml")
+    if local.exists():
+        return local
+    return Path(__file__).resolve().parent.parent / "scenarios" / "mixed.toml"
+
+
+def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
+    """The scenario with command-line flags applied on top."""
+    load = sc.load
+    if o.rate is not None:
+        if o.rate <= 0:
+            raise UsageError("--rate must be positive")
+        mode = load.mode if load.mode != "closed" else "poisson"
+        load = dataclasses.replace(load, mode=mode, rate=o.rate,
+                                   concurrency=o.concurrency or 0)
+    elif o.concurrency is not None:
+        if o.concurrency < 1:
+            raise UsageError("--concurrency must be at least 1")
+        load = dataclasses.replace(load, mode="closed", concurrency=o.concurrency)
+    if o.duration is not None:
+        if o.duration <= 0:
+            raise UsageError("--duration must be positive")
+        load = dataclasses.replace(load, duration_s=o.duration, requests=None)
+    if o.requests is not None:
+        if o.requests < 1:
+            raise UsageError("--requests must be at least 1")
+        load = dataclasses.replace(
+            load, requests=o.requests, duration_s=None if o.duration is None else o.duration
+        )
+    if o.warmup is not None:
+        load = dataclasses.replace(load, warmup_s=max(0.0, o.warmup))
+    changes: dict[str, Any] = {"load": load}
+    if o.model is not None:
+        changes["model"] = o.model
+    if o.max_tokens is not None:
+        if o.max_tokens < 1:
+            raise UsageError("--max-tokens must be at least 1")
+        changes["max_tokens"] = o.max_tokens
+    if o.seed is not None:
+        changes["seed"] = o.seed
+    return dataclasses.replace(sc, **changes)
+
+
+def _run_id(name: str) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-{name}"
+
+
+def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
+    """Run a whole job; returns the summary, the run directory and whether it was stopped."""
+    path = Path(options.scenario) if options.scenario else default_scenario_path()
+    scenario = apply_overrides(load_scenario(path), options)
+    t_load = time.perf_counter()
+    pool, counts = build_pool(scenario)
+    prompt_load_s = time.perf_counter() - t_load
+    sim: SimProcess | None = None
+    endpoint = options.endpoint
+    if endpoint is None:
+        sim = SimProcess(SimConfig(seed=scenario.seed))
+        endpoint = sim.start()
+        print(f"no --endpoint given: using the built-in simulator at {endpoint}", file=sys.stderr)
+    try:
+        use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
+        runner_args = (scenario, endpoint, options, pool)
+        if use_tui:
+            from loadtest.tui import run_with_tui
+
+            runner, outcome = run_with_tui(lambda: _prepare(*runner_args))
+        else:
+            runner, outcome = _run_plain(lambda: _prepare(*runner_args), options.uvloop)
+    finally:
+        if sim is not None:
+            sim.stop()
+    extra = {"prompt_load_s": round(prompt_load_s, 3)}
+    summary = _finish(runner, outcome, counts, extra)
+    print(render_table(summary))
+    print(f"\nresults: {runner.config.run_dir}")
+    return summary, runner.config.run_dir, outcome.interrupted
+
+
+async def _prepare(
+    scenario: Scenario, endpoint: str, options: RunOptions, pool: PromptPool
+) -> Runner:
+    model = scenario.model or await discover_model(endpoint, options.api_key)
+    cfg = RunConfig(
+        scenario=scenario,
+        endpoint=endpoint,
+        model=model,
+        run_dir=Path(options.out) / _run_id(scenario.name),
+        api_key=options.api_key,
+        record_chunks=options.record_chunks,
+        keepalive=options.keepalive,
+    )
+    return Runner(cfg, pool)
+
+
+def _run_plain(
+    prepare: Callable[[], Awaitable[Runner]], use_uvloop: bool
+) -> tuple[Runner, RunOutcome]:
+    async def main() -> tuple[Runner, RunOutcome]:
+        runner = await prepare()
+        loop = asyncio.get_running_loop()
+        presses = 0
+
+        def on_signal() -> None:
+            nonlocal presses
+            presses += 1
+            if presses == 1:
+                print("\nstopping: waiting for in-flight requests (again to cancel them)",
+                      file=sys.stderr)
+                runner.stop()
+            else:
+                runner.cancel_in_flight()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        progress = asyncio.create_task(_progress(runner))
+        try:
+            return runner, await runner.run()
+        finally:
+            progress.cancel()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    if use_uvloop:
+        try:
+            import uvloop
+
+            return uvloop.run(main())
+        except ImportError:
+            pass
+    return asyncio.run(main())
+
+
+async def _progress(runner: Runner) -> None:
+    """One status line every 5 s on stderr, for terminals without the TUI and for CI logs."""
+    while True:
+        await asyncio.sleep(5)
+        s = runner.snapshot()
+        print(
+            f"[{s.elapsed_s:6.1f}s] sent {s.sent} ok {s.ok} failed {s.failed} "
+            f"in flight {s.in_flight}  {s.requests_per_s:.1f} req/s "
+            f"{s.output_tokens_per_s:.0f} tok/s  TTFT p50 {s.ttft_p50_ms:.1f} ms "
+            f"p99 {s.ttft_p99_ms:.1f} ms",
+            file=sys.stderr,
+        )
+
+
+def _finish(
+    runner: Runner, outcome: RunOutcome, counts: dict[str, int], extra: dict[str, Any]
+) -> dict[str, Any]:
+    cfg = runner.config
+    summary = build_summary(
+        run_id=cfg.run_dir.name,
+        scenario=cfg.scenario,
+        endpoint=cfg.endpoint,
+        model=cfg.model,
+        metrics=outcome.metrics,
+        started_wall=outcome.started_wall,
+        duration_s=outcome.duration_s,
+        measured_s=outcome.measured_s,
+        interrupted=outcome.interrupted,
+        prompts=counts,
+    )
+    summary["run"].update(extra)
+    write_results(cfg.run_dir, summary, outcome.metrics)
+    return summary

@@ -1,0 +1,250 @@
+"""HDR recorders for every latency metric, raw and corrected, with live snapshots.
+
+Values are recorded in microseconds (1 µs .. 1 h, 3 significant digits). Each metric is
+recorded into a per-interval histogram that is rolled once a second (for the ``.hlog``)
+and added into the run total at the roll, so the hot path records each value once.
+
+Coordinated omission: in open loop the corrected variants are measured from the
+*intended* send time. In closed loop there is no intended time beyond "when the session
+was free", so the corrected variants use HdrHistogram's expected-interval correction with
+the running mean end-to-end latency as the expected interval between a session's sends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from hdrh.histogram import HdrHistogram
+
+from loadtest.record import RequestRecord
+
+__all__ = ["CORRECTED", "METRICS", "MetricSet", "Metrics", "Snapshot", "new_histogram"]
+
+METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms", "dispatch_lag_ms")
+CORRECTED = ("ttft_ms", "e2e_ms", "tool_call_ms")
+"""Metrics measured from the send time, which therefore have a ``*_corrected`` twin."""
+
+_LOWEST, _HIGHEST, _DIGITS = 1, 3_600_000_000, 3
+
+
+def new_histogram() -> HdrHistogram:
+    """A histogram of microseconds from 1 µs to 1 h at 3 significant digits."""
+    return HdrHistogram(_LOWEST, _HIGHEST, _DIGITS)
+
+
+class MetricSet:
+    """One histogram per metric name (``ttft_ms``, ``ttft_ms_corrected``, ...)."""
+
+    NAMES = METRICS + tuple(f"{m}_corrected" for m in CORRECTED) + ("tokens_per_chunk",)
+
+    def __init__(self) -> None:
+        self.hists = {name: new_histogram() for name in self.NAMES}
+        self.sums: dict[str, float] = dict.fromkeys(self.NAMES, 0.0)
+        self.out_of_range = 0
+
+    def record(self, name: str, value_us: float, expected_interval_us: float = 0.0) -> None:
+        """Record one value; with an expected interval, HdrHistogram-corrected."""
+        v = int(value_us)
+        h = self.hists[name]
+        ok = (
+            h.record_corrected_value(v, int(expected_interval_us))
+            if expected_interval_us >= 1
+            else h.record_value(v)
+        )
+        if ok is False:
+            self.out_of_range += 1
+        else:
+            self.sums[name] += value_us
+
+    def add(self, other: MetricSet) -> None:
+        """Merge ``other`` into this set, losslessly."""
+        for name in self.NAMES:
+            if other.hists[name].get_total_count():
+                self.hists[name].add(other.hists[name])
+            self.sums[name] += other.sums[name]
+        self.out_of_range += other.out_of_range
+
+    def reset(self) -> None:
+        """Empty every histogram, for reuse as the next interval."""
+        for name in self.NAMES:
+            self.hists[name].reset()
+            self.sums[name] = 0.0
+        self.out_of_range = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A read-only view of the run for the TUI and progress lines.
+
+    Percentiles are in milliseconds over the whole measured part of the run; rates are
+    over the last completed interval.
+    """
+
+    elapsed_s: float
+    sent: int
+    ok: int
+    failed: int
+    cancelled: int
+    in_flight: int
+    warmup: bool
+    requests_per_s: float
+    output_tokens_per_s: float
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    tpot_p50_ms: float
+    e2e_p50_ms: float
+    e2e_p99_ms: float
+    dispatch_lag_p99_ms: float
+    errors: dict[str, int] = field(default_factory=dict)
+    rate_history: tuple[float, ...] = ()
+
+
+class Metrics:
+    """Counters and histograms of one run, fed one ``RequestRecord`` at a time."""
+
+    def __init__(self, *, closed_loop: bool, t0_ns: int) -> None:
+        self.closed_loop = closed_loop
+        self.t0_ns = t0_ns
+        self.total = MetricSet()
+        self.interval = MetricSet()
+        self.by_category: dict[str, MetricSet] = {}
+        self.outcomes: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.warmup_requests = 0
+        self.measured_ok = 0
+        self.output_tokens = 0
+        self.estimated_token_requests = 0
+        self.interval_ok = 0
+        self.interval_tokens = 0
+        self.rate_history: list[float] = []
+        self.token_rate_history: list[float] = []
+        self._e2e_sum_us = 0.0
+        self._e2e_n = 0
+        self.tool_stats: Counter[str] = Counter()
+        self.first_record_ns: int | None = None
+        self.last_end_ns: int | None = None
+        self.measure_start_ns: int | None = None
+
+    @property
+    def sent(self) -> int:
+        """Requests accounted for so far (each has exactly one outcome)."""
+        return sum(self.outcomes.values())
+
+    def add(self, rec: RequestRecord) -> None:
+        """Account for a finished request; record its latencies unless it was warm-up."""
+        self.outcomes[rec.outcome] += 1
+        if rec.error_class:
+            self.errors[rec.error_class] += 1
+        if rec.warmup:
+            self.warmup_requests += 1
+            return
+        if self.measure_start_ns is None or rec.intended_ns < self.measure_start_ns:
+            self.measure_start_ns = rec.intended_ns
+        if self.last_end_ns is None or rec.end_ns > self.last_end_ns:
+            self.last_end_ns = rec.end_ns
+        if rec.tool_call_valid is not None:
+            self.tool_stats["responses_with_calls"] += 1
+            self.tool_stats["valid"] += rec.tool_call_valid
+            if rec.tool_call_correct is not None:
+                self.tool_stats["judged"] += 1
+                self.tool_stats["correct"] += rec.tool_call_correct
+        if rec.outcome != "ok":
+            return
+        self.measured_ok += 1
+        self.output_tokens += rec.output_tokens
+        self.interval_tokens += rec.output_tokens
+        self.interval_ok += 1
+        self.estimated_token_requests += rec.tokens_estimated
+        self._e2e_sum_us += (rec.end_ns - rec.sent_ns) / 1e3
+        self._e2e_n += 1
+        cat = self.by_category.get(rec.category)
+        if cat is None:
+            cat = self.by_category[rec.category] = MetricSet()
+        for ms in (self.interval, cat):
+            self._record(ms, rec)
+
+    def _record(self, ms: MetricSet, rec: RequestRecord) -> None:
+        expected = self._e2e_sum_us / self._e2e_n if self.closed_loop and self._e2e_n else 0.0
+        origin_raw = rec.sent_ns
+        origin_cor = rec.intended_ns
+        ms.record("dispatch_lag_ms", (rec.sent_ns - rec.intended_ns) / 1e3)
+        ms.record("e2e_ms", (rec.end_ns - origin_raw) / 1e3)
+        self._corrected(ms, "e2e_ms", rec.end_ns, origin_raw, origin_cor, expected)
+        if rec.first_token_ns is not None:
+            ms.record("ttft_ms", (rec.first_token_ns - origin_raw) / 1e3)
+            self._corrected(ms, "ttft_ms", rec.first_token_ns, origin_raw, origin_cor, expected)
+        if rec.tool_call_ns is not None:
+            ms.record("tool_call_ms", (rec.tool_call_ns - origin_raw) / 1e3)
+            self._corrected(
+                ms, "tool_call_ms", rec.tool_call_ns, origin_raw, origin_cor, expected
+            )
+        tpot = rec.tpot_ns
+        if tpot is not None:
+            ms.record("tpot_ms", tpot / 1e3)
+        chunks = rec.token_chunk_ns
+        if len(chunks) > 1:
+            record = ms.hists["itl_ms"].record_value
+            prev = chunks[0]
+            total = 0
+            for t in chunks[1:]:
+                gap = (t - prev) // 1000
+                record(gap)
+                total += gap
+                prev = t
+            ms.sums["itl_ms"] += total
+        if chunks and rec.output_tokens:
+            # Stored x1000 so the integer histogram keeps three decimals.
+            ms.record("tokens_per_chunk", 1000 * rec.output_tokens / len(chunks))
+
+    def _corrected(
+        self, ms: MetricSet, name: str, at: int, raw: int, cor: int, expected_us: float
+    ) -> None:
+        if self.closed_loop:
+            ms.record(f"{name}_corrected", (at - raw) / 1e3, expected_us)
+        else:
+            ms.record(f"{name}_corrected", (at - cor) / 1e3)
+
+    def roll(self, seconds: float) -> MetricSet:
+        """Close the current interval: merge it into the totals and return it.
+
+        The caller writes the returned set to the interval log and must not keep it:
+        it is reset and reused on the next call's behalf.
+        """
+        done = self.interval
+        self.total.add(done)
+        self.rate_history.append(self.interval_ok / seconds if seconds > 0 else 0.0)
+        self.token_rate_history.append(self.interval_tokens / seconds if seconds > 0 else 0.0)
+        self.interval_ok = 0
+        self.interval_tokens = 0
+        self.interval = MetricSet()
+        return done
+
+    def snapshot(self, in_flight: int, warmup: bool) -> Snapshot:
+        """A frozen view for display; percentiles over the totals rolled so far."""
+        h = self.total.hists
+
+        def p(name: str, q: float) -> float:
+            hist = h[name]
+            return hist.get_value_at_percentile(q) / 1e3 if hist.get_total_count() else 0.0
+
+        return Snapshot(
+            elapsed_s=(time.perf_counter_ns() - self.t0_ns) / 1e9,
+            sent=self.sent + in_flight,
+            ok=self.outcomes["ok"],
+            failed=self.outcomes["failed"],
+            cancelled=self.outcomes["cancelled"],
+            in_flight=in_flight,
+            warmup=warmup,
+            requests_per_s=self.rate_history[-1] if self.rate_history else 0.0,
+            output_tokens_per_s=self.token_rate_history[-1] if self.token_rate_history else 0.0,
+            ttft_p50_ms=p("ttft_ms", 50),
+            ttft_p99_ms=p("ttft_ms", 99),
+            tpot_p50_ms=p("tpot_ms", 50),
+            e2e_p50_ms=p("e2e_ms", 50),
+            e2e_p99_ms=p("e2e_ms", 99),
+            dispatch_lag_p99_ms=p("dispatch_lag_ms", 99),
+            errors=dict(self.errors),
+            rate_history=tuple(self.rate_history[-120:]),
+        )

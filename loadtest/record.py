@@ -1,0 +1,117 @@
+"""The frozen record of one request, the unit everything downstream consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ERROR_CLASSES", "OUTCOMES", "RequestRecord"]
+
+OUTCOMES = ("ok", "failed", "cancelled")
+ERROR_CLASSES = (
+    "connect",  # could not open a connection
+    "timeout",  # connect, first-byte or between-chunk timeout
+    "http_4xx",
+    "http_5xx",
+    "rate_limited",  # HTTP 429
+    "disconnected",  # the server closed or reset the stream before it ended
+    "protocol",  # bytes that are not SSE / the OpenAI chunk format
+    "server_error",  # an error the server reported inside the stream
+    "invalid_output",  # a tool call that is not JSON, not offered, or breaks its schema
+    "client",  # anything else; a bug in loadtest if it ever shows
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What happened to one request. Times are ``perf_counter_ns`` values.
+
+    ``intended_ns`` is when the schedule wanted the request sent; ``sent_ns`` when it
+    actually was. Latency from ``sent_ns`` is *raw*; from ``intended_ns`` it is
+    corrected for coordinated omission.
+    """
+
+    index: int
+    prompt_id: str
+    source: str
+    category: str
+    warmup: bool
+    intended_ns: int
+    sent_ns: int
+    end_ns: int
+    outcome: str
+    error_class: str | None = None
+    error: str | None = None
+    status: int | None = None
+    first_byte_ns: int | None = None
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    token_chunk_ns: tuple[int, ...] = ()
+    chunks: int = 0
+    output_tokens: int = 0
+    tokens_estimated: bool = False
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    tool_calls: int = 0
+    tool_call_valid: bool | None = None
+    tool_call_correct: bool | None = None
+    tool_call_ns: int | None = None
+    server_timings: dict[str, Any] | None = None
+    prompt_chars: int = 0
+
+    @property
+    def ttft_ns(self) -> int | None:
+        """Time to first token from the actual send."""
+        return None if self.first_token_ns is None else self.first_token_ns - self.sent_ns
+
+    @property
+    def tpot_ns(self) -> float | None:
+        """Time per output token after the first (decode speed), None below 2 tokens."""
+        if self.first_token_ns is None or self.last_token_ns is None or self.output_tokens < 2:
+            return None
+        return (self.last_token_ns - self.first_token_ns) / (self.output_tokens - 1)
+
+    def to_json(self, t0_ns: int) -> dict[str, Any]:
+        """A JSON-ready dict with times in ms relative to ``t0_ns`` (the run's start)."""
+
+        def rel(ns: int | None) -> float | None:
+            return None if ns is None else round((ns - t0_ns) / 1e6, 4)
+
+        def dur(ns: float | None) -> float | None:
+            return None if ns is None else round(ns / 1e6, 4)
+
+        return {
+            "index": self.index,
+            "prompt_id": self.prompt_id,
+            "source": self.source,
+            "category": self.category,
+            "warmup": self.warmup,
+            "outcome": self.outcome,
+            "error_class": self.error_class,
+            "error": self.error,
+            "status": self.status,
+            "intended_ms": rel(self.intended_ns),
+            "sent_ms": rel(self.sent_ns),
+            "first_token_ms": rel(self.first_token_ns),
+            "end_ms": rel(self.end_ns),
+            "dispatch_lag_ms": dur(self.sent_ns - self.intended_ns),
+            "ttft_ms": dur(self.ttft_ns),
+            "e2e_ms": dur(self.end_ns - self.sent_ns),
+            "tpot_ms": dur(self.tpot_ns),
+            "chunks": self.chunks,
+            "token_chunks": len(self.token_chunk_ns),
+            "output_tokens": self.output_tokens,
+            "tokens_estimated": self.tokens_estimated,
+            "prompt_tokens": self.prompt_tokens,
+            "prompt_chars": self.prompt_chars,
+            "finish_reason": self.finish_reason,
+            "response_id": self.response_id,
+            "tool_calls": self.tool_calls,
+            "tool_call_valid": self.tool_call_valid,
+            "tool_call_correct": self.tool_call_correct,
+            "tool_call_ms": dur(
+                None if self.tool_call_ns is None else self.tool_call_ns - self.sent_ns
+            ),
+            "server_timings": self.server_timings,
+        }

@@ -1,0 +1,152 @@
+"""The ``summary.json`` document, built from a run's metrics; pure, no files."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from loadtest.metrics import MetricSet, Metrics
+from loadtest.record import ERROR_CLASSES
+from loadtest.scenario import Scenario
+
+__all__ = ["PERCENTILES", "SCHEMA_VERSION", "build_summary", "metric_stats"]
+
+SCHEMA_VERSION = 1
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
+
+
+def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> dict[str, Any]:
+    """count/min/mean/p50/p90/p95/p99/p999/max of one histogram, in ms (``scale`` µs)."""
+    n = hist.get_total_count()
+    if n == 0:
+        return {"count": 0}
+    out: dict[str, Any] = {
+        "count": n,
+        "min": round(hist.get_min_value() / scale, 3),
+        # The running sum is exact; HdrHistogram's own mean is slow and bucketed.
+        "mean": round(total_us / n / scale, 3),
+    }
+    for key, q in PERCENTILES:
+        out[key] = round(hist.get_value_at_percentile(q) / scale, 3)
+    out["max"] = round(hist.get_max_value() / scale, 3)
+    return out
+
+
+def _metric_block(ms: MetricSet) -> dict[str, Any]:
+    out = {}
+    for name, hist in ms.hists.items():
+        if name == "tokens_per_chunk":
+            continue
+        out[name] = metric_stats(hist, ms.sums[name])
+    return out
+
+
+def _tokens_per_chunk(ms: MetricSet) -> dict[str, Any]:
+    return metric_stats(ms.hists["tokens_per_chunk"], ms.sums["tokens_per_chunk"], scale=1e3)
+
+
+def build_summary(
+    *,
+    run_id: str,
+    scenario: Scenario,
+    endpoint: str,
+    model: str,
+    metrics: Metrics,
+    started_wall: float,
+    duration_s: float,
+    measured_s: float,
+    interrupted: bool,
+    prompts: dict[str, int],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The whole summary document; its schema is documented in the README."""
+    load = scenario.load
+    ok = metrics.outcomes["ok"]
+    sent = metrics.sent
+    errors = {k: metrics.errors[k] for k in ERROR_CLASSES if metrics.errors[k]}
+    tool = metrics.tool_stats
+    summary: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "run": {
+            "id": run_id,
+            "scenario": scenario.name,
+            "scenario_path": scenario.path,
+            "endpoint": endpoint,
+            "model": model,
+            "api": scenario.api,
+            "stream": scenario.stream,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_wall)),
+            "duration_s": round(duration_s, 3),
+            "measured_s": round(measured_s, 3),
+            "interrupted": interrupted,
+            "load": {
+                "mode": load.mode,
+                "concurrency": load.concurrency,
+                "rate": load.rate if load.mode != "closed" else None,
+                "burstiness": load.burstiness if load.mode == "gamma" else None,
+                "duration_s": load.duration_s,
+                "requests": load.requests,
+                "warmup_s": load.warmup_s,
+            },
+            "prompts": prompts,
+            "seed": scenario.seed,
+        },
+        "requests": {
+            "sent": sent,
+            "ok": ok,
+            "failed": metrics.outcomes["failed"],
+            "cancelled": metrics.outcomes["cancelled"],
+            "warmup": metrics.warmup_requests,
+            "errors": errors,
+            "error_rate": round(metrics.outcomes["failed"] / sent, 6) if sent else 0.0,
+            "tokens_estimated": metrics.estimated_token_requests,
+        },
+        "metrics": _metric_block(metrics.total),
+        "tokens_per_chunk": _tokens_per_chunk(metrics.total),
+        "throughput": {
+            "requests_per_s": round(metrics.measured_ok / measured_s, 3)
+            if measured_s > 0
+            else 0.0,
+            "output_tokens_per_s": round(metrics.output_tokens / measured_s, 1)
+            if measured_s > 0
+            else 0.0,
+            "output_tokens": metrics.output_tokens,
+        },
+        "tool_calls": {
+            "responses_with_calls": tool["responses_with_calls"],
+            "valid": tool["valid"],
+            "judged": tool["judged"],
+            "correct": tool["correct"],
+        },
+        "by_category": {
+            cat: {"metrics": _metric_block(ms), "tokens_per_chunk": _tokens_per_chunk(ms)}
+            for cat, ms in sorted(metrics.by_category.items())
+        },
+        "out_of_range_values": metrics.total.out_of_range,
+    }
+    summary["slo"] = _slo(scenario, summary)
+    if extra:
+        summary.update(extra)
+    return summary
+
+
+def _slo(scenario: Scenario, summary: dict[str, Any]) -> dict[str, Any]:
+    slo = scenario.slo
+    checks = []
+    m = summary["metrics"]
+    for label, limit, key in (
+        ("ttft_p99_ms", slo.ttft_p99_ms, "ttft_ms"),
+        ("tpot_p99_ms", slo.tpot_p99_ms, "tpot_ms"),
+        ("e2e_p99_ms", slo.e2e_p99_ms, "e2e_ms"),
+    ):
+        if limit is not None:
+            got = m[key].get("p99")
+            checks.append({"slo": label, "limit": limit, "value": got,
+                           "met": got is not None and got <= limit})
+    if slo.max_error_rate is not None:
+        got = summary["requests"]["error_rate"]
+        checks.append({"slo": "max_error_rate", "limit": slo.max_error_rate, "value": got,
+                       "met": got <= slo.max_error_rate})
+    return {"checks": checks, "met": all(c["met"] for c in checks)}

@@ -1,0 +1,61 @@
+"""The compact table printed at the end of a run; plain text, no terminal control codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_table"]
+
+_ROWS = (
+    ("TTFT", "ttft_ms"),
+    ("TTFT (corrected)", "ttft_ms_corrected"),
+    ("inter-chunk gap", "itl_ms"),
+    ("time per output token", "tpot_ms"),
+    ("end-to-end", "e2e_ms"),
+    ("end-to-end (corrected)", "e2e_ms_corrected"),
+    ("time to valid tool call", "tool_call_ms"),
+    ("dispatch lag", "dispatch_lag_ms"),
+)
+_COLS = ("count", "p50", "p90", "p99", "p999", "max")
+
+
+def render_table(summary: dict[str, Any]) -> str:
+    """Requests, throughput and the latency percentiles of a summary, as text."""
+    r = summary["requests"]
+    t = summary["throughput"]
+    run = summary["run"]
+    lines = [
+        f"run {run['id']}  scenario {run['scenario']}  model {run['model']}  "
+        f"endpoint {run['endpoint']}",
+        f"requests: sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  "
+        f"cancelled {r['cancelled']}  (warm-up {r['warmup']})"
+        + ("  errors: " + ", ".join(f"{k} {v}" for k, v in r["errors"].items())
+           if r["errors"] else ""),
+        f"throughput: {t['requests_per_s']:.2f} req/s  {t['output_tokens_per_s']:.1f} "
+        f"output tokens/s over {run['measured_s']:.1f} s",
+    ]
+    tpc = summary.get("tokens_per_chunk", {})
+    if tpc.get("count"):
+        lines.append(f"tokens per chunk: mean {tpc['mean']:.2f}  p50 {tpc['p50']:.2f}")
+    tc = summary.get("tool_calls", {})
+    if tc.get("responses_with_calls"):
+        lines.append(
+            f"tool calls: {tc['valid']}/{tc['responses_with_calls']} valid, "
+            f"{tc['correct']}/{tc['judged']} match the expected answer"
+        )
+    head = f"{'latency (ms)':<26}" + "".join(f"{c:>10}" for c in _COLS)
+    lines += ["", head, "-" * len(head)]
+    metrics = summary["metrics"]
+    for label, key in _ROWS:
+        stats = metrics.get(key, {})
+        if not stats.get("count"):
+            continue
+        cells = "".join(
+            f"{stats[c]:>10}" if c == "count" else f"{stats[c]:>10.2f}" for c in _COLS
+        )
+        lines.append(f"{label:<26}{cells}")
+    slo = summary.get("slo", {})
+    for check in slo.get("checks", []):
+        mark = "met" if check["met"] else "MISSED"
+        lines.append(f"SLO {check['slo']} <= {check['limit']}: {check['value']} {mark}")
+    return "\n".join(lines)

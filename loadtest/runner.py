@@ -1,0 +1,332 @@
+"""Drives requests on the schedule and accounts for every one of them.
+
+Closed loop: N sessions, each sending its next request when the last one ended (plus
+think time). Open loop: one pacer sleeping to absolute deadlines, a task per arrival,
+optionally capped by a concurrency limit and a rate ceiling. Either way, stopping (end
+of plan, Ctrl-C, SIGTERM) stops scheduling, gives in-flight requests ``grace_s`` to end,
+cancels the rest, and every request still ends as exactly one record on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from loadtest.client import Client, ClientConfig
+from loadtest.datasets import Prompt, PromptPool
+from loadtest.metrics import Metrics, Snapshot
+from loadtest.openai import build_payload
+from loadtest.record import RequestRecord
+from loadtest.report.hlog import HlogWriter
+from loadtest.scenario import Scenario
+from loadtest.schedule import ArrivalPlan, Clock, MonotonicClock, arrival_offsets_ns, pace
+
+__all__ = ["RunConfig", "RunOutcome", "Runner"]
+
+_perf = time.perf_counter_ns
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything a run needs beyond the scenario."""
+
+    scenario: Scenario
+    endpoint: str
+    model: str
+    run_dir: Path
+    api_key: str | None = None
+    record_chunks: bool = False
+    keepalive: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """What ``Runner.run`` hands to the report: metrics and the run's time frame."""
+
+    metrics: Metrics
+    t0_ns: int
+    started_wall: float
+    duration_s: float
+    measured_s: float
+    interrupted: bool
+
+
+class Runner:
+    """One load run; ``stop()`` may be called from a signal handler or the TUI."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        pool: PromptPool,
+        *,
+        clock: Clock | None = None,
+        on_record: Callable[[RequestRecord], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.scenario = config.scenario
+        self.pool = pool
+        self.clock = clock or MonotonicClock()
+        self.on_record = on_record
+        load = self.scenario.load
+        self.closed_loop = load.mode == "closed"
+        self.t0_ns = _perf()
+        self.metrics = Metrics(closed_loop=self.closed_loop, t0_ns=self.t0_ns)
+        self._stop = asyncio.Event()
+        self._abort = asyncio.Event()
+        self._interrupted = False
+        self._client: Client | None = None
+        self._next_index = 0
+        self._bodies: dict[int, bytes] = {}
+        self._jsonl: IO[bytes] | None = None
+        self._hlog: HlogWriter | None = None
+        self._warmup_end_ns = self.t0_ns + int(load.warmup_s * 1e9)
+        self._end_ns: int | None = None
+        self._limit: int | None = None
+        self._measured = 0
+        self._last_roll_ns = self.t0_ns
+
+    # -- control -------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop scheduling; in-flight requests get the grace period, then are cancelled."""
+        self._interrupted = True
+        self._stop.set()
+
+    def cancel_in_flight(self) -> None:
+        """Stop at once: cancel in-flight requests without waiting out the grace period."""
+        self.stop()
+        self._abort.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once the plan ended or ``stop()`` was called."""
+        return self._stop.is_set()
+
+    def snapshot(self) -> Snapshot:
+        """A read-only view of the run so far."""
+        in_flight = self._client.in_flight if self._client else 0
+        return self.metrics.snapshot(in_flight, _perf() < self._warmup_end_ns)
+
+    # -- the run -------------------------------------------------------------------------
+    async def run(self) -> RunOutcome:
+        """Run the plan to its end (or until stopped) and return the metrics."""
+        sc = self.scenario
+        load = sc.load
+        started_wall = time.time()
+        self.t0_ns = _perf()
+        self.metrics.t0_ns = self.t0_ns
+        self._last_roll_ns = self.t0_ns
+        self._warmup_end_ns = self.t0_ns + int(load.warmup_s * 1e9)
+        if load.duration_s is not None:
+            self._end_ns = self._warmup_end_ns + int(load.duration_s * 1e9)
+        self._limit = load.requests
+        run_dir = self.config.run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self._jsonl = open(run_dir / "requests.jsonl", "wb")  # noqa: SIM115 - closed below
+        self._hlog = HlogWriter(run_dir / "histograms.hlog", started_wall)
+        client_cfg = ClientConfig(
+            base_url=self.config.endpoint,
+            api=sc.api,
+            stream=sc.stream,
+            timeouts=sc.timeouts,
+            concurrency=load.concurrency,
+            keepalive=self.config.keepalive,
+            api_key=self.config.api_key,
+        )
+        ticker = asyncio.create_task(self._tick(), name="loadtest-ticker")
+        try:
+            async with Client(client_cfg) as client:
+                self._client = client
+                if self.closed_loop:
+                    await self._closed_loop()
+                else:
+                    await self._open_loop()
+        finally:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
+            self._roll()
+            self._hlog.close()
+            self._jsonl.close()
+            self._client = None
+        end = _perf()
+        m = self.metrics
+        measured_from = max(self._warmup_end_ns, m.measure_start_ns or self._warmup_end_ns)
+        measured_to = m.last_end_ns or end
+        return RunOutcome(
+            metrics=m,
+            t0_ns=self.t0_ns,
+            started_wall=started_wall,
+            duration_s=(end - self.t0_ns) / 1e9,
+            measured_s=max(measured_to - measured_from, 1) / 1e9,
+            interrupted=self._interrupted,
+        )
+
+    def _take_index(self, intended_ns: int) -> int | None:
+        """The next request index, or None when the plan is exhausted."""
+        if self._stop.is_set():
+            return None
+        if self._end_ns is not None and _perf() >= self._end_ns:
+            self._stop.set()
+            return None
+        if intended_ns >= self._warmup_end_ns:
+            if self._limit is not None and self._measured >= self._limit:
+                self._stop.set()
+                return None
+            self._measured += 1
+        index = self._next_index
+        self._next_index += 1
+        return index
+
+    async def _one(self, index: int, intended_ns: int) -> RequestRecord:
+        assert self._client is not None
+        prompt = self.pool.draw()
+        rec = await self._client.send(
+            index=index,
+            prompt=prompt,
+            body=self._body(prompt),
+            intended_ns=intended_ns,
+            warmup=intended_ns < self._warmup_end_ns,
+        )
+        self._account(rec, prompt)
+        return rec
+
+    def _body(self, prompt: Prompt) -> bytes:
+        body = self._bodies.get(id(prompt))
+        if body is None:
+            sc = self.scenario
+            body = build_payload(
+                api=sc.api,
+                model=self.config.model,
+                messages=list(prompt.messages),
+                text=prompt.text,
+                stream=sc.stream,
+                max_tokens=prompt.max_tokens or sc.max_tokens,
+                sampling=sc.sampling,
+                tools=list(prompt.tools) or None,
+            )
+            self._bodies[id(prompt)] = body
+        return body
+
+    def _account(self, rec: RequestRecord, prompt: Prompt) -> None:
+        self.metrics.add(rec)
+        assert self._jsonl is not None
+        line: dict[str, Any] = rec.to_json(self.t0_ns)
+        if self.config.record_chunks:
+            line["token_chunk_ms"] = [round((t - rec.sent_ns) / 1e6, 4) for t in rec.token_chunk_ns]
+        if self.scenario.record_prompts:
+            line["messages"] = list(prompt.messages)
+        self._jsonl.write(orjson.dumps(line) + b"\n")
+        if self.on_record is not None:
+            self.on_record(rec)
+
+    async def _closed_loop(self) -> None:
+        load = self.scenario.load
+        think_ns = int(load.think_time_ms * 1e6)
+        sessions = [
+            asyncio.create_task(self._session(think_ns), name=f"loadtest-session-{i}")
+            for i in range(load.concurrency)
+        ]
+        await self._drain(set(sessions))
+
+    async def _session(self, think_ns: int) -> None:
+        intended = _perf()
+        while (index := self._take_index(intended)) is not None:
+            await self._one(index, intended)
+            intended = _perf() + think_ns
+            if think_ns:
+                await self.clock.sleep_until(intended)
+
+    async def _open_loop(self) -> None:
+        tasks: set[asyncio.Task[None]] = set()
+        pacer = asyncio.create_task(self._pace_arrivals(tasks), name="loadtest-pacer")
+        stop = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({pacer, stop}, return_when=asyncio.FIRST_COMPLETED)
+        # Stopping may find the pacer asleep or waiting on the concurrency cap.
+        pacer.cancel()
+        stop.cancel()
+        await asyncio.gather(pacer, stop, return_exceptions=True)
+        self._stop.set()
+        await self._drain(tasks)
+
+    async def _pace_arrivals(self, tasks: set[asyncio.Task[None]]) -> None:
+        load = self.scenario.load
+        plan = ArrivalPlan(load.mode, load.rate, load.burstiness)
+        cap = asyncio.Semaphore(load.concurrency) if load.concurrency > 0 else None
+        ceiling: Any = None
+        if load.rate_ceiling:
+            from asyncio_throttle import Throttler
+
+            # A ceiling only: it releases in bursts, so it never keeps the schedule.
+            ceiling = Throttler(rate_limit=int(max(1, load.rate_ceiling)), period=1.0)
+        async for _, intended in pace(
+            arrival_offsets_ns(plan, self.scenario.seed),
+            self.clock,
+            start_ns=self.t0_ns,
+            until_ns=self._end_ns,
+        ):
+            if cap is not None:
+                await cap.acquire()
+            if ceiling is not None:
+                await ceiling.acquire()
+            index = self._take_index(intended)
+            if index is None:
+                if cap is not None:
+                    cap.release()
+                return
+            task = asyncio.create_task(self._arrival(index, intended, cap))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    async def _arrival(self, index: int, intended: int, cap: asyncio.Semaphore | None) -> None:
+        try:
+            await self._one(index, intended)
+        finally:
+            if cap is not None:
+                cap.release()
+
+    async def _drain(self, tasks: set[asyncio.Task[None]]) -> None:
+        """Wait for the plan to end, then give in-flight work the grace period."""
+        waiter = asyncio.ensure_future(asyncio.wait(set(tasks)))
+        stop = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        pending = {t for t in tasks if not t.done()}
+        if pending and not self._abort.is_set():
+            rest = asyncio.ensure_future(asyncio.wait(pending))
+            abort = asyncio.ensure_future(self._abort.wait())
+            await asyncio.wait(
+                {rest, abort}, timeout=self.scenario.load.grace_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            for f in (rest, abort):
+                f.cancel()
+            await asyncio.gather(rest, abort, return_exceptions=True)
+            pending = {t for t in pending if not t.done()}
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+
+    async def _tick(self) -> None:
+        next_at = self.t0_ns
+        while True:
+            next_at += 1_000_000_000
+            await self.clock.sleep_until(next_at)
+            self._roll()
+
+    def _roll(self) -> None:
+        now = _perf()
+        start = self._last_roll_ns
+        self._last_roll_ns = now
+        interval = self.metrics.roll((now - start) / 1e9)
+        if self._hlog is not None:
+            self._hlog.write_interval(interval, (start - self.t0_ns) / 1e9, (now - start) / 1e9)
+        if self._jsonl is not None:
+            self._jsonl.flush()

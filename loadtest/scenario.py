@@ -1,0 +1,343 @@
+"""Scenario files: TOML in, a validated frozen ``Scenario`` out.
+
+Every error names the file, the dotted key and what was expected, and unknown keys are
+errors (a typo such as ``concurency`` must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from loadtest.errors import ScenarioError
+
+__all__ = [
+    "SOURCE_KINDS",
+    "LoadSpec",
+    "SLOSpec",
+    "Scenario",
+    "SourceSpec",
+    "TimeoutSpec",
+    "load_scenario",
+    "parse_scenario",
+]
+
+LOAD_MODES = ("closed", "constant", "poisson", "gamma")
+APIS = ("chat", "completions")
+SOURCE_KINDS = ("sharegpt", "bfcl", "humaneval", "jsonl", "sharegpt-file", "inline")
+
+# Keys each prompt source accepts beyond the common ones.
+_SOURCE_KEYS: dict[str, frozenset[str]] = {
+    "sharegpt": frozenset(
+        {"languages", "exclude_languages", "min_prompt_chars", "max_prompt_chars", "limit"}
+    ),
+    "bfcl": frozenset({"subsets", "limit"}),
+    "humaneval": frozenset({"limit"}),
+    "jsonl": frozenset({"path", "limit"}),
+    "sharegpt-file": frozenset({"path", "min_prompt_chars", "max_prompt_chars", "limit"}),
+    "inline": frozenset({"prompts"}),
+}
+_COMMON_SOURCE_KEYS = frozenset({"kind", "category", "weight", "max_tokens"})
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpec:
+    """One prompt source with its weight and category."""
+
+    kind: str
+    category: str
+    weight: float = 1.0
+    max_tokens: int | None = None
+    path: Path | None = None
+    subsets: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    exclude_languages: tuple[str, ...] = ()
+    min_prompt_chars: int = 1
+    max_prompt_chars: int = 1_000_000
+    limit: int | None = None
+    prompts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """How requests are offered: closed loop (sessions) or open loop (arrival rate)."""
+
+    mode: str = "closed"
+    concurrency: int = 8
+    """Sessions in closed loop; the in-flight cap in open loop (0 = no cap)."""
+    rate: float = 10.0
+    burstiness: float = 1.0
+    rate_ceiling: float | None = None
+    duration_s: float | None = 30.0
+    requests: int | None = None
+    warmup_s: float = 0.0
+    think_time_ms: float = 0.0
+    grace_s: float = 10.0
+    """On stop, how long in-flight requests may finish before they are cancelled."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutSpec:
+    """Per-request timeouts; a request that breaks one fails with class ``timeout``."""
+
+    connect_s: float = 10.0
+    first_byte_s: float = 120.0
+    between_chunks_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class SLOSpec:
+    """Service-level objectives checked at the end of the run (None = not checked)."""
+
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    max_error_rate: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A validated scenario; CLI flags override it with ``dataclasses.replace``."""
+
+    name: str
+    path: str
+    sources: tuple[SourceSpec, ...]
+    model: str | None = None
+    api: str = "chat"
+    stream: bool = True
+    max_tokens: int = 256
+    sampling: dict[str, Any] = field(default_factory=dict)
+    load: LoadSpec = field(default_factory=LoadSpec)
+    timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
+    slo: SLOSpec = field(default_factory=SLOSpec)
+    seed: int = 0
+    description: str = ""
+    record_prompts: bool = False
+
+
+T = TypeVar("T")
+
+
+class _Table:
+    """Reads one TOML table, remembering which keys were used."""
+
+    def __init__(self, data: Any, path: str, prefix: str) -> None:
+        if not isinstance(data, dict):
+            raise ScenarioError(path, prefix or "(top level)", "expected a table")
+        self.data = data
+        self.path = path
+        self.prefix = prefix
+        self.used: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def fail(self, name: str, problem: str) -> ScenarioError:
+        return ScenarioError(self.path, self.key(name), problem)
+
+    def get(self, name: str, kind: type[T] | tuple[type, ...], default: Any, what: str) -> Any:
+        self.used.add(name)
+        if name not in self.data:
+            return default
+        value = self.data[name]
+        # bool is an int in Python; never accept one where a number is expected.
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise self.fail(name, f"expected {what}, got {value!r}")
+        if not isinstance(value, kind):
+            raise self.fail(name, f"expected {what}, got {value!r}")
+        return value
+
+    def number(
+        self, name: str, default: float | None, *, minimum: float = 0.0, strict: bool = False
+    ) -> float | None:
+        v = self.get(name, (int, float), default, "a number")
+        if v is None:
+            return None
+        v = float(v)
+        if not math.isfinite(v) or v < minimum or (strict and v == minimum):
+            bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+            raise self.fail(name, f"expected a number {bound}, got {v!r}")
+        return v
+
+    def integer(self, name: str, default: int | None, *, minimum: int = 0) -> int | None:
+        v = self.get(name, int, default, "an integer")
+        if v is not None and v < minimum:
+            raise self.fail(name, f"expected an integer >= {minimum}, got {v!r}")
+        return v  # type: ignore[no-any-return]
+
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        v = self.get(name, str, default, f"one of {', '.join(choices)}")
+        if v not in choices:
+            raise self.fail(name, f"expected one of {', '.join(choices)}, got {v!r}")
+        return v  # type: ignore[no-any-return]
+
+    def strings(self, name: str) -> tuple[str, ...]:
+        v = self.get(name, list, [], "a list of strings")
+        if not all(isinstance(s, str) for s in v):
+            raise self.fail(name, f"expected a list of strings, got {v!r}")
+        return tuple(v)
+
+    def sub(self, name: str) -> _Table:
+        self.used.add(name)
+        return _Table(self.data.get(name, {}), self.path, self.key(name))
+
+    def finish(self, allowed: frozenset[str] | None = None) -> None:
+        known = self.used if allowed is None else allowed
+        for name in self.data:
+            if name not in known:
+                expected = ", ".join(sorted(known)) or "no keys"
+                raise self.fail(name, f"unknown key (expected one of: {expected})")
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(str(p), "", f"cannot read the file ({exc.strerror})") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ScenarioError(str(p), "", f"not valid TOML: {exc}") from exc
+    return parse_scenario(data, str(p), base_dir=p.parent)
+
+
+def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None) -> Scenario:
+    """Validate the TOML table of a scenario; ``path`` is used in error messages."""
+    base = base_dir or Path(".")
+    top = _Table(data, path, "")
+    name = top.get("name", str, Path(path).stem, "a string")
+    sources_raw = top.get("sources", list, None, "an array of [[sources]] tables")
+    if not sources_raw:
+        raise ScenarioError(path, "sources", "at least one [[sources]] table is required")
+    sources = tuple(_source(s, path, f"sources[{i}]", base) for i, s in enumerate(sources_raw))
+    model = top.get("model", str, None, "a string")
+    api = top.choice("api", "chat", APIS)
+    stream = top.get("stream", bool, True, "true or false")
+    max_tokens = top.integer("max_tokens", 256, minimum=1)
+    seed = top.integer("seed", 0)
+    description = top.get("description", str, "", "a string")
+    record_prompts = top.get("record_prompts", bool, False, "true or false")
+    sampling = dict(top.get("sampling", dict, {}, "a table of sampling fields"))
+    for reserved in ("model", "messages", "prompt", "stream", "max_tokens", "tools"):
+        if reserved in sampling:
+            raise ScenarioError(
+                path, f"sampling.{reserved}", "is set by loadtest; use the top-level key"
+            )
+    load = _load(top.sub("load"))
+    timeouts = _timeouts(top.sub("timeouts"))
+    slo = _slo(top.sub("slo"))
+    top.finish()
+    assert max_tokens is not None and seed is not None
+    return Scenario(
+        name=name,
+        path=path,
+        sources=sources,
+        model=model,
+        api=api,
+        stream=stream,
+        max_tokens=max_tokens,
+        sampling=sampling,
+        load=load,
+        timeouts=timeouts,
+        slo=slo,
+        seed=seed,
+        description=description,
+        record_prompts=record_prompts,
+    )
+
+
+def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
+    t = _Table(raw, path, prefix)
+    kind = t.choice("kind", "", SOURCE_KINDS)
+    category = t.get("category", str, kind, "a string")
+    weight = t.number("weight", 1.0, strict=True)
+    max_tokens = t.integer("max_tokens", None, minimum=1)
+    path_value = t.get("path", str, None, "a file path")
+    if kind in ("jsonl", "sharegpt-file") and path_value is None:
+        raise t.fail("path", f"a {kind} source needs a path")
+    file_path = None
+    if path_value is not None:
+        file_path = Path(path_value)
+        if not file_path.is_absolute():
+            file_path = base / file_path
+    prompts = t.strings("prompts")
+    if kind == "inline" and not prompts:
+        raise t.fail("prompts", "an inline source needs a non-empty list of prompts")
+    spec = SourceSpec(
+        kind=kind,
+        category=category,
+        weight=_f(weight),
+        max_tokens=max_tokens,
+        path=file_path,
+        subsets=t.strings("subsets"),
+        languages=t.strings("languages"),
+        exclude_languages=t.strings("exclude_languages"),
+        min_prompt_chars=_i(t.integer("min_prompt_chars", 1)),
+        max_prompt_chars=_i(t.integer("max_prompt_chars", 1_000_000, minimum=1)),
+        limit=t.integer("limit", None, minimum=1),
+        prompts=prompts,
+    )
+    t.finish(_COMMON_SOURCE_KEYS | _SOURCE_KEYS[kind])
+    return spec
+
+
+def _load(t: _Table) -> LoadSpec:
+    mode = t.choice("mode", "closed", LOAD_MODES)
+    duration = t.number("duration_s", None, strict=True)
+    requests = t.integer("requests", None, minimum=1)
+    if duration is None and requests is None:
+        duration = 30.0
+    spec = LoadSpec(
+        mode=mode,
+        concurrency=_i(t.integer("concurrency", 8 if mode == "closed" else 0)),
+        rate=_f(t.number("rate", 10.0, strict=True)),
+        burstiness=_f(t.number("burstiness", 1.0, strict=True)),
+        rate_ceiling=t.number("rate_ceiling", None, strict=True),
+        duration_s=duration,
+        requests=requests,
+        warmup_s=_f(t.number("warmup_s", 0.0)),
+        think_time_ms=_f(t.number("think_time_ms", 0.0)),
+        grace_s=_f(t.number("grace_s", 10.0)),
+    )
+    if mode == "closed" and spec.concurrency < 1:
+        raise t.fail("concurrency", "closed loop needs concurrency >= 1")
+    t.finish()
+    return spec
+
+
+def _timeouts(t: _Table) -> TimeoutSpec:
+    spec = TimeoutSpec(
+        connect_s=_f(t.number("connect_s", 10.0, strict=True)),
+        first_byte_s=_f(t.number("first_byte_s", 120.0, strict=True)),
+        between_chunks_s=_f(t.number("between_chunks_s", 60.0, strict=True)),
+    )
+    t.finish()
+    return spec
+
+
+def _slo(t: _Table) -> SLOSpec:
+    spec = SLOSpec(
+        ttft_p99_ms=t.number("ttft_p99_ms", None, strict=True),
+        tpot_p99_ms=t.number("tpot_p99_ms", None, strict=True),
+        e2e_p99_ms=t.number("e2e_p99_ms", None, strict=True),
+        max_error_rate=t.number("max_error_rate", None),
+    )
+    t.finish()
+    return spec
+
+
+def _f(v: float | None) -> float:
+    assert v is not None
+    return v
+
+
+def _i(v: int | None) -> int:
+    assert v is not None
+    return v
+
+

@@ -1,0 +1,118 @@
+"""Arrival plans and the clock they run on; pure apart from ``MonotonicClock``.
+
+An open-loop schedule is a sequence of *offsets from the start*, never of gaps to
+sleep: ``pace`` sleeps until ``start + offset`` each time, so lateness in one step does
+not push every later request back (no drift), and the intended send time of each
+request is known exactly for coordinated-omission-corrected latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "ArrivalPlan",
+    "Clock",
+    "MonotonicClock",
+    "arrival_offsets_ns",
+    "pace",
+]
+
+OPEN_LOOP_MODES = ("constant", "poisson", "gamma")
+
+
+class Clock(Protocol):
+    """What the pacer needs of time; tests pass a fake one."""
+
+    def now_ns(self) -> int:
+        """Monotonic time in nanoseconds."""
+        ...
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        """Return at or after ``deadline_ns``."""
+        ...
+
+
+class MonotonicClock:
+    """The real clock: ``perf_counter_ns`` (uvloop's ``loop.time()`` is too coarse)."""
+
+    def now_ns(self) -> int:
+        """Current ``time.perf_counter_ns()``."""
+        return time.perf_counter_ns()
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        """Sleep until the deadline; returns at once when it has passed."""
+        delay = deadline_ns - time.perf_counter_ns()
+        if delay > 0:
+            await asyncio.sleep(delay / 1e9)
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalPlan:
+    """An open-loop arrival process.
+
+    ``burstiness`` is the gamma shape's inverse: 1.0 is Poisson, above 1 burstier,
+    below 1 more regular (the convention of vLLM's ``--burstiness``, inverted so that
+    the word means what it says).
+    """
+
+    mode: str
+    rate: float
+    burstiness: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in OPEN_LOOP_MODES:
+            raise ValueError(f"mode must be one of {OPEN_LOOP_MODES}, got {self.mode!r}")
+        if not (self.rate > 0 and math.isfinite(self.rate)):
+            raise ValueError(f"rate must be a positive number, got {self.rate!r}")
+        if not self.burstiness > 0:
+            raise ValueError(f"burstiness must be positive, got {self.burstiness!r}")
+
+
+def arrival_offsets_ns(plan: ArrivalPlan, seed: int) -> Iterator[int]:
+    """Yield intended send times in ns from the start, first one at 0, forever."""
+    rng = random.Random(seed)
+    mean_gap = 1e9 / plan.rate
+    t = 0.0
+    if plan.mode == "constant":
+        n = 0
+        while True:
+            yield round(n * mean_gap)
+            n += 1
+    shape = 1.0 if plan.mode == "poisson" else 1.0 / plan.burstiness
+    scale = mean_gap / shape
+    while True:
+        yield round(t)
+        t += rng.gammavariate(shape, scale)
+
+
+async def pace(
+    offsets: Iterator[int],
+    clock: Clock,
+    *,
+    start_ns: int | None = None,
+    until_ns: int | None = None,
+    limit: int | None = None,
+) -> AsyncIterator[tuple[int, int]]:
+    """Yield ``(index, intended_ns)`` when each arrival is due.
+
+    ``until_ns`` (absolute) and ``limit`` (count) end the plan. When the consumer falls
+    behind, due arrivals are yielded at once with their original intended times, so
+    the lateness shows up as dispatch lag rather than being forgotten.
+    """
+    start = clock.now_ns() if start_ns is None else start_ns
+    for index, offset in enumerate(offsets):
+        if limit is not None and index >= limit:
+            return
+        intended = start + offset
+        if until_ns is not None and intended >= until_ns:
+            return
+        if clock.now_ns() < intended:
+            await clock.sleep_until(intended)
+        yield index, intended
