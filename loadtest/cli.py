@@ -23,20 +23,29 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="loadtest", description="Load and robustness tests for "
-                "OpenAI-compatible LLM endpoints.")
+    p = _Parser(
+        prog="loadtest",
+        description="Load and robustness tests for OpenAI-compatible LLM endpoints.",
+    )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a scenario against an endpoint (default: simulator)")
     run.add_argument("scenario", nargs="?", help="scenario TOML (default: scenarios/mixed.toml)")
-    run.add_argument("--endpoint", help="base URL, e.g. http://127.0.0.1:8000 (default: "
-                     "start the built-in simulator)")
-    run.add_argument("--model", help="model name (default: the scenario's, else the first "
-                     "of /v1/models)")
+    run.add_argument(
+        "--endpoint",
+        help="base URL, e.g. http://127.0.0.1:8000 (default: start the built-in simulator)",
+    )
+    run.add_argument(
+        "--model", help="model name (default: the scenario's, else the first of /v1/models)"
+    )
     load = run.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=int, help="closed loop with N sessions")
-    load.add_argument("--rate", type=float, help="open loop at R requests/s (Poisson unless "
-                      "the scenario names another arrival process)")
+    load.add_argument(
+        "--rate",
+        type=float,
+        help="open loop at R requests/s (Poisson unless "
+        "the scenario names another arrival process)",
+    )
     stop = run.add_mutually_exclusive_group()
     stop.add_argument("--duration", type=float, help="seconds of measured load")
     stop.add_argument("--requests", type=int, help="number of measured requests")
@@ -45,14 +54,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="out", help="results folder (default: out)")
     run.add_argument("--seed", type=int, help="seed of prompt choice and arrivals")
     run.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
-    run.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
-                     help="bearer token (default: $OPENAI_API_KEY)")
-    run.add_argument("--record-chunks", action="store_true",
-                     help="write every token chunk's time into requests.jsonl")
-    run.add_argument("--no-keepalive", action="store_true",
-                     help="a new connection per request")
-    run.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
-                     help="event loop without the TUI (default: uvloop when installed)")
+    run.add_argument(
+        "--api-key",
+        default=os.environ.get("OPENAI_API_KEY"),
+        help="bearer token (default: $OPENAI_API_KEY)",
+    )
+    run.add_argument(
+        "--record-chunks",
+        action="store_true",
+        help="write every token chunk's time into requests.jsonl",
+    )
+    run.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
+    run.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="event loop without the TUI (default: uvloop when installed)",
+    )
 
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")
     sim.add_argument("--host", default="127.0.0.1")
@@ -60,8 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     defaults = SimConfig()
     for f in fields(SimConfig):
         default = getattr(defaults, f.name)
-        sim.add_argument(f"--{f.name.replace('_', '-')}", type=type(default), default=default,
-                         help=f"(default: {default})")
+        sim.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            type=type(default),
+            default=default,
+            help=f"(default: {default})",
+        )
     return p
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -37,7 +37,7 @@ class ClientConfig:
     base_url: str
     api: str = "chat"
     stream: bool = True
-    timeouts: TimeoutSpec = TimeoutSpec()
+    timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
     concurrency: int = 0
     """Connection pool size; 0 means unlimited."""
     keepalive: bool = True
@@ -164,7 +164,11 @@ class Client:
                 return self._failed(base, reader, first_byte, "cancelled", None, "cancelled")
             task.uncancel()
             return self._failed(
-                base, reader, first_byte, "failed", "timeout",
+                base,
+                reader,
+                first_byte,
+                "failed",
+                "timeout",
                 f"no data within the {flight.timed_out} timeout",
             )
         except ProtocolError as exc:
@@ -184,7 +188,7 @@ class Client:
             return self._failed(base, reader, first_byte, "failed", "disconnected", _msg(exc))
         except aiohttp.ClientResponseError as exc:
             return self._failed(base, reader, first_byte, "failed", "protocol", _msg(exc))
-        except Exception as exc:  # noqa: BLE001 - every request must end with a record
+        except Exception as exc:
             return self._failed(base, reader, first_byte, "failed", "client", _msg(exc))
         finally:
             self._flights.discard(flight)

@@ -22,7 +22,7 @@ from loadtest.client import discover_model
 from loadtest.datasets import PromptPool, build_pool
 from loadtest.errors import UsageError
 from loadtest.report import build_summary, render_table, write_results
-from loadtest.runner import RunConfig, RunOutcome, Runner
+from loadtest.runner import RunConfig, Runner, RunOutcome
 from loadtest.scenario import Scenario, load_scenario
 from loadtest.sim import SimConfig, SimProcess
 
@@ -66,8 +66,7 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
         if o.rate <= 0:
             raise UsageError("--rate must be positive")
         mode = load.mode if load.mode != "closed" else "poisson"
-        load = dataclasses.replace(load, mode=mode, rate=o.rate,
-                                   concurrency=o.concurrency or 0)
+        load = dataclasses.replace(load, mode=mode, rate=o.rate, concurrency=o.concurrency or 0)
     elif o.concurrency is not None:
         if o.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
@@ -160,8 +159,10 @@ def _run_plain(
             nonlocal presses
             presses += 1
             if presses == 1:
-                print("\nstopping: waiting for in-flight requests (again to cancel them)",
-                      file=sys.stderr)
+                print(
+                    "\nstopping: waiting for in-flight requests (again to cancel them)",
+                    file=sys.stderr,
+                )
                 runner.stop()
             else:
                 runner.cancel_in_flight()

@@ -177,9 +177,7 @@ class Metrics:
             self._corrected(ms, "ttft_ms", rec.first_token_ns, origin_raw, origin_cor, expected)
         if rec.tool_call_ns is not None:
             ms.record("tool_call_ms", (rec.tool_call_ns - origin_raw) / 1e3)
-            self._corrected(
-                ms, "tool_call_ms", rec.tool_call_ns, origin_raw, origin_cor, expected
-            )
+            self._corrected(ms, "tool_call_ms", rec.tool_call_ns, origin_raw, origin_cor, expected)
         tpot = rec.tpot_ns
         if tpot is not None:
             ms.record("tpot_ms", tpot / 1e3)

@@ -162,9 +162,7 @@ class StreamReader:
         delta = choice.get("delta" if streamed else "message")
         carried = False
         if delta:
-            text = delta.get("content") or delta.get("reasoning_content") or delta.get(
-                "reasoning"
-            )
+            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
             if text:
                 self.content_chars += len(text)
                 carried = True

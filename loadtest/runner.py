@@ -127,7 +127,8 @@ class Runner:
         self._limit = load.requests
         run_dir = self.config.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
-        self._jsonl = open(run_dir / "requests.jsonl", "wb")  # noqa: SIM115 - closed below
+        # Buffered writes of a line per request; flushed once a second by the ticker.
+        self._jsonl = open(run_dir / "requests.jsonl", "wb")  # noqa: SIM115, ASYNC230
         self._hlog = HlogWriter(run_dir / "histograms.hlog", started_wall)
         client_cfg = ClientConfig(
             base_url=self.config.endpoint,
@@ -259,7 +260,7 @@ class Runner:
         cap = asyncio.Semaphore(load.concurrency) if load.concurrency > 0 else None
         ceiling: Any = None
         if load.rate_ceiling:
-            from asyncio_throttle import Throttler
+            from asyncio_throttle.throttler import Throttler
 
             # A ceiling only: it releases in bursts, so it never keeps the schedule.
             ceiling = Throttler(rate_limit=int(max(1, load.rate_ceiling)), period=1.0)
@@ -300,7 +301,8 @@ class Runner:
             rest = asyncio.ensure_future(asyncio.wait(pending))
             abort = asyncio.ensure_future(self._abort.wait())
             await asyncio.wait(
-                {rest, abort}, timeout=self.scenario.load.grace_s,
+                {rest, abort},
+                timeout=self.scenario.load.grace_s,
                 return_when=asyncio.FIRST_COMPLETED,
             )
             for f in (rest, abort):

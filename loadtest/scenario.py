@@ -232,7 +232,8 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
     timeouts = _timeouts(top.sub("timeouts"))
     slo = _slo(top.sub("slo"))
     top.finish()
-    assert max_tokens is not None and seed is not None
+    assert max_tokens is not None
+    assert seed is not None
     return Scenario(
         name=name,
         path=path,
@@ -339,5 +340,3 @@ def _f(v: float | None) -> float:
 def _i(v: int | None) -> int:
     assert v is not None
     return v
-
-

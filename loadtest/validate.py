@@ -115,9 +115,7 @@ def _check(call: ToolCall, validators: dict[str, Draft202012Validator | None]) -
     return None
 
 
-def matches_expected(
-    calls: Sequence[tuple[str, Any]], expected: Sequence[dict[str, Any]]
-) -> bool:
+def matches_expected(calls: Sequence[tuple[str, Any]], expected: Sequence[dict[str, Any]]) -> bool:
     """True when the calls match BFCL's ground truth, in any order.
 
     Each expected entry is ``{function: {param: [allowed values]}}``; an allowed value

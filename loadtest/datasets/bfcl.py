@@ -20,8 +20,15 @@ from loadtest.errors import DatasetError, MissingPackageError
 __all__ = ["DEFAULT_SUBSETS", "load_bfcl", "to_json_schema"]
 
 DEFAULT_SUBSETS = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple")
-_TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "list": "array",
-             "int": "integer", "str": "string", "bool": "boolean"}
+_TYPE_MAP = {
+    "dict": "object",
+    "float": "number",
+    "tuple": "array",
+    "list": "array",
+    "int": "integer",
+    "str": "string",
+    "bool": "boolean",
+}
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
 
 
@@ -51,8 +58,10 @@ def _data_dir() -> Any:
         return resources.files("bfcl_eval").joinpath("data")
     except ModuleNotFoundError as exc:
         raise MissingPackageError(
-            "bfcl", "bfcl-eval", "pip install --no-deps bfcl-eval (its own dependencies "
-            "pull in torch; loadtest needs only its data files)"
+            "bfcl",
+            "bfcl-eval",
+            "pip install --no-deps bfcl-eval (its own dependencies "
+            "pull in torch; loadtest needs only its data files)",
         ) from exc
 
 
@@ -82,8 +91,7 @@ def load_bfcl(subsets: tuple[str, ...], category: str, limit: int | None) -> lis
                 if p.name.startswith("BFCL_v4_")
             )
             raise DatasetError(
-                f"bfcl subset {subset!r} not found in bfcl-eval; known subsets: "
-                + ", ".join(known)
+                f"bfcl subset {subset!r} not found in bfcl-eval; known subsets: " + ", ".join(known)
             )
         answers: dict[str, Any] = {}
         anode = data.joinpath("possible_answer").joinpath(name)
@@ -98,9 +106,7 @@ def load_bfcl(subsets: tuple[str, ...], category: str, limit: int | None) -> lis
     return prompts
 
 
-def _to_prompt(
-    row: dict[str, Any], subset: str, category: str, expected: Any
-) -> Prompt | None:
+def _to_prompt(row: dict[str, Any], subset: str, category: str, expected: Any) -> Prompt | None:
     question = row.get("question")
     functions = row.get("function")
     if not question or not functions or not isinstance(question[0], list):

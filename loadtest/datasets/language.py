@@ -28,16 +28,95 @@ _SCRIPT_RANGES: tuple[tuple[int, int, str], ...] = (
 )
 
 _WORDS: dict[str, frozenset[str]] = {
-    "en": frozenset("the and is of to in that it for you with this are be".split()),
-    "es": frozenset("el la los las que de en por para una es con como del".split()),
-    "fr": frozenset("le la les des est et que une pour dans vous pas sur du".split()),
-    "de": frozenset("der die das und ist nicht ich sie mit ein eine zu auf den".split()),
-    "pt": frozenset("o os que de em uma para com não do da é você".split()),
-    "it": frozenset("il che di la per non una sono con del della è gli".split()),
+    "en": frozenset(
+        [
+            "the",
+            "and",
+            "is",
+            "of",
+            "to",
+            "in",
+            "that",
+            "it",
+            "for",
+            "you",
+            "with",
+            "this",
+            "are",
+            "be",
+        ]
+    ),
+    "es": frozenset(
+        [
+            "el",
+            "la",
+            "los",
+            "las",
+            "que",
+            "de",
+            "en",
+            "por",
+            "para",
+            "una",
+            "es",
+            "con",
+            "como",
+            "del",
+        ]
+    ),
+    "fr": frozenset(
+        [
+            "le",
+            "la",
+            "les",
+            "des",
+            "est",
+            "et",
+            "que",
+            "une",
+            "pour",
+            "dans",
+            "vous",
+            "pas",
+            "sur",
+            "du",
+        ]
+    ),
+    "de": frozenset(
+        [
+            "der",
+            "die",
+            "das",
+            "und",
+            "ist",
+            "nicht",
+            "ich",
+            "sie",
+            "mit",
+            "ein",
+            "eine",
+            "zu",
+            "auf",
+            "den",
+        ]
+    ),
+    "pt": frozenset(
+        ["o", "os", "que", "de", "em", "uma", "para", "com", "não", "do", "da", "é", "você"]
+    ),
+    "it": frozenset(
+        ["il", "che", "di", "la", "per", "non", "una", "sono", "con", "del", "della", "è", "gli"]
+    ),
 }
 
-LANGUAGES = ("en", "es", "fr", "de", "pt", "it", "xx") + tuple(
-    sorted({lang for _, _, lang in _SCRIPT_RANGES})
+LANGUAGES = (
+    "en",
+    "es",
+    "fr",
+    "de",
+    "pt",
+    "it",
+    "xx",
+    *sorted({lang for _, _, lang in _SCRIPT_RANGES}),
 )
 """Every code ``detect_language`` can return."""
 

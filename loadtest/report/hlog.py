@@ -32,7 +32,9 @@ class HlogWriter:
         self._f.write("#[Written by loadtest; values in microseconds]\n")
         self._f.write(f"#[StartTime: {start_wall_s:.3f} (seconds since epoch), {iso}]\n")
         self._f.write(f"#[BaseTime: {start_wall_s:.3f} (seconds since epoch)]\n")
-        self._f.write('"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
+        self._f.write(
+            '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n'
+        )
 
     def write_interval(self, metrics: MetricSet, start_s: float, length_s: float) -> None:
         """Append one interval for every metric (empty ones too, so the timeline is whole)."""

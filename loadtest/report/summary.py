@@ -7,7 +7,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from loadtest.metrics import MetricSet, Metrics
+from loadtest.metrics import Metrics, MetricSet
 from loadtest.record import ERROR_CLASSES
 from loadtest.scenario import Scenario
 
@@ -106,9 +106,7 @@ def build_summary(
         "metrics": _metric_block(metrics.total),
         "tokens_per_chunk": _tokens_per_chunk(metrics.total),
         "throughput": {
-            "requests_per_s": round(metrics.measured_ok / measured_s, 3)
-            if measured_s > 0
-            else 0.0,
+            "requests_per_s": round(metrics.measured_ok / measured_s, 3) if measured_s > 0 else 0.0,
             "output_tokens_per_s": round(metrics.output_tokens / measured_s, 1)
             if measured_s > 0
             else 0.0,
@@ -143,10 +141,22 @@ def _slo(scenario: Scenario, summary: dict[str, Any]) -> dict[str, Any]:
     ):
         if limit is not None:
             got = m[key].get("p99")
-            checks.append({"slo": label, "limit": limit, "value": got,
-                           "met": got is not None and got <= limit})
+            checks.append(
+                {
+                    "slo": label,
+                    "limit": limit,
+                    "value": got,
+                    "met": got is not None and got <= limit,
+                }
+            )
     if slo.max_error_rate is not None:
         got = summary["requests"]["error_rate"]
-        checks.append({"slo": "max_error_rate", "limit": slo.max_error_rate, "value": got,
-                       "met": got <= slo.max_error_rate})
+        checks.append(
+            {
+                "slo": "max_error_rate",
+                "limit": slo.max_error_rate,
+                "value": got,
+                "met": got <= slo.max_error_rate,
+            }
+        )
     return {"checks": checks, "met": all(c["met"] for c in checks)}

@@ -29,8 +29,11 @@ def render_table(summary: dict[str, Any]) -> str:
         f"endpoint {run['endpoint']}",
         f"requests: sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  "
         f"cancelled {r['cancelled']}  (warm-up {r['warmup']})"
-        + ("  errors: " + ", ".join(f"{k} {v}" for k, v in r["errors"].items())
-           if r["errors"] else ""),
+        + (
+            "  errors: " + ", ".join(f"{k} {v}" for k, v in r["errors"].items())
+            if r["errors"]
+            else ""
+        ),
         f"throughput: {t['requests_per_s']:.2f} req/s  {t['output_tokens_per_s']:.1f} "
         f"output tokens/s over {run['measured_s']:.1f} s",
     ]
@@ -50,9 +53,7 @@ def render_table(summary: dict[str, Any]) -> str:
         stats = metrics.get(key, {})
         if not stats.get("count"):
             continue
-        cells = "".join(
-            f"{stats[c]:>10}" if c == "count" else f"{stats[c]:>10.2f}" for c in _COLS
-        )
+        cells = "".join(f"{stats[c]:>10}" if c == "count" else f"{stats[c]:>10.2f}" for c in _COLS)
         lines.append(f"{label:<26}{cells}")
     slo = summary.get("slo", {})
     for check in slo.get("checks", []):

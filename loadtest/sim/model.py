@@ -18,11 +18,54 @@ import orjson
 
 __all__ = ["ResponsePlan", "SimConfig", "fake_arguments", "plan_response"]
 
-_WORDS = (
-    "the model answers with tokens that arrive one after another while the server keeps "
-    "its slots busy and the client measures every gap between them so that a stall or a "
-    "burst shows up in the histogram rather than hiding in an average value of latency"
-).split()
+_WORDS = [
+    "the",
+    "model",
+    "answers",
+    "with",
+    "tokens",
+    "that",
+    "arrive",
+    "one",
+    "after",
+    "another",
+    "while",
+    "the",
+    "server",
+    "keeps",
+    "its",
+    "slots",
+    "busy",
+    "and",
+    "the",
+    "client",
+    "measures",
+    "every",
+    "gap",
+    "between",
+    "them",
+    "so",
+    "that",
+    "a",
+    "stall",
+    "or",
+    "a",
+    "burst",
+    "shows",
+    "up",
+    "in",
+    "the",
+    "histogram",
+    "rather",
+    "than",
+    "hiding",
+    "in",
+    "an",
+    "average",
+    "value",
+    "of",
+    "latency",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +186,7 @@ def _prompt_chars(request: dict[str, Any]) -> int:
 
 def fake_arguments(schema: dict[str, Any], rng: random.Random, depth: int = 0) -> Any:
     """A value that satisfies a (simple) JSON Schema: types, enums, required, items."""
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return rng.choice(schema["enum"])
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
@@ -168,9 +211,9 @@ def fake_arguments(schema: dict[str, Any], rng: random.Random, depth: int = 0) -
         hi = int(schema.get("maximum", lo + 99))
         return rng.randint(lo, max(lo, hi))
     if kind == "number":
-        lo = float(schema.get("minimum", 0.0))
-        hi = float(schema.get("maximum", lo + 100.0))
-        return round(rng.uniform(lo, hi), 3)
+        flo = float(schema.get("minimum", 0.0))
+        fhi = float(schema.get("maximum", flo + 100.0))
+        return round(rng.uniform(flo, fhi), 3)
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "null":

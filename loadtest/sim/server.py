@@ -43,8 +43,10 @@ class SimServer:
 
     async def models(self, request: web.Request) -> web.Response:
         """``GET /v1/models``."""
-        body = {"object": "list", "data": [{"id": self.config.model, "object": "model",
-                                            "owned_by": "loadtest-sim"}]}
+        body = {
+            "object": "list",
+            "data": [{"id": self.config.model, "object": "model", "owned_by": "loadtest-sim"}],
+        }
         return web.json_response(body)
 
     async def health(self, request: web.Request) -> web.Response:
@@ -118,18 +120,29 @@ class SimServer:
         if chat:
             message: dict[str, Any] = {"role": "assistant", "content": None}
             if plan.tool_name is not None:
-                message["tool_calls"] = [_tool_head(plan, rid) | {
-                    "function": {"name": plan.tool_name, "arguments": plan.tool_arguments}}]
+                message["tool_calls"] = [
+                    _tool_head(plan, rid)
+                    | {"function": {"name": plan.tool_name, "arguments": plan.tool_arguments}}
+                ]
             else:
                 message["content"] = "".join(plan.pieces)
-            choice: dict[str, Any] = {"index": 0, "message": message,
-                                      "finish_reason": _finish(plan)}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": message,
+                "finish_reason": _finish(plan),
+            }
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": "".join(plan.pieces), "finish_reason": _finish(plan)}
             obj = "text_completion"
-        body = {"id": rid, "object": obj, "created": int(time.time()), "model": cfg.model,
-                "choices": [choice], "usage": usage}
+        body = {
+            "id": rid,
+            "object": obj,
+            "created": int(time.time()),
+            "model": cfg.model,
+            "choices": [choice],
+            "usage": usage,
+        }
         return web.Response(body=orjson.dumps(body), content_type="application/json")
 
     async def _stream(
@@ -208,23 +221,37 @@ def _chunk_frame(rid: str, model: str, chat: bool, plan: ResponsePlan) -> tuple[
     """The bytes around each piece's JSON string, built once per response."""
     created = int(time.time())
     if not chat:
-        head = (f'data: {{"id":"{rid}","object":"text_completion","created":{created},'
-                f'"model":"{model}","choices":[{{"index":0,"text":')
+        head = (
+            f'data: {{"id":"{rid}","object":"text_completion","created":{created},'
+            f'"model":"{model}","choices":[{{"index":0,"text":'
+        )
         return head.encode(), b',"finish_reason":null}]}\n\n'
-    head = (f'data: {{"id":"{rid}","object":"chat.completion.chunk","created":{created},'
-            f'"model":"{model}","choices":[{{"index":0,"delta":')
+    head = (
+        f'data: {{"id":"{rid}","object":"chat.completion.chunk","created":{created},'
+        f'"model":"{model}","choices":[{{"index":0,"delta":'
+    )
     if plan.tool_name is not None:
         return (head + '{"tool_calls":[{"index":0,"function":{"arguments":').encode(), (
-            b'}}]},"finish_reason":null}]}\n\n')
+            b'}}]},"finish_reason":null}]}\n\n'
+        )
     return (head + '{"content":').encode(), b'},"finish_reason":null}]}\n\n'
 
 
 def _tool_first_chunk(rid: str, model: str, plan: ResponsePlan) -> bytes:
     call = _tool_head(plan, rid) | {"function": {"name": plan.tool_name, "arguments": ""}}
-    obj = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
-           "model": model, "choices": [{"index": 0, "delta": {"role": "assistant",
-                                                              "tool_calls": [call]},
-                                        "finish_reason": None}]}
+    obj = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "tool_calls": [call]},
+                "finish_reason": None,
+            }
+        ],
+    }
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
@@ -234,22 +261,37 @@ def _final_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
         choice["delta"] = {}
     else:
         choice["text"] = ""
-    obj = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
-           "created": int(time.time()), "model": model, "choices": [choice]}
+    obj: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+    }
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 def _usage_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
-    obj = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
-           "created": int(time.time()), "model": model, "choices": [], "usage": _usage(plan)}
+    obj: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [],
+        "usage": _usage(plan),
+    }
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 def _error(status: int, message: str) -> web.Response:
-    body = {"error": {"message": message, "type": "server_error" if status >= 500
-                      else "invalid_request_error", "code": status}}
-    return web.Response(status=status, body=orjson.dumps(body),
-                        content_type="application/json")
+    body = {
+        "error": {
+            "message": message,
+            "type": "server_error" if status >= 500 else "invalid_request_error",
+            "code": status,
+        }
+    }
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
 SIM_KEY: web.AppKey[SimServer] = web.AppKey("sim", SimServer)

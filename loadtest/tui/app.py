@@ -8,14 +8,15 @@ same frozen snapshots the plain progress line prints.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import ClassVar
 
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static
 
 from loadtest.metrics import Snapshot
-from loadtest.runner import RunOutcome, Runner
+from loadtest.runner import Runner, RunOutcome
 
 __all__ = ["LiveApp", "render_counts", "run_with_tui"]
 
@@ -51,7 +52,7 @@ class LiveApp(App[None]):
     #rate { height: 6; border: round $accent; }
     #latency { height: 10; border: round $accent; }
     """
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "stop", "stop (graceful)"),
         Binding("ctrl+c", "stop", "stop", show=False, priority=True),
         Binding("x", "abort", "cancel in-flight"),
