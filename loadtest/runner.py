@@ -246,13 +246,15 @@ class Runner:
         tasks: set[asyncio.Task[None]] = set()
         pacer = asyncio.create_task(self._pace_arrivals(tasks), name="loadtest-pacer")
         stop = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait({pacer, stop}, return_when=asyncio.FIRST_COMPLETED)
-        # Stopping may find the pacer asleep or waiting on the concurrency cap.
-        pacer.cancel()
-        stop.cancel()
-        await asyncio.gather(pacer, stop, return_exceptions=True)
-        self._stop.set()
-        await self._drain(tasks)
+        try:
+            await asyncio.wait({pacer, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # Stopping may find the pacer asleep or waiting on the concurrency cap.
+            pacer.cancel()
+            stop.cancel()
+            await asyncio.gather(pacer, stop, return_exceptions=True)
+            self._stop.set()
+            await self._drain(set(tasks))
 
     async def _pace_arrivals(self, tasks: set[asyncio.Task[None]]) -> None:
         load = self.scenario.load
@@ -291,7 +293,22 @@ class Runner:
                 cap.release()
 
     async def _drain(self, tasks: set[asyncio.Task[None]]) -> None:
-        """Wait for the plan to end, then give in-flight work the grace period."""
+        """Wait for the plan to end, then give in-flight work the grace period.
+
+        If the run itself is cancelled (the TUI closed, the caller gave up), in-flight
+        requests are cancelled and still recorded before the cancellation goes on.
+        """
+        try:
+            await self._wait_then_cancel(tasks)
+        except asyncio.CancelledError:
+            self._interrupted = True
+            self._stop.set()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _wait_then_cancel(self, tasks: set[asyncio.Task[None]]) -> None:
         waiter = asyncio.ensure_future(asyncio.wait(set(tasks)))
         stop = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)

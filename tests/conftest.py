@@ -1,0 +1,81 @@
+"""Shared helpers: scenarios built in code, and a run against the in-process simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadtest.datasets import build_pool
+from loadtest.runner import RunConfig, Runner, RunOutcome
+from loadtest.scenario import Scenario, parse_scenario
+from loadtest.sim import InProcessSim, SimConfig
+
+FAST_SIM = SimConfig(ttft_ms=5.0, itl_ms=1.0, ttft_sigma=0.1, itl_sigma=0.1)
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            },
+            "required": ["city", "days"],
+        },
+    },
+}
+
+
+def make_scenario(
+    load: dict[str, Any],
+    *,
+    sources: list[dict[str, Any]] | None = None,
+    tmp: Path | None = None,
+    **top: Any,
+) -> Scenario:
+    """A scenario of inline prompts (or the given sources) with the given load table."""
+    data: dict[str, Any] = {
+        "name": "test",
+        "max_tokens": 16,
+        "sources": sources
+        or [{"kind": "inline", "category": "chat", "prompts": [f"prompt {i}" for i in range(50)]}],
+        "load": load,
+        **top,
+    }
+    return parse_scenario(data, "test.toml", base_dir=tmp)
+
+
+def tool_source(tmp: Path, n: int = 30) -> dict[str, Any]:
+    """A jsonl source of prompts that offer the weather tool."""
+    path = tmp / "tools.jsonl"
+    lines = [
+        orjson.dumps(
+            {"messages": [{"role": "user", "content": f"weather {i}"}], "tools": [WEATHER_TOOL]}
+        )
+        for i in range(n)
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return {"kind": "jsonl", "category": "tools", "path": str(path)}
+
+
+async def run_against(
+    sim: InProcessSim, scenario: Scenario, run_dir: Path, **kw: Any
+) -> tuple[Runner, RunOutcome]:
+    """Run a scenario against an already started simulator."""
+    pool, _ = build_pool(scenario)
+    runner = Runner(
+        RunConfig(scenario=scenario, endpoint=sim.url, model="sim-llm", run_dir=run_dir),
+        pool,
+        **kw,
+    )
+    return runner, await runner.run()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line of a JSONL file."""
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]

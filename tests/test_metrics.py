@@ -1,0 +1,177 @@
+"""Recorders, corrections, the interval log and the summary document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loadtest.metrics import Metrics
+from loadtest.record import RequestRecord
+from loadtest.report import HlogWriter, build_summary, read_hlog
+from loadtest.report.summary import metric_stats
+from tests.conftest import make_scenario
+
+MS = 1_000_000
+
+
+def rec(
+    i: int,
+    intended: int,
+    sent: int,
+    first: int,
+    end: int,
+    tokens: int = 5,
+    category: str = "c",
+    outcome: str = "ok",
+) -> RequestRecord:
+    chunks = tuple(first + k * 10 * MS for k in range(tokens))
+    return RequestRecord(
+        index=i,
+        prompt_id="p",
+        source="inline",
+        category=category,
+        warmup=False,
+        intended_ns=intended,
+        sent_ns=sent,
+        end_ns=end,
+        outcome=outcome,
+        first_token_ns=first,
+        last_token_ns=chunks[-1],
+        token_chunk_ns=chunks,
+        output_tokens=tokens,
+    )
+
+
+def test_open_loop_corrected_latency_is_measured_from_the_intended_time() -> None:
+    m = Metrics(closed_loop=False, t0_ns=0)
+    # Intended at 0, sent 100 ms late (the client stalled), first token 20 ms after send.
+    m.add(rec(0, 0, 100 * MS, 120 * MS, 200 * MS))
+    m.roll(1.0)
+    h = m.total.hists
+    assert h["ttft_ms"].get_max_value() == pytest.approx(20_000, rel=0.001)
+    assert h["ttft_ms_corrected"].get_max_value() == pytest.approx(120_000, rel=0.001)
+    assert h["dispatch_lag_ms"].get_max_value() == pytest.approx(100_000, rel=0.001)
+    assert h["itl_ms"].get_total_count() == 4
+    assert h["tpot_ms"].get_max_value() == pytest.approx(10_000, rel=0.001)
+
+
+def test_closed_loop_correction_fills_in_the_requests_a_stall_hid() -> None:
+    m = Metrics(closed_loop=True, t0_ns=0)
+    for i in range(10):
+        m.add(rec(i, 0, 0, 5 * MS, 10 * MS))  # ten quick 10 ms requests
+    m.add(rec(10, 0, 0, 5 * MS, 1000 * MS))  # one 1 s stall
+    m.roll(1.0)
+    raw = m.total.hists["e2e_ms"].get_total_count()
+    corrected = m.total.hists["e2e_ms_corrected"].get_total_count()
+    assert raw == 11
+    assert corrected > 11  # synthetic samples for the requests the stall kept from being sent
+
+
+def test_failed_and_warmup_requests_are_counted_but_not_measured() -> None:
+    m = Metrics(closed_loop=False, t0_ns=0)
+    m.add(rec(0, 0, 0, 1 * MS, 2 * MS, outcome="failed"))
+    m.add(
+        RequestRecord(
+            index=1,
+            prompt_id="p",
+            source="s",
+            category="c",
+            warmup=True,
+            intended_ns=0,
+            sent_ns=0,
+            end_ns=1,
+            outcome="ok",
+        )
+    )
+    m.roll(1.0)
+    assert m.sent == 2 and m.warmup_requests == 1
+    assert m.total.hists["e2e_ms"].get_total_count() == 0
+
+
+def test_hlog_round_trip_through_hdrh_reader(tmp_path: Path) -> None:
+    m = Metrics(closed_loop=False, t0_ns=0)
+    path = tmp_path / "h.hlog"
+    w = HlogWriter(path, 1_700_000_000.0)
+    for second in range(3):
+        for i in range(5):
+            m.add(rec(i, 0, 0, (10 + second) * MS, 50 * MS, category=f"c{i % 2}"))
+        w.write_interval(m.roll(1.0), float(second), 1.0)
+    w.close()
+    totals = read_hlog(path)
+    assert set(totals) >= {"ttft_ms", "e2e_ms_corrected", "dispatch_lag_ms"}
+    for tag, hist in totals.items():
+        assert hist.get_total_count() == m.total.hists[tag].get_total_count(), tag
+        assert hist.get_max_value() == m.total.hists[tag].get_max_value(), tag
+    text = path.read_text()
+    assert text.count("Tag=ttft_ms,") == 3
+    assert "#[StartTime: 1700000000.000" in text
+
+
+def test_summary_has_the_documented_shape() -> None:
+    m = Metrics(closed_loop=False, t0_ns=0)
+    for i in range(20):
+        m.add(rec(i, 0, 0, (i + 1) * MS, 100 * MS, category="a" if i % 2 else "b"))
+    m.add(
+        RequestRecord(
+            index=99,
+            prompt_id="p",
+            source="s",
+            category="a",
+            warmup=False,
+            intended_ns=0,
+            sent_ns=0,
+            end_ns=1,
+            outcome="failed",
+            error_class="http_5xx",
+        )
+    )
+    m.roll(1.0)
+    sc = make_scenario({"mode": "poisson", "rate": 5})
+    s = build_summary(
+        run_id="r",
+        scenario=sc,
+        endpoint="e",
+        model="m",
+        metrics=m,
+        started_wall=0.0,
+        duration_s=2.0,
+        measured_s=1.0,
+        interrupted=False,
+        prompts={"inline:chat": 50},
+    )
+    assert s["requests"] == {
+        "sent": 21,
+        "ok": 20,
+        "failed": 1,
+        "cancelled": 0,
+        "warmup": 0,
+        "errors": {"http_5xx": 1},
+        "error_rate": round(1 / 21, 6),
+        "tokens_estimated": 0,
+    }
+    ttft = s["metrics"]["ttft_ms"]
+    assert set(ttft) == {"count", "min", "mean", "p50", "p90", "p95", "p99", "p999", "max"}
+    assert ttft["count"] == 20 and ttft["min"] == pytest.approx(1.0, rel=0.01)
+    assert ttft["mean"] == pytest.approx(10.5, rel=0.001)
+    for key in (
+        "ttft_ms",
+        "itl_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "tool_call_ms",
+        "dispatch_lag_ms",
+        "ttft_ms_corrected",
+        "e2e_ms_corrected",
+        "tool_call_ms_corrected",
+    ):
+        assert key in s["metrics"]
+    assert set(s["by_category"]) == {"a", "b"}
+    assert s["throughput"]["requests_per_s"] == 20.0
+    assert s["throughput"]["output_tokens_per_s"] == 100.0
+
+
+def test_metric_stats_of_an_empty_histogram() -> None:
+    from loadtest.metrics import new_histogram
+
+    assert metric_stats(new_histogram(), 0.0) == {"count": 0}

@@ -1,0 +1,93 @@
+"""Scenario files: the shipped ones load, and every mistake names file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loadtest.errors import ScenarioError
+from loadtest.scenario import load_scenario, parse_scenario
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.name)
+def test_shipped_scenarios_are_valid(path: Path) -> None:
+    sc = load_scenario(path)
+    assert sc.sources
+    assert sc.name == path.stem
+
+
+def test_the_five_required_scenarios_ship() -> None:
+    names = {p.stem for p in SCENARIOS.glob("*.toml")}
+    assert {"tool-calls", "reasoning", "code", "multilingual", "mixed"} <= names
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return p
+
+
+BASE = '[[sources]]\nkind = "inline"\nprompts = ["hi"]\n'
+
+
+def test_unknown_key_names_file_key_and_the_known_ones(tmp_path: Path) -> None:
+    p = write(tmp_path, BASE + "[load]\nconcurency = 4\n")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(p)
+    msg = str(info.value)
+    assert str(p) in msg and "load.concurency" in msg and "concurrency" in msg
+
+
+def test_wrong_type_says_what_was_expected(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"max_tokens: expected an integer >= 1, got 0"):
+        load_scenario(write(tmp_path, "max_tokens = 0\n" + BASE))
+    with pytest.raises(ScenarioError, match=r"load.rate: expected a number > 0"):
+        load_scenario(write(tmp_path, BASE + '[load]\nmode = "poisson"\nrate = -1\n'))
+    with pytest.raises(ScenarioError, match=r"stream: expected true or false"):
+        load_scenario(write(tmp_path, 'stream = "yes"\n' + BASE))
+    with pytest.raises(ScenarioError, match=r"load.concurrency: expected an integer"):
+        load_scenario(write(tmp_path, BASE + "[load]\nconcurrency = true\n"))
+
+
+def test_bad_choices_and_sources(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"api: expected one of chat, completions"):
+        load_scenario(write(tmp_path, 'api = "responses"\n' + BASE))
+    with pytest.raises(ScenarioError, match=r"sources\[0\].kind: expected one of"):
+        load_scenario(write(tmp_path, '[[sources]]\nkind = "csv"\n'))
+    with pytest.raises(ScenarioError, match=r"sources\[0\].path: a jsonl source needs a path"):
+        load_scenario(write(tmp_path, '[[sources]]\nkind = "jsonl"\n'))
+    with pytest.raises(ScenarioError, match=r"sources\[0\].subsets: unknown key"):
+        load_scenario(write(tmp_path, BASE + 'subsets = ["a"]\n'))
+    with pytest.raises(ScenarioError, match=r"sources: at least one"):
+        load_scenario(write(tmp_path, 'name = "x"\n'))
+
+
+def test_not_toml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="not valid TOML"):
+        load_scenario(write(tmp_path, "name = \n"))
+    with pytest.raises(ScenarioError, match="cannot read the file"):
+        load_scenario(tmp_path / "absent.toml")
+
+
+def test_sampling_cannot_override_what_loadtest_sets() -> None:
+    with pytest.raises(ScenarioError, match=r"sampling\.stream"):
+        parse_scenario(
+            {"sources": [{"kind": "inline", "prompts": ["x"]}], "sampling": {"stream": False}},
+            "t.toml",
+        )
+
+
+def test_relative_paths_resolve_beside_the_scenario(tmp_path: Path) -> None:
+    sc = parse_scenario(
+        {"sources": [{"kind": "jsonl", "path": "p.jsonl"}]}, "t.toml", base_dir=tmp_path
+    )
+    assert sc.sources[0].path == tmp_path / "p.jsonl"
+
+
+def test_defaults() -> None:
+    sc = parse_scenario({"sources": [{"kind": "inline", "prompts": ["x"]}]}, "t.toml")
+    assert sc.api == "chat" and sc.stream and sc.load.mode == "closed"
+    assert sc.load.duration_s == 30.0 and sc.load.requests is None

@@ -1,0 +1,104 @@
+"""Arrival plans and the pacer, on a fake clock (no sleeping)."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+
+import pytest
+
+from loadtest.schedule import ArrivalPlan, arrival_offsets_ns, pace
+
+
+class FakeClock:
+    """Time moves only when the pacer sleeps; each sleep overshoots by ``late_ns``."""
+
+    def __init__(self, late_ns: int = 0) -> None:
+        self.t = 1_000_000
+        self.late_ns = late_ns
+        self.sleeps = 0
+
+    def now_ns(self) -> int:
+        return self.t
+
+    async def sleep_until(self, deadline_ns: int) -> None:
+        self.sleeps += 1
+        self.t = max(self.t, deadline_ns) + self.late_ns
+
+
+def take(plan: ArrivalPlan, n: int, seed: int = 0) -> list[int]:
+    return list(itertools.islice(arrival_offsets_ns(plan, seed), n))
+
+
+def test_constant_rate_is_exact() -> None:
+    assert take(ArrivalPlan("constant", 4.0), 4) == [0, 250_000_000, 500_000_000, 750_000_000]
+
+
+@pytest.mark.parametrize("mode", ["poisson", "gamma"])
+def test_mean_rate_matches_the_plan(mode: str) -> None:
+    offsets = take(ArrivalPlan(mode, 1000.0, burstiness=3.0), 20_001, seed=7)
+    rate = 20_000 / (offsets[-1] / 1e9)
+    assert rate == pytest.approx(1000.0, rel=0.05)
+
+
+def test_burstiness_raises_the_spread_of_gaps() -> None:
+    def cv(burst: float) -> float:
+        o = take(ArrivalPlan("gamma", 100.0, burstiness=burst), 5000, seed=3)
+        gaps = [b - a for a, b in itertools.pairwise(o)]
+        return statistics.pstdev(gaps) / statistics.mean(gaps)
+
+    assert cv(0.25) < 0.7 < cv(1.0) < 1.3 < cv(4.0)
+
+
+def test_same_seed_same_schedule() -> None:
+    plan = ArrivalPlan("poisson", 50.0)
+    assert take(plan, 100, seed=5) == take(plan, 100, seed=5)
+    assert take(plan, 100, seed=5) != take(plan, 100, seed=6)
+
+
+def test_bad_plans_name_the_parameter() -> None:
+    with pytest.raises(ValueError, match="rate"):
+        ArrivalPlan("poisson", 0.0)
+    with pytest.raises(ValueError, match="mode"):
+        ArrivalPlan("bursty", 1.0)
+    with pytest.raises(ValueError, match="burstiness"):
+        ArrivalPlan("gamma", 1.0, burstiness=0)
+
+
+async def test_pace_sleeps_to_absolute_deadlines_without_drift() -> None:
+    clock = FakeClock(late_ns=3_000_000)  # every wake-up is 3 ms late
+    start = clock.t
+    got = [
+        x
+        async for x in pace(arrival_offsets_ns(ArrivalPlan("constant", 100.0), 0), clock, limit=50)
+    ]
+    # Intended times stay on the 10 ms grid: lateness does not accumulate into them.
+    assert [t for _, t in got] == [start + i * 10_000_000 for i in range(50)]
+    # And the clock never falls further behind than one wake-up's lateness.
+    assert clock.t - got[-1][1] == 3_000_000
+
+
+async def test_pace_yields_overdue_arrivals_at_once_with_their_intended_times() -> None:
+    clock = FakeClock()
+    start = clock.t
+    it = pace(arrival_offsets_ns(ArrivalPlan("constant", 1000.0), 0), clock, limit=5)
+    first = await it.__anext__()
+    clock.t += 3_500_000  # the consumer stalled for 3.5 ms
+    rest = [x async for x in it]
+    assert first == (0, start)
+    assert [t - start for _, t in rest] == [1_000_000, 2_000_000, 3_000_000, 4_000_000]
+    assert clock.sleeps == 1  # 1, 2 and 3 ms were overdue; only 4 ms needed a sleep
+
+
+async def test_pace_stops_at_the_end_time() -> None:
+    clock = FakeClock()
+    got = [
+        x
+        async for x in pace(
+            arrival_offsets_ns(ArrivalPlan("constant", 10.0), 0),
+            clock,
+            start_ns=0,
+            until_ns=1_000_000_000,
+        )
+    ]
+    assert len(got) == 10

@@ -1,0 +1,106 @@
+"""The sans-IO SSE parser: the standard's line rules, and split-independence."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loadtest.sse import Event, SSEParser
+
+
+def parse_all(chunks: list[bytes]) -> list[Event]:
+    p = SSEParser()
+    out: list[Event] = []
+    for c in chunks:
+        out += p.feed(c)
+    return out
+
+
+def test_data_lines_events_and_done() -> None:
+    stream = b'data: {"a":1}\n\ndata: [DONE]\n\n'
+    assert parse_all([stream]) == [Event(b'{"a":1}'), Event(b"[DONE]")]
+
+
+def test_multi_line_data_is_joined_with_newline() -> None:
+    assert parse_all([b"data: one\ndata: two\ndata:three\n\n"]) == [Event(b"one\ntwo\nthree")]
+
+
+def test_comments_are_counted_and_skipped() -> None:
+    p = SSEParser()
+    events = p.feed(b": keep-alive\n\n:ping\ndata: x\n\n")
+    assert events == [Event(b"x")]
+    assert p.comments == 2
+
+
+def test_crlf_and_lone_cr_line_endings() -> None:
+    assert parse_all([b"data: a\r\n\r\ndata: b\r\rdata: c\n\n"]) == [
+        Event(b"a"),
+        Event(b"b"),
+        Event(b"c"),
+    ]
+
+
+def test_crlf_split_between_reads_does_not_make_an_extra_blank_line() -> None:
+    # "data: a\r" + "\ndata: b\r\n\r\n": the \r\n pair straddles two reads.
+    assert parse_all([b"data: a\r", b"\ndata: b\r\n\r\n"]) == [Event(b"a\nb")]
+
+
+def test_event_type_and_id() -> None:
+    events = parse_all([b'event: error\nid: 7\ndata: {"error":"boom"}\n\ndata: x\n\n'])
+    assert events[0] == Event(b'{"error":"boom"}', "error", "7")
+    assert events[1] == Event(b"x", "message", "7")  # the last id persists
+
+
+def test_blank_line_without_data_dispatches_nothing() -> None:
+    assert parse_all([b"event: ping\n\n\n\n"]) == []
+
+
+def test_unfinished_event_is_pending() -> None:
+    p = SSEParser()
+    p.feed(b"data: half")
+    assert p.pending
+    p.feed(b"\n\n")
+    assert not p.pending
+
+
+def test_retry_field_and_unknown_fields() -> None:
+    p = SSEParser()
+    assert p.feed(b"retry: 1500\nfoo: bar\ndata: y\n\n") == [Event(b"y")]
+    assert p.retry_ms == 1500
+
+
+_line = st.one_of(
+    st.builds(
+        lambda s: b"data: " + s,
+        st.binary(max_size=20).filter(lambda b: b"\n" not in b and b"\r" not in b),
+    ),
+    st.just(b": keep-alive"),
+    st.just(b"event: error"),
+    st.just(b"data: [DONE]"),
+    st.just(b""),
+)
+
+
+@st.composite
+def stream_and_splits(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    lines = draw(st.lists(_line, max_size=30))
+    ending = draw(st.sampled_from([b"\n", b"\r\n", b"\r"]))
+    data = ending.join(lines) + ending + ending
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=12)))
+    return data, cuts
+
+
+@given(stream_and_splits())
+def test_any_split_of_the_same_bytes_yields_the_same_events(
+    case: tuple[bytes, list[int]],
+) -> None:
+    data, cuts = case
+    whole = parse_all([data])
+    pieces = []
+    prev = 0
+    for c in cuts:
+        pieces.append(data[prev:c])
+        prev = c
+    pieces.append(data[prev:])
+    assert parse_all(pieces) == whole
+    assert parse_all([bytes([b]) for b in data]) == whole
