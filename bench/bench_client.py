@@ -1,0 +1,223 @@
+"""Benchmarks of the driver itself (not a test: prints figures, asserts nothing about speed).
+
+    python -m bench.bench_client            # all three, ~2 minutes
+    python -m bench.bench_client --quick    # shorter runs
+
+1. ingest: token chunks per second one driver process takes in, per CPU-second of the
+   driver and per wall second, beside a minimal aiohttp line reader as the yardstick.
+2. ttft: client TTFT minus the simulator's truth (its own TTFT: first token written
+   minus request received) at 1, 100 and 1,000 concurrent streams; p50 and p99.
+3. poisson: achieved send rate and dispatch lag p99 for Poisson arrivals at 1,000 req/s.
+
+The simulator runs as its own process (its own core on a 2-core machine); the driver
+runs here. Results go to stdout and, with --json PATH, to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import orjson
+
+from loadtest.datasets import build_pool
+from loadtest.record import RequestRecord
+from loadtest.runner import RunConfig, RunOutcome, Runner
+from loadtest.scenario import Scenario, parse_scenario
+from loadtest.schedule import ArrivalPlan, arrival_offsets_ns
+from loadtest.sim import SimConfig, SimProcess
+
+
+def _scenario(load: dict[str, Any], max_tokens: int) -> Scenario:
+    return parse_scenario(
+        {
+            "name": "bench",
+            "max_tokens": max_tokens,
+            "sources": [{"kind": "inline", "prompts": [f"bench prompt {i}" for i in range(500)]}],
+            "load": {"grace_s": 30, **load},
+            "timeouts": {"first_byte_s": 60, "between_chunks_s": 60},
+        },
+        "bench.toml",
+    )
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def _run(sc: Scenario, url: str, sink: list[RequestRecord] | None = None) -> RunOutcome:
+    pool, _ = build_pool(sc)
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = RunConfig(scenario=sc, endpoint=url, model="sim-llm", run_dir=Path(tmp))
+        runner = Runner(cfg, pool, on_record=sink.append if sink is not None else None)
+        return await runner.run()
+
+
+# -- 1. ingest -----------------------------------------------------------------------------
+async def _plain_reader(url: str, concurrency: int, seconds: float, max_tokens: int) -> int:
+    """The yardstick: aiohttp, one session, read lines, count the data lines."""
+    body = orjson.dumps({"model": "sim-llm", "stream": True, "max_tokens": max_tokens,
+                         "messages": [{"role": "user", "content": "x"}]})
+    end = time.perf_counter() + seconds
+    lines = 0
+    conn = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=conn) as s:
+
+        async def worker() -> None:
+            nonlocal lines
+            while time.perf_counter() < end:
+                async with s.post(url + "/v1/chat/completions", data=body,
+                                  headers={"Content-Type": "application/json"}) as r:
+                    async for line in r.content:
+                        if line.startswith(b"data: {"):
+                            lines += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return lines
+
+
+def bench_ingest(seconds: float, concurrency: int) -> dict[str, Any]:
+    # No delays at all: the simulator writes as fast as the socket takes it, in batches.
+    sim_cfg = SimConfig(ttft_ms=0.0, itl_ms=0.0, ttft_sigma=0, itl_sigma=0,
+                        ttft_per_1k_tokens_ms=0, min_output_fraction=1.0, max_batch=256)
+    max_tokens = 2000
+    out: dict[str, Any] = {"concurrency": concurrency, "tokens_per_response": max_tokens}
+    with SimProcess(sim_cfg) as sim:
+        for loop_name in ("asyncio", "uvloop"):
+            records: list[RequestRecord] = []
+            sc = _scenario({"mode": "closed", "concurrency": concurrency,
+                            "duration_s": seconds}, max_tokens)
+            cpu0, t0 = _cpu(), time.perf_counter()
+            _drive(loop_name, _run(sc, sim.url, records))
+            cpu, wall = _cpu() - cpu0, time.perf_counter() - t0
+            chunks = sum(r.chunks for r in records)
+            out[f"loadtest_{loop_name}"] = {
+                "chunks": chunks,
+                "chunks_per_wall_s": round(chunks / wall),
+                "chunks_per_cpu_s": round(chunks / cpu),
+                "driver_cpu_share": round(cpu / wall, 3),
+                "failed": sum(r.outcome != "ok" for r in records),
+            }
+        cpu0, t0 = _cpu(), time.perf_counter()
+        lines = asyncio.run(_plain_reader(sim.url, concurrency, seconds, max_tokens))
+        cpu, wall = _cpu() - cpu0, time.perf_counter() - t0
+        out["plain_aiohttp_lines"] = {
+            "chunks": lines,
+            "chunks_per_wall_s": round(lines / wall),
+            "chunks_per_cpu_s": round(lines / cpu),
+            "driver_cpu_share": round(cpu / wall, 3),
+        }
+    return out
+
+
+def _drive(loop_name: str, coro: Any) -> Any:
+    if loop_name == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
+# -- 2. TTFT against the truth --------------------------------------------------------------
+async def _truth(url: str) -> dict[str, dict[str, Any]]:
+    async with aiohttp.ClientSession() as s, s.get(url + "/sim/truth") as r:
+        return {t["id"]: t for t in orjson.loads(await r.read())}
+
+
+def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
+    results = {}
+    for n in levels:
+        # Slow enough per stream that 1,000 streams stay within one simulator core.
+        itl = 20.0 if n < 1000 else 100.0
+        sim_cfg = SimConfig(ttft_ms=30.0, ttft_sigma=0.2, itl_ms=itl, itl_sigma=0.2,
+                            min_output_fraction=1.0)
+        with SimProcess(sim_cfg) as sim:
+            records: list[RequestRecord] = []
+            sc = _scenario({"mode": "closed", "concurrency": n, "duration_s": seconds,
+                            "warmup_s": 2.0}, 16)
+            asyncio.run(_run(sc, sim.url, records))
+            truth = asyncio.run(_truth(sim.url))
+        deltas, delivery = [], []
+        for r in records:
+            t = truth.get(r.response_id or "")
+            if r.warmup or r.outcome != "ok" or t is None or r.first_token_ns is None:
+                continue
+            client_ttft = r.first_token_ns - r.sent_ns
+            server_ttft = t["first_token_written_ns"] - t["received_ns"]
+            deltas.append((client_ttft - server_ttft) / 1e6)
+            delivery.append((r.first_token_ns - t["first_token_written_ns"]) / 1e6)
+        d = np.array(deltas)
+        w = np.array(delivery)
+        results[str(n)] = {
+            "requests": len(deltas),
+            "failed": sum(r.outcome != "ok" for r in records),
+            "ttft_minus_truth_ms": {"p50": round(float(np.percentile(d, 50)), 3),
+                                    "p99": round(float(np.percentile(d, 99)), 3)},
+            "first_token_delivery_ms": {"p50": round(float(np.percentile(w, 50)), 3),
+                                        "p99": round(float(np.percentile(w, 99)), 3)},
+        }
+    return results
+
+
+# -- 3. Poisson at 1,000 req/s -------------------------------------------------------------
+def bench_poisson(rate: float, seconds: float) -> dict[str, Any]:
+    sim_cfg = SimConfig(ttft_ms=5.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1,
+                        min_output_fraction=1.0)
+    with SimProcess(sim_cfg) as sim:
+        records: list[RequestRecord] = []
+        sc = _scenario({"mode": "poisson", "rate": rate, "duration_s": seconds}, 4)
+        out = asyncio.run(_run(sc, sim.url, records))
+    sent = np.array(sorted(r.sent_ns for r in records), dtype=np.int64)
+    lags = np.array([(r.sent_ns - r.intended_ns) / 1e6 for r in records])
+    planned = sum(1 for _ in itertools.takewhile(
+        lambda o: o < seconds * 1e9, arrival_offsets_ns(ArrivalPlan("poisson", rate), 0)))
+    achieved = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
+    return {
+        "target_rate": rate,
+        "planned_requests": planned,
+        "sent": len(records),
+        "ok": out.metrics.outcomes["ok"],
+        "achieved_rate": round(achieved, 2),
+        "achieved_vs_target_pct": round(100 * (achieved - rate) / rate, 3),
+        "sent_vs_planned_pct": round(100 * (len(records) - planned) / planned, 3),
+        "dispatch_lag_ms": {"p50": round(float(np.percentile(lags, 50)), 3),
+                            "p99": round(float(np.percentile(lags, 99)), 3),
+                            "max": round(float(lags.max()), 3)},
+    }
+
+
+def main() -> None:
+    """Run the benchmarks and print the figures as JSON."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="shorter runs")
+    ap.add_argument("--only", choices=("ingest", "ttft", "poisson"))
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    secs = 4.0 if args.quick else 10.0
+    report: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
+    if args.only in (None, "ingest"):
+        report["ingest"] = bench_ingest(secs, 64)
+        print(json.dumps({"ingest": report["ingest"]}, indent=2), flush=True)
+    if args.only in (None, "ttft"):
+        report["ttft"] = bench_ttft([1, 100, 1000], secs)
+        print(json.dumps({"ttft": report["ttft"]}, indent=2), flush=True)
+    if args.only in (None, "poisson"):
+        report["poisson"] = bench_poisson(1000.0, 2 * secs)
+        print(json.dumps({"poisson": report["poisson"]}, indent=2), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
