@@ -32,7 +32,7 @@ import orjson
 
 from loadtest.datasets import build_pool
 from loadtest.record import RequestRecord
-from loadtest.runner import RunConfig, RunOutcome, Runner
+from loadtest.runner import RunConfig, Runner, RunOutcome
 from loadtest.scenario import Scenario, parse_scenario
 from loadtest.schedule import ArrivalPlan, arrival_offsets_ns
 from loadtest.sim import SimConfig, SimProcess
@@ -67,8 +67,14 @@ async def _run(sc: Scenario, url: str, sink: list[RequestRecord] | None = None) 
 # -- 1. ingest -----------------------------------------------------------------------------
 async def _plain_reader(url: str, concurrency: int, seconds: float, max_tokens: int) -> int:
     """The yardstick: aiohttp, one session, read lines, count the data lines."""
-    body = orjson.dumps({"model": "sim-llm", "stream": True, "max_tokens": max_tokens,
-                         "messages": [{"role": "user", "content": "x"}]})
+    body = orjson.dumps(
+        {
+            "model": "sim-llm",
+            "stream": True,
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": "x"}],
+        }
+    )
     end = time.perf_counter() + seconds
     lines = 0
     conn = aiohttp.TCPConnector(limit=concurrency)
@@ -77,8 +83,11 @@ async def _plain_reader(url: str, concurrency: int, seconds: float, max_tokens: 
         async def worker() -> None:
             nonlocal lines
             while time.perf_counter() < end:
-                async with s.post(url + "/v1/chat/completions", data=body,
-                                  headers={"Content-Type": "application/json"}) as r:
+                async with s.post(
+                    url + "/v1/chat/completions",
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                ) as r:
                     async for line in r.content:
                         if line.startswith(b"data: {"):
                             lines += 1
@@ -89,15 +98,23 @@ async def _plain_reader(url: str, concurrency: int, seconds: float, max_tokens: 
 
 def bench_ingest(seconds: float, concurrency: int) -> dict[str, Any]:
     # No delays at all: the simulator writes as fast as the socket takes it, in batches.
-    sim_cfg = SimConfig(ttft_ms=0.0, itl_ms=0.0, ttft_sigma=0, itl_sigma=0,
-                        ttft_per_1k_tokens_ms=0, min_output_fraction=1.0, max_batch=256)
+    sim_cfg = SimConfig(
+        ttft_ms=0.0,
+        itl_ms=0.0,
+        ttft_sigma=0,
+        itl_sigma=0,
+        ttft_per_1k_tokens_ms=0,
+        min_output_fraction=1.0,
+        max_batch=256,
+    )
     max_tokens = 2000
     out: dict[str, Any] = {"concurrency": concurrency, "tokens_per_response": max_tokens}
     with SimProcess(sim_cfg) as sim:
         for loop_name in ("asyncio", "uvloop"):
             records: list[RequestRecord] = []
-            sc = _scenario({"mode": "closed", "concurrency": concurrency,
-                            "duration_s": seconds}, max_tokens)
+            sc = _scenario(
+                {"mode": "closed", "concurrency": concurrency, "duration_s": seconds}, max_tokens
+            )
             cpu0, t0 = _cpu(), time.perf_counter()
             _drive(loop_name, _run(sc, sim.url, records))
             cpu, wall = _cpu() - cpu0, time.perf_counter() - t0
@@ -140,12 +157,14 @@ def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
     for n in levels:
         # Slow enough per stream that 1,000 streams stay within one simulator core.
         itl = 20.0 if n < 1000 else 100.0
-        sim_cfg = SimConfig(ttft_ms=30.0, ttft_sigma=0.2, itl_ms=itl, itl_sigma=0.2,
-                            min_output_fraction=1.0)
+        sim_cfg = SimConfig(
+            ttft_ms=30.0, ttft_sigma=0.2, itl_ms=itl, itl_sigma=0.2, min_output_fraction=1.0
+        )
         with SimProcess(sim_cfg) as sim:
             records: list[RequestRecord] = []
-            sc = _scenario({"mode": "closed", "concurrency": n, "duration_s": seconds,
-                            "warmup_s": 2.0}, 16)
+            sc = _scenario(
+                {"mode": "closed", "concurrency": n, "duration_s": seconds, "warmup_s": 2.0}, 16
+            )
             asyncio.run(_run(sc, sim.url, records))
             truth = asyncio.run(_truth(sim.url))
         deltas, delivery = [], []
@@ -162,26 +181,35 @@ def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
         results[str(n)] = {
             "requests": len(deltas),
             "failed": sum(r.outcome != "ok" for r in records),
-            "ttft_minus_truth_ms": {"p50": round(float(np.percentile(d, 50)), 3),
-                                    "p99": round(float(np.percentile(d, 99)), 3)},
-            "first_token_delivery_ms": {"p50": round(float(np.percentile(w, 50)), 3),
-                                        "p99": round(float(np.percentile(w, 99)), 3)},
+            "ttft_minus_truth_ms": {
+                "p50": round(float(np.percentile(d, 50)), 3),
+                "p99": round(float(np.percentile(d, 99)), 3),
+            },
+            "first_token_delivery_ms": {
+                "p50": round(float(np.percentile(w, 50)), 3),
+                "p99": round(float(np.percentile(w, 99)), 3),
+            },
         }
     return results
 
 
 # -- 3. Poisson at 1,000 req/s -------------------------------------------------------------
 def bench_poisson(rate: float, seconds: float) -> dict[str, Any]:
-    sim_cfg = SimConfig(ttft_ms=5.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1,
-                        min_output_fraction=1.0)
+    sim_cfg = SimConfig(
+        ttft_ms=5.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1, min_output_fraction=1.0
+    )
     with SimProcess(sim_cfg) as sim:
         records: list[RequestRecord] = []
         sc = _scenario({"mode": "poisson", "rate": rate, "duration_s": seconds}, 4)
         out = asyncio.run(_run(sc, sim.url, records))
     sent = np.array(sorted(r.sent_ns for r in records), dtype=np.int64)
     lags = np.array([(r.sent_ns - r.intended_ns) / 1e6 for r in records])
-    planned = sum(1 for _ in itertools.takewhile(
-        lambda o: o < seconds * 1e9, arrival_offsets_ns(ArrivalPlan("poisson", rate), 0)))
+    planned = sum(
+        1
+        for _ in itertools.takewhile(
+            lambda o: o < seconds * 1e9, arrival_offsets_ns(ArrivalPlan("poisson", rate), 0)
+        )
+    )
     achieved = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
     return {
         "target_rate": rate,
@@ -191,9 +219,11 @@ def bench_poisson(rate: float, seconds: float) -> dict[str, Any]:
         "achieved_rate": round(achieved, 2),
         "achieved_vs_target_pct": round(100 * (achieved - rate) / rate, 3),
         "sent_vs_planned_pct": round(100 * (len(records) - planned) / planned, 3),
-        "dispatch_lag_ms": {"p50": round(float(np.percentile(lags, 50)), 3),
-                            "p99": round(float(np.percentile(lags, 99)), 3),
-                            "max": round(float(lags.max()), 3)},
+        "dispatch_lag_ms": {
+            "p50": round(float(np.percentile(lags, 50)), 3),
+            "p99": round(float(np.percentile(lags, 99)), 3),
+            "max": round(float(lags.max()), 3),
+        },
     }
 
 

@@ -12,15 +12,26 @@ the running mean end-to-end latency as the expected interval between a session's
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from loadtest.record import RequestRecord
 
-__all__ = ["CORRECTED", "METRICS", "MetricSet", "Metrics", "Snapshot", "new_histogram"]
+__all__ = [
+    "CORRECTED",
+    "METRICS",
+    "MetricSet",
+    "Metrics",
+    "Snapshot",
+    "new_histogram",
+    "record_many",
+]
 
 METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms", "dispatch_lag_ms")
 CORRECTED = ("ttft_ms", "e2e_ms", "tool_call_ms")
@@ -32,6 +43,43 @@ _LOWEST, _HIGHEST, _DIGITS = 1, 3_600_000_000, 3
 def new_histogram() -> HdrHistogram:
     """A histogram of microseconds from 1 µs to 1 h at 3 significant digits."""
     return HdrHistogram(_LOWEST, _HIGHEST, _DIGITS)
+
+
+_BATCH_MIN = 48
+
+
+def record_many(hist: HdrHistogram, values: Sequence[int]) -> int:
+    """Record many non-negative integer values; returns how many were out of range.
+
+    ``record_value`` costs ~1.6 µs in pure Python, which for a 1,000-token response is
+    1.6 ms of event-loop time in one block. For long batches the counts-array indices are
+    computed with numpy (the same arithmetic as ``hdrh``'s ``_counts_index_for``) and
+    added per distinct bucket; the result is identical to recording one by one.
+    """
+    if len(values) < _BATCH_MIN:
+        rec = hist.record_value
+        return sum(1 for v in values if rec(v) is False)
+    v = np.asarray(values, dtype=np.int64)
+    v = v[v >= 0]
+    _, exp = np.frexp((v | hist.sub_bucket_mask).astype(np.float64))
+    bucket = exp.astype(np.int64) - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
+    sub = v >> (bucket + hist.unit_magnitude)
+    idx = ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + sub - hist.sub_bucket_half_count
+    # The same bound as record_value: what fits in the counts array.
+    fits = idx < hist.counts_len
+    bad = len(values) - int(np.count_nonzero(fits))
+    v, idx = v[fits], idx[fits]
+    if v.size == 0:
+        return bad
+    counts = np.bincount(idx)
+    nonzero = np.flatnonzero(counts)
+    target = hist.counts
+    for i, c in zip(nonzero.tolist(), counts[nonzero].tolist(), strict=True):
+        target[i] += c
+    hist.total_count += int(v.size)
+    hist.min_value = min(hist.min_value, int(v.min()))
+    hist.max_value = max(hist.max_value, int(v.max()))
+    return bad
 
 
 class MetricSet:
@@ -126,6 +174,8 @@ class Metrics:
         self.first_record_ns: int | None = None
         self.last_end_ns: int | None = None
         self.measure_start_ns: int | None = None
+        self._gaps: list[int] = []
+        self._gaps_of: RequestRecord | None = None
 
     @property
     def sent(self) -> int:
@@ -183,18 +233,19 @@ class Metrics:
             ms.record("tpot_ms", tpot / 1e3)
         chunks = rec.token_chunk_ns
         if len(chunks) > 1:
-            record = ms.hists["itl_ms"].record_value
-            prev = chunks[0]
-            total = 0
-            for t in chunks[1:]:
-                gap = (t - prev) // 1000
-                record(gap)
-                total += gap
-                prev = t
-            ms.sums["itl_ms"] += total
+            gaps = self._gaps if self._gaps_of is rec else self._chunk_gaps(rec)
+            ms.out_of_range += record_many(ms.hists["itl_ms"], gaps)
+            ms.sums["itl_ms"] += (chunks[-1] - chunks[0]) / 1000
         if chunks and rec.output_tokens:
             # Stored x1000 so the integer histogram keeps three decimals.
             ms.record("tokens_per_chunk", 1000 * rec.output_tokens / len(chunks))
+
+    def _chunk_gaps(self, rec: RequestRecord) -> list[int]:
+        # Computed once per record although two sets (interval, category) record them.
+        c = rec.token_chunk_ns
+        self._gaps = [(b - a) // 1000 for a, b in itertools.pairwise(c)]
+        self._gaps_of = rec
+        return self._gaps
 
     def _corrected(
         self, ms: MetricSet, name: str, at: int, raw: int, cor: int, expected_us: float

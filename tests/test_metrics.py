@@ -175,3 +175,27 @@ def test_metric_stats_of_an_empty_histogram() -> None:
     from loadtest.metrics import new_histogram
 
     assert metric_stats(new_histogram(), 0.0) == {"count": 0}
+
+
+@pytest.mark.parametrize("n", [5, 48, 3000])
+def test_record_many_matches_recording_one_by_one(n: int) -> None:
+    import random
+
+    from loadtest.metrics import new_histogram, record_many
+
+    rng = random.Random(n)
+    values = [int(rng.lognormvariate(9, 2)) for _ in range(n)] + [0, 1, 3_600_000_000]
+    one, many = new_histogram(), new_histogram()
+    for v in values:
+        one.record_value(v)
+    assert record_many(many, values) == 0
+    assert record_many(many, [-1, 10**13]) == 2
+    assert record_many(many, [-1, 10**13] * 30) == 60
+    assert many.encode() == one.encode()
+    assert many.get_total_count() == one.get_total_count() == n + 3
+    assert (many.get_min_value(), many.get_max_value()) == (
+        one.get_min_value(),
+        one.get_max_value(),
+    )
+    for q in (1, 50, 99, 99.99):
+        assert many.get_value_at_percentile(q) == one.get_value_at_percentile(q)
