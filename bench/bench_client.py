@@ -163,7 +163,14 @@ def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
         with SimProcess(sim_cfg) as sim:
             records: list[RequestRecord] = []
             sc = _scenario(
-                {"mode": "closed", "concurrency": n, "duration_s": seconds, "warmup_s": 2.0}, 16
+                {
+                    "mode": "closed",
+                    "concurrency": n,
+                    "duration_s": seconds,
+                    "warmup_s": 2.0,
+                    "ramp_up_s": 1.5,
+                },
+                16,
             )
             asyncio.run(_run(sc, sim.url, records))
             truth = asyncio.run(_truth(sim.url))

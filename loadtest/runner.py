@@ -228,14 +228,22 @@ class Runner:
     async def _closed_loop(self) -> None:
         load = self.scenario.load
         think_ns = int(load.think_time_ms * 1e6)
+        n = load.concurrency
+        ramp_ns = int(load.ramp_up_s * 1e9)
         sessions = [
-            asyncio.create_task(self._session(think_ns), name=f"loadtest-session-{i}")
-            for i in range(load.concurrency)
+            asyncio.create_task(
+                self._session(think_ns, self.t0_ns + ramp_ns * i // n),
+                name=f"loadtest-session-{i}",
+            )
+            for i in range(n)
         ]
         await self._drain(set(sessions))
 
-    async def _session(self, think_ns: int) -> None:
-        intended = _perf()
+    async def _session(self, think_ns: int, start_ns: int) -> None:
+        # Sessions started together stay in step (a wave of sends, then a wave of first
+        # tokens); a ramp spreads them out as real users would be.
+        await self.clock.sleep_until(start_ns)
+        intended = start_ns
         while (index := self._take_index(intended)) is not None:
             await self._one(index, intended)
             intended = _perf() + think_ns

@@ -75,6 +75,8 @@ class LoadSpec:
     requests: int | None = None
     warmup_s: float = 0.0
     think_time_ms: float = 0.0
+    ramp_up_s: float = 0.0
+    """Closed loop: sessions start evenly spread over this many seconds, not all at once."""
     grace_s: float = 10.0
     """On stop, how long in-flight requests may finish before they are cancelled."""
 
@@ -303,6 +305,7 @@ def _load(t: _Table) -> LoadSpec:
         requests=requests,
         warmup_s=_f(t.number("warmup_s", 0.0)),
         think_time_ms=_f(t.number("think_time_ms", 0.0)),
+        ramp_up_s=_f(t.number("ramp_up_s", 0.0)),
         grace_s=_f(t.number("grace_s", 10.0)),
     )
     if mode == "closed" and spec.concurrency < 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -192,3 +193,15 @@ async def test_completions_api_and_non_streaming(tmp_path: Path, api: str, strea
     rows = read_jsonl(tmp_path / "requests.jsonl")
     assert [r["outcome"] for r in rows] == ["ok"] * 6
     assert all(r["output_tokens"] >= 8 and r["tokens_estimated"] is False for r in rows)
+
+
+async def test_ramp_up_spreads_the_first_sends_of_a_closed_loop(tmp_path: Path) -> None:
+    sc = make_scenario({"mode": "closed", "concurrency": 10, "requests": 10, "ramp_up_s": 0.5})
+    # Each request lasts ~0.6 s, so every session sends exactly one within the ramp.
+    async with InProcessSim(replace(FAST_SIM, ttft_ms=600.0, ttft_sigma=0.0)) as sim:
+        await run_against(sim, sc, tmp_path)
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    firsts = sorted(float(str(r["intended_ms"])) for r in rows)
+    assert firsts[0] < 5
+    assert 400 < firsts[-1] < 500
+    assert all(45 < b - a < 55 for a, b in itertools.pairwise(firsts))
