@@ -67,9 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
     run.add_argument(
         "--loop",
-        choices=("uvloop", "asyncio"),
-        default="uvloop",
-        help="event loop without the TUI (default: uvloop when installed)",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="event loop without the TUI (default: asyncio; uvloop measured no faster here)",
     )
 
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")

@@ -48,7 +48,7 @@ class RunOptions:
     api_key: str | None = None
     record_chunks: bool = False
     keepalive: bool = True
-    uvloop: bool = True
+    uvloop: bool = False
 
 
 def default_scenario_path() -> Path:

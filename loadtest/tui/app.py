@@ -79,7 +79,7 @@ class LiveApp(App[None]):
         """Set up the table, start the run and the 2 Hz refresh."""
         table = self.query_one("#latency", DataTable)
         table.add_column("latency", key="name")
-        table.add_column("ms", key="value")
+        table.add_column("ms", key="value", width=12)
         for label, key in _LAT_ROWS:
             table.add_row(label, "-", key=key)
         self.run_worker(self._run(), exclusive=True, name="loadtest-run")
