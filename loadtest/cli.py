@@ -100,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoadtestError as exc:
         print(f"loadtest: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        # Only before the load starts (prompt loading): the run itself handles SIGINT.
+        print("loadtest: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 
 from loadtest.datasets import Prompt
-from loadtest.errors import ProtocolError
+from loadtest.errors import EndpointError, ProtocolError
 from loadtest.openai import ServerError, StreamReader
 from loadtest.record import RequestRecord
 from loadtest.scenario import TimeoutSpec
@@ -310,8 +310,6 @@ def _msg(exc: BaseException) -> str:
 
 async def discover_model(base_url: str, api_key: str | None = None, timeout_s: float = 10.0) -> str:
     """The first model id ``GET /v1/models`` lists; ``EndpointError`` when unreachable."""
-    from loadtest.errors import EndpointError
-
     base = base_url.rstrip("/")
     url = (base if base.endswith("/v1") else base + "/v1") + "/models"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
