@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         "--loop",
         choices=("asyncio", "uvloop"),
         default="asyncio",
-        help="event loop without the TUI (default: asyncio; uvloop measured no faster here)",
+        help="event loop without the TUI (default: asyncio; uvloop showed no consistent gain)",
     )
 
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")
