@@ -1,1 +1,41 @@
-"""loadtest."""
+"""loadtest: load and robustness tests for OpenAI-compatible LLM endpoints.
+
+The public API is what ``__all__`` lists; everything else may change between versions.
+"""
+
+from loadtest.errors import (
+    DatasetError,
+    EndpointError,
+    LoadtestError,
+    MissingPackageError,
+    ProtocolError,
+    ScenarioError,
+    UsageError,
+)
+from loadtest.metrics import Metrics, Snapshot
+from loadtest.record import RequestRecord
+from loadtest.runner import RunConfig, Runner, RunOutcome
+from loadtest.scenario import Scenario, load_scenario, parse_scenario
+from loadtest.sim import InProcessSim, SimConfig, SimProcess
+
+__all__ = [
+    "DatasetError",
+    "EndpointError",
+    "InProcessSim",
+    "LoadtestError",
+    "Metrics",
+    "MissingPackageError",
+    "ProtocolError",
+    "RequestRecord",
+    "RunConfig",
+    "RunOutcome",
+    "Runner",
+    "Scenario",
+    "ScenarioError",
+    "SimConfig",
+    "SimProcess",
+    "Snapshot",
+    "UsageError",
+    "load_scenario",
+    "parse_scenario",
+]
