@@ -78,9 +78,8 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     if o.requests is not None:
         if o.requests < 1:
             raise UsageError("--requests must be at least 1")
-        load = dataclasses.replace(
-            load, requests=o.requests, duration_s=None if o.duration is None else o.duration
-        )
+        # --duration and --requests exclude each other: a count ends the run alone.
+        load = dataclasses.replace(load, requests=o.requests, duration_s=None)
     if o.warmup is not None:
         load = dataclasses.replace(load, warmup_s=max(0.0, o.warmup))
     changes: dict[str, Any] = {"load": load}

@@ -114,13 +114,6 @@ class MetricSet:
             self.sums[name] += other.sums[name]
         self.out_of_range += other.out_of_range
 
-    def reset(self) -> None:
-        """Empty every histogram, for reuse as the next interval."""
-        for name in self.NAMES:
-            self.hists[name].reset()
-            self.sums[name] = 0.0
-        self.out_of_range = 0
-
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
@@ -171,7 +164,6 @@ class Metrics:
         self._e2e_sum_us = 0.0
         self._e2e_n = 0
         self.tool_stats: Counter[str] = Counter()
-        self.first_record_ns: int | None = None
         self.last_end_ns: int | None = None
         self.measure_start_ns: int | None = None
         self._gaps: list[int] = []
@@ -258,8 +250,8 @@ class Metrics:
     def roll(self, seconds: float) -> MetricSet:
         """Close the current interval: merge it into the totals and return it.
 
-        The caller writes the returned set to the interval log and must not keep it:
-        it is reset and reused on the next call's behalf.
+        The caller writes the returned set to the interval log; recording goes on into
+        a fresh set.
         """
         done = self.interval
         self.total.add(done)
