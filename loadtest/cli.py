@@ -75,16 +75,29 @@ def _parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    sim.add_argument(
+        "--spec",
+        action="store_true",
+        help="serve a speculative deployment: a draft process and a target process",
+    )
     defaults = SimConfig()
     for f in fields(SimConfig):
         default = getattr(defaults, f.name)
         sim.add_argument(
             f"--{f.name.replace('_', '-')}",
-            type=type(default),
+            type=_flag if isinstance(default, bool) else type(default),
             default=default,
             help=f"(default: {default})",
         )
     return p
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -132,11 +145,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    from loadtest.sim.process import serve
+    from loadtest.sim.process import serve, serve_deployment
 
     config = SimConfig(**{f.name: getattr(args, f.name) for f in fields(SimConfig)})
+    config.check()
     try:
-        asyncio.run(serve(config, args.host, args.port))
+        if args.spec:
+            serve_deployment(config, args.host, args.port)
+        else:
+            asyncio.run(serve(config, args.host, args.port))
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
     return EXIT_OK

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from loadtest.errors import UsageError
+
 __all__ = ["ResponsePlan", "SimConfig", "fake_arguments", "plan_response"]
 
 _WORDS = [
@@ -93,6 +95,58 @@ class SimConfig:
     model: str = "sim-llm"
     max_batch: int = 64
     """Most chunks written in one write when tokens are due together."""
+    max_running: int = 0
+    """Requests served at once; more wait in a queue (0 = no limit)."""
+    role: str = "model"
+    """``model`` serves the OpenAI API; ``draft`` serves proposals to a target."""
+    draft_url: str = ""
+    """Base URL of the draft server: set, the model speculates (it becomes the target)."""
+    spec_k: int = 4
+    """Tokens the draft proposes per step."""
+    accept_tool_calls: float = 0.9
+    """Per-token acceptance probability of drafts for requests that offer tools."""
+    accept_code: float = 0.85
+    accept_chat: float = 0.7
+    accept_multilingual: float = 0.35
+    verify_factor: float = 1.15
+    """A verify step's time relative to a plain decode step (``itl_ms``)."""
+    draft_timeout_ms: float = 60.0
+    """The target gives up on a draft answer after this long and decodes plainly."""
+    probe_backoff_ms: float = 250.0
+    """First wait before probing a failed draft again; doubles per failed probe."""
+    probe_backoff_max_ms: float = 4000.0
+    draft_token_ms: float = 0.5
+    """Draft role: time to propose one token (a step costs ``spec_k`` of these)."""
+    draft_mode: str = "ok"
+    """Draft role: ``ok``, ``garbage`` (answers that are not proposals) or ``hang``."""
+    load_s: float = 0.0
+    """Seconds of model loading before the server listens (time to ready)."""
+    cold_start_ms: float = 0.0
+    """Extra delay the requests pay after a (re)start or an idle period (warm-up)."""
+    idle_cold_s: float = 0.0
+    """Idle seconds after which the server is cold again (0 = never)."""
+    prefix_cache: bool = False
+    """Keep a prefix cache: a repeated prompt prefix pays only part of its prefill."""
+    prefix_hit_factor: float = 0.25
+    """Share of the prefill time a prefix-cache hit still pays."""
+    leak_cancelled: bool = False
+    """Fault for testing the tester: keep a cancelled request's slot until it would have ended."""
+
+    def check(self) -> None:
+        """Raise ``UsageError`` naming the first setting out of range."""
+        if self.role not in ("model", "draft"):
+            raise UsageError(f"sim role must be 'model' or 'draft', not {self.role!r}")
+        if self.draft_mode not in ("ok", "garbage", "hang"):
+            raise UsageError(f"draft_mode must be ok, garbage or hang, not {self.draft_mode!r}")
+        for name in ("accept_tool_calls", "accept_code", "accept_chat", "accept_multilingual"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise UsageError(f"sim {name} must be between 0 and 1, not {value}")
+        if self.spec_k < 1:
+            raise UsageError(f"sim spec_k must be at least 1, not {self.spec_k}")
+        for name in ("ttft_ms", "itl_ms", "draft_timeout_ms", "load_s", "cold_start_ms"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"sim {name} must not be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +154,8 @@ class ResponsePlan:
     """Everything the server will do for one request."""
 
     ttft_ns: int
+    prefill_ns: int
+    """The part of ``ttft_ns`` that grows with the prompt (what a prefix cache saves)."""
     token_offsets_ns: tuple[int, ...]
     """Send time of each output piece, from when the request arrived."""
     pieces: tuple[str, ...]
@@ -131,9 +187,8 @@ def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> Respo
     rng = _rng_for(cfg.seed, body)
     prompt_chars = _prompt_chars(request)
     prompt_tokens = max(1, prompt_chars // 4)
-    ttft_ms = _lognormal(rng, cfg.ttft_ms, cfg.ttft_sigma) + (
-        cfg.ttft_per_1k_tokens_ms * prompt_tokens / 1000
-    )
+    prefill_ms = cfg.ttft_per_1k_tokens_ms * prompt_tokens / 1000
+    ttft_ms = _lognormal(rng, cfg.ttft_ms, cfg.ttft_sigma) + prefill_ms
     fail = 500 if rng.random() < cfg.error_rate else None
     max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 128)
     max_tokens = max(1, min(max_tokens, 32768))
@@ -162,6 +217,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> Respo
     disconnect = len(pieces) // 2 if rng.random() < cfg.disconnect_rate else None
     return ResponsePlan(
         ttft_ns=int(ttft_ms * 1e6),
+        prefill_ns=int(prefill_ms * 1e6),
         token_offsets_ns=tuple(offsets),
         pieces=pieces,
         tool_name=tool_name,

@@ -7,15 +7,37 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 from aiohttp import web
 
 from loadtest.errors import EndpointError
+from loadtest.sim.draft import DRAFT_KEY, DraftServer, build_draft_app
 from loadtest.sim.model import SimConfig
 from loadtest.sim.server import SIM_KEY, SimServer, build_app
 
-__all__ = ["InProcessSim", "SimProcess", "serve", "sim_args"]
+__all__ = [
+    "InProcessSim",
+    "SimProcess",
+    "SpecDeployment",
+    "build_for",
+    "serve",
+    "serve_deployment",
+    "sim_args",
+    "sim_command",
+]
+
+
+def build_for(config: SimConfig) -> web.Application:
+    """The application of ``config.role``: the model (or target) or the draft server."""
+    return build_draft_app(config) if config.role == "draft" else build_app(config)
+
+
+def _runner(app: web.Application) -> web.AppRunner:
+    # handler_cancellation: a client that goes away cancels its handler at once, as a
+    # real engine aborts the sequence, instead of at the next write.
+    return web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handler_cancellation=True)
+
 
 READY_PREFIX = "loadtest sim listening on "
 
@@ -29,11 +51,15 @@ class InProcessSim:
         self.url = ""
         self._runner: web.AppRunner | None = None
         self.server: SimServer | None = None
+        self.draft: DraftServer | None = None
 
     async def __aenter__(self) -> InProcessSim:
-        app = build_app(self.config)
-        self.server = app[SIM_KEY]
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        app = build_for(self.config)
+        if self.config.role == "draft":
+            self.draft = app[DRAFT_KEY]
+        else:
+            self.server = app[SIM_KEY]
+        self._runner = _runner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
@@ -54,19 +80,27 @@ def sim_args(config: SimConfig) -> list[str]:
     return out
 
 
+def sim_command(config: SimConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
+    """The command line of a simulator process serving ``config``."""
+    cmd = [sys.executable, "-m", "loadtest.sim", "--host", host, "--port", str(port)]
+    return cmd + sim_args(config)
+
+
 class SimProcess:
     """``loadtest sim`` as a child process on a free port; stopped on exit."""
 
-    def __init__(self, config: SimConfig | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, config: SimConfig | None = None, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.config = config or SimConfig()
         self.host = host
+        self.port = port
         self.url = ""
         self._proc: subprocess.Popen[str] | None = None
 
     def start(self, timeout_s: float = 20.0) -> str:
         """Start the child and wait until it listens; returns its base URL."""
-        cmd = [sys.executable, "-m", "loadtest.sim", "--host", self.host, "--port", "0"]
-        cmd += sim_args(self.config)
+        cmd = sim_command(self.config, self.host, self.port)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -106,9 +140,15 @@ class SimProcess:
 
 
 async def serve(config: SimConfig, host: str, port: int) -> None:
-    """Serve until SIGINT/SIGTERM; prints the ready line with the bound address."""
-    app = build_app(config)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    """Serve until SIGINT/SIGTERM; prints the ready line with the bound address.
+
+    ``config.load_s`` passes first, as a real server loads its weights before it
+    listens: a restart's time to ready includes it.
+    """
+    if config.load_s > 0:
+        await asyncio.sleep(config.load_s)
+    app = build_for(config)
+    runner = _runner(app)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=4096)
     await site.start()
@@ -122,3 +162,52 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
         await stop.wait()
     finally:
         await runner.cleanup()
+
+
+class SpecDeployment:
+    """The simulated speculative deployment: a draft process and a target process.
+
+    ``draft_via`` maps the draft's URL to the one the target should use, so that a
+    fault proxy can sit between them.
+    """
+
+    def __init__(self, config: SimConfig | None = None, host: str = "127.0.0.1") -> None:
+        self.config = config or SimConfig()
+        self.draft = SimProcess(replace(self.config, role="draft", draft_url=""), host)
+        self.target: SimProcess | None = None
+        self.host = host
+
+    def start_draft(self) -> str:
+        """Start the draft server; returns its URL."""
+        return self.draft.start()
+
+    def target_config(self, draft_url: str) -> SimConfig:
+        """The target's configuration, speculating with the draft at ``draft_url``."""
+        return replace(self.config, role="model", draft_url=draft_url)
+
+    def start(self) -> tuple[str, str]:
+        """Start both processes; returns (target URL, draft URL)."""
+        draft_url = self.start_draft()
+        self.target = SimProcess(self.target_config(draft_url), self.host)
+        return self.target.start(), draft_url
+
+    def stop(self) -> None:
+        """Stop both processes."""
+        if self.target is not None:
+            self.target.stop()
+        self.draft.stop()
+
+
+def serve_deployment(config: SimConfig, host: str, port: int) -> None:
+    """``loadtest sim --spec``: run draft and target until SIGINT/SIGTERM."""
+    dep = SpecDeployment(config, host)
+    draft_url = dep.start_draft()
+    try:
+        dep.target = SimProcess(dep.target_config(draft_url), host)
+        dep.target.port = port
+        target_url = dep.target.start()
+        print(f"draft server listening on {draft_url}", flush=True)
+        print(f"{READY_PREFIX}{target_url}  (target, speculating with the draft)", flush=True)
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        dep.stop()

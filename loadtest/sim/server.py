@@ -5,6 +5,10 @@ It serves ``/v1/chat/completions`` and ``/v1/completions`` (streaming and not),
 server received it, when it scheduled and when it wrote the first token: the ground
 truth the tests and benchmarks compare the client's measurements with.
 
+With ``draft_url`` set, the server is the target of a speculative deployment: its
+tokens come from ``SpecEngine`` steps instead of a fixed schedule, and ``/metrics``
+carries the speculative counters under vLLM's names.
+
 Tokens that fall due together are written in one ``write`` (up to ``max_batch``
 chunks), so a fast configuration is limited by the socket, not by one syscall per chunk.
 """
@@ -13,18 +17,24 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from loadtest.sim.engine import SpecEngine
+from loadtest.sim.metrics import Sample, metrics_handler
 from loadtest.sim.model import ResponsePlan, SimConfig, plan_response
+from loadtest.sim.spec import infer_category
 
 __all__ = ["SIM_KEY", "SimServer", "build_app"]
 
 _perf = time.perf_counter_ns
 _TRUTH_KEEP = 200_000
+_PREFIX_KEEP = 10_000
 
 
 class SimServer:
@@ -34,8 +44,20 @@ class SimServer:
         self.config = config
         self.truth: collections.deque[dict[str, Any]] = collections.deque(maxlen=_TRUTH_KEEP)
         self.running = 0
+        self.waiting = 0
         self.served = 0
+        self.cancelled = 0
+        self.cold_starts = 0
+        self.prefix_hits = 0
+        self.prefix_misses = 0
         self._counter = 0
+        self._slots = asyncio.Semaphore(config.max_running) if config.max_running > 0 else None
+        self._warm = config.cold_start_ms <= 0
+        self._warming: asyncio.Task[None] | None = None
+        self._last_active = time.monotonic()
+        self._prefixes: collections.OrderedDict[bytes, None] = collections.OrderedDict()
+        self.engine = SpecEngine(config) if config.draft_url else None
+        self._leaks: set[asyncio.Task[None]] = set()
 
     def _next_id(self, prefix: str) -> str:
         self._counter += 1
@@ -51,7 +73,10 @@ class SimServer:
 
     async def health(self, request: web.Request) -> web.Response:
         """``GET /health``."""
-        return web.json_response({"status": "ok", "running": self.running})
+        body: dict[str, Any] = {"status": "ok", "running": self.running}
+        if self.engine is not None:
+            body["speculating"] = self.engine.speculating
+        return web.json_response(body)
 
     async def truth_handler(self, request: web.Request) -> web.Response:
         """``GET /sim/truth``: the per-request ground truth kept so far."""
@@ -64,6 +89,88 @@ class SimServer:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/completions``."""
         return await self._complete(request, chat=False)
+
+    def samples(self) -> list[Sample]:
+        """What ``/metrics`` shows, under vLLM's names where vLLM has one."""
+        out: list[Sample] = [
+            ("vllm:num_requests_running", "gauge", self.running, "Requests being served."),
+            ("vllm:num_requests_waiting", "gauge", self.waiting, "Requests queued."),
+            ("loadtest_sim_requests_served", "counter", self.served, "Requests ended."),
+            (
+                "loadtest_sim_cancellations",
+                "counter",
+                self.cancelled,
+                "Requests whose client went away before the end.",
+            ),
+            ("loadtest_sim_cold_starts", "counter", self.cold_starts, "Warm-ups paid."),
+            ("loadtest_sim_prefix_cache_hits", "counter", self.prefix_hits, "Prefix hits."),
+        ]
+        if self._slots is not None:
+            usage = self.running / self.config.max_running
+            out.append(("vllm:kv_cache_usage_perc", "gauge", usage, "Share of slots in use."))
+        eng = self.engine
+        if eng is not None:
+            out += [
+                (
+                    "vllm:spec_decode_num_draft_tokens",
+                    "counter",
+                    eng.draft_tokens,
+                    "Draft tokens proposed to the verifier.",
+                ),
+                (
+                    "vllm:spec_decode_num_accepted_tokens",
+                    "counter",
+                    eng.accepted_tokens,
+                    "Draft tokens the verifier accepted.",
+                ),
+                ("vllm:spec_decode_num_drafts", "counter", eng.drafts, "Draft steps."),
+                (
+                    "loadtest_sim_draft_fallbacks",
+                    "counter",
+                    eng.health.fallbacks,
+                    "Switches from speculation to plain decoding.",
+                ),
+                ("loadtest_sim_plain_steps", "counter", eng.plain_steps, "Steps without draft."),
+                ("loadtest_sim_speculating", "gauge", int(eng.speculating), "1 = drafts in use."),
+            ]
+        return out
+
+    async def _warm_up(self) -> None:
+        """Pay the cold-start delay once; requests arriving meanwhile wait for it too."""
+        now = time.monotonic()
+        idle = self.config.idle_cold_s
+        if (
+            self._warm
+            and idle > 0
+            and self.running == 0
+            and self.waiting == 0
+            and now - self._last_active > idle
+        ):
+            self._warm = False
+            self._prefixes.clear()
+        if self._warm:
+            return
+        if self._warming is None or self._warming.done():
+            self.cold_starts += 1
+            self._warming = asyncio.create_task(asyncio.sleep(self.config.cold_start_ms / 1000))
+        await asyncio.shield(self._warming)
+        self._warm = True
+
+    def _prefill_ns(self, plan: ResponsePlan, req: dict[str, Any]) -> int:
+        """TTFT after the prefix cache: a repeated prefix pays only part of its prefill."""
+        if not self.config.prefix_cache:
+            return plan.ttft_ns
+        key = hashlib.blake2b(_prefix_text(req), digest_size=12).digest()
+        if key in self._prefixes:
+            self._prefixes.move_to_end(key)
+            self.prefix_hits += 1
+            saved = plan.prefill_ns * (1.0 - self.config.prefix_hit_factor)
+            return plan.ttft_ns - int(saved)
+        self.prefix_misses += 1
+        self._prefixes[key] = None
+        if len(self._prefixes) > _PREFIX_KEEP:
+            self._prefixes.popitem(last=False)
+        return plan.ttft_ns
 
     async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         received = _perf()
@@ -83,37 +190,94 @@ class SimServer:
         truth: dict[str, Any] = {
             "id": rid,
             "received_ns": received,
-            "first_token_scheduled_ns": received + plan.ttft_ns,
+            "first_token_scheduled_ns": None,
             "first_token_written_ns": None,
             "end_ns": None,
             "completion_tokens": plan.completion_tokens,
+            "category": infer_category(req),
             "outcome": "ok",
         }
         self.truth.append(truth)
         if plan.fail_status is not None:
             truth["outcome"] = "error"
             return _error(plan.fail_status, "simulated server error")
-        self.running += 1
+        self.waiting += 1
         try:
-            if req.get("stream"):
-                include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-                return await self._stream(request, plan, rid, chat, include_usage, truth)
-            return await self._whole(plan, rid, chat, received, truth)
-        except (ConnectionResetError, asyncio.CancelledError):
-            truth["outcome"] = "client_gone"
+            if self._slots is not None:
+                await self._slots.acquire()
+        except asyncio.CancelledError:
+            self._gone(truth)
             raise
         finally:
-            self.running -= 1
+            self.waiting -= 1
+        self.running += 1
+        leaked = False
+        try:
+            await self._warm_up()
+            ttft = self._prefill_ns(plan, req) + (_perf() - received)
+            truth["first_token_scheduled_ns"] = received + ttft
+            if req.get("stream"):
+                include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+                source = self._source(plan, received, ttft, truth["category"], rid)
+                return await self._stream(request, plan, rid, chat, include_usage, truth, source)
+            return await self._whole(plan, rid, chat, received + ttft, truth)
+        except (ConnectionResetError, asyncio.CancelledError):
+            self._gone(truth)
+            if self.config.leak_cancelled:
+                leaked = True
+                end = received + plan.token_offsets_ns[-1]
+                task = asyncio.get_running_loop().create_task(self._leak(end))
+                self._leaks.add(task)
+                task.add_done_callback(self._leaks.discard)
+            raise
+        finally:
+            if not leaked:
+                self._release()
             self.served += 1
+            self._last_active = time.monotonic()
             truth["end_ns"] = _perf()
 
+    def _gone(self, truth: dict[str, Any]) -> None:
+        truth["outcome"] = "client_gone"
+        self.cancelled += 1
+
+    def _release(self) -> None:
+        self.running -= 1
+        if self._slots is not None:
+            self._slots.release()
+
+    async def _leak(self, until_ns: int) -> None:
+        await asyncio.sleep(max(0, until_ns - _perf()) / 1e9)
+        self._release()
+
+    async def _source(
+        self, plan: ResponsePlan, received: int, ttft: int, category: str, rid: str
+    ) -> AsyncIterator[int]:
+        """Yield the end index of the pieces to write next, when they are due."""
+        if self.engine is None:
+            shift = ttft - plan.ttft_ns  # queueing, warm-up and prefix cache move it all
+            async for j in _timed(plan, received + shift, self.config.max_batch):
+                yield j
+            return
+        await _sleep_until(received + ttft)
+        yield 1
+        seed = int.from_bytes(hashlib.blake2b(rid.encode(), digest_size=8).digest(), "little")
+        async for j in self.engine.decode(plan.completion_tokens, self._accept(category), seed):
+            yield j
+
+    def _accept(self, category: str) -> float:
+        cfg = self.config
+        return {
+            "tool_calls": cfg.accept_tool_calls,
+            "code": cfg.accept_code,
+            "multilingual": cfg.accept_multilingual,
+        }.get(category, cfg.accept_chat)
+
     async def _whole(
-        self, plan: ResponsePlan, rid: str, chat: bool, received: int, truth: dict[str, Any]
+        self, plan: ResponsePlan, rid: str, chat: bool, first_ns: int, truth: dict[str, Any]
     ) -> web.Response:
-        end = received + plan.token_offsets_ns[-1]
-        delay = end - _perf()
-        if delay > 0:
-            await asyncio.sleep(delay / 1e9)
+        end = first_ns + plan.token_offsets_ns[-1] - plan.ttft_ns
+        await _sleep_until(end)
         truth["first_token_written_ns"] = _perf()
         cfg = self.config
         usage = _usage(plan)
@@ -153,39 +317,30 @@ class SimServer:
         chat: bool,
         include_usage: bool,
         truth: dict[str, Any],
+        source: AsyncIterator[int],
     ) -> web.StreamResponse:
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await resp.prepare(request)
-        start = truth["received_ns"]
         head, tail = _chunk_frame(rid, self.config.model, chat, plan)
-        offsets = plan.token_offsets_ns
         pieces = plan.pieces
-        n = len(pieces)
-        stop = n if plan.disconnect_after is None else plan.disconnect_after
-        cap = self.config.max_batch
+        stop = len(pieces) if plan.disconnect_after is None else plan.disconnect_after
         i = 0
-        while i < stop:
-            due = start + offsets[i]
-            now = _perf()
-            if due > now:
-                await asyncio.sleep((due - now) / 1e9)
-                now = _perf()
-            j = i
+        async for ready in source:
+            j = min(ready, stop)
+            if j <= i:
+                continue
             parts = []
-            while j < stop and j - i < cap and start + offsets[j] <= now:
-                if j == 0 and plan.tool_name is not None:
-                    parts.append(_tool_first_chunk(rid, self.config.model, plan))
-                parts.append(head + orjson.dumps(pieces[j]) + tail)
-                j += 1
-            if j == i:  # woke a hair early: write the one that is due
-                parts.append(head + orjson.dumps(pieces[j]) + tail)
-                j += 1
+            if i == 0 and plan.tool_name is not None:
+                parts.append(_tool_first_chunk(rid, self.config.model, plan))
+            parts += [head + orjson.dumps(pieces[x]) + tail for x in range(i, j)]
             if i == 0:
                 truth["first_token_written_ns"] = _perf()
             await resp.write(b"".join(parts))
             i = j
+            if i >= stop:
+                break
         if plan.disconnect_after is not None:
             truth["outcome"] = "disconnected"
             if request.transport is not None:
@@ -197,6 +352,39 @@ class SimServer:
         await resp.write(end + b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+
+async def _sleep_until(due_ns: int) -> None:
+    delay = due_ns - _perf()
+    if delay > 0:
+        await asyncio.sleep(delay / 1e9)
+
+
+async def _timed(plan: ResponsePlan, start: int, cap: int) -> AsyncIterator[int]:
+    """The plain model's schedule: pieces fall due at their planned offsets.
+
+    Pieces already due are handed out together (up to ``cap``), so a fast configuration
+    costs one write per batch rather than one per token.
+    """
+    offsets = plan.token_offsets_ns
+    n = len(offsets)
+    i = 0
+    while i < n:
+        await _sleep_until(start + offsets[i])
+        now = _perf()
+        j = i + 1
+        while j < n and j - i < cap and start + offsets[j] <= now:
+            j += 1
+        yield j
+        i = j
+
+
+def _prefix_text(req: dict[str, Any]) -> bytes:
+    """The first 1 KB of the prompt: what a prefix cache would find again."""
+    prompt = req.get("prompt")
+    if isinstance(prompt, str):
+        return prompt[:1024].encode()
+    return orjson.dumps(req.get("messages"))[:1024]
 
 
 def _finish(plan: ResponsePlan) -> str:
@@ -307,4 +495,14 @@ def build_app(config: SimConfig) -> web.Application:
     app.router.add_get("/v1/models", sim.models)
     app.router.add_get("/health", sim.health)
     app.router.add_get("/sim/truth", sim.truth_handler)
+    app.router.add_get("/metrics", metrics_handler(sim.samples))
+    engine = sim.engine
+    if engine is not None:
+
+        async def engine_ctx(app: web.Application) -> AsyncIterator[None]:
+            await engine.start()
+            yield
+            await engine.close()
+
+        app.cleanup_ctx.append(engine_ctx)
     return app

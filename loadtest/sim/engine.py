@@ -1,0 +1,158 @@
+"""The simulated target's decode loop: batched verify steps with drafts fetched over HTTP.
+
+Like a real continuous-batching engine, one loop steps every running sequence together.
+Each step asks the draft server for ``k`` proposals per sequence (one HTTP call for the
+whole batch), waits a verify step, and gives each sequence its own token plus the
+accepted prefix. When the draft is down, slow past ``draft_timeout_ms`` or answers
+garbage, the step goes on as plain decoding (one token, a plain step's time) and the
+draft is probed again with back-off: the client sees slower tokens, never an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+
+from loadtest.sim.model import SimConfig
+from loadtest.sim.spec import DraftHealth, accepted_tokens
+
+__all__ = ["SpecEngine"]
+
+_perf = time.perf_counter_ns
+
+
+class _Sequence:
+    __slots__ = ("accept_p", "event", "ready", "rng", "total")
+
+    def __init__(self, total: int, accept_p: float, rng: random.Random) -> None:
+        self.total = total
+        self.ready = 1  # the first token comes out of prefill
+        self.accept_p = accept_p
+        self.rng = rng
+        self.event = asyncio.Event()
+
+
+class SpecEngine:
+    """Decode steps for all running sequences of one target server."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.health = DraftHealth(
+            backoff_s=config.probe_backoff_ms / 1000,
+            backoff_max_s=config.probe_backoff_max_ms / 1000,
+        )
+        self._rng = random.Random(config.seed)
+        self._active: set[_Sequence] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._draft = config.draft_url.rstrip("/") + "/draft"
+        self.draft_tokens = 0
+        self.accepted_tokens = 0
+        self.drafts = 0
+        self.spec_steps = 0
+        self.plain_steps = 0
+        self.draft_errors: dict[str, int] = {}
+
+    async def start(self) -> None:
+        """Open the draft connection pool and start the step loop."""
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self.config.draft_timeout_ms / 1000)
+        )
+        self._task = asyncio.create_task(self._loop(), name="sim-spec-engine")
+
+    async def close(self) -> None:
+        """Stop the loop and close the draft connections."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def speculating(self) -> bool:
+        """False while the target has fallen back to plain decoding."""
+        return self.health.speculating
+
+    async def decode(self, total: int, accept_p: float, seed: int) -> AsyncIterator[int]:
+        """Yield how many of ``total`` tokens are ready, each time more are.
+
+        The caller has written the first token (prefill) already; leaving the iteration
+        early (a cancelled request) takes the sequence out of the batch at once.
+        """
+        seq = _Sequence(total, accept_p, random.Random(seed))
+        self._active.add(seq)
+        self._wake.set()
+        try:
+            while seq.ready < total:
+                await seq.event.wait()
+                seq.event.clear()
+                yield seq.ready
+        finally:
+            self._active.discard(seq)
+
+    async def _loop(self) -> None:
+        cfg = self.config
+        k = cfg.spec_k
+        while True:
+            if not self._active:
+                self._wake.clear()
+                await self._wake.wait()
+            batch = list(self._active)
+            speculate = False
+            if self.health.should_try(time.monotonic()):
+                speculate = await self._propose(len(batch), k)
+            step_ms = cfg.itl_ms * (cfg.verify_factor if speculate else 1.0)
+            if cfg.itl_sigma > 0:
+                step_ms *= math.exp(self._rng.gauss(0.0, cfg.itl_sigma))
+            await asyncio.sleep(step_ms / 1000)
+            if speculate:
+                self.spec_steps += 1
+            else:
+                self.plain_steps += 1
+            for seq in batch:
+                if seq not in self._active:
+                    continue  # cancelled during the step
+                n = 1
+                if speculate:
+                    accepted = accepted_tokens(seq.rng, seq.accept_p, k)
+                    self.draft_tokens += k
+                    self.accepted_tokens += accepted
+                    n += accepted
+                seq.ready = min(seq.total, seq.ready + n)
+                seq.event.set()
+
+    async def _propose(self, n: int, k: int) -> bool:
+        """Ask the draft for ``n`` x ``k`` proposals; False (and fall back) on any failure."""
+        assert self._session is not None
+        try:
+            async with self._session.post(self._draft, json={"n": n, "k": k}) as resp:
+                raw = await resp.read()
+                if resp.status != 200:
+                    raise ValueError(f"HTTP {resp.status}")
+            _check_proposals(orjson.loads(raw), n, k)
+        except (aiohttp.ClientError, TimeoutError, ValueError, OSError) as exc:
+            kind = type(exc).__name__
+            self.draft_errors[kind] = self.draft_errors.get(kind, 0) + 1
+            self.health.failed(time.monotonic())
+            return False
+        self.drafts += 1
+        self.health.ok(time.monotonic())
+        return True
+
+
+def _check_proposals(data: Any, n: int, k: int) -> None:
+    """Raise ValueError unless ``data`` holds ``n`` lists of ``k`` token ids."""
+    props = data.get("proposals") if isinstance(data, dict) else None
+    if not isinstance(props, list) or len(props) != n:
+        raise ValueError("draft answer is not a list of proposals")
+    for p in props:
+        if not isinstance(p, list) or len(p) != k or not all(isinstance(t, int) for t in p):
+            raise ValueError("draft proposal is not k token ids")
