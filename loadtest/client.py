@@ -53,13 +53,24 @@ class ClientConfig:
 
 
 class _Flight:
-    __slots__ = ("deadline_ns", "phase", "task", "timed_out")
+    __slots__ = ("cancel_after_tokens", "cancel_ns", "deadline_ns", "phase", "task", "timed_out")
 
     def __init__(self, task: asyncio.Task[Any], deadline_ns: int) -> None:
         self.task = task
         self.deadline_ns = deadline_ns
         self.phase = "first byte"
         self.timed_out: str | None = None
+        self.cancel_after_tokens: int | None = None
+        self.cancel_ns: int | None = None
+
+
+class _InjectedCancel(Exception):
+    """Raised inside the read loop when a planned mid-stream cancellation is due."""
+
+
+def _inject_cancel(flight: _Flight) -> None:
+    flight.cancel_ns = _perf()
+    flight.task.cancel()
 
 
 class Client:
@@ -123,10 +134,14 @@ class Client:
         body: bytes,
         intended_ns: int,
         warmup: bool,
+        cancel_after_tokens: int | None = None,
+        cancel_after_ms: float | None = None,
     ) -> RequestRecord:
         """Send one request and account for it, whatever happens; never raises.
 
-        Cancelling the calling task yields a record with outcome ``cancelled``.
+        Cancelling the calling task yields a record with outcome ``cancelled``. The
+        ``cancel_after_*`` arguments cancel the request on purpose (a fault): the
+        connection is closed mid-stream and the record carries ``cancel_ns``.
         """
         assert self._session is not None, "use Client as an async context manager"
         task = asyncio.current_task()
@@ -135,6 +150,12 @@ class Client:
         sent = _perf()
         flight = _Flight(task, sent + self._first_byte_ns)
         self._flights.add(flight)
+        flight.cancel_after_tokens = cancel_after_tokens
+        timer = None
+        if cancel_after_ms is not None:
+            timer = asyncio.get_running_loop().call_later(
+                cancel_after_ms / 1000, _inject_cancel, flight
+            )
         base: dict[str, Any] = {
             "index": index,
             "prompt_id": prompt.id,
@@ -159,7 +180,12 @@ class Client:
                 else:
                     reader.on_body(await resp.read(), _perf())
             return self._finish(base, reader, first_byte, prompt)
+        except _InjectedCancel:
+            return self._injected(base, reader, first_byte, flight)
         except asyncio.CancelledError:
+            if flight.cancel_ns is not None:
+                task.uncancel()
+                return self._injected(base, reader, first_byte, flight)
             if flight.timed_out is None:
                 return self._failed(base, reader, first_byte, "cancelled", None, "cancelled")
             task.uncancel()
@@ -192,6 +218,17 @@ class Client:
             return self._failed(base, reader, first_byte, "failed", "client", _msg(exc))
         finally:
             self._flights.discard(flight)
+            if timer is not None:
+                timer.cancel()
+
+    def _injected(
+        self, base: dict[str, Any], reader: StreamReader, first_byte: int | None, flight: _Flight
+    ) -> RequestRecord:
+        base = base | {"cancel_ns": flight.cancel_ns}
+        n = len(reader.token_chunk_ns)
+        return self._failed(
+            base, reader, first_byte, "cancelled", None, f"cancelled on purpose after {n} tokens"
+        )
 
     async def _read_stream(
         self, resp: aiohttp.ClientResponse, reader: StreamReader, flight: _Flight
@@ -208,6 +245,11 @@ class Client:
             flight.phase = "between chunks"
             for event in feed(data):
                 on_event(event, now)
+            stop_at = flight.cancel_after_tokens
+            if stop_at is not None and len(reader.token_chunk_ns) >= stop_at:
+                flight.cancel_ns = _perf()
+                resp.close()  # drop the connection, as a user closing the tab would
+                raise _InjectedCancel
         if not reader.done and (parser.pending or reader.finish_reason is None):
             raise aiohttp.ServerDisconnectedError("stream ended before [DONE]")
 

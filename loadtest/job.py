@@ -20,11 +20,11 @@ from typing import Any
 
 from loadtest.client import discover_model
 from loadtest.datasets import PromptPool, build_pool
+from loadtest.deployment import Deployment, plan_deployment, say
 from loadtest.errors import UsageError
-from loadtest.report import build_summary, render_table, write_results
+from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.runner import RunConfig, Runner, RunOutcome
 from loadtest.scenario import Scenario, load_scenario
-from loadtest.sim import SimConfig, SimProcess
 
 __all__ = ["RunOptions", "apply_overrides", "default_scenario_path", "run_job"]
 
@@ -105,15 +105,12 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
     t_load = time.perf_counter()
     pool, counts = build_pool(scenario)
     prompt_load_s = time.perf_counter() - t_load
-    sim: SimProcess | None = None
-    endpoint = options.endpoint
-    if endpoint is None:
-        sim = SimProcess(SimConfig(seed=scenario.seed))
-        endpoint = sim.start()
-        print(f"no --endpoint given: using the built-in simulator at {endpoint}", file=sys.stderr)
+    run_dir = Path(options.out) / _run_id(scenario.name)
+    deployment = plan_deployment(scenario, options.endpoint, run_dir)
+    say(deployment.notes)
     try:
         use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
-        runner_args = (scenario, endpoint, options, pool)
+        runner_args = (scenario, deployment, options, pool, run_dir)
         if use_tui:
             from loadtest.tui import run_with_tui
 
@@ -121,29 +118,37 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
         else:
             runner, outcome = _run_plain(lambda: _prepare(*runner_args), options.uvloop)
     finally:
-        if sim is not None:
-            sim.stop()
+        deployment.stop()
     extra = {"prompt_load_s": round(prompt_load_s, 3)}
+    if deployment.rig.initial_ready_s is not None:
+        extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
     summary = _finish(runner, outcome, counts, extra)
     print(render_table(summary))
+    if summary.get("faults"):
+        print(render_faults(summary["faults"]))
     print(f"\nresults: {runner.config.run_dir}")
     return summary, runner.config.run_dir, outcome.interrupted
 
 
 async def _prepare(
-    scenario: Scenario, endpoint: str, options: RunOptions, pool: PromptPool
+    scenario: Scenario, dep: Deployment, options: RunOptions, pool: PromptPool, run_dir: Path
 ) -> Runner:
-    model = scenario.model or await discover_model(endpoint, options.api_key)
+    try:
+        await dep.rig.start()
+        model = scenario.model or await discover_model(dep.endpoint, options.api_key)
+    except BaseException:
+        await dep.rig.close()
+        raise
     cfg = RunConfig(
         scenario=scenario,
-        endpoint=endpoint,
+        endpoint=dep.endpoint,
         model=model,
-        run_dir=Path(options.out) / _run_id(scenario.name),
+        run_dir=run_dir,
         api_key=options.api_key,
         record_chunks=options.record_chunks,
         keepalive=options.keepalive,
     )
-    return Runner(cfg, pool)
+    return Runner(cfg, pool, rig=dep.rig)
 
 
 def _run_plain(
@@ -217,5 +222,7 @@ def _finish(
         prompts=counts,
     )
     summary["run"].update(extra)
+    summary["faults"] = list(outcome.faults)
+    summary["server"] = outcome.server
     write_results(cfg.run_dir, summary, outcome.metrics)
     return summary

@@ -59,6 +59,8 @@ class RequestRecord:
     tool_call_ns: int | None = None
     server_timings: dict[str, Any] | None = None
     prompt_chars: int = 0
+    cancel_ns: int | None = None
+    """When loadtest cancelled the request on purpose (a fault), else None."""
 
     @property
     def ttft_ns(self) -> int | None:
@@ -114,4 +116,8 @@ class RequestRecord:
                 None if self.tool_call_ns is None else self.tool_call_ns - self.sent_ns
             ),
             "server_timings": self.server_timings,
+            "injected_cancel": self.cancel_ns is not None,
+            "cancel_close_ms": dur(
+                None if self.cancel_ns is None else self.end_ns - self.cancel_ns
+            ),
         }

@@ -20,6 +20,8 @@ import orjson
 
 from loadtest.client import Client, ClientConfig
 from loadtest.datasets import Prompt, PromptPool
+from loadtest.faults.rig import FaultRig
+from loadtest.faults.verdict import judge_windows
 from loadtest.metrics import Metrics, Snapshot
 from loadtest.openai import build_payload
 from loadtest.record import RequestRecord
@@ -55,6 +57,10 @@ class RunOutcome:
     duration_s: float
     measured_s: float
     interrupted: bool
+    faults: tuple[dict[str, Any], ...] = ()
+    """One verdict entry per fault window (empty without a fault plan)."""
+    server: dict[str, Any] | None = None
+    """Scraped server metrics: acceptance rate and peaks (None when not scraped)."""
 
 
 class Runner:
@@ -67,12 +73,15 @@ class Runner:
         *,
         clock: Clock | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
+        rig: FaultRig | None = None,
     ) -> None:
         self.config = config
         self.scenario = config.scenario
         self.pool = pool
         self.clock = clock or MonotonicClock()
         self.on_record = on_record
+        self.rig = rig
+        self._extra: set[asyncio.Task[None]] = set()
         load = self.scenario.load
         self.closed_loop = load.mode == "closed"
         self.t0_ns = _perf()
@@ -106,6 +115,25 @@ class Runner:
     def stopping(self) -> bool:
         """True once the plan ended or ``stop()`` was called."""
         return self._stop.is_set()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests open in the client now."""
+        return self._client.in_flight if self._client else 0
+
+    def burst(self, n: int) -> None:
+        """Send ``n`` requests now, beside the schedule (a fault's burst after idling)."""
+        now = _perf()
+        for _ in range(n):
+            index = self._take_index(now)
+            if index is None:
+                return
+            task = asyncio.create_task(self._one_task(index, now))
+            self._extra.add(task)
+            task.add_done_callback(self._extra.discard)
+
+    async def _one_task(self, index: int, intended: int) -> None:
+        await self._one(index, intended)
 
     def snapshot(self) -> Snapshot:
         """A read-only view of the run so far."""
@@ -143,6 +171,8 @@ class Runner:
         try:
             async with Client(client_cfg) as client:
                 self._client = client
+                if self.rig is not None:
+                    await self.rig.begin(self.t0_ns, self, run_dir)
                 if self.closed_loop:
                     await self._closed_loop()
                 else:
@@ -150,11 +180,15 @@ class Runner:
         finally:
             ticker.cancel()
             await asyncio.gather(ticker, return_exceptions=True)
+            if self.rig is not None:
+                await self.rig.finish()
+                await self.rig.close()
             self._roll()
             self._hlog.close()
             self._jsonl.close()
             self._client = None
         end = _perf()
+        faults, server = self._judge_faults(run_dir)
         m = self.metrics
         measured_from = max(self._warmup_end_ns, m.measure_start_ns or self._warmup_end_ns)
         measured_to = m.last_end_ns or end
@@ -165,7 +199,40 @@ class Runner:
             duration_s=(end - self.t0_ns) / 1e9,
             measured_s=max(measured_to - measured_from, 1) / 1e9,
             interrupted=self._interrupted,
+            faults=faults,
+            server=server,
         )
+
+    def _judge_faults(
+        self, run_dir: Path
+    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+        """Verdicts per fault window, from the rows on disk (nothing was kept in memory)."""
+        rig = self.rig
+        if rig is None:
+            return (), None
+        from loadtest.scrape import summarize_samples
+
+        samples = rig.scraper.samples if rig.scraper is not None else []
+        server = summarize_samples(samples) if rig.scraper is not None else None
+        if server is not None and rig.scraper is not None and rig.scraper.unavailable:
+            server["note"] = rig.scraper.unavailable
+        if not rig.plan.events:
+            return (), server
+        keep = ("sent_ms", "end_ms", "first_token_ms", "ttft_ms", "tpot_ms", "outcome")
+        rows = []
+        with open(run_dir / "requests.jsonl", "rb") as f:
+            for line in f:
+                r = orjson.loads(line)
+                rows.append(
+                    {k: r.get(k) for k in keep}
+                    | {
+                        "warmup": r.get("warmup"),
+                        "error_class": r.get("error_class"),
+                        "injected_cancel": r.get("injected_cancel"),
+                        "cancel_close_ms": r.get("cancel_close_ms"),
+                    }
+                )
+        return tuple(judge_windows(rig.plan, rig.observed, rows, samples)), server
 
     def _take_index(self, intended_ns: int) -> int | None:
         """The next request index, or None when the plan is exhausted."""
@@ -186,12 +253,15 @@ class Runner:
     async def _one(self, index: int, intended_ns: int) -> RequestRecord:
         assert self._client is not None
         prompt = self.pool.draw()
+        order = self.rig.cancel_order(intended_ns) if self.rig is not None else None
         rec = await self._client.send(
             index=index,
             prompt=prompt,
             body=self._body(prompt),
             intended_ns=intended_ns,
             warmup=intended_ns < self._warmup_end_ns,
+            cancel_after_tokens=order.after_tokens if order else None,
+            cancel_after_ms=order.after_ms if order else None,
         )
         self._account(rec, prompt)
         return rec
@@ -244,7 +314,15 @@ class Runner:
         # tokens); a ramp spreads them out as real users would be.
         await self.clock.sleep_until(start_ns)
         intended = start_ns
-        while (index := self._take_index(intended)) is not None:
+        while True:
+            idle_end = self.rig.idle_until(intended) if self.rig is not None else None
+            if idle_end is not None:
+                # An idle gap of the fault plan: the users are away, nothing is offered.
+                await self.clock.sleep_until(idle_end)
+                intended = idle_end
+            index = self._take_index(intended)
+            if index is None:
+                break
             await self._one(index, intended)
             intended = _perf() + think_ns
             if think_ns:
@@ -280,6 +358,8 @@ class Runner:
             start_ns=self.t0_ns,
             until_ns=self._end_ns,
         ):
+            if self.rig is not None and self.rig.idle_until(intended) is not None:
+                continue  # an idle gap: arrivals in it are not offered
             if cap is not None:
                 await cap.acquire()
             if ceiling is not None:
@@ -311,9 +391,10 @@ class Runner:
         except asyncio.CancelledError:
             self._interrupted = True
             self._stop.set()
-            for t in tasks:
+            everything = tasks | self._extra
+            for t in everything:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*everything, return_exceptions=True)
             raise
 
     async def _wait_then_cancel(self, tasks: set[asyncio.Task[None]]) -> None:
@@ -321,7 +402,7 @@ class Runner:
         stop = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
         stop.cancel()
-        pending = {t for t in tasks if not t.done()}
+        pending = {t for t in tasks | self._extra if not t.done()}
         if pending and not self._abort.is_set():
             rest = asyncio.ensure_future(asyncio.wait(pending))
             abort = asyncio.ensure_future(self._abort.wait())

@@ -6,13 +6,21 @@ errors (a typo such as ``concurency`` must not silently fall back to a default).
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from loadtest.errors import ScenarioError
+from loadtest.faults.plan import (
+    FaultPlan,
+    SimSpec,
+    TargetSpec,
+    parse_faults,
+    parse_sim,
+    parse_target,
+)
+from loadtest.tables import Table
 
 __all__ = [
     "SOURCE_KINDS",
@@ -118,80 +126,11 @@ class Scenario:
     seed: int = 0
     description: str = ""
     record_prompts: bool = False
-
-
-T = TypeVar("T")
-
-
-class _Table:
-    """Reads one TOML table, remembering which keys were used."""
-
-    def __init__(self, data: Any, path: str, prefix: str) -> None:
-        if not isinstance(data, dict):
-            raise ScenarioError(path, prefix or "(top level)", "expected a table")
-        self.data = data
-        self.path = path
-        self.prefix = prefix
-        self.used: set[str] = set()
-
-    def key(self, name: str) -> str:
-        return f"{self.prefix}.{name}" if self.prefix else name
-
-    def fail(self, name: str, problem: str) -> ScenarioError:
-        return ScenarioError(self.path, self.key(name), problem)
-
-    def get(self, name: str, kind: type[T] | tuple[type, ...], default: Any, what: str) -> Any:
-        self.used.add(name)
-        if name not in self.data:
-            return default
-        value = self.data[name]
-        # bool is an int in Python; never accept one where a number is expected.
-        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise self.fail(name, f"expected {what}, got {value!r}")
-        if not isinstance(value, kind):
-            raise self.fail(name, f"expected {what}, got {value!r}")
-        return value
-
-    def number(
-        self, name: str, default: float | None, *, minimum: float = 0.0, strict: bool = False
-    ) -> float | None:
-        v = self.get(name, (int, float), default, "a number")
-        if v is None:
-            return None
-        v = float(v)
-        if not math.isfinite(v) or v < minimum or (strict and v == minimum):
-            bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-            raise self.fail(name, f"expected a number {bound}, got {v!r}")
-        return v
-
-    def integer(self, name: str, default: int | None, *, minimum: int = 0) -> int | None:
-        v = self.get(name, int, default, "an integer")
-        if v is not None and v < minimum:
-            raise self.fail(name, f"expected an integer >= {minimum}, got {v!r}")
-        return v  # type: ignore[no-any-return]
-
-    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
-        v = self.get(name, str, default, f"one of {', '.join(choices)}")
-        if v not in choices:
-            raise self.fail(name, f"expected one of {', '.join(choices)}, got {v!r}")
-        return v  # type: ignore[no-any-return]
-
-    def strings(self, name: str) -> tuple[str, ...]:
-        v = self.get(name, list, [], "a list of strings")
-        if not all(isinstance(s, str) for s in v):
-            raise self.fail(name, f"expected a list of strings, got {v!r}")
-        return tuple(v)
-
-    def sub(self, name: str) -> _Table:
-        self.used.add(name)
-        return _Table(self.data.get(name, {}), self.path, self.key(name))
-
-    def finish(self, allowed: frozenset[str] | None = None) -> None:
-        known = self.used if allowed is None else allowed
-        for name in self.data:
-            if name not in known:
-                expected = ", ".join(sorted(known)) or "no keys"
-                raise self.fail(name, f"unknown key (expected one of: {expected})")
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    target: TargetSpec | None = None
+    """A managed target: loadtest starts, restarts and stops the endpoint itself."""
+    sim: SimSpec = field(default_factory=SimSpec)
+    """How the built-in simulator is set up when no endpoint is given."""
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -211,7 +150,7 @@ def load_scenario(path: str | Path) -> Scenario:
 def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None) -> Scenario:
     """Validate the TOML table of a scenario; ``path`` is used in error messages."""
     base = base_dir or Path(".")
-    top = _Table(data, path, "")
+    top = Table(data, path, "")
     name = top.get("name", str, Path(path).stem, "a string")
     sources_raw = top.get("sources", list, None, "an array of [[sources]] tables")
     if not sources_raw:
@@ -233,6 +172,9 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
     load = _load(top.sub("load"))
     timeouts = _timeouts(top.sub("timeouts"))
     slo = _slo(top.sub("slo"))
+    faults = parse_faults(top.sub("faults"))
+    target = parse_target(top.sub("target")) if "target" in data else None
+    sim = parse_sim(top.sub("sim"))
     top.finish()
     assert max_tokens is not None
     assert seed is not None
@@ -251,11 +193,14 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
         seed=seed,
         description=description,
         record_prompts=record_prompts,
+        faults=faults,
+        target=target,
+        sim=sim,
     )
 
 
 def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
-    t = _Table(raw, path, prefix)
+    t = Table(raw, path, prefix)
     kind = t.choice("kind", "", SOURCE_KINDS)
     category = t.get("category", str, kind, "a string")
     weight = t.number("weight", 1.0, strict=True)
@@ -289,7 +234,7 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
     return spec
 
 
-def _load(t: _Table) -> LoadSpec:
+def _load(t: Table) -> LoadSpec:
     mode = t.choice("mode", "closed", LOAD_MODES)
     duration = t.number("duration_s", None, strict=True)
     requests = t.integer("requests", None, minimum=1)
@@ -314,7 +259,7 @@ def _load(t: _Table) -> LoadSpec:
     return spec
 
 
-def _timeouts(t: _Table) -> TimeoutSpec:
+def _timeouts(t: Table) -> TimeoutSpec:
     spec = TimeoutSpec(
         connect_s=_f(t.number("connect_s", 10.0, strict=True)),
         first_byte_s=_f(t.number("first_byte_s", 120.0, strict=True)),
@@ -324,7 +269,7 @@ def _timeouts(t: _Table) -> TimeoutSpec:
     return spec
 
 
-def _slo(t: _Table) -> SLOSpec:
+def _slo(t: Table) -> SLOSpec:
     spec = SLOSpec(
         ttft_p99_ms=t.number("ttft_p99_ms", None, strict=True),
         tpot_p99_ms=t.number("tpot_p99_ms", None, strict=True),

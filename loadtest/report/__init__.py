@@ -3,6 +3,13 @@
 from loadtest.report.export import write_results
 from loadtest.report.hlog import HlogWriter, read_hlog
 from loadtest.report.summary import build_summary
-from loadtest.report.table import render_table
+from loadtest.report.table import render_faults, render_table
 
-__all__ = ["HlogWriter", "build_summary", "read_hlog", "render_table", "write_results"]
+__all__ = [
+    "HlogWriter",
+    "build_summary",
+    "read_hlog",
+    "render_faults",
+    "render_table",
+    "write_results",
+]

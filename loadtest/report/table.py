@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_table"]
+__all__ = ["render_faults", "render_table"]
 
 _ROWS = (
     ("TTFT", "ttft_ms"),
@@ -59,4 +59,45 @@ def render_table(summary: dict[str, Any]) -> str:
     for check in slo.get("checks", []):
         mark = "met" if check["met"] else "MISSED"
         lines.append(f"SLO {check['slo']} <= {check['limit']}: {check['value']} {mark}")
+    return "\n".join(lines)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def render_faults(faults: list[dict[str, Any]]) -> str:
+    """One block per fault window: verdict, reason and before/during/after latency."""
+    lines = ["", "faults"]
+    for f in faults:
+        lines.append(
+            f"  {f['name']:<24} {f['start_s']:>6.1f}-{f['end_s']:<6.1f}s  "
+            f"{f['verdict'].upper():<9} {f['reason']}"
+        )
+        b, d, a = f["before"], f["during"], f["after"]
+        lines.append(
+            f"    TTFT p95 ms before/during/after {_ms(b['ttft_p95_ms'])} / "
+            f"{_ms(d['ttft_p95_ms'])} / {_ms(a['ttft_p95_ms'])}   TPOT p95 "
+            f"{_ms(b['tpot_p95_ms'])} / {_ms(d['tpot_p95_ms'])} / {_ms(a['tpot_p95_ms'])}"
+        )
+        acc = f.get("acceptance", {})
+        if any(v is not None for v in acc.values()):
+            cells = " / ".join("-" if v is None else f"{v:.2f}" for v in acc.values())
+            lines.append(f"    draft acceptance before/during/after {cells}")
+        extra = [
+            f"{k} {f[k]}"
+            for k in (
+                "injected_cancels",
+                "cancel_close_p50_ms",
+                "settled_s",
+                "time_to_ready_s",
+                "time_to_first_token_s",
+                "caught_in_flight",
+                "fallbacks",
+                "recovery_s",
+            )
+            if f.get(k) is not None
+        ]
+        if extra:
+            lines.append("    " + "  ".join(extra))
     return "\n".join(lines)
