@@ -146,7 +146,7 @@ async def _prepare(
         run_dir=run_dir,
         api_key=options.api_key,
         record_chunks=options.record_chunks,
-        keepalive=options.keepalive,
+        keepalive=options.keepalive and scenario.load.keepalive,
     )
     return Runner(cfg, pool, rig=dep.rig)
 

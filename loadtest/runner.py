@@ -132,6 +132,9 @@ class Runner:
             self._extra.add(task)
             task.add_done_callback(self._extra.discard)
 
+    def _idle_until(self, now_ns: int) -> int | None:
+        return self.rig.idle_until(now_ns) if self.rig is not None else None
+
     async def _one_task(self, index: int, intended: int) -> None:
         await self._one(index, intended)
 
@@ -163,7 +166,10 @@ class Runner:
             api=sc.api,
             stream=sc.stream,
             timeouts=sc.timeouts,
-            concurrency=load.concurrency,
+            # Bursts of the fault plan come on top of the sessions or the in-flight cap.
+            concurrency=load.concurrency + sum(e.burst for e in sc.faults.events)
+            if load.concurrency
+            else 0,
             keepalive=self.config.keepalive,
             api_key=self.config.api_key,
         )
@@ -315,8 +321,7 @@ class Runner:
         await self.clock.sleep_until(start_ns)
         intended = start_ns
         while True:
-            idle_end = self.rig.idle_until(intended) if self.rig is not None else None
-            if idle_end is not None:
+            while (idle_end := self._idle_until(intended)) is not None:
                 # An idle gap of the fault plan: the users are away, nothing is offered.
                 await self.clock.sleep_until(idle_end)
                 intended = idle_end
@@ -358,7 +363,7 @@ class Runner:
             start_ns=self.t0_ns,
             until_ns=self._end_ns,
         ):
-            if self.rig is not None and self.rig.idle_until(intended) is not None:
+            if self._idle_until(intended) is not None:
                 continue  # an idle gap: arrivals in it are not offered
             if cap is not None:
                 await cap.acquire()

@@ -86,6 +86,8 @@ class LoadSpec:
     ramp_up_s: float = 0.0
     """Closed loop: sessions start evenly spread over this many seconds, not all at once."""
     grace_s: float = 10.0
+    keepalive: bool = True
+    """False: a new connection per request (every request pays connection setup)."""
     """On stop, how long in-flight requests may finish before they are cancelled."""
 
 
@@ -252,6 +254,7 @@ def _load(t: Table) -> LoadSpec:
         think_time_ms=_f(t.number("think_time_ms", 0.0)),
         ramp_up_s=_f(t.number("ramp_up_s", 0.0)),
         grace_s=_f(t.number("grace_s", 10.0)),
+        keepalive=t.get("keepalive", bool, True, "true or false"),
     )
     if mode == "closed" and spec.concurrency < 1:
         raise t.fail("concurrency", "closed loop needs concurrency >= 1")

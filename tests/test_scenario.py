@@ -22,6 +22,13 @@ def test_shipped_scenarios_are_valid(path: Path) -> None:
 def test_the_five_required_scenarios_ship() -> None:
     names = {p.stem for p in SCENARIOS.glob("*.toml")}
     assert {"tool-calls", "reasoning", "code", "multilingual", "mixed"} <= names
+    assert {"draft-failure", "cancellations", "cold-start"} <= names
+
+
+def test_the_default_scenario_shows_a_fault() -> None:
+    sc = load_scenario(SCENARIOS / "mixed.toml")
+    assert sc.sim.speculative
+    assert sc.faults.events
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -91,3 +98,54 @@ def test_defaults() -> None:
     sc = parse_scenario({"sources": [{"kind": "inline", "prompts": ["x"]}]}, "t.toml")
     assert sc.api == "chat" and sc.stream and sc.load.mode == "closed"
     assert sc.load.duration_s == 30.0 and sc.load.requests is None
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ('[[faults.events]]\nkind = "flood"\n', "faults.events[0].kind", "expected one of"),
+        (
+            '[[faults.events]]\nkind = "cancel"\nfraction = 0.5\nduration_s = 1\n',
+            "faults.events[0].after_tokens",
+            "after_tokens or after_ms",
+        ),
+        (
+            '[[faults.events]]\nkind = "draft_down"\nat_s = 3\nlatency_ms = 5\n',
+            "faults.events[0].latency_ms",
+            "unknown key",
+        ),
+        (
+            '[[faults.events]]\nkind = "draft_down"\nat_s = 3\n',
+            "faults.events[0].duration_s",
+            "> 0",
+        ),
+        ('[faults]\nproxy_upstream = "nohost"\n', "faults.proxy_upstream", "host:port"),
+        ('[sim]\nitl_ms = "fast"\n', "sim.itl_ms", "expected a float"),
+        ("[sim]\nwarp = 9\n", "sim.warp", "unknown simulator setting"),
+        ("[sim]\naccept_code = 1.5\n", "sim", "between 0 and 1"),
+        ('[target]\nready_url = "http://x:1/health"\n', "target.command", "command"),
+        ('[target]\ncommand = "srv"\nready_url = "x"\n', "target.ready_url", "http(s) URL"),
+    ],
+)
+def test_fault_target_and_sim_errors_name_the_key(
+    tmp_path: Path, text: str, key: str, problem: str
+) -> None:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, BASE + text))
+    assert info.value.key == key
+    assert problem in str(info.value)
+
+
+def test_a_managed_target_and_sim_settings(tmp_path: Path) -> None:
+    sc = load_scenario(
+        write(
+            tmp_path,
+            BASE
+            + '[target]\ncommand = "server --port 9000"\nready_url = "http://127.0.0.1:9000/health"\n'
+            + "[sim]\nspeculative = true\nitl_ms = 4\n",
+        )
+    )
+    assert sc.target is not None
+    assert sc.target.command == ("server", "--port", "9000")
+    assert sc.target.endpoint == "http://127.0.0.1:9000"
+    assert sc.sim.speculative and sc.sim.settings == {"itl_ms": 4.0}

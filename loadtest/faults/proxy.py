@@ -166,14 +166,25 @@ class FaultProxy:
                     wait = received + max(0.0, delay) / 1000 - time.perf_counter()
                     if wait > 0:
                         await asyncio.sleep(wait)
+                if toxic.kind == "bandwidth":
+                    await self._trickle(data, dst, toxic.bytes_per_s)
+                    continue
                 dst.write(data)
                 await dst.drain()
-                if toxic.kind == "bandwidth":
-                    await asyncio.sleep(len(data) / toxic.bytes_per_s)
             if dst.can_write_eof():
                 dst.write_eof()
         except (ConnectionError, OSError):
             link.reset()
+
+    @staticmethod
+    async def _trickle(data: bytes, dst: asyncio.StreamWriter, rate: float) -> None:
+        """Forward ``data`` in 20 ms slices, each after the time it costs at ``rate``."""
+        step = max(1, int(rate / 50))
+        for i in range(0, len(data), step):
+            piece = data[i : i + step]
+            await asyncio.sleep(len(piece) / rate)
+            dst.write(piece)
+            await dst.drain()
 
 
 def _abort_with_rst(writer: asyncio.StreamWriter) -> None:

@@ -74,7 +74,8 @@ class FaultRig:
         self.t0_ns = _perf()
         self._rng = random.Random(seed ^ 0x5EED)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._idle = [e for e in plan.events if e.kind in ("idle", "restart")]
+        self._idle = [e for e in plan.events if e.kind == "idle"]
+        self._down = False
         self._cancels = [(i, e) for i, e in enumerate(plan.events) if e.kind == "cancel"]
 
     # -- before and after the run -------------------------------------------------------
@@ -122,13 +123,17 @@ class FaultRig:
 
     # -- questions from the runner's hot path --------------------------------------------
     def idle_until(self, now_ns: int) -> int | None:
-        """The end of the idle gap ``now_ns`` falls in (or of a restart's down time)."""
+        """When the load may go on, if ``now_ns`` falls in an idle gap or a restart.
+
+        While a restarted target is down or loading, the load holds (polling every
+        20 ms) rather than spinning through connection errors; the requests caught in
+        flight by the stop are what the restart's verdict counts.
+        """
+        if self._down:
+            return now_ns + 20_000_000
         for ev in self._idle:
             start = self.t0_ns + int(ev.at_s * 1e9)
-            if ev.kind == "idle":
-                end = start + int(ev.duration_s * 1e9)
-            else:  # a restart: hold the load while the target is down, not while it loads
-                end = start + int(ev.down_s * 1e9)
+            end = start + int(ev.duration_s * 1e9)
             if start <= now_ns < end:
                 return end
         return None
@@ -190,7 +195,10 @@ class FaultRig:
 
     async def _toxic(self, ev: FaultEvent, obs: dict[str, Any]) -> None:
         if self.proxy is None:
-            obs["error"] = "no fault proxy: set [faults].proxy_upstream (the draft's host:port)"
+            obs["skipped"] = (
+                "no fault proxy in front of a draft: set [faults].proxy_upstream to your "
+                "draft's host:port, or run without --endpoint"
+            )
             return
         toxic = Toxic(
             PROXY_TOXICS[ev.kind],
@@ -209,11 +217,15 @@ class FaultRig:
         if self.target is None:
             obs["error"] = "no managed target to restart: add a [target] table"
             return
-        await self.target.stop(ev.signal)
-        obs["stopped_s"] = self._rel_s()
-        await self._sleep_to(ev.at_s + ev.down_s)
-        spawned = self._rel_s()
-        ready_s = await self.target.start()
+        self._down = True
+        try:
+            await self.target.stop(ev.signal)
+            obs["stopped_s"] = self._rel_s()
+            await self._sleep_to(ev.at_s + ev.down_s)
+            spawned = self._rel_s()
+            ready_s = await self.target.start()
+        finally:
+            self._down = False
         obs["ready_s"] = self._rel_s()
         obs["time_to_ready_s"] = round(ready_s, 4)
         obs["spawned_s"] = spawned

@@ -76,11 +76,19 @@ def recovery_s(
 
 
 def _between(
-    samples: Sequence[dict[str, Any]], a_s: float, b_s: float
+    samples: Sequence[dict[str, Any]], a_s: float, b_s: float, *, inner: bool
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The last good sample at or before ``a_s`` (else the first after it) and the first
-    at or after ``b_s`` (else the last one): the counters' values around a span."""
+    """Two good samples bounding the span ``a_s``..``b_s``.
+
+    ``inner``: the first sample at or after ``a_s`` and the last at or before ``b_s``
+    (nothing from outside the span leaks in: rates *within* it). Otherwise the last
+    sample at or before ``a_s`` and the first at or after ``b_s`` (every change that
+    happened in the span is caught: counts of events).
+    """
     ok = [s for s in samples if s.get("ok")]
+    if inner:
+        inside = [s for s in ok if a_s <= s["t_s"] <= b_s]
+        return (inside[0], inside[-1]) if len(inside) >= 2 else (None, None)
     if not ok:
         return None, None
     first = next((s for s in reversed(ok) if s["t_s"] <= a_s), ok[0])
@@ -89,7 +97,7 @@ def _between(
 
 
 def _acceptance(samples: Sequence[dict[str, Any]], a_s: float, b_s: float) -> float | None:
-    first, last = _between(samples, a_s, b_s)
+    first, last = _between(samples, a_s, b_s, inner=True)
     if first is None or last is None or first is last:
         return None
     rate = acceptance(first, last)
@@ -189,6 +197,8 @@ def _restart_figures(
 def _verdict(
     plan: FaultPlan, ev: FaultEvent, e: dict[str, Any], has_after: bool
 ) -> tuple[str, str]:
+    if "skipped" in e:
+        return "skipped", e["skipped"]
     if "error" in e:
         return "failed", f"the fault could not be applied: {e['error']}"
     failed = e["failed_overlapping"]
@@ -223,7 +233,7 @@ def _verdict(
 
 
 def _delta(samples: Sequence[dict[str, Any]], field: str, a_s: float, b_s: float) -> float | None:
-    first, last = _between(samples, a_s, b_s)
+    first, last = _between(samples, a_s, b_s, inner=False)
     if first is None or last is None or field not in first or field not in last:
         return None
     return float(last[field]) - float(first[field])

@@ -135,19 +135,21 @@ class SimServer:
             ]
         return out
 
-    async def _warm_up(self) -> None:
-        """Pay the cold-start delay once; requests arriving meanwhile wait for it too."""
-        now = time.monotonic()
+    def _cool_if_idle(self) -> None:
+        """An arrival after ``idle_cold_s`` with nothing running finds the server cold."""
         idle = self.config.idle_cold_s
         if (
             self._warm
             and idle > 0
             and self.running == 0
             and self.waiting == 0
-            and now - self._last_active > idle
+            and time.monotonic() - self._last_active > idle
         ):
             self._warm = False
             self._prefixes.clear()
+
+    async def _warm_up(self) -> None:
+        """Pay the cold-start delay once; requests arriving meanwhile wait for it too."""
         if self._warm:
             return
         if self._warming is None or self._warming.done():
@@ -201,6 +203,7 @@ class SimServer:
         if plan.fail_status is not None:
             truth["outcome"] = "error"
             return _error(plan.fail_status, "simulated server error")
+        self._cool_if_idle()
         self.waiting += 1
         try:
             if self._slots is not None:

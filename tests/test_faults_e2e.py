@@ -1,0 +1,204 @@
+"""Fault windows end to end: the runner, the rig and the simulated deployment on loopback.
+
+Each test checks the verdict's figures against what the simulator itself counted.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+from loadtest.faults.plan import TargetSpec
+from loadtest.faults.proxy import FaultProxy
+from loadtest.faults.rig import FaultRig
+from loadtest.faults.target import ManagedTarget
+from loadtest.sim import SimConfig
+from loadtest.sim.process import InProcessSim, sim_command
+from tests.conftest import make_scenario, read_jsonl, run_against
+
+SPEC = SimConfig(
+    ttft_ms=5.0,
+    itl_ms=3.0,
+    ttft_sigma=0.1,
+    itl_sigma=0.1,
+    draft_token_ms=0.2,
+    draft_timeout_ms=50.0,
+    probe_backoff_ms=100.0,
+    probe_backoff_max_ms=200.0,
+)
+
+
+def _faults(*events: dict[str, Any]) -> dict[str, Any]:
+    return {"events": list(events)}
+
+
+def _accounted(rows: list[dict[str, Any]], summary_counts: dict[str, int]) -> None:
+    outcomes = [r["outcome"] for r in rows]
+    assert len(rows) == len({r["index"] for r in rows})
+    assert outcomes.count("ok") + outcomes.count("failed") + outcomes.count("cancelled") == len(
+        rows
+    )
+    assert summary_counts["sent"] == len([r for r in rows if not r["warmup"]])
+
+
+async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 4, "duration_s": 6},
+        max_tokens=48,
+        faults=_faults({"kind": "draft_down", "at_s": 2, "duration_s": 2}),
+    )
+    async with InProcessSim(SimConfig(role="draft", draft_token_ms=0.2)) as draft:
+        host, port = draft.url.removeprefix("http://").split(":")
+        proxy = FaultProxy(host, int(port))
+        await proxy.start()
+        async with InProcessSim(SimConfig(**{**_fields(SPEC), "draft_url": proxy.url})) as target:
+            rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
+            _, outcome = await run_against(target, sc, tmp_path, rig=rig)
+            assert target.server is not None and target.server.engine is not None
+            engine = target.server.engine
+    (window,) = outcome.faults
+    assert window["kind"] == "draft_down"
+    assert window["failed_overlapping"] == 0
+    assert window["verdict"] == "held", window["reason"]
+    assert window["fallbacks"] == engine.health.fallbacks >= 1
+    assert engine.plain_steps > 0 and engine.spec_steps > 0
+    assert window["acceptance"]["before"] is not None and window["acceptance"]["before"] > 0
+    assert window["acceptance"]["during"] is None  # no drafts while it was down
+    assert window["during"]["requests"] > 0
+    # Plain decoding is slower than speculation: TPOT during the outage is worse.
+    assert window["during"]["tpot_p50_ms"] > window["before"]["tpot_p50_ms"]
+    assert outcome.server is not None and outcome.server["engine"] == "loadtest-sim"
+    assert (tmp_path / "metrics.jsonl").exists()
+
+
+def _fields(cfg: SimConfig) -> dict[str, Any]:
+    return {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+
+
+async def test_cancellations_free_slots_and_are_counted(tmp_path: Path) -> None:
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 6, "duration_s": 4},
+        max_tokens=200,
+        faults=_faults(
+            {"kind": "cancel", "at_s": 1, "duration_s": 2, "fraction": 0.5, "after_tokens": 5}
+        ),
+    )
+    async with InProcessSim(SimConfig(ttft_ms=3.0, itl_ms=2.0, min_output_fraction=1.0)) as sim:
+        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        _, outcome = await run_against(sim, sc, tmp_path, rig=rig)
+        assert sim.server is not None
+        server_cancelled = sim.server.cancelled
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    injected = [r for r in rows if r["injected_cancel"]]
+    (window,) = outcome.faults
+    assert window["injected_cancels"] == len(injected) > 0
+    assert all(r["outcome"] == "cancelled" and r["output_tokens"] >= 5 for r in injected)
+    assert server_cancelled >= len(injected)  # the server saw each client go away
+    assert window["settled_s"] is not None and window["running_excess"] == 0
+    assert window["cancel_close_p50_ms"] is not None
+    assert window["verdict"] == "held", window["reason"]
+    _accounted(rows, {"sent": outcome.metrics.sent})
+
+
+async def test_leaked_slots_fail_the_cancel_window(tmp_path: Path) -> None:
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 4, "duration_s": 3},
+        max_tokens=100,
+        faults=_faults(
+            {
+                "kind": "cancel",
+                "at_s": 0.3,
+                "duration_s": 1.7,
+                "fraction": 1.0,
+                "after_tokens": 2,
+                "settle_s": 0.3,
+            }
+        ),
+    )
+    # Each cancelled request keeps its slot for the ~1 s it would have streamed.
+    leaky = SimConfig(ttft_ms=3.0, itl_ms=10.0, min_output_fraction=1.0, leak_cancelled=True)
+    async with InProcessSim(leaky) as sim:
+        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        _, outcome = await run_against(sim, sc, tmp_path, rig=rig)
+    (window,) = outcome.faults
+    assert window["injected_cancels"] > 0
+    assert window["verdict"] == "failed"
+    assert window["running_excess"] > 0
+    assert "kept slots" in window["reason"]
+
+
+async def test_idle_gap_then_burst(tmp_path: Path) -> None:
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 2, "duration_s": 4},
+        max_tokens=8,
+        faults=_faults({"kind": "idle", "at_s": 1, "duration_s": 1.5, "burst": 10}),
+    )
+    cfg = SimConfig(ttft_ms=3.0, itl_ms=1.0, cold_start_ms=300.0, idle_cold_s=1.0)
+    async with InProcessSim(cfg) as sim:
+        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        _, outcome = await run_against(sim, sc, tmp_path, rig=rig)
+        assert sim.server is not None
+        cold_starts = sim.server.cold_starts
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    (window,) = outcome.faults
+    sent_in_gap = [r for r in rows if 1000 + 50 < r["sent_ms"] < 2500 - 50]
+    assert sent_in_gap == []  # nothing offered while idle
+    burst = [r for r in rows if 2500 <= r["sent_ms"] < 2600]
+    assert len(burst) >= 10
+    assert cold_starts == 2  # the first request of the run, and the burst after idling
+    # The burst paid the warm-up: its first tokens came >= 300 ms after sending.
+    assert max(r["ttft_ms"] for r in burst) >= 300
+    assert window["recovery_s"] is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_restart_of_a_managed_target_accounts_for_every_request(tmp_path: Path) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    cfg = SimConfig(ttft_ms=5.0, itl_ms=5.0, load_s=0.3, min_output_fraction=1.0)
+    target = ManagedTarget(
+        TargetSpec(tuple(sim_command(cfg, port=port)), f"{url}/health", url),
+        tmp_path / "target.log",
+    )
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 4, "duration_s": 5, "grace_s": 2},
+        max_tokens=100,
+        faults=_faults(
+            {
+                "kind": "restart",
+                "at_s": 1.5,
+                "duration_s": 1,
+                "down_s": 0.3,
+                "signal": "kill",  # a crash: a graceful stop would let the streams finish
+                "max_failures": 4,
+            }
+        ),
+    )
+    rig = FaultRig(sc.faults, target=target, metrics_url=f"{url}/metrics")
+    await rig.start()
+    assert rig.initial_ready_s is not None and rig.initial_ready_s >= 0.3
+
+    class _Url:
+        url = ""
+
+    endpoint = _Url()
+    endpoint.url = url
+    _, outcome = await run_against(endpoint, sc, tmp_path, rig=rig)  # type: ignore[arg-type]
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    (window,) = outcome.faults
+    assert window["caught_in_flight"] == 4  # every session had a stream open
+    assert window["caught_failed"] == 4
+    assert window["failed_by_class"] == {"disconnected": 4}
+    assert window["time_to_ready_s"] >= 0.3  # includes the simulated weight loading
+    assert window["time_to_first_token_s"] > window["time_to_ready_s"]
+    assert window["verdict"] in ("held", "degraded"), window["reason"]
+    assert [r for r in rows if r["error_class"] == "connect"] == []  # load held while down
+    _accounted(rows, {"sent": outcome.metrics.sent})
+    assert target.pid is None  # the runner closed the rig: the target is stopped
+    assert target.starts == 2

@@ -1,0 +1,121 @@
+"""The simulated speculative deployment: a draft and a target on loopback, and fallback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from loadtest.scrape import parse_metrics
+from loadtest.sim import SimConfig
+from loadtest.sim.process import InProcessSim
+from loadtest.sim.spec import expected_tokens_per_step
+
+K = 4
+ACCEPT = 0.8
+
+
+@pytest.fixture
+async def deployment() -> AsyncIterator[tuple[InProcessSim, InProcessSim]]:
+    async with InProcessSim(SimConfig(role="draft", draft_token_ms=0.2)) as draft:
+        cfg = SimConfig(
+            draft_url=draft.url,
+            itl_ms=4.0,
+            itl_sigma=0.0,
+            ttft_ms=2.0,
+            spec_k=K,
+            accept_chat=ACCEPT,
+            draft_timeout_ms=100.0,
+            probe_backoff_ms=50.0,
+            probe_backoff_max_ms=100.0,
+        )
+        async with InProcessSim(cfg) as target:
+            yield target, draft
+
+
+async def _stream(session: aiohttp.ClientSession, url: str, n: int = 60) -> int:
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hello there"}],
+        "max_tokens": n,
+        "stream": True,
+    }
+    tokens = 0
+    async with session.post(url + "/v1/chat/completions", json=body) as resp:
+        assert resp.status == 200
+        async for line in resp.content:
+            if line.startswith(b'data: {"id"') and b'"content"' in line:
+                tokens += 1
+            if line.startswith(b"data: [DONE]"):
+                return tokens
+    raise AssertionError("stream ended without [DONE]")
+
+
+async def _metrics(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
+    async with session.get(url + "/metrics") as resp:
+        return parse_metrics(await resp.text())
+
+
+async def test_acceptance_and_tokens_per_step_follow_the_configuration(
+    deployment: tuple[InProcessSim, InProcessSim],
+) -> None:
+    target, _ = deployment
+    async with aiohttp.ClientSession() as s:
+        await asyncio.gather(*(_stream(s, target.url, 120) for _ in range(8)))
+        m = await _metrics(s, target.url)
+    assert target.server is not None and target.server.engine is not None
+    eng = target.server.engine
+    assert m["draft_tokens"] == eng.draft_tokens > 0
+    rate = m["accepted_tokens"] / m["draft_tokens"]
+    # P(accept i-th) = p^i: the accepted share of k proposals is sum(p^i)/k.
+    want = (expected_tokens_per_step(ACCEPT, K) - 1) / K
+    assert rate == pytest.approx(want, abs=0.06)
+    assert m["fallbacks"] == 0
+    assert m["speculating"] == 1
+
+
+@pytest.mark.parametrize("mode", ["garbage", "hang"])
+async def test_a_broken_draft_falls_back_without_client_errors(
+    deployment: tuple[InProcessSim, InProcessSim], mode: str
+) -> None:
+    target, draft = deployment
+    assert draft.draft is not None
+    async with aiohttp.ClientSession() as s:
+        draft.draft.mode = mode
+        results = await asyncio.gather(*(_stream(s, target.url, 40) for _ in range(4)))
+        assert all(r > 0 for r in results)  # every stream finished with [DONE]
+        broken = await _metrics(s, target.url)
+        assert broken["fallbacks"] >= 1
+        assert broken["speculating"] == 0
+        draft.draft.mode = "ok"
+        await asyncio.gather(*(_stream(s, target.url, 80) for _ in range(2)))
+        healed = await _metrics(s, target.url)
+    assert healed["speculating"] == 1  # a probe found the draft back and speculation resumed
+    assert healed["draft_tokens"] > broken["draft_tokens"]
+
+
+async def test_a_client_disconnect_frees_the_slot(
+    deployment: tuple[InProcessSim, InProcessSim],
+) -> None:
+    target, _ = deployment
+    body: dict[str, Any] = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "long"}],
+        "max_tokens": 2000,
+        "stream": True,
+    }
+    async with aiohttp.ClientSession() as s:
+        resp = await s.post(target.url + "/v1/chat/completions", json=body)
+        await resp.content.readline()
+        assert target.server is not None and target.server.running == 1
+        resp.close()
+        for _ in range(100):
+            if target.server.running == 0:
+                break
+            await asyncio.sleep(0.01)
+        m = await _metrics(s, target.url)
+    assert m["running"] == 0
+    assert m["cancellations"] == 1

@@ -1,0 +1,101 @@
+"""Fault verdicts on synthetic rows with known answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadtest.faults.plan import FaultEvent, FaultPlan
+from loadtest.faults.verdict import judge_windows, recovery_s
+
+
+def _row(sent_ms: float, ttft: float = 10.0, tpot: float = 5.0, **kw: Any) -> dict[str, Any]:
+    row = {
+        "sent_ms": sent_ms,
+        "end_ms": sent_ms + 100,
+        "first_token_ms": sent_ms + ttft,
+        "ttft_ms": ttft,
+        "tpot_ms": tpot,
+        "outcome": "ok",
+        "error_class": None,
+        "warmup": False,
+        "injected_cancel": False,
+        "cancel_close_ms": None,
+    }
+    return row | kw
+
+
+def _rows(
+    slow_from: float, slow_to: float, factor: float, fail_at: float | None = None
+) -> list[dict[str, Any]]:
+    rows = []
+    for i in range(300):  # one request every 100 ms for 30 s
+        t = i * 100.0
+        f = factor if slow_from <= t < slow_to else 1.0
+        rows.append(_row(t, 10.0 * f, 5.0 * f))
+    if fail_at is not None:
+        rows.append(_row(fail_at, outcome="failed", error_class="disconnected"))
+    return rows
+
+
+def _judge(rows: list[dict[str, Any]], **plan: Any) -> dict[str, Any]:
+    ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
+    (entry,) = judge_windows(FaultPlan(events=(ev,), **plan), [{}], rows, [])
+    return entry
+
+
+def test_a_mild_slowdown_holds() -> None:
+    e = _judge(_rows(10_000, 15_000, 2.0))
+    assert e["verdict"] == "held"
+    assert e["during"]["ttft_p95_ms"] == 20.0
+    assert e["before"]["ttft_p95_ms"] == 10.0
+    assert e["recovery_s"] == 0.0
+
+
+def test_a_slowdown_past_the_bound_is_degraded() -> None:
+    e = _judge(_rows(10_000, 15_000, 4.0))
+    assert e["verdict"] == "degraded"
+    assert "TTFT p95 grew 4.0x" in e["reason"]
+
+
+def test_a_failure_in_the_window_fails_it() -> None:
+    e = _judge(_rows(0, 0, 1.0, fail_at=12_000))
+    assert e["verdict"] == "failed"
+    assert e["failed_by_class"] == {"disconnected": 1}
+
+
+def test_failures_within_the_allowance_do_not_fail_it() -> None:
+    ev = FaultEvent(kind="restart", at_s=10, duration_s=5, max_failures=1)
+    rows = _rows(0, 0, 1.0, fail_at=12_000)
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], rows, [])
+    assert e["verdict"] == "held"
+
+
+def test_slow_recovery_is_measured() -> None:
+    rows = _rows(10_000, 18_000, 2.0)  # stays slow 3 s after the window closes
+    e = _judge(rows)
+    assert e["recovery_s"] == 3.0
+    assert recovery_s(rows, 15_000, e["before"], 0.1) == 3.0
+
+
+def test_never_recovering_is_degraded() -> None:
+    e = _judge(_rows(10_000, 31_000, 2.0))
+    assert e["recovery_s"] is None
+    assert e["verdict"] == "degraded"
+
+
+def test_acceptance_comes_from_the_counters_inside_each_phase() -> None:
+    samples = [
+        {"t_s": float(t), "ok": True, "draft_tokens": d, "accepted_tokens": a}
+        for t, d, a in [
+            (4, 0, 0),
+            (5, 100, 80),
+            (10, 600, 480),
+            (11, 600, 480),
+            (15, 600, 480),
+            (16, 700, 530),
+            (20, 1100, 730),
+        ]
+    ]
+    ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], _rows(0, 0, 1.0), samples)
+    assert e["acceptance"] == {"before": 0.8, "during": None, "after": 0.5}
