@@ -80,6 +80,20 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve a speculative deployment: a draft process and a target process",
     )
+    llama = sub.add_parser(
+        "serve-llama",
+        help="serve llama.cpp (xllamacpp) with Gemma 3 270M on loopback (extra: llama)",
+    )
+    llama.add_argument("--host", default="127.0.0.1")
+    llama.add_argument("--port", type=int, default=8090)
+    llama.add_argument(
+        "--spec", choices=("none", "ngram"), default="none", help="n-gram speculative decoding"
+    )
+    llama.add_argument("--parallel", type=int, default=2, help="slots (concurrent requests)")
+    llama.add_argument("--threads", type=int, default=2, help="CPU threads")
+    llama.add_argument("--ctx-per-slot", type=int, default=4096, help="context per slot")
+    llama.add_argument("--draft-max", type=int, default=8, help="n-gram: most drafted tokens")
+
     defaults = SimConfig()
     for f in fields(SimConfig):
         default = getattr(defaults, f.name)
@@ -106,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "sim":
             return _sim(args)
+        if args.command == "serve-llama":
+            return _serve_llama(args)
         return _run(args)
     except (UsageError, ScenarioError) as exc:
         print(f"loadtest: {exc}", file=sys.stderr)
@@ -142,6 +158,23 @@ def _run(args: argparse.Namespace) -> int:
     )
     _, _, interrupted = run_job(options)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _serve_llama(args: argparse.Namespace) -> int:
+    from loadtest.llama import LlamaOptions, serve
+
+    serve(
+        LlamaOptions(
+            port=args.port,
+            host=args.host,
+            spec=args.spec,
+            parallel=args.parallel,
+            threads=args.threads,
+            ctx_per_slot=args.ctx_per_slot,
+            draft_max=args.draft_max,
+        )
+    )
+    return EXIT_OK
 
 
 def _sim(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@
     ├── ScenarioError             a scenario file is unreadable or invalid (names file and key)
     ├── DatasetError              a prompt source cannot be loaded (names file and line)
     │   └── MissingPackageError   a data package is not installed (names the pip command)
+    ├── MissingExtraError         an optional extra (e.g. loadtest[llama]) is not installed
     ├── EndpointError             the endpoint (or the built-in simulator) cannot be reached
     └── ProtocolError             a server sent bytes that break the SSE or OpenAI protocol
 
@@ -52,6 +53,18 @@ class MissingPackageError(DatasetError):
         super().__init__(
             f"prompt source {source!r} needs the package {package!r}, which is not "
             f"installed; install it with: {install}"
+        )
+
+
+class MissingExtraError(LoadtestError):
+    """A feature needs an optional extra that is not installed; names the pip command."""
+
+    def __init__(self, what: str, extra: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f"{what} needs the optional extra {extra!r}, which is not installed; install it "
+            f"with: pip install -e '.[{extra}]' (from a checkout) or pip install "
+            f"'loadtest[{extra}]'"
         )
 
 

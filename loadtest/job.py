@@ -224,5 +224,6 @@ def _finish(
     summary["run"].update(extra)
     summary["faults"] = list(outcome.faults)
     summary["server"] = outcome.server
+    summary["server_timings"] = outcome.metrics.server_timings.summary()
     write_results(cfg.run_dir, summary, outcome.metrics)
     return summary

@@ -22,6 +22,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from loadtest.record import RequestRecord
+from loadtest.timings import ServerTimings
 
 __all__ = [
     "CORRECTED",
@@ -164,6 +165,7 @@ class Metrics:
         self._e2e_sum_us = 0.0
         self._e2e_n = 0
         self.tool_stats: Counter[str] = Counter()
+        self.server_timings = ServerTimings()
         self.last_end_ns: int | None = None
         self.measure_start_ns: int | None = None
         self._gaps: list[int] = []
@@ -186,6 +188,8 @@ class Metrics:
             self.measure_start_ns = rec.intended_ns
         if self.last_end_ns is None or rec.end_ns > self.last_end_ns:
             self.last_end_ns = rec.end_ns
+        if rec.outcome == "ok":
+            self.server_timings.add(rec)
         if rec.tool_call_valid is not None:
             self.tool_stats["responses_with_calls"] += 1
             self.tool_stats["valid"] += rec.tool_call_valid

@@ -38,8 +38,8 @@ _NAMES: dict[str, str] = {
     "llamacpp:requests_processing": "running",
     "llamacpp:requests_deferred": "waiting",
     "llamacpp:kv_cache_usage_ratio": "kv_cache_usage",
-    "llamacpp:n_drafted_total": "draft_tokens",
-    "llamacpp:n_drafted_accepted_total": "accepted_tokens",
+    "llamacpp:spec_decode_num_draft_tokens_total": "draft_tokens",
+    "llamacpp:spec_decode_num_accepted_tokens_total": "accepted_tokens",
     # loadtest's simulator
     "loadtest_sim_draft_fallbacks_total": "fallbacks",
     "loadtest_sim_cancellations_total": "cancellations",

@@ -14,6 +14,7 @@ def test_public_names() -> None:
         "InProcessSim",
         "LoadtestError",
         "Metrics",
+        "MissingExtraError",
         "MissingPackageError",
         "ProtocolError",
         "RequestRecord",

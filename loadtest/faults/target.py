@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import IO
@@ -48,8 +49,10 @@ class ManagedTarget:
         out = self._log if self._log is not None else asyncio.subprocess.DEVNULL
         t0 = time.perf_counter()
         try:
+            # "{python}" in a command is this interpreter: the one loadtest runs in.
+            command = [c.replace("{python}", sys.executable) for c in self.spec.command]
             self.proc = await asyncio.create_subprocess_exec(
-                *self.spec.command,
+                *command,
                 stdout=out,
                 stderr=out,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"),
