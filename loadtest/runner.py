@@ -21,7 +21,6 @@ import orjson
 from loadtest.client import Client, ClientConfig
 from loadtest.datasets import Prompt, PromptPool
 from loadtest.faults.rig import FaultRig
-from loadtest.faults.verdict import judge_windows
 from loadtest.metrics import Metrics, Snapshot
 from loadtest.openai import build_payload
 from loadtest.record import RequestRecord
@@ -194,7 +193,7 @@ class Runner:
             self._jsonl.close()
             self._client = None
         end = _perf()
-        faults, server = self._judge_faults(run_dir)
+        faults, server = self.rig.judge(run_dir) if self.rig is not None else ((), None)
         m = self.metrics
         measured_from = max(self._warmup_end_ns, m.measure_start_ns or self._warmup_end_ns)
         measured_to = m.last_end_ns or end
@@ -208,37 +207,6 @@ class Runner:
             faults=faults,
             server=server,
         )
-
-    def _judge_faults(
-        self, run_dir: Path
-    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
-        """Verdicts per fault window, from the rows on disk (nothing was kept in memory)."""
-        rig = self.rig
-        if rig is None:
-            return (), None
-        from loadtest.scrape import summarize_samples
-
-        samples = rig.scraper.samples if rig.scraper is not None else []
-        server = summarize_samples(samples) if rig.scraper is not None else None
-        if server is not None and rig.scraper is not None and rig.scraper.unavailable:
-            server["note"] = rig.scraper.unavailable
-        if not rig.plan.events:
-            return (), server
-        keep = ("sent_ms", "end_ms", "first_token_ms", "ttft_ms", "tpot_ms", "outcome")
-        rows = []
-        with open(run_dir / "requests.jsonl", "rb") as f:
-            for line in f:
-                r = orjson.loads(line)
-                rows.append(
-                    {k: r.get(k) for k in keep}
-                    | {
-                        "warmup": r.get("warmup"),
-                        "error_class": r.get("error_class"),
-                        "injected_cancel": r.get("injected_cancel"),
-                        "cancel_close_ms": r.get("cancel_close_ms"),
-                    }
-                )
-        return tuple(judge_windows(rig.plan, rig.observed, rows, samples)), server
 
     def _take_index(self, intended_ns: int) -> int | None:
         """The next request index, or None when the plan is exhausted."""

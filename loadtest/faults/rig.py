@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from loadtest.faults.hooks import run_command, run_request
 from loadtest.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
 from loadtest.faults.proxy import FaultProxy, Toxic
 from loadtest.faults.target import ManagedTarget
-from loadtest.scrape import Scraper
+from loadtest.faults.verdict import judge_windows
+from loadtest.scrape import Scraper, summarize_samples
 
 __all__ = ["CancelOrder", "FaultRig", "LoadControl"]
 
@@ -120,6 +123,37 @@ class FaultRig:
             await self.target.close()
         if self.proxy is not None:
             await self.proxy.close()
+
+    def judge(self, run_dir: Path) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+        """Verdicts per window and the server summary, from the rows on disk.
+
+        Nothing per request was kept in memory: the rows are read back from
+        ``requests.jsonl``, keeping only the fields the verdicts need.
+        """
+        samples = self.scraper.samples if self.scraper is not None else []
+        server = summarize_samples(samples) if self.scraper is not None else None
+        if server is not None and self.scraper is not None and self.scraper.unavailable:
+            server["note"] = self.scraper.unavailable
+        if not self.plan.events:
+            return (), server
+        keep = (
+            "sent_ms",
+            "end_ms",
+            "first_token_ms",
+            "ttft_ms",
+            "tpot_ms",
+            "outcome",
+            "warmup",
+            "error_class",
+            "injected_cancel",
+            "cancel_close_ms",
+        )
+        rows = []
+        with open(run_dir / "requests.jsonl", "rb") as f:
+            for line in f:
+                r = orjson.loads(line)
+                rows.append({k: r.get(k) for k in keep})
+        return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
 
     # -- questions from the runner's hot path --------------------------------------------
     def idle_until(self, now_ns: int) -> int | None:
