@@ -80,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve a speculative deployment: a draft process and a target process",
     )
+    cmp = sub.add_parser("compare", help="two finished runs side by side (A = baseline)")
+    cmp.add_argument("run_a", help="baseline run folder (out/<run-id>)")
+    cmp.add_argument("run_b", help="candidate run folder")
+    cmp.add_argument("--json", help="also write the comparison to this JSON file")
+
     llama = sub.add_parser(
         "serve-llama",
         help="serve llama.cpp (xllamacpp) with Gemma 3 270M on loopback (extra: llama)",
@@ -122,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sim(args)
         if args.command == "serve-llama":
             return _serve_llama(args)
+        if args.command == "compare":
+            return _compare(args)
         return _run(args)
     except (UsageError, ScenarioError) as exc:
         print(f"loadtest: {exc}", file=sys.stderr)
@@ -158,6 +165,20 @@ def _run(args: argparse.Namespace) -> int:
     )
     _, _, interrupted = run_job(options)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import orjson
+
+    from loadtest.report.compare import compare_summaries, load_summary, render_comparison
+
+    c = compare_summaries(load_summary(args.run_a), load_summary(args.run_b))
+    print(render_comparison(c))
+    if args.json:
+        Path(args.json).write_bytes(orjson.dumps(c, option=orjson.OPT_INDENT_2))
+    return EXIT_OK
 
 
 def _serve_llama(args: argparse.Namespace) -> int:

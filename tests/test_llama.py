@@ -10,6 +10,7 @@ import asyncio
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -214,3 +215,55 @@ async def test_restart_of_the_managed_engine_is_a_measured_cold_start(tmp_path: 
     assert outcome.metrics.sent == len(rows)
     assert {r["outcome"] for r in rows} <= {"ok", "failed", "cancelled"}
     assert target.pid is None
+
+
+def test_baseline_and_speculative_runs_compare_end_to_end(tmp_path: Path) -> None:
+    """The shipped llama scenarios, each starting and stopping its engine, then compare."""
+    scenarios = Path(__file__).resolve().parent.parent / "scenarios"
+    dirs = []
+    for name in ("llama-baseline", "llama-spec"):
+        out = tmp_path / name
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "loadtest",
+                "run",
+                str(scenarios / f"{name}.toml"),
+                "--no-tui",
+                "--requests",
+                "4",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        (run_dir,) = out.iterdir()
+        dirs.append(run_dir)
+    report = tmp_path / "compare.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadtest",
+            "compare",
+            str(dirs[0]),
+            str(dirs[1]),
+            "--json",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    c = orjson.loads(report.read_bytes())
+    assert c["a"]["completion_rate"] == c["b"]["completion_rate"] == 1.0
+    assert c["a"]["acceptance_rate_timings"] is None  # the baseline drafts nothing
+    assert c["b"]["acceptance_rate_timings"] is not None
+    a_summary = orjson.loads((dirs[0] / "summary.json").read_bytes())
+    assert c["metrics"]["ttft_ms"]["p50"]["a"] == a_summary["metrics"]["ttft_ms"]["p50"]
+    assert "ttft_ms" in done.stdout

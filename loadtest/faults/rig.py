@@ -241,6 +241,7 @@ class FaultRig:
             bytes_per_s=ev.bytes_per_s,
         )
         await self.proxy.set(toxic)
+        obs["start_s"] = self._rel_s()  # from when the toxic is on, not when it was due
         try:
             await self._sleep_to(ev.end_s)
         finally:
