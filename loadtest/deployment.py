@@ -23,7 +23,7 @@ from loadtest.scenario import Scenario
 from loadtest.sim import SimConfig, SimProcess
 from loadtest.sim.process import SpecDeployment, sim_command
 
-__all__ = ["Deployment", "plan_deployment"]
+__all__ = ["Deployment", "plan_deployment", "say"]
 
 
 @dataclass

@@ -199,9 +199,8 @@ async def test_restart_of_the_managed_engine_is_a_measured_cold_start(tmp_path: 
     await rig.start()
     assert rig.initial_ready_s is not None
     pool, _ = build_pool(sc)
-    sc_small = sc
     runner = Runner(
-        RunConfig(scenario=sc_small, endpoint=url, model=MODEL_ALIAS, run_dir=tmp_path),
+        RunConfig(scenario=sc, endpoint=url, model=MODEL_ALIAS, run_dir=tmp_path),
         pool,
         rig=rig,
     )
