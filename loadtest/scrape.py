@@ -169,6 +169,7 @@ class Scraper:
         t = round((time.perf_counter_ns() - self.t0_ns) / 1e9, 3)
         row: dict[str, Any] = {"t_s": t, "ok": False}
         text = await self._get(self.url)
+        row["t_end_s"] = round((time.perf_counter_ns() - self.t0_ns) / 1e9, 3)
         if text is None:
             if self.unavailable is None:
                 self.unavailable = f"{self.url} gave no Prometheus metrics"

@@ -99,3 +99,17 @@ def test_acceptance_comes_from_the_counters_inside_each_phase() -> None:
     ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
     (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], _rows(0, 0, 1.0), samples)
     assert e["acceptance"] == {"before": 0.8, "during": None, "after": 0.5}
+
+
+def test_a_scrape_answered_after_the_window_opened_does_not_hide_its_events() -> None:
+    # The scrape sent at 9.99 s was answered at 10.05 s, after the fallback at 10.0 s:
+    # it must not serve as the "before" reading, or the window would count 0 fallbacks.
+    samples = [
+        {"t_s": 9.0, "t_end_s": 9.01, "ok": True, "fallbacks": 0.0},
+        {"t_s": 9.99, "t_end_s": 10.05, "ok": True, "fallbacks": 1.0},
+        {"t_s": 12.0, "t_end_s": 12.01, "ok": True, "fallbacks": 1.0},
+        {"t_s": 15.5, "t_end_s": 15.51, "ok": True, "fallbacks": 1.0},
+    ]
+    ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], _rows(0, 0, 1.0), samples)
+    assert e["fallbacks"] == 1.0

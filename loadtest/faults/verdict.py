@@ -86,14 +86,21 @@ def _between(
     happened in the span is caught: counts of events).
     """
     ok = [s for s in samples if s.get("ok")]
+    # A scrape reads the server at some moment between its request (t_s) and its
+    # answer (t_end_s); under load that gap is not small, so each bound takes the side
+    # that keeps the reading on the correct side of the span edge.
     if inner:
-        inside = [s for s in ok if a_s <= s["t_s"] <= b_s]
+        inside = [s for s in ok if a_s <= s["t_s"] and _answered_s(s) <= b_s]
         return (inside[0], inside[-1]) if len(inside) >= 2 else (None, None)
     if not ok:
         return None, None
-    first = next((s for s in reversed(ok) if s["t_s"] <= a_s), ok[0])
+    first = next((s for s in reversed(ok) if _answered_s(s) <= a_s), ok[0])
     last = next((s for s in ok if s["t_s"] >= b_s), ok[-1])
     return first, last
+
+
+def _answered_s(sample: dict[str, Any]) -> float:
+    return float(sample.get("t_end_s", sample["t_s"]))
 
 
 def _acceptance(samples: Sequence[dict[str, Any]], a_s: float, b_s: float) -> float | None:
