@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import fields
@@ -55,9 +54,25 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="seed of prompt choice and arrivals")
     run.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
     run.add_argument(
-        "--api-key",
-        default=os.environ.get("OPENAI_API_KEY"),
-        help="bearer token (default: $OPENAI_API_KEY)",
+        "--api-key-env",
+        metavar="NAME",
+        help="environment variable holding the bearer token (default: OPENAI_API_KEY)",
+    )
+    run.add_argument(
+        "--api-key-file", metavar="PATH", help="file holding the bearer token (first line)"
+    )
+    # A key on the command line shows in process lists and shell history: refuse it.
+    run.add_argument("--api-key", help=argparse.SUPPRESS)
+    run.add_argument("--ca-bundle", metavar="PEM", help="trust this CA for an https endpoint")
+    run.add_argument(
+        "--insecure",
+        action="store_true",
+        help="do not verify the endpoint's TLS certificate (self-signed staging servers)",
+    )
+    run.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the scenario and flags, print the plan and exit (no load)",
     )
     run.add_argument(
         "--record-chunks",
@@ -145,6 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from loadtest.job import RunOptions, run_job
 
+    if args.api_key is not None:
+        raise UsageError(
+            "--api-key is not accepted: a key on the command line shows in process lists and "
+            "shell history; put it in $OPENAI_API_KEY, or use --api-key-env NAME or "
+            "--api-key-file PATH"
+        )
     options = RunOptions(
         scenario=args.scenario,
         endpoint=args.endpoint,
@@ -158,11 +179,19 @@ def _run(args: argparse.Namespace) -> int:
         out=args.out,
         seed=args.seed,
         tui=not args.no_tui,
-        api_key=args.api_key,
+        api_key_env=args.api_key_env,
+        api_key_file=args.api_key_file,
+        ca_bundle=args.ca_bundle,
+        insecure=args.insecure,
         record_chunks=args.record_chunks,
         keepalive=not args.no_keepalive,
         uvloop=args.loop == "uvloop",
     )
+    if args.check:
+        from loadtest.job import check_job
+
+        print(check_job(options))
+        return EXIT_OK
     _, _, interrupted = run_job(options)
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
@@ -172,12 +201,13 @@ def _compare(args: argparse.Namespace) -> int:
 
     import orjson
 
+    from loadtest.atomic import write_atomic
     from loadtest.report.compare import compare_summaries, load_summary, render_comparison
 
     c = compare_summaries(load_summary(args.run_a), load_summary(args.run_b))
     print(render_comparison(c))
     if args.json:
-        Path(args.json).write_bytes(orjson.dumps(c, option=orjson.OPT_INDENT_2))
+        write_atomic(Path(args.json), orjson.dumps(c, option=orjson.OPT_INDENT_2))
     return EXIT_OK
 
 

@@ -1,15 +1,21 @@
 """The only aiohttp client code: one request in, one ``RequestRecord`` out.
 
-Timeouts: aiohttp's own ``sock_connect`` covers connecting; first-byte and between-chunk
-timeouts are enforced by one watchdog task per client that sweeps the in-flight requests
-a few times per timeout period. Re-arming a timer on every chunk would cost a timer
-handle per chunk on the hot path; the sweep costs nothing per chunk but an attribute
-store.
+Timeouts: aiohttp's own ``sock_connect`` covers connecting; first-byte, between-chunk
+and total timeouts are enforced by one watchdog task per client that sweeps the
+in-flight requests a few times per timeout period. Re-arming a timer on every chunk
+would cost a timer handle per chunk on the hot path; the sweep costs nothing per chunk
+but an attribute store.
+
+Whatever the server sends, ``send`` returns a record: redirects are not followed (they
+would hide the endpoint actually measured), a body that is not an event stream is a
+``protocol`` failure, events and bodies are size-bounded, and any text the server sends
+back passes through ``auth.redact`` so an echoed API key never reaches the results.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,17 +23,22 @@ from typing import Any
 
 import aiohttp
 
+from loadtest.auth import redact
 from loadtest.datasets import Prompt
 from loadtest.errors import EndpointError, ProtocolError
 from loadtest.openai import ServerError, StreamReader
 from loadtest.record import RequestRecord
 from loadtest.scenario import TimeoutSpec
-from loadtest.sse import SSEParser
+from loadtest.sse import DEFAULT_MAX_EVENT_BYTES, SSEParser
 from loadtest.validate import ToolValidator
 
 __all__ = ["Client", "ClientConfig", "discover_model"]
 
 _perf = time.perf_counter_ns
+
+MAX_BODY_BYTES = 16 << 20
+"""The largest non-streamed body read; a longer one fails as ``protocol``."""
+_STREAM_TYPES = ("text/event-stream", "application/octet-stream")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +52,10 @@ class ClientConfig:
     concurrency: int = 0
     """Connection pool size; 0 means unlimited."""
     keepalive: bool = True
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    ssl: ssl.SSLContext | bool = True
+    """aiohttp's ``ssl=``: True verifies, a context trusts a private CA, False trusts all."""
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
 
     @property
     def url(self) -> str:
@@ -53,11 +67,20 @@ class ClientConfig:
 
 
 class _Flight:
-    __slots__ = ("cancel_after_tokens", "cancel_ns", "deadline_ns", "phase", "task", "timed_out")
+    __slots__ = (
+        "cancel_after_tokens",
+        "cancel_ns",
+        "deadline_ns",
+        "end_by_ns",
+        "phase",
+        "task",
+        "timed_out",
+    )
 
-    def __init__(self, task: asyncio.Task[Any], deadline_ns: int) -> None:
+    def __init__(self, task: asyncio.Task[Any], deadline_ns: int, end_by_ns: int) -> None:
         self.task = task
         self.deadline_ns = deadline_ns
+        self.end_by_ns = end_by_ns
         self.phase = "first byte"
         self.timed_out: str | None = None
         self.cancel_after_tokens: int | None = None
@@ -87,6 +110,7 @@ class Client:
         t = config.timeouts
         self._first_byte_ns = int(t.first_byte_s * 1e9)
         self._between_ns = int(t.between_chunks_s * 1e9)
+        self._total_ns = int(t.total_s * 1e9)
         headers = {"Content-Type": "application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
@@ -95,12 +119,13 @@ class Client:
     async def __aenter__(self) -> Client:
         cfg = self.config
         connector = aiohttp.TCPConnector(
-            limit=cfg.concurrency, limit_per_host=0, force_close=not cfg.keepalive
+            limit=cfg.concurrency, limit_per_host=0, force_close=not cfg.keepalive, ssl=cfg.ssl
         )
+        # auto_decompress costs nothing on identity streams (it checks one header) and
+        # keeps a server that gzips its stream anyway measurable.
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=cfg.timeouts.connect_s),
-            auto_decompress=False,
         )
         self._watchdog = asyncio.create_task(self._sweep(), name="loadtest-timeouts")
         return self
@@ -118,14 +143,19 @@ class Client:
         return len(self._flights)
 
     async def _sweep(self) -> None:
-        period = min(self._first_byte_ns, self._between_ns) / 4e9
+        period = min(self._first_byte_ns, self._between_ns, self._total_ns) / 4e9
         period = min(max(period, 0.005), 0.25)
         while True:
             await asyncio.sleep(period)
             now = _perf()
             for f in list(self._flights):
-                if f.timed_out is None and now > f.deadline_ns:
-                    f.timed_out = f.phase
+                if f.timed_out is None:
+                    if now > f.deadline_ns:
+                        f.timed_out = f.phase
+                    elif now > f.end_by_ns:
+                        f.timed_out = "total"
+                    else:
+                        continue
                     f.task.cancel()
 
     async def send(
@@ -150,7 +180,7 @@ class Client:
         assert task is not None
         reader = StreamReader()
         sent = _perf()
-        flight = _Flight(task, sent + self._first_byte_ns)
+        flight = _Flight(task, sent + self._first_byte_ns, sent + self._total_ns)
         self._flights.add(flight)
         flight.cancel_after_tokens = cancel_after_tokens
         timer = None
@@ -172,13 +202,13 @@ class Client:
         try:
             async with await self._post(body) as resp:
                 first_byte = _perf()
-                if resp.status >= 400:
+                if resp.status >= 300:
                     text = await resp.content.read(2048)
-                    return self._http_error(base, resp.status, text, first_byte, reader)
+                    return self._http_error(base, resp, text, first_byte, reader)
                 if self.config.stream:
                     await self._read_stream(resp, reader, flight)
                 else:
-                    reader.on_body(await resp.read(), _perf())
+                    reader.on_body(await _read_bounded(resp), _perf())
             return self._finish(base, reader, first_byte, prompt)
         except _InjectedCancel:
             return self._injected(base, reader, first_byte, flight)
@@ -203,6 +233,9 @@ class Client:
             return self._failed(base, reader, first_byte, "failed", "server_error", str(exc))
         except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
             return self._failed(base, reader, first_byte, "failed", "timeout", _msg(exc))
+        except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
+            why = f"{_msg(exc)}; trust its CA with --ca-bundle FILE, or pass --insecure"
+            return self._failed(base, reader, first_byte, "failed", "tls", why)
         except aiohttp.ClientConnectorError as exc:
             return self._failed(base, reader, first_byte, "failed", "connect", _msg(exc))
         except (
@@ -231,7 +264,9 @@ class Client:
         """
         assert self._session is not None
         try:
-            return await self._session.post(self.config.url, data=body, headers=self._headers)
+            return await self._session.post(
+                self.config.url, data=body, headers=self._headers, allow_redirects=False
+            )
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             if isinstance(exc, aiohttp.ClientConnectorError):
                 raise  # could not connect at all: not a stale connection
@@ -240,6 +275,7 @@ class Client:
                 self.config.url,
                 data=body,
                 headers={**self._headers, "Connection": "close"},
+                allow_redirects=False,
             )
 
     def _injected(
@@ -254,7 +290,10 @@ class Client:
     async def _read_stream(
         self, resp: aiohttp.ClientResponse, reader: StreamReader, flight: _Flight
     ) -> None:
-        parser = SSEParser()
+        ctype = resp.content_type
+        if ctype not in _STREAM_TYPES:
+            await self._not_a_stream(resp, ctype)
+        parser = SSEParser(self.config.max_event_bytes)
         between = self._between_ns
         feed = parser.feed
         on_event = reader.on_event
@@ -271,8 +310,22 @@ class Client:
                 flight.cancel_ns = _perf()
                 resp.close()  # drop the connection, as a user closing the tab would
                 raise _InjectedCancel
+        if not reader.done and not reader.chunks and (parser.pending or parser.lines):
+            raise ProtocolError(
+                f"the stream had {parser.lines} lines but no `data:` events; is it SSE?"
+            )
         if not reader.done and (parser.pending or reader.finish_reason is None):
             raise aiohttp.ServerDisconnectedError("stream ended before [DONE]")
+
+    async def _not_a_stream(self, resp: aiohttp.ClientResponse, ctype: str) -> None:
+        """Raise the right error for a 2xx answer to ``stream: true`` that is no stream."""
+        if ctype == "application/json":
+            reader = StreamReader()
+            reader.on_body(await _read_bounded(resp), _perf())  # an error object raises here
+            raise ProtocolError(
+                "the server answered stream=true with one JSON body; does it support streaming?"
+            )
+        raise ProtocolError(f"expected text/event-stream, got content type {ctype!r}")
 
     def _finish(
         self, base: dict[str, Any], reader: StreamReader, first_byte: int, prompt: Prompt
@@ -312,20 +365,32 @@ class Client:
     def _http_error(
         self,
         base: dict[str, Any],
-        status: int,
+        resp: aiohttp.ClientResponse,
         text: bytes,
         first_byte: int,
         reader: StreamReader,
     ) -> RequestRecord:
-        cls = "rate_limited" if status == 429 else "http_4xx" if status < 500 else "http_5xx"
+        status = resp.status
+        detail = text[:300].decode("utf-8", "replace")
+        retry_after = None
+        if status < 400:
+            cls = "redirect"
+            where = resp.headers.get("Location", "nowhere")
+            detail = f"redirected to {where}; point --endpoint at the final address"
+        elif status == 429:
+            cls = "rate_limited"
+            retry_after = _retry_after_s(resp.headers.get("Retry-After"))
+        else:
+            cls = "http_4xx" if status < 500 else "http_5xx"
         return RequestRecord(
             **base,
             **_stream_fields(reader, first_byte),
             end_ns=_perf(),
             outcome="failed",
             error_class=cls,
-            error=f"HTTP {status}: {text[:300].decode('utf-8', 'replace')}",
+            error=redact(f"HTTP {status}: {detail}", self.config.api_key),
             status=status,
+            retry_after_s=retry_after,
         )
 
     def _failed(
@@ -344,10 +409,33 @@ class Client:
             end_ns=_perf(),
             outcome=outcome,
             error_class=error_class,
-            error=error,
+            error=redact(error, self.config.api_key),
             output_tokens=tokens,
             tokens_estimated=estimated,
         )
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse) -> bytes:
+    body = await resp.content.read(MAX_BODY_BYTES + 1)
+    while len(body) <= MAX_BODY_BYTES and not resp.content.at_eof():
+        more = await resp.content.read(MAX_BODY_BYTES + 1 - len(body))
+        if not more:
+            break
+        body += more
+    if len(body) > MAX_BODY_BYTES:
+        raise ProtocolError(f"response body exceeds {MAX_BODY_BYTES} bytes")
+    return body
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """Retry-After in seconds (the HTTP-date form is rare from LLM servers: ignored)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
 
 
 def _stream_fields(reader: StreamReader, first_byte: int | None) -> dict[str, Any]:
@@ -371,7 +459,12 @@ def _msg(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-async def discover_model(base_url: str, api_key: str | None = None, timeout_s: float = 10.0) -> str:
+async def discover_model(
+    base_url: str,
+    api_key: str | None = None,
+    timeout_s: float = 10.0,
+    tls: ssl.SSLContext | bool = True,
+) -> str:
     """The first model id ``GET /v1/models`` lists; ``EndpointError`` when unreachable."""
     base = base_url.rstrip("/")
     url = (base if base.endswith("/v1") else base + "/v1") + "/models"
@@ -379,7 +472,7 @@ async def discover_model(base_url: str, api_key: str | None = None, timeout_s: f
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
-            session.get(url, headers=headers) as resp,
+            session.get(url, headers=headers, ssl=tls, allow_redirects=False) as resp,
         ):
             if resp.status != 200:
                 raise EndpointError(
@@ -387,7 +480,7 @@ async def discover_model(base_url: str, api_key: str | None = None, timeout_s: f
                 )
             data = await resp.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise EndpointError(f"cannot reach {url}: {_msg(exc)}") from exc
+        raise EndpointError(redact(f"cannot reach {url}: {_msg(exc)}", api_key)) from exc
     models = data.get("data") if isinstance(data, dict) else None
     if not models or not isinstance(models[0], dict) or "id" not in models[0]:
         raise EndpointError(f"{url} lists no model; name the model with --model")

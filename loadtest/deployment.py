@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,7 +136,7 @@ def _rig(
     )
 
 
-def say(notes: tuple[str, ...]) -> None:
+def say(notes: Sequence[str]) -> None:
     """Print the deployment notes on stderr."""
     for n in notes:
         print(n, file=sys.stderr)

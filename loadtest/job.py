@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import signal
+import ssl
 import sys
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.auth import AuthSpec, resolve_api_key, tls_context
 from loadtest.client import discover_model
 from loadtest.datasets import PromptPool, build_pool
 from loadtest.deployment import Deployment, plan_deployment, say
@@ -26,7 +30,7 @@ from loadtest.report import build_summary, render_faults, render_table, write_re
 from loadtest.runner import RunConfig, Runner, RunOutcome
 from loadtest.scenario import Scenario, load_scenario
 
-__all__ = ["RunOptions", "apply_overrides", "default_scenario_path", "run_job"]
+__all__ = ["RunOptions", "apply_overrides", "check_job", "default_scenario_path", "run_job"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +49,12 @@ class RunOptions:
     out: str = "out"
     seed: int | None = None
     tui: bool = True
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    """The key itself, for programmatic use; wins over ``api_key_env``/``api_key_file``."""
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    ca_bundle: str | None = None
+    insecure: bool = False
     record_chunks: bool = False
     keepalive: bool = True
     uvloop: bool = False
@@ -62,6 +71,15 @@ def default_scenario_path() -> Path:
 def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     """The scenario with command-line flags applied on top."""
     load = sc.load
+    for flag, value in (("--rate", o.rate), ("--duration", o.duration), ("--warmup", o.warmup)):
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{flag} must be a finite number, got {value}")
+    if o.seed is not None and o.seed < 0:
+        raise UsageError(f"--seed must be 0 or more, got {o.seed}")
+    if o.warmup is not None and o.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {o.warmup:g}")
+    if o.model is not None and not o.model.strip():
+        raise UsageError("--model must not be empty")
     if o.rate is not None:
         if o.rate <= 0:
             raise UsageError("--rate must be positive")
@@ -81,7 +99,7 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
         # --duration and --requests exclude each other: a count ends the run alone.
         load = dataclasses.replace(load, requests=o.requests, duration_s=None)
     if o.warmup is not None:
-        load = dataclasses.replace(load, warmup_s=max(0.0, o.warmup))
+        load = dataclasses.replace(load, warmup_s=o.warmup)
     changes: dict[str, Any] = {"load": load}
     if o.model is not None:
         changes["model"] = o.model
@@ -98,10 +116,80 @@ def _run_id(name: str) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-{name}"
 
 
+def _scenario(options: RunOptions) -> Scenario:
+    if options.endpoint is not None:
+        url = urllib.parse.urlsplit(options.endpoint)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise UsageError(
+                f"--endpoint must be an http:// or https:// URL with a host, "
+                f"e.g. http://127.0.0.1:8000; got {options.endpoint!r}"
+            )
+    path = Path(options.scenario) if options.scenario else default_scenario_path()
+    return apply_overrides(load_scenario(path), options)
+
+
+def _access(scenario: Scenario, options: RunOptions) -> tuple[str | None, ssl.SSLContext | bool]:
+    """The API key and the TLS setting, from the options over the scenario's [auth]."""
+    tls = tls_context(options.ca_bundle, options.insecure)
+    if options.api_key is not None:
+        return options.api_key, tls
+    spec = AuthSpec(
+        api_key_env=options.api_key_env or scenario.auth.api_key_env,
+        api_key_file=options.api_key_file or scenario.auth.api_key_file,
+    )
+    return resolve_api_key(spec), tls
+
+
+def _start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> list[str]:
+    load = scenario.load
+    notes = []
+    if scenario.bound_defaulted and options.duration is None and options.requests is None:
+        notes.append(
+            f"no duration or request count given: running {load.duration_s:g} s of load "
+            "(set [load] duration_s or requests, or pass --duration or --requests)"
+        )
+    if options.insecure:
+        notes.append("--insecure: the endpoint's TLS certificate is NOT verified")
+    if key is not None:
+        source = (
+            "given"
+            if options.api_key is not None
+            else f"file {options.api_key_file or scenario.auth.api_key_file}"
+            if options.api_key_file or scenario.auth.api_key_file
+            else f"${options.api_key_env or scenario.auth.api_key_env}"
+        )
+        notes.append(f"API key: from {source}")
+    return notes
+
+
+def check_job(options: RunOptions) -> str:
+    """Validate the scenario and flags without sending anything; returns the plan."""
+    scenario = _scenario(options)
+    key, _ = _access(scenario, options)
+    load = scenario.load
+    shape = (
+        f"closed loop, {load.concurrency} sessions"
+        if load.mode == "closed"
+        else f"{load.mode} arrivals at {load.rate:g}/s"
+    )
+    bound = f"{load.duration_s:g} s" if load.duration_s is not None else f"{load.requests} requests"
+    lines = [
+        f"scenario {scenario.name} ({scenario.path}): valid",
+        f"  load: {shape}, {bound}, warm-up {load.warmup_s:g} s",
+        f"  sources: {', '.join(s.kind for s in scenario.sources)}",
+        f"  endpoint: {options.endpoint or 'the built-in simulator'}",
+        f"  fault events: {len(scenario.faults.events)}",
+        *(f"  {n}" for n in _start_notes(scenario, options, key)),
+    ]
+    return "\n".join(lines)
+
+
 def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
     """Run a whole job; returns the summary, the run directory and whether it was stopped."""
-    path = Path(options.scenario) if options.scenario else default_scenario_path()
-    scenario = apply_overrides(load_scenario(path), options)
+    scenario = _scenario(options)
+    key, tls = _access(scenario, options)
+    say(_start_notes(scenario, options, key))
+    options = dataclasses.replace(options, api_key=key)
     t_load = time.perf_counter()
     pool, counts = build_pool(scenario)
     prompt_load_s = time.perf_counter() - t_load
@@ -110,7 +198,7 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
     say(deployment.notes)
     try:
         use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
-        runner_args = (scenario, deployment, options, pool, run_dir)
+        runner_args = (scenario, deployment, options, pool, run_dir, tls)
         if use_tui:
             from loadtest.tui import run_with_tui
 
@@ -131,11 +219,16 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
 
 
 async def _prepare(
-    scenario: Scenario, dep: Deployment, options: RunOptions, pool: PromptPool, run_dir: Path
+    scenario: Scenario,
+    dep: Deployment,
+    options: RunOptions,
+    pool: PromptPool,
+    run_dir: Path,
+    tls: ssl.SSLContext | bool,
 ) -> Runner:
     try:
         await dep.rig.start()
-        model = scenario.model or await discover_model(dep.endpoint, options.api_key)
+        model = scenario.model or await discover_model(dep.endpoint, options.api_key, tls=tls)
     except BaseException:
         await dep.rig.close()
         raise
@@ -147,6 +240,7 @@ async def _prepare(
         api_key=options.api_key,
         record_chunks=options.record_chunks,
         keepalive=options.keepalive and scenario.load.keepalive,
+        tls=tls,
     )
     return Runner(cfg, pool, rig=dep.rig)
 

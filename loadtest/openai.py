@@ -146,56 +146,60 @@ class StreamReader:
             self.response_id = rid if isinstance(rid, str) else None
         usage = obj.get("usage")
         if usage:
-            self.usage = usage
+            self.usage = _obj(usage, "usage")
         timings = obj.get("timings")
         if timings:
-            self.timings = timings
+            self.timings = _obj(timings, "timings")
         choices = obj.get("choices")
         if not choices:
             return  # e.g. the usage-only chunk with empty choices
-        choice = choices[0]
-        if not isinstance(choice, dict):
-            raise ProtocolError("choices[0] is not an object")
+        if not isinstance(choices, list):
+            raise ProtocolError("choices is not a list")
+        choice = _obj(choices[0], "choices[0]")
         fr = choice.get("finish_reason")
         if fr:
-            self.finish_reason = fr
+            self.finish_reason = str(fr)
         delta = choice.get("delta" if streamed else "message")
         carried = False
         if delta:
+            delta = _obj(delta, "delta" if streamed else "message")
             text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
             if text:
-                self.content_chars += len(text)
+                self.content_chars += len(_str(text, "content"))
                 carried = True
             calls = delta.get("tool_calls")
             if calls:
+                if not isinstance(calls, list):
+                    raise ProtocolError("tool_calls is not a list")
                 self._take_calls(calls, now_ns)
                 carried = True
         else:
             text = choice.get("text")  # legacy completions
             if text:
-                self.content_chars += len(text)
+                self.content_chars += len(_str(text, "text"))
                 carried = True
         if carried:
             self.token_chunk_ns.append(now_ns)
 
     def _take_calls(self, calls: list[Any], now_ns: int) -> None:
-        for pos, call in enumerate(calls):
-            if not isinstance(call, dict):
-                raise ProtocolError("tool_calls entry is not an object")
+        for pos, raw in enumerate(calls):
+            call = _obj(raw, "tool_calls entry")
             index = call.get("index", pos)
+            if not isinstance(index, int):
+                raise ProtocolError(f"tool_calls index is not an integer: {index!r:.60}")
             slot = self._calls.get(index)
             if slot is None:
                 # [name, arguments, id, completed_ns]
                 slot = self._calls[index] = ["", "", None, now_ns]
-            fn = call.get("function") or {}
+            fn = _obj(call.get("function") or {}, "tool_calls function")
             if fn.get("name"):
-                slot[0] += fn["name"]
+                slot[0] += _str(fn["name"], "function name")
             if fn.get("arguments"):
                 args = fn["arguments"]
                 # Some servers send arguments as an object in non-streamed replies.
                 slot[1] += args if isinstance(args, str) else orjson.dumps(args).decode()
             if call.get("id"):
-                slot[2] = call["id"]
+                slot[2] = str(call["id"])
             slot[3] = now_ns
 
     # -- results -----------------------------------------------------------------------
@@ -214,6 +218,18 @@ class StreamReader:
         # Roughly four characters per token for English; tool-call JSON is counted too.
         chars = self.content_chars + sum(len(s[0]) + len(s[1]) for s in self._calls.values())
         return max(len(self.token_chunk_ns), round(chars / 4)), True
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{what} is not a JSON object: {value!r:.80}")
+    return value
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ProtocolError(f"{what} is not a string: {value!r:.80}")
+    return value
 
 
 def _error_message(data: bytes) -> str:

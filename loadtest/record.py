@@ -10,7 +10,7 @@ __all__ = ["ERROR_CLASSES", "OUTCOMES", "RequestRecord"]
 OUTCOMES = ("ok", "failed", "cancelled")
 ERROR_CLASSES = (
     "connect",  # could not open a connection
-    "timeout",  # connect, first-byte or between-chunk timeout
+    "timeout",  # connect, first-byte, between-chunk or total timeout
     "http_4xx",
     "http_5xx",
     "rate_limited",  # HTTP 429
@@ -18,6 +18,8 @@ ERROR_CLASSES = (
     "protocol",  # bytes that are not SSE / the OpenAI chunk format
     "server_error",  # an error the server reported inside the stream
     "invalid_output",  # a tool call that is not JSON, not offered, or breaks its schema
+    "redirect",  # a 3xx answer: loadtest does not follow redirects
+    "tls",  # the certificate was not trusted (see --ca-bundle, --insecure)
     "client",  # anything else; a bug in loadtest if it ever shows
 )
 
@@ -61,6 +63,8 @@ class RequestRecord:
     prompt_chars: int = 0
     cancel_ns: int | None = None
     """When loadtest cancelled the request on purpose (a fault), else None."""
+    retry_after_s: float | None = None
+    """The ``Retry-After`` of a 429 answer, in seconds."""
 
     @property
     def ttft_ns(self) -> int | None:
@@ -116,6 +120,7 @@ class RequestRecord:
                 None if self.tool_call_ns is None else self.tool_call_ns - self.sent_ns
             ),
             "server_timings": self.server_timings,
+            "retry_after_s": self.retry_after_s,
             "injected_cancel": self.cancel_ns is not None,
             "cancel_close_ms": dur(
                 None if self.cancel_ns is None else self.end_ns - self.cancel_ns

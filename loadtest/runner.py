@@ -10,14 +10,16 @@ cancels the rest, and every request still ends as exactly one record on disk.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
+from loadtest.atomic import LineLog
 from loadtest.client import Client, ClientConfig
 from loadtest.datasets import Prompt, PromptPool
 from loadtest.faults.rig import FaultRig
@@ -32,6 +34,9 @@ __all__ = ["RunConfig", "RunOutcome", "Runner"]
 
 _perf = time.perf_counter_ns
 
+MAX_RETRY_AFTER_S = 30.0
+"""The longest a closed-loop session waits when a 429 says Retry-After."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
@@ -41,9 +46,11 @@ class RunConfig:
     endpoint: str
     model: str
     run_dir: Path
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     record_chunks: bool = False
     keepalive: bool = True
+    tls: ssl.SSLContext | bool = True
+    """aiohttp's ``ssl=``: verify (True), trust a private CA (a context) or not (False)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +98,7 @@ class Runner:
         self._client: Client | None = None
         self._next_index = 0
         self._bodies: dict[int, bytes] = {}
-        self._jsonl: IO[bytes] | None = None
+        self._jsonl: LineLog | None = None
         self._hlog: HlogWriter | None = None
         self._warmup_end_ns = self.t0_ns + int(load.warmup_s * 1e9)
         self._end_ns: int | None = None
@@ -158,7 +165,7 @@ class Runner:
         run_dir = self.config.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         # Buffered writes of a line per request; flushed once a second by the ticker.
-        self._jsonl = open(run_dir / "requests.jsonl", "wb")  # noqa: SIM115, ASYNC230
+        self._jsonl = LineLog(run_dir / "requests.jsonl")
         self._hlog = HlogWriter(run_dir / "histograms.hlog", started_wall)
         client_cfg = ClientConfig(
             base_url=self.config.endpoint,
@@ -171,6 +178,7 @@ class Runner:
             else 0,
             keepalive=self.config.keepalive,
             api_key=self.config.api_key,
+            ssl=self.config.tls,
         )
         ticker = asyncio.create_task(self._tick(), name="loadtest-ticker")
         try:
@@ -296,9 +304,14 @@ class Runner:
             index = self._take_index(intended)
             if index is None:
                 break
-            await self._one(index, intended)
+            rec = await self._one(index, intended)
             intended = _perf() + think_ns
-            if think_ns:
+            if rec.retry_after_s:
+                # Told to come back later, a session waits as a well-behaved client does.
+                intended += int(min(rec.retry_after_s, MAX_RETRY_AFTER_S) * 1e9)
+                if self._end_ns is not None:
+                    intended = min(intended, self._end_ns)
+            if intended > _perf():
                 await self.clock.sleep_until(intended)
 
     async def _open_loop(self) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.auth import DEFAULT_KEY_ENV, AuthSpec
 from loadtest.errors import ScenarioError
 from loadtest.faults.plan import (
     FaultPlan,
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 LOAD_MODES = ("closed", "constant", "poisson", "gamma")
+DEFAULT_DURATION_S = 30.0
+"""The measured duration of a run whose scenario and flags name no bound."""
 APIS = ("chat", "completions")
 SOURCE_KINDS = ("sharegpt", "bfcl", "humaneval", "jsonl", "sharegpt-file", "inline")
 
@@ -98,6 +101,8 @@ class TimeoutSpec:
     connect_s: float = 10.0
     first_byte_s: float = 120.0
     between_chunks_s: float = 60.0
+    total_s: float = 600.0
+    """The longest a request may take from send to end, however it trickles."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +138,10 @@ class Scenario:
     """A managed target: loadtest starts, restarts and stops the endpoint itself."""
     sim: SimSpec = field(default_factory=SimSpec)
     """How the built-in simulator is set up when no endpoint is given."""
+    auth: AuthSpec = field(default_factory=AuthSpec)
+    """Where the API key comes from (never the key itself)."""
+    bound_defaulted: bool = False
+    """True when the scenario named neither a duration nor a request count."""
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -177,6 +186,10 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
     faults = parse_faults(top.sub("faults"))
     target = parse_target(top.sub("target")) if "target" in data else None
     sim = parse_sim(top.sub("sim"))
+    for secret in _SECRET_KEYS:
+        if secret in data:
+            raise ScenarioError(path, secret, _NO_SECRETS)
+    auth = _auth(top.sub("auth"), base)
     top.finish()
     assert max_tokens is not None
     assert seed is not None
@@ -198,6 +211,8 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
         faults=faults,
         target=target,
         sim=sim,
+        auth=auth,
+        bound_defaulted=not ({"duration_s", "requests"} & set(data.get("load", {}))),
     )
 
 
@@ -241,7 +256,7 @@ def _load(t: Table) -> LoadSpec:
     duration = t.number("duration_s", None, strict=True)
     requests = t.integer("requests", None, minimum=1)
     if duration is None and requests is None:
-        duration = 30.0
+        duration = DEFAULT_DURATION_S
     spec = LoadSpec(
         mode=mode,
         concurrency=_i(t.integer("concurrency", 8 if mode == "closed" else 0)),
@@ -262,11 +277,32 @@ def _load(t: Table) -> LoadSpec:
     return spec
 
 
+_SECRET_KEYS = ("api_key", "key", "token", "password", "bearer")
+_NO_SECRETS = (
+    "a key never goes in a scenario file (scenarios get committed and shared); put it in "
+    "$OPENAI_API_KEY, or name another variable with [auth] api_key_env, or a file with "
+    "[auth] api_key_file"
+)
+
+
+def _auth(t: Table, base: Path) -> AuthSpec:
+    for secret in _SECRET_KEYS:
+        if secret in t.data:
+            raise t.fail(secret, _NO_SECRETS)
+    env = t.get("api_key_env", str, DEFAULT_KEY_ENV, "the name of an environment variable")
+    if not env or "=" in env or "\0" in env:
+        raise t.fail("api_key_env", f"expected the name of an environment variable, got {env!r}")
+    file = t.get("api_key_file", str, None, "a file path")
+    t.finish()
+    return AuthSpec(api_key_env=env, api_key_file=str(base / file) if file else None)
+
+
 def _timeouts(t: Table) -> TimeoutSpec:
     spec = TimeoutSpec(
         connect_s=_f(t.number("connect_s", 10.0, strict=True)),
         first_byte_s=_f(t.number("first_byte_s", 120.0, strict=True)),
         between_chunks_s=_f(t.number("between_chunks_s", 60.0, strict=True)),
+        total_s=_f(t.number("total_s", 600.0, strict=True)),
     )
     t.finish()
     return spec

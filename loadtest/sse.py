@@ -6,13 +6,21 @@ reads), multi-line ``data`` fields are joined with ``\\n``, comment lines (keep-
 are counted and skipped, ``event:`` names the event type (``error`` included) and an
 event is dispatched at a blank line. Data stays as ``bytes`` because the next step,
 ``orjson.loads``, takes bytes directly; decoding first would cost a copy per chunk.
+
+Memory is bounded: a line or an event longer than ``max_event_bytes`` raises
+``ProtocolError`` instead of buffering whatever a broken server keeps sending.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Event", "SSEParser"]
+from loadtest.errors import ProtocolError
+
+__all__ = ["DEFAULT_MAX_EVENT_BYTES", "Event", "SSEParser"]
+
+DEFAULT_MAX_EVENT_BYTES = 1 << 20
+"""1 MiB: far above any real chunk (a few hundred bytes), far below trouble."""
 
 _COLON = 58  # ord(":")
 
@@ -32,16 +40,32 @@ class Event:
 class SSEParser:
     """Incremental event-stream parser; feed it bytes as they arrive."""
 
-    __slots__ = ("_buf", "_data", "_event", "_last_id", "_pending_cr", "comments", "retry_ms")
+    __slots__ = (
+        "_buf",
+        "_data",
+        "_data_bytes",
+        "_event",
+        "_last_id",
+        "_pending_cr",
+        "comments",
+        "lines",
+        "max_event_bytes",
+        "retry_ms",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.max_event_bytes = max_event_bytes
+        """The longest line or event accepted; longer raises ``ProtocolError``."""
         self._buf = b""
         self._data: list[bytes] = []
+        self._data_bytes = 0
         self._event = ""
         self._last_id: str | None = None
         self._pending_cr = False
         self.comments = 0
         """Comment lines seen so far (servers send them as keep-alives)."""
+        self.lines = 0
+        """Complete lines seen so far, blank ones included."""
         self.retry_ms: int | None = None
         """The last ``retry:`` value the server sent, if any."""
 
@@ -59,7 +83,13 @@ class SSEParser:
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = buf.split(b"\n")
         self._buf = lines.pop()
+        if len(self._buf) > self.max_event_bytes:
+            self._buf = b""
+            raise ProtocolError(
+                f"an event-stream line exceeds {self.max_event_bytes} bytes without ending"
+            )
         events: list[Event] = []
+        self.lines += len(lines)
         for line in lines:
             if not line:
                 if self._data:
@@ -71,6 +101,7 @@ class SSEParser:
                         )
                     )
                     self._data = []
+                    self._data_bytes = 0
                 self._event = ""
             elif line[0] == _COLON:
                 self.comments += 1
@@ -83,6 +114,10 @@ class SSEParser:
         if colon and value[:1] == b" ":
             value = value[1:]
         if name == b"data":
+            self._data_bytes += len(value) + 1
+            if self._data_bytes > self.max_event_bytes:
+                self._data, self._data_bytes = [], 0
+                raise ProtocolError(f"an event's data exceeds {self.max_event_bytes} bytes")
             self._data.append(value)
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")

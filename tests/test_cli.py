@@ -118,9 +118,12 @@ def test_unreachable_endpoint_is_a_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
 
 
-def test_sigint_stops_the_run_and_still_writes_everything(tmp_path: Path) -> None:
+def _start_and_wait_for_requests(
+    tmp_path: Path, load: str, max_tokens: str
+) -> tuple[subprocess.Popen[str], Path]:
+    """A real ``loadtest run`` process, returned once requests.jsonl has lines."""
     out = tmp_path / "out"
-    scenario = inline_scenario(tmp_path, "duration_s = 60\ngrace_s = 0.5\n")
+    scenario = inline_scenario(tmp_path, load)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -132,7 +135,7 @@ def test_sigint_stops_the_run_and_still_writes_everything(tmp_path: Path) -> Non
             str(out),
             "--no-tui",
             "--max-tokens",
-            "400",
+            max_tokens,
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -142,31 +145,67 @@ def test_sigint_stops_the_run_and_still_writes_everything(tmp_path: Path) -> Non
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if (
-            out.exists()
-            and any(out.iterdir())
-            and any(
-                (p / "requests.jsonl").stat().st_size
-                for p in out.iterdir()
-                if (p / "requests.jsonl").exists()
-            )
-        ):
+        jsonl = [p / "requests.jsonl" for p in out.iterdir()] if out.exists() else []
+        if any(p.exists() and p.stat().st_size for p in jsonl):
             break
         time.sleep(0.2)
+    return proc, out
+
+
+def _accounted(run_dir: Path) -> dict[str, int]:
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    r: dict[str, int] = s["requests"]
+    assert s["run"]["interrupted"] is True
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"] == len(rows)
+    assert len({row["index"] for row in rows}) == len(rows)
+    assert r["sent"] > 0
+    return r
+
+
+def test_sigint_stops_the_run_and_still_writes_everything(tmp_path: Path) -> None:
+    proc, out = _start_and_wait_for_requests(tmp_path, "duration_s = 60\ngrace_s = 0.5\n", "400")
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
+    _accounted(only_run_dir(out))
+
+
+def test_a_second_ctrl_c_stops_at_once_and_still_writes_what_was_accounted(
+    tmp_path: Path,
+) -> None:
+    # Streams of ~40 s and a 60 s grace: only the second Ctrl-C can end this quickly.
+    proc, out = _start_and_wait_for_requests(tmp_path, "duration_s = 120\ngrace_s = 60\n", "4000")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert proc.poll() is None  # still waiting for the in-flight streams
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 130, stderr
+    assert "again to cancel them" in stderr
+    r = _accounted(only_run_dir(out))
+    assert r["cancelled"] >= 1
+
+
+def test_sigterm_stops_gracefully_like_ctrl_c(tmp_path: Path) -> None:
+    proc, out = _start_and_wait_for_requests(tmp_path, "duration_s = 60\ngrace_s = 0.5\n", "400")
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    _accounted(only_run_dir(out))
+
+
+def test_a_killed_run_leaves_whole_request_lines_and_no_half_summary(tmp_path: Path) -> None:
+    proc, out = _start_and_wait_for_requests(tmp_path, "duration_s = 60\n", "8")
+    time.sleep(1.5)
+    proc.kill()
+    proc.communicate(timeout=10)
     run_dir = only_run_dir(out)
-    s = orjson.loads((run_dir / "summary.json").read_bytes())
-    r = s["requests"]
-    assert s["run"]["interrupted"] is True
-    assert (
-        r["sent"]
-        == r["ok"] + r["failed"] + r["cancelled"]
-        == len(read_jsonl(run_dir / "requests.jsonl"))
-    )
-    assert r["sent"] > 0
+    rows = read_jsonl(run_dir / "requests.jsonl")  # every line parses
+    assert rows
+    assert not (run_dir / "summary.json").exists()
+    assert not list(run_dir.glob(".*.tmp"))
 
 
 def test_sim_command_serves_until_terminated() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadtest.errors import ProtocolError
 from loadtest.sse import Event, SSEParser
 
 
@@ -104,3 +106,24 @@ def test_any_split_of_the_same_bytes_yields_the_same_events(
     pieces.append(data[prev:])
     assert parse_all(pieces) == whole
     assert parse_all([bytes([b]) for b in data]) == whole
+
+
+def test_a_line_longer_than_the_limit_is_a_protocol_error() -> None:
+    p = SSEParser(max_event_bytes=1000)
+    assert p.feed(b"data: " + b"x" * 500) == []
+    with pytest.raises(ProtocolError, match="exceeds 1000 bytes"):
+        p.feed(b"x" * 600)
+
+
+def test_an_event_of_many_lines_over_the_limit_is_a_protocol_error() -> None:
+    p = SSEParser(max_event_bytes=1000)
+    for _ in range(9):
+        p.feed(b"data: " + b"y" * 100 + b"\n")
+    with pytest.raises(ProtocolError, match="data exceeds 1000 bytes"):
+        p.feed(b"data: " + b"y" * 100 + b"\n")
+
+
+def test_events_under_the_limit_pass_and_reset_the_count() -> None:
+    p = SSEParser(max_event_bytes=1000)
+    for _ in range(50):
+        assert p.feed(b"data: " + b"z" * 900 + b"\n\n") == [Event(b"z" * 900)]

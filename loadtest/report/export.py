@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from loadtest.atomic import write_atomic
 from loadtest.metrics import Metrics
 from loadtest.report.summary import PERCENTILES
 
@@ -17,27 +19,28 @@ _CSV_STATS = ("count", "min", "mean", *(k for k, _ in PERCENTILES), "max")
 
 
 def write_results(run_dir: Path, summary: dict[str, Any], metrics: Metrics) -> list[Path]:
-    """Write the end-of-run files beside ``requests.jsonl`` and ``histograms.hlog``."""
+    """Write the end-of-run files beside ``requests.jsonl`` and ``histograms.hlog``.
+
+    Each is written atomically, and summary.json last: its presence means the run's
+    files are complete.
+    """
     written = []
-    path = run_dir / "summary.json"
-    path.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    written.append(path)
     for name, hist in metrics.total.hists.items():
         if hist.get_total_count() == 0:
             continue
-        hgrm = run_dir / f"{name}.hgrm"
-        with open(hgrm, "wb") as f:
-            # Recorded in µs; a ratio of 1000 prints milliseconds (tokens_per_chunk: x1000).
-            hist.output_percentile_distribution(f, 1000.0)
-        written.append(hgrm)
-    csv_path = run_dir / "summary.csv"
-    with open(csv_path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["category", "metric", *_CSV_STATS])
-        rows = [("all", summary["metrics"])]
-        rows += [(cat, block["metrics"]) for cat, block in summary["by_category"].items()]
-        for cat, block in rows:
-            for metric, stats in block.items():
-                w.writerow([cat, metric, *(stats.get(k, "") for k in _CSV_STATS)])
-    written.append(csv_path)
+        buf = io.BytesIO()
+        # Recorded in µs; a ratio of 1000 prints milliseconds (tokens_per_chunk: x1000).
+        hist.output_percentile_distribution(buf, 1000.0)
+        written.append(write_atomic(run_dir / f"{name}.hgrm", buf.getvalue()))
+    text = io.StringIO(newline="")
+    w = csv.writer(text)
+    w.writerow(["category", "metric", *_CSV_STATS])
+    rows = [("all", summary["metrics"])]
+    rows += [(cat, block["metrics"]) for cat, block in summary["by_category"].items()]
+    for cat, block in rows:
+        for metric, stats in block.items():
+            w.writerow([cat, metric, *(stats.get(k, "") for k in _CSV_STATS)])
+    written.append(write_atomic(run_dir / "summary.csv", text.getvalue()))
+    summary_bytes = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    written.append(write_atomic(run_dir / "summary.json", summary_bytes))
     return written

@@ -1,0 +1,301 @@
+"""A hostile OpenAI-compatible endpoint: every way a server can break a stream.
+
+The misbehaviour is chosen by the first path segment, so one server serves them all:
+``http://127.0.0.1:PORT/<mode>`` is an endpoint base URL (loadtest appends
+``/v1/chat/completions``). It runs on its own event loop in a thread, so that
+synchronous code under test (``run_job`` calls ``asyncio.run``) can use it; the same
+app also listens with TLS on a certificate from a private CA (``trustme``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+import socket
+import ssl
+import struct
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import trustme
+from aiohttp import web
+
+__all__ = ["ECHO_MODES", "MODES", "HostileServer"]
+
+ECHO_MODES = ("echo-auth-status", "echo-auth-event")
+"""Modes that repeat the Authorization header back (in a 401 body, in an error event)."""
+
+
+def _chunk(text: str, finish: str | None = None) -> bytes:
+    obj = {
+        "id": "hostile-1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}],
+    }
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+_USAGE = b'data: {"id":"hostile-1","choices":[],"usage":{"completion_tokens":3}}\n\n'
+_GOOD = _chunk("a") + _chunk("b") + _chunk("c", "stop") + _USAGE + b"data: [DONE]\n\n"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def _stream(request: web.Request, ctype: str = "text/event-stream") -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": ctype, "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    return resp
+
+
+async def _write_all(
+    request: web.Request, body: bytes, ctype: str = "text/event-stream"
+) -> web.StreamResponse:
+    resp = await _stream(request, ctype)
+    await resp.write(body)
+    await resp.write_eof()
+    return resp
+
+
+async def ok(request: web.Request) -> web.StreamResponse:
+    return await _write_all(request, _GOOD)
+
+
+async def invalid_json(request: web.Request) -> web.StreamResponse:
+    return await _write_all(request, _chunk("a") + b"data: {not json\n\n" + _GOOD)
+
+
+async def no_data_prefix(request: web.Request) -> web.StreamResponse:
+    # NDJSON where SSE was promised: every line lacks "data: ".
+    body = b"".join(c.removeprefix(b"data: ") for c in (_chunk("a"), _chunk("b", "stop")))
+    return await _write_all(request, body)
+
+
+async def no_done(request: web.Request) -> web.StreamResponse:
+    # Finished (finish_reason and usage) but never says [DONE]: lenient servers do this.
+    return await _write_all(request, _chunk("a") + _chunk("b", "stop") + _USAGE)
+
+
+async def truncated(request: web.Request) -> web.StreamResponse:
+    # Ends cleanly at the TCP level in the middle of an answer.
+    return await _write_all(request, _chunk("a") + _chunk("b"))
+
+
+async def huge_line(request: web.Request) -> web.StreamResponse:
+    resp = await _stream(request)
+    await resp.write(_chunk("a"))
+    piece = b"x" * 65536
+    try:
+        await resp.write(b'data: {"pad":"')
+        for _ in range(160):  # 10 MB without a line end
+            await resp.write(piece)
+        await resp.write(b'"}\n\n' + _GOOD)
+        await resp.write_eof()
+    except (ConnectionError, RuntimeError):
+        pass  # the client gave up first, as it should
+    return resp
+
+
+async def binary(request: web.Request) -> web.StreamResponse:
+    garbage = os.urandom(4096).replace(b"\n", b"\x00").replace(b"\r", b"\x00")
+    return await _write_all(request, garbage + b"\n\n" + garbage)
+
+
+async def wrong_type(request: web.Request) -> web.StreamResponse:
+    return await _write_all(request, b"<html><body>Welcome to nginx!</body></html>", "text/html")
+
+
+async def error_event(request: web.Request) -> web.StreamResponse:
+    err = b'event: error\ndata: {"error":{"message":"model overloaded","code":503}}\n\n'
+    return await _write_all(request, _chunk("a") + err)
+
+
+async def error_in_chunk(request: web.Request) -> web.StreamResponse:
+    return await _write_all(request, _chunk("a") + b'data: {"error":{"message":"OOM"}}\n\n')
+
+
+async def rate_limited(request: web.Request) -> web.StreamResponse:
+    return web.json_response(
+        {"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "1"}
+    )
+
+
+async def http_500(request: web.Request) -> web.StreamResponse:
+    return web.Response(status=500, text="internal error")
+
+
+async def http_503(request: web.Request) -> web.StreamResponse:
+    return web.Response(status=503, text="service unavailable", headers={"Retry-After": "5"})
+
+
+async def slowloris(request: web.Request) -> web.StreamResponse:
+    resp = await _stream(request)
+    try:
+        for byte in _GOOD * 100:
+            await resp.write(bytes([byte]))
+            await asyncio.sleep(0.25)
+    except (ConnectionError, RuntimeError):
+        pass
+    return resp
+
+
+async def reset(request: web.Request) -> web.StreamResponse:
+    resp = await _stream(request)
+    await resp.write(_chunk("a") + _chunk("b"))
+    await asyncio.sleep(0.05)
+    transport = request.transport
+    assert transport is not None
+    sock = transport.get_extra_info("socket")
+    # SO_LINGER 0: close sends a TCP RST instead of a FIN.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+    return resp
+
+
+async def endless(request: web.Request) -> web.StreamResponse:
+    # Tokens forever: only the total timeout ends it.
+    resp = await _stream(request)
+    try:
+        while True:
+            await resp.write(_chunk("z"))
+            await asyncio.sleep(0.02)
+    except (ConnectionError, RuntimeError):
+        pass
+    return resp
+
+
+async def stall(request: web.Request) -> web.StreamResponse:
+    resp = await _stream(request)
+    await resp.write(_chunk("a"))
+    await asyncio.sleep(30)
+    return resp
+
+
+async def double_done(request: web.Request) -> web.StreamResponse:
+    return await _write_all(request, _GOOD + b"data: [DONE]\n\n")
+
+
+async def gzipped(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}
+    )
+    await resp.prepare(request)
+    await resp.write(gzip.compress(_GOOD))
+    await resp.write_eof()
+    return resp
+
+
+async def redirect(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPTemporaryRedirect("/ok/v1/chat/completions")
+
+
+async def echo_auth_status(request: web.Request) -> web.StreamResponse:
+    auth = request.headers.get("Authorization", "")
+    return web.Response(status=401, text=f"bad credentials: {auth}")
+
+
+async def echo_auth_event(request: web.Request) -> web.StreamResponse:
+    auth = request.headers.get("Authorization", "")
+    err = orjson.dumps({"error": {"message": f"rejected {auth}"}})
+    return await _write_all(request, _chunk("a") + b"event: error\ndata: " + err + b"\n\n")
+
+
+MODES: dict[str, Handler] = {
+    "ok": ok,
+    "invalid-json": invalid_json,
+    "no-data-prefix": no_data_prefix,
+    "no-done": no_done,
+    "truncated": truncated,
+    "huge-line": huge_line,
+    "binary": binary,
+    "wrong-type": wrong_type,
+    "error-event": error_event,
+    "error-in-chunk": error_in_chunk,
+    "rate-limited": rate_limited,
+    "http-500": http_500,
+    "http-503": http_503,
+    "slowloris": slowloris,
+    "reset": reset,
+    "endless": endless,
+    "stall": stall,
+    "double-done": double_done,
+    "gzip": gzipped,
+    "redirect": redirect,
+    "echo-auth-status": echo_auth_status,
+    "echo-auth-event": echo_auth_event,
+}
+
+
+async def _dispatch(request: web.Request) -> web.StreamResponse:
+    handler = MODES.get(request.match_info["mode"])
+    if handler is None:
+        raise web.HTTPNotFound()
+    await request.read()
+    return await handler(request)
+
+
+async def _models(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"object": "list", "data": [{"id": "hostile-llm"}]})
+
+
+class HostileServer:
+    """The hostile app on two loopback ports (plain and TLS), in a background thread."""
+
+    def __init__(self) -> None:
+        self.ca = trustme.CA()
+        self._cert = self.ca.issue_cert("127.0.0.1", "localhost")
+        self.port = 0
+        self.tls_port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    def url(self, mode: str, *, tls: bool = False) -> str:
+        """The base URL that serves ``mode``."""
+        if tls:
+            return f"https://127.0.0.1:{self.tls_port}/{mode}"
+        return f"http://127.0.0.1:{self.port}/{mode}"
+
+    def ca_file(self, folder: Any) -> str:
+        """Write the CA certificate into ``folder``; returns its path."""
+        path = os.path.join(str(folder), "hostile-ca.pem")
+        self.ca.cert_pem.write_to_path(path)
+        return path
+
+    def __enter__(self) -> HostileServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/{mode}/v1/models", _models)
+        app.router.add_post("/{mode}/v1/chat/completions", _dispatch)
+        self._runner = web.AppRunner(app, handler_cancellation=True)
+        await self._runner.setup()
+        plain = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await plain.start()
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._cert.configure_cert(ctx)
+        secure = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ctx)
+        await secure.start()
+        self.port = _port(plain)
+        self.tls_port = _port(secure)
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def _port(site: web.TCPSite) -> int:
+    server = site._server
+    assert isinstance(server, asyncio.base_events.Server)
+    return int(server.sockets[0].getsockname()[1])

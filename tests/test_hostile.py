@@ -1,0 +1,199 @@
+"""Every misbehaviour of the hostile endpoint: no crash, the right class, nothing lost.
+
+Each case is a whole ``loadtest run`` (``run_job``): scenario file, client, accounting
+and the files on disk, against ``tests/hostile.py`` on loopback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from loadtest.job import RunOptions, run_job
+from tests.conftest import read_jsonl
+from tests.hostile import ECHO_MODES, HostileServer
+
+SCENARIO = """
+name = "hostile"
+max_tokens = 8
+
+[[sources]]
+kind = "inline"
+category = "chat"
+prompts = ["one", "two", "three"]
+
+[load]
+mode = "closed"
+concurrency = {concurrency}
+requests = {requests}
+grace_s = 5
+
+[timeouts]
+connect_s = 0.5
+first_byte_s = 1.0
+between_chunks_s = 1.0
+total_s = 2.5
+"""
+
+# mode -> (outcome, error_class, a fragment of the error message)
+EXPECTED: dict[str, tuple[str, str | None, str]] = {
+    "ok": ("ok", None, ""),
+    "invalid-json": ("failed", "protocol", "not JSON"),
+    "no-data-prefix": ("failed", "protocol", "no `data:` events"),
+    "no-done": ("ok", None, ""),
+    "truncated": ("failed", "disconnected", "before [DONE]"),
+    "huge-line": ("failed", "protocol", "exceeds 1048576 bytes"),
+    "binary": ("failed", "protocol", ""),
+    "wrong-type": ("failed", "protocol", "text/html"),
+    "error-event": ("failed", "server_error", "model overloaded"),
+    "error-in-chunk": ("failed", "server_error", "OOM"),
+    "rate-limited": ("failed", "rate_limited", "HTTP 429"),
+    "http-500": ("failed", "http_5xx", "HTTP 500"),
+    "http-503": ("failed", "http_5xx", "HTTP 503"),
+    "slowloris": ("failed", "timeout", "total timeout"),
+    "reset": ("failed", "disconnected", ""),
+    "endless": ("failed", "timeout", "total timeout"),
+    "stall": ("failed", "timeout", "between chunks timeout"),
+    "double-done": ("ok", None, ""),
+    "gzip": ("ok", None, ""),
+    "redirect": ("failed", "redirect", "/ok/v1/chat/completions"),
+}
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[HostileServer]:
+    with HostileServer() as server:
+        yield server
+
+
+def _scenario(tmp: Path, requests: int = 4, concurrency: int = 4) -> str:
+    path = tmp / "hostile.toml"
+    path.write_text(SCENARIO.format(requests=requests, concurrency=concurrency))
+    return str(path)
+
+
+def _run(tmp: Path, endpoint: str, **kw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    requests = kw.pop("requests", 4)
+    concurrency = kw.pop("concurrency", 4)
+    options = RunOptions(
+        scenario=_scenario(tmp, requests, concurrency),
+        endpoint=endpoint,
+        model="hostile-llm",
+        out=str(tmp / "out"),
+        tui=False,
+        **kw,
+    )
+    summary, run_dir, interrupted = run_job(options)
+    assert not interrupted
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    # Every request is accounted for, once, in the summary and on disk.
+    assert len(rows) == requests == summary["requests"]["sent"]
+    assert sorted(r["index"] for r in rows) == list(range(requests))
+    on_disk = orjson.loads((run_dir / "summary.json").read_bytes())
+    assert on_disk["requests"] == summary["requests"]
+    assert (run_dir / "summary.csv").exists() and (run_dir / "histograms.hlog").exists()
+    return summary, rows
+
+
+@pytest.mark.parametrize("mode", list(EXPECTED))
+def test_each_misbehaviour_gets_its_class(
+    mode: str, hostile: HostileServer, tmp_path: Path
+) -> None:
+    outcome, error_class, fragment = EXPECTED[mode]
+    summary, rows = _run(tmp_path, hostile.url(mode))
+    for row in rows:
+        assert row["outcome"] == outcome, row
+        assert row["error_class"] == error_class, row
+        assert fragment in (row["error"] or ""), row
+    counts = summary["requests"]
+    assert counts["ok" if outcome == "ok" else "failed"] == len(rows)
+
+
+def test_retry_after_is_recorded_and_a_session_waits_it_out(
+    hostile: HostileServer, tmp_path: Path
+) -> None:
+    _, rows = _run(tmp_path, hostile.url("rate-limited"), requests=3, concurrency=1)
+    assert [r["retry_after_s"] for r in rows] == [1.0, 1.0, 1.0]
+    sent = sorted(r["sent_ms"] for r in rows)
+    # One session: each send waits out the previous answer's Retry-After of 1 s.
+    assert all(b - a >= 990 for a, b in itertools.pairwise(sent))
+
+
+def test_self_signed_tls_is_refused_by_default(hostile: HostileServer, tmp_path: Path) -> None:
+    _, rows = _run(tmp_path, hostile.url("ok", tls=True))
+    assert {r["error_class"] for r in rows} == {"tls"}
+    assert "--ca-bundle" in rows[0]["error"]
+
+
+def test_tls_with_the_ca_bundle_is_verified_and_works(
+    hostile: HostileServer, tmp_path: Path
+) -> None:
+    ca = hostile.ca_file(tmp_path)
+    summary, _ = _run(tmp_path, hostile.url("ok", tls=True), ca_bundle=ca)
+    assert summary["requests"]["ok"] == 4
+
+
+def test_tls_insecure_must_be_asked_for_and_works(
+    hostile: HostileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    summary, _ = _run(tmp_path, hostile.url("ok", tls=True), insecure=True)
+    assert summary["requests"]["ok"] == 4
+    assert "NOT verified" in capsys.readouterr().err
+
+
+def test_connect_timeout_is_enforced(tmp_path: Path) -> None:
+    # A listener that never accepts, its backlog filled: later SYNs go unanswered.
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(0)
+    port = lsock.getsockname()[1]
+    fillers = []
+    for _ in range(4):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        fillers.append(s)
+    try:
+        _, rows = _run(tmp_path, f"http://127.0.0.1:{port}")
+    finally:
+        for s in fillers:
+            s.close()
+        lsock.close()
+    assert {r["error_class"] for r in rows} <= {"timeout", "connect"}
+    assert any(r["error_class"] == "timeout" for r in rows), rows
+
+
+@pytest.mark.parametrize("mode", ECHO_MODES)
+def test_an_echoed_api_key_never_reaches_an_output(
+    mode: str,
+    hostile: HostileServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loadtest.cli import main
+
+    key = "sk-hostile-test-4f9a1c77e2"
+    key_file = tmp_path / "key.txt"
+    key_file.write_text(key + "\n")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = tmp_path / "out"
+    argv = ["run", _scenario(tmp_path), "--endpoint", hostile.url(mode), "--model", "m"]
+    code = main([*argv, "--api-key-file", str(key_file), "--no-tui", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr()
+    assert key not in printed.out and key not in printed.err
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) >= 4
+    for path in files:
+        assert key.encode() not in path.read_bytes(), path
+    (run_dir,) = out.iterdir()
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    # The server did echo it: loadtest redacted it.
+    assert all("[redacted]" in r["error"] for r in rows), rows
