@@ -6,14 +6,18 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
+from typing import Any
 
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
+from loadtest.flags import add_run_flags, run_options
 from loadtest.sim.model import SimConfig
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_SLO_MISSED = 1
+"""A completed run that missed an SLO: 1, as CI gates expect of a failed check."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,46 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a scenario against an endpoint (default: simulator)")
-    run.add_argument("scenario", nargs="?", help="scenario TOML (default: scenarios/mixed.toml)")
-    run.add_argument(
-        "--endpoint",
-        help="base URL, e.g. http://127.0.0.1:8000 (default: start the built-in simulator)",
-    )
-    run.add_argument(
-        "--model", help="model name (default: the scenario's, else the first of /v1/models)"
-    )
-    load = run.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=int, help="closed loop with N sessions")
-    load.add_argument(
-        "--rate",
-        type=float,
-        help="open loop at R requests/s (Poisson unless "
-        "the scenario names another arrival process)",
-    )
-    stop = run.add_mutually_exclusive_group()
-    stop.add_argument("--duration", type=float, help="seconds of measured load")
-    stop.add_argument("--requests", type=int, help="number of measured requests")
-    run.add_argument("--max-tokens", type=int, help="max_tokens of every request")
-    run.add_argument("--warmup", type=float, help="seconds of warm-up, not measured")
-    run.add_argument("--out", default="out", help="results folder (default: out)")
-    run.add_argument("--seed", type=int, help="seed of prompt choice and arrivals")
+    add_run_flags(run)
     run.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
-    run.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="environment variable holding the bearer token (default: OPENAI_API_KEY)",
-    )
-    run.add_argument(
-        "--api-key-file", metavar="PATH", help="file holding the bearer token (first line)"
-    )
-    # A key on the command line shows in process lists and shell history: refuse it.
-    run.add_argument("--api-key", help=argparse.SUPPRESS)
-    run.add_argument("--ca-bundle", metavar="PEM", help="trust this CA for an https endpoint")
-    run.add_argument(
-        "--insecure",
-        action="store_true",
-        help="do not verify the endpoint's TLS certificate (self-signed staging servers)",
-    )
     run.add_argument(
         "--check",
         action="store_true",
@@ -79,12 +45,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write every token chunk's time into requests.jsonl",
     )
-    run.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
-    run.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="event loop without the TUI (default: asyncio; uvloop showed no consistent gain)",
+
+    sweep = sub.add_parser("sweep", help="one run per load step: capacity table, knee, SLOs")
+    add_run_flags(sweep, single_load=False)
+    steps = sweep.add_mutually_exclusive_group(required=True)
+    steps.add_argument("--concurrency", metavar="N,N,...", help="closed-loop steps, e.g. 1,2,4,8")
+    steps.add_argument("--rates", metavar="R,R,...", help="open-loop steps in requests/s")
+    sweep.add_argument(
+        "--knee-tolerance",
+        type=float,
+        default=0.5,
+        help="the knee is the last step whose median e2e is within this fraction of the "
+        "lowest (default: 0.5)",
     )
 
     sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")
@@ -144,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve_llama(args)
         if args.command == "compare":
             return _compare(args)
+        if args.command == "sweep":
+            return _sweep(args)
         return _run(args)
     except (UsageError, ScenarioError) as exc:
         print(f"loadtest: {exc}", file=sys.stderr)
@@ -158,42 +132,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from loadtest.job import RunOptions, run_job
+    from loadtest.job import check_job, run_job
 
-    if args.api_key is not None:
-        raise UsageError(
-            "--api-key is not accepted: a key on the command line shows in process lists and "
-            "shell history; put it in $OPENAI_API_KEY, or use --api-key-env NAME or "
-            "--api-key-file PATH"
-        )
-    options = RunOptions(
-        scenario=args.scenario,
-        endpoint=args.endpoint,
-        model=args.model,
-        concurrency=args.concurrency,
-        rate=args.rate,
-        duration=args.duration,
-        requests=args.requests,
-        max_tokens=args.max_tokens,
-        warmup=args.warmup,
-        out=args.out,
-        seed=args.seed,
-        tui=not args.no_tui,
-        api_key_env=args.api_key_env,
-        api_key_file=args.api_key_file,
-        ca_bundle=args.ca_bundle,
-        insecure=args.insecure,
-        record_chunks=args.record_chunks,
-        keepalive=not args.no_keepalive,
-        uvloop=args.loop == "uvloop",
-    )
+    options = run_options(args)
     if args.check:
-        from loadtest.job import check_job
-
         print(check_job(options))
         return EXIT_OK
-    _, _, interrupted = run_job(options)
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    summary, _, interrupted = run_job(options)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if summary["slo"]["met"] else EXIT_SLO_MISSED
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from loadtest.job import run_job
+    from loadtest.sweep import SweepPlan, parse_steps, render_capacity, run_sweep
+
+    kind = "concurrency" if args.concurrency else "rate"
+    plan = SweepPlan(
+        kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
+    )
+    base = run_options(args)
+
+    def step(load: float, out: Path) -> tuple[dict[str, Any], bool]:
+        over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
+        summary, _, interrupted = run_job(replace(base, out=str(out), **over))
+        return summary, interrupted
+
+    name = Path(base.scenario).stem if base.scenario else "mixed"
+    result, folder, stopped = run_sweep(plan, Path(base.out), name, step)
+    print(render_capacity(result))
+    print(f"\ncapacity: {folder / 'capacity.csv'}")
+    if stopped:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if all(r["slo_met"] for r in result["steps"]) else EXIT_SLO_MISSED
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from loadtest.errors import UsageError
 from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.runner import RunConfig, Runner, RunOutcome
 from loadtest.scenario import Scenario, load_scenario
+from loadtest.slo import parse_slo_flag
 
 __all__ = ["RunOptions", "apply_overrides", "check_job", "default_scenario_path", "run_job"]
 
@@ -55,6 +56,8 @@ class RunOptions:
     api_key_file: str | None = None
     ca_bundle: str | None = None
     insecure: bool = False
+    slo: tuple[str, ...] = ()
+    """``--slo`` values (``ttft_ms.p95=500``), on top of the scenario's ``[slo]``."""
     record_chunks: bool = False
     keepalive: bool = True
     uvloop: bool = False
@@ -109,6 +112,9 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
         changes["max_tokens"] = o.max_tokens
     if o.seed is not None:
         changes["seed"] = o.seed
+    if o.slo:
+        extra = tuple(t for text in o.slo for t in parse_slo_flag(text))
+        changes["slo"] = sc.slo.merged(extra)
     return dataclasses.replace(sc, **changes)
 
 
@@ -179,6 +185,9 @@ def check_job(options: RunOptions) -> str:
         f"  sources: {', '.join(s.kind for s in scenario.sources)}",
         f"  endpoint: {options.endpoint or 'the built-in simulator'}",
         f"  fault events: {len(scenario.faults.events)}",
+        f"  SLOs: {', '.join(f'{t.label} <= {t.limit:g}' for t in scenario.slo.thresholds)}"
+        if scenario.slo.thresholds
+        else "  SLOs: none",
         *(f"  {n}" for n in _start_notes(scenario, options, key)),
     ]
     return "\n".join(lines)

@@ -22,6 +22,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from loadtest.record import RequestRecord
+from loadtest.slo import meets
 from loadtest.timings import ServerTimings
 
 __all__ = [
@@ -146,8 +147,13 @@ class Snapshot:
 class Metrics:
     """Counters and histograms of one run, fed one ``RequestRecord`` at a time."""
 
-    def __init__(self, *, closed_loop: bool, t0_ns: int) -> None:
+    def __init__(
+        self, *, closed_loop: bool, t0_ns: int, goodput_limits: dict[str, float] | None = None
+    ) -> None:
         self.closed_loop = closed_loop
+        self.goodput_limits = goodput_limits or {}
+        """Per-request limits (ms) of the SLOs; a measured ok request within all is goodput."""
+        self.goodput = 0
         self.t0_ns = t0_ns
         self.total = MetricSet()
         self.interval = MetricSet()
@@ -190,6 +196,8 @@ class Metrics:
             self.last_end_ns = rec.end_ns
         if rec.outcome == "ok":
             self.server_timings.add(rec)
+            if self.goodput_limits and meets(self.goodput_limits, rec):
+                self.goodput += 1
         if rec.tool_call_valid is not None:
             self.tool_stats["responses_with_calls"] += 1
             self.tool_stats["valid"] += rec.tool_call_valid

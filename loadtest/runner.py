@@ -91,7 +91,11 @@ class Runner:
         load = self.scenario.load
         self.closed_loop = load.mode == "closed"
         self.t0_ns = _perf()
-        self.metrics = Metrics(closed_loop=self.closed_loop, t0_ns=self.t0_ns)
+        self.metrics = Metrics(
+            closed_loop=self.closed_loop,
+            t0_ns=self.t0_ns,
+            goodput_limits=self.scenario.slo.request_limits(),
+        )
         self._stop = asyncio.Event()
         self._abort = asyncio.Event()
         self._interrupted = False

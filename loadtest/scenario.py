@@ -21,12 +21,12 @@ from loadtest.faults.plan import (
     parse_sim,
     parse_target,
 )
+from loadtest.slo import SLOSpec, parse_slo_table
 from loadtest.tables import Table
 
 __all__ = [
     "SOURCE_KINDS",
     "LoadSpec",
-    "SLOSpec",
     "Scenario",
     "SourceSpec",
     "TimeoutSpec",
@@ -106,16 +106,6 @@ class TimeoutSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class SLOSpec:
-    """Service-level objectives checked at the end of the run (None = not checked)."""
-
-    ttft_p99_ms: float | None = None
-    tpot_p99_ms: float | None = None
-    e2e_p99_ms: float | None = None
-    max_error_rate: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Scenario:
     """A validated scenario; CLI flags override it with ``dataclasses.replace``."""
 
@@ -182,7 +172,7 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
             )
     load = _load(top.sub("load"))
     timeouts = _timeouts(top.sub("timeouts"))
-    slo = _slo(top.sub("slo"))
+    slo = parse_slo_table(top.sub("slo"))
     faults = parse_faults(top.sub("faults"))
     target = parse_target(top.sub("target")) if "target" in data else None
     sim = parse_sim(top.sub("sim"))
@@ -303,17 +293,6 @@ def _timeouts(t: Table) -> TimeoutSpec:
         first_byte_s=_f(t.number("first_byte_s", 120.0, strict=True)),
         between_chunks_s=_f(t.number("between_chunks_s", 60.0, strict=True)),
         total_s=_f(t.number("total_s", 600.0, strict=True)),
-    )
-    t.finish()
-    return spec
-
-
-def _slo(t: Table) -> SLOSpec:
-    spec = SLOSpec(
-        ttft_p99_ms=t.number("ttft_p99_ms", None, strict=True),
-        tpot_p99_ms=t.number("tpot_p99_ms", None, strict=True),
-        e2e_p99_ms=t.number("e2e_p99_ms", None, strict=True),
-        max_error_rate=t.number("max_error_rate", None),
     )
     t.finish()
     return spec

@@ -10,6 +10,7 @@ from hdrh.histogram import HdrHistogram
 from loadtest.metrics import Metrics, MetricSet
 from loadtest.record import ERROR_CLASSES
 from loadtest.scenario import Scenario
+from loadtest.slo import evaluate
 
 __all__ = ["PERCENTILES", "SCHEMA_VERSION", "build_summary", "metric_stats"]
 
@@ -124,39 +125,16 @@ def build_summary(
         },
         "out_of_range_values": metrics.total.out_of_range,
     }
-    summary["slo"] = _slo(scenario, summary)
+    summary["slo"] = evaluate(scenario.slo, summary)
+    if metrics.goodput_limits:
+        summary["slo"]["goodput"] = {
+            "limits": metrics.goodput_limits,
+            "requests": metrics.goodput,
+            "per_s": round(metrics.goodput / measured_s, 3) if measured_s > 0 else 0.0,
+            "share": round(metrics.goodput / metrics.measured_ok, 4)
+            if metrics.measured_ok
+            else 0.0,
+        }
     if extra:
         summary.update(extra)
     return summary
-
-
-def _slo(scenario: Scenario, summary: dict[str, Any]) -> dict[str, Any]:
-    slo = scenario.slo
-    checks = []
-    m = summary["metrics"]
-    for label, limit, key in (
-        ("ttft_p99_ms", slo.ttft_p99_ms, "ttft_ms"),
-        ("tpot_p99_ms", slo.tpot_p99_ms, "tpot_ms"),
-        ("e2e_p99_ms", slo.e2e_p99_ms, "e2e_ms"),
-    ):
-        if limit is not None:
-            got = m[key].get("p99")
-            checks.append(
-                {
-                    "slo": label,
-                    "limit": limit,
-                    "value": got,
-                    "met": got is not None and got <= limit,
-                }
-            )
-    if slo.max_error_rate is not None:
-        got = summary["requests"]["error_rate"]
-        checks.append(
-            {
-                "slo": "max_error_rate",
-                "limit": slo.max_error_rate,
-                "value": got,
-                "met": got <= slo.max_error_rate,
-            }
-        )
-    return {"checks": checks, "met": all(c["met"] for c in checks)}

@@ -58,7 +58,13 @@ def render_table(summary: dict[str, Any]) -> str:
     slo = summary.get("slo", {})
     for check in slo.get("checks", []):
         mark = "met" if check["met"] else "MISSED"
-        lines.append(f"SLO {check['slo']} <= {check['limit']}: {check['value']} {mark}")
+        lines.append(f"SLO {check['slo']} <= {check['limit']:g}: {check['value']} {mark}")
+    good = slo.get("goodput")
+    if good:
+        lines.append(
+            f"goodput: {good['requests']} requests within every limit, "
+            f"{good['per_s']:.2f}/s ({good['share']:.0%} of ok)"
+        )
     return "\n".join(lines)
 
 

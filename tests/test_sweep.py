@@ -1,0 +1,76 @@
+"""Capacity sweeps: the pure knee and capacity logic, and a sweep against the simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from loadtest.cli import main
+from loadtest.errors import UsageError
+from loadtest.sweep import best_load, find_knee, parse_steps
+
+
+def _row(load: float, e2e: float | None, met: bool = True) -> dict[str, Any]:
+    return {"load": load, "e2e_ms_p50": e2e, "slo_met": met}
+
+
+def test_the_knee_is_the_last_load_before_latency_climbs() -> None:
+    rows = [_row(1, 100), _row(2, 104), _row(4, 120), _row(8, 210), _row(16, 400)]
+    assert find_knee(rows, 0.5) == 4
+    assert find_knee(rows, 0.1) == 2
+    assert find_knee(rows, 5.0) == 16
+    assert find_knee([_row(1, 100)], 0.5) is None
+
+
+def test_best_load_needs_every_lower_step_to_meet_the_slos() -> None:
+    rows = [_row(1, 1), _row(2, 1), _row(4, 1, met=False), _row(8, 1)]
+    assert best_load(rows) == 2
+    assert best_load([_row(1, 1, met=False)]) is None
+
+
+def test_steps_are_checked() -> None:
+    assert parse_steps("1,2,4", "concurrency") == (1.0, 2.0, 4.0)
+    for bad in ("1,x", "4,2", "0,1", "1.5", "1,1"):
+        with pytest.raises(UsageError, match="--concurrency"):
+            parse_steps(bad, "concurrency")
+    assert parse_steps("0.5,2.5", "rates") == (0.5, 2.5)
+
+
+def test_a_sweep_finds_the_capacity_the_simulator_was_given(tmp_path: Path) -> None:
+    # Four slots, then queueing: median e2e is flat up to 4 sessions and doubles at 8.
+    scenario = tmp_path / "slots.toml"
+    scenario.write_text(
+        'name = "slots"\nmax_tokens = 20\n[[sources]]\nkind = "inline"\n'
+        'prompts = ["a", "b", "c"]\n[load]\nconcurrency = 1\nduration_s = 1.5\nwarmup_s = 0.3\n'
+        "[sim]\nttft_ms = 5.0\nitl_ms = 3.0\nttft_sigma = 0.05\nitl_sigma = 0.05\n"
+        "max_running = 4\n"
+    )
+    out = tmp_path / "out"
+    code = main(
+        [
+            "sweep",
+            str(scenario),
+            "--concurrency",
+            "1,2,4,8,16",
+            "--out",
+            str(out),
+            "--slo",
+            "e2e_ms.p50=100",
+        ]
+    )
+    assert code == 1  # 8 and 16 sessions miss the 100 ms median
+    (folder,) = out.iterdir()
+    result = orjson.loads((folder / "capacity.json").read_bytes())
+    assert [r["load"] for r in result["steps"]] == [1, 2, 4, 8, 16]
+    assert result["knee"] == 4
+    assert result["best_load"] == 4
+    csv_lines = (folder / "capacity.csv").read_text().splitlines()
+    assert len(csv_lines) == 6 and csv_lines[0].startswith("load,requests,requests_per_s")
+    thr = [r["requests_per_s"] for r in result["steps"]]
+    # Throughput grows up to the slots and then stays flat.
+    assert thr[2] > 3 * thr[0] and thr[4] < 1.3 * thr[2]
+    assert all(r["goodput_per_s"] is not None for r in result["steps"])
+    assert result["steps"][4]["goodput_per_s"] < result["steps"][2]["goodput_per_s"]
