@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
         help="validate the scenario and flags, print the plan and exit (no load)",
     )
     run.add_argument(
+        "--record-outputs",
+        action="store_true",
+        help="write a digest and the head of every answer into requests.jsonl "
+        "(for the output-equivalence check of compare)",
+    )
+    run.add_argument(
         "--record-chunks",
         action="store_true",
         help="write every token chunk's time into requests.jsonl",
@@ -67,10 +73,25 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve a speculative deployment: a draft process and a target process",
     )
-    cmp = sub.add_parser("compare", help="two finished runs side by side (A = baseline)")
-    cmp.add_argument("run_a", help="baseline run folder (out/<run-id>)")
-    cmp.add_argument("run_b", help="candidate run folder")
+    cmp = sub.add_parser(
+        "compare", help="baseline against candidate runs: statistics, figures, equivalence"
+    )
+    cmp.add_argument("run_a", help="baseline: a run folder, or a folder of run folders")
+    cmp.add_argument("run_b", help="candidate: a run folder, or a folder of run folders")
     cmp.add_argument("--json", help="also write the comparison to this JSON file")
+
+    ab = sub.add_parser(
+        "ab", help="run baseline and candidate endpoints interleaved, then compare them"
+    )
+    add_run_flags(ab)
+    ab.add_argument("--baseline", help="baseline base URL (default: the built-in simulator)")
+    ab.add_argument("--candidate", help="candidate base URL (default: the built-in simulator)")
+    ab.add_argument("--repeat", type=int, default=1, help="runs per side (default: 1)")
+    ab.add_argument(
+        "--keep-sampling",
+        action="store_true",
+        help="keep the scenario's sampling instead of temperature 0 (no equivalence check)",
+    )
 
     llama = sub.add_parser(
         "serve-llama",
@@ -118,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "ab":
+            return _ab(args)
         return _run(args)
     except (UsageError, ScenarioError) as exc:
         print(f"loadtest: {exc}", file=sys.stderr)
@@ -170,19 +193,57 @@ def _sweep(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r["slo_met"] for r in result["steps"]) else EXIT_SLO_MISSED
 
 
+def _runs_in(path: str) -> list[Any]:
+    from pathlib import Path
+
+    from loadtest.report.compare import load_run
+
+    folder = Path(path)
+    if (folder / "summary.json").exists():
+        return [load_run(folder)]
+    runs = sorted(p for p in folder.glob("*") if (p / "summary.json").exists())
+    if not runs:
+        raise UsageError(f"{folder}: neither a run folder nor a folder of run folders")
+    return [load_run(p) for p in runs]
+
+
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import orjson
 
     from loadtest.atomic import write_atomic
-    from loadtest.report.compare import compare_summaries, load_summary, render_comparison
+    from loadtest.report.compare import compare_runs, render_comparison
 
-    c = compare_summaries(load_summary(args.run_a), load_summary(args.run_b))
+    c = compare_runs(_runs_in(args.run_a), _runs_in(args.run_b))
     print(render_comparison(c))
     if args.json:
         write_atomic(Path(args.json), orjson.dumps(c, option=orjson.OPT_INDENT_2))
     return EXIT_OK
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from loadtest.ab import run_ab
+    from loadtest.job import run_job
+    from loadtest.report.compare import render_comparison
+
+    if args.endpoint:
+        raise UsageError("ab takes --baseline URL and --candidate URL, not --endpoint")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    base = run_options(args, tui=False, temperature=None if args.keep_sampling else 0.0)
+    name = Path(base.scenario).stem if base.scenario else "mixed"
+    endpoints = {"baseline": args.baseline, "candidate": args.candidate}
+    result, folder, stopped = run_ab(base, endpoints, args.repeat, name, run_job)
+    if "metrics" in result:
+        print(render_comparison(result))
+    print(f"\ncomparison: {folder / 'comparison.json'}")
+    if stopped:
+        return EXIT_INTERRUPTED
+    eq = result.get("equivalence")
+    return EXIT_SLO_MISSED if eq and eq["match_rate"] < 1.0 else EXIT_OK
 
 
 def _serve_llama(args: argparse.Namespace) -> int:

@@ -56,6 +56,8 @@ class ClientConfig:
     ssl: ssl.SSLContext | bool = True
     """aiohttp's ``ssl=``: True verifies, a context trusts a private CA, False trusts all."""
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    keep_outputs: bool = False
+    """Digest each answer (text and tool calls) into the record, for output equivalence."""
 
     @property
     def url(self) -> str:
@@ -178,7 +180,7 @@ class Client:
         assert self._session is not None, "use Client as an async context manager"
         task = asyncio.current_task()
         assert task is not None
-        reader = StreamReader()
+        reader = StreamReader(self.config.keep_outputs)
         sent = _perf()
         flight = _Flight(task, sent + self._first_byte_ns, sent + self._total_ns)
         self._flights.add(flight)
@@ -349,6 +351,9 @@ class Client:
                 outcome, error_class, error = "failed", "invalid_output", verdict.problem
         elif calls:
             extra = {"tool_calls": len(calls)}
+        if self.config.keep_outputs:
+            extra["output_sha256"] = reader.output_digest()
+            extra["output_head"] = (reader.text or "")[:200]
         return RequestRecord(
             **base,
             **_stream_fields(reader, first_byte),

@@ -102,6 +102,7 @@ def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
         "insecure": args.insecure,
         "slo": tuple(args.slo),
         "record_chunks": getattr(args, "record_chunks", False),
+        "record_outputs": getattr(args, "record_outputs", False),
         "keepalive": not args.no_keepalive,
         "uvloop": args.loop == "uvloop",
     }

@@ -56,6 +56,9 @@ class RunOptions:
     api_key_file: str | None = None
     ca_bundle: str | None = None
     insecure: bool = False
+    record_outputs: bool = False
+    temperature: float | None = None
+    """Overrides the scenario's sampling temperature (``ab`` uses 0)."""
     slo: tuple[str, ...] = ()
     """``--slo`` values (``ttft_ms.p95=500``), on top of the scenario's ``[slo]``."""
     record_chunks: bool = False
@@ -112,6 +115,8 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
         changes["max_tokens"] = o.max_tokens
     if o.seed is not None:
         changes["seed"] = o.seed
+    if o.temperature is not None:
+        changes["sampling"] = {**sc.sampling, "temperature": o.temperature}
     if o.slo:
         extra = tuple(t for text in o.slo for t in parse_slo_flag(text))
         changes["slo"] = sc.slo.merged(extra)
@@ -250,6 +255,7 @@ async def _prepare(
         record_chunks=options.record_chunks,
         keepalive=options.keepalive and scenario.load.keepalive,
         tls=tls,
+        record_outputs=options.record_outputs,
     )
     return Runner(cfg, pool, rig=dep.rig)
 

@@ -9,6 +9,7 @@ matter for latency and validity, so the per-chunk cost stays small.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,7 @@ class StreamReader:
 
     __slots__ = (
         "_calls",
+        "_text",
         "chunks",
         "content_chars",
         "done",
@@ -89,7 +91,8 @@ class StreamReader:
         "usage",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, keep_text: bool = False) -> None:
+        self._text: list[str] | None = [] if keep_text else None
         self.chunks = 0
         """Data events received (token-bearing or not)."""
         self.token_chunk_ns: list[int] = []
@@ -166,6 +169,8 @@ class StreamReader:
             text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
             if text:
                 self.content_chars += len(_str(text, "content"))
+                if self._text is not None:
+                    self._text.append(text)
                 carried = True
             calls = delta.get("tool_calls")
             if calls:
@@ -177,6 +182,8 @@ class StreamReader:
             text = choice.get("text")  # legacy completions
             if text:
                 self.content_chars += len(_str(text, "text"))
+                if self._text is not None:
+                    self._text.append(text)
                 carried = True
         if carried:
             self.token_chunk_ns.append(now_ns)
@@ -210,6 +217,20 @@ class StreamReader:
             ToolCall(index=i, name=s[0], arguments=s[1], id=s[2], completed_ns=s[3])
             for i, s in sorted(self._calls.items())
         ]
+
+    @property
+    def text(self) -> str | None:
+        """The output text (content and reasoning), if the reader was asked to keep it."""
+        return None if self._text is None else "".join(self._text)
+
+    def output_digest(self) -> str | None:
+        """SHA-256 of the kept text and the tool calls: equal answers, equal digests."""
+        if self._text is None:
+            return None
+        h = hashlib.sha256("".join(self._text).encode())
+        for call in self.tool_calls:
+            h.update(b"\0" + call.name.encode() + b"\0" + call.arguments.encode())
+        return h.hexdigest()
 
     def output_tokens(self) -> tuple[int, bool]:
         """Output token count and whether it is an estimate (no ``usage`` was sent)."""

@@ -65,6 +65,10 @@ class RequestRecord:
     """When loadtest cancelled the request on purpose (a fault), else None."""
     retry_after_s: float | None = None
     """The ``Retry-After`` of a 429 answer, in seconds."""
+    output_sha256: str | None = None
+    """Digest of the answer's text and tool calls (only when outputs are recorded)."""
+    output_head: str | None = None
+    """The answer's first 200 characters (only when outputs are recorded)."""
 
     @property
     def ttft_ns(self) -> int | None:
@@ -121,6 +125,11 @@ class RequestRecord:
             ),
             "server_timings": self.server_timings,
             "retry_after_s": self.retry_after_s,
+            **(
+                {"output_sha256": self.output_sha256, "output_head": self.output_head}
+                if self.output_sha256 is not None
+                else {}
+            ),
             "injected_cancel": self.cancel_ns is not None,
             "cancel_close_ms": dur(
                 None if self.cancel_ns is None else self.end_ns - self.cancel_ns

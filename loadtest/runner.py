@@ -51,6 +51,8 @@ class RunConfig:
     keepalive: bool = True
     tls: ssl.SSLContext | bool = True
     """aiohttp's ``ssl=``: verify (True), trust a private CA (a context) or not (False)."""
+    record_outputs: bool = False
+    """Keep a digest and the head of every answer in requests.jsonl."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,7 @@ class Runner:
             keepalive=self.config.keepalive,
             api_key=self.config.api_key,
             ssl=self.config.tls,
+            keep_outputs=self.config.record_outputs,
         )
         ticker = asyncio.create_task(self._tick(), name="loadtest-ticker")
         try:

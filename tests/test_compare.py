@@ -1,33 +1,125 @@
-"""Two runs side by side."""
+"""Comparisons of real runs against simulators: statistics, figures, equivalence, ab."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
+from loadtest.ab import ab_order
+from loadtest.cli import main
 from loadtest.errors import UsageError
-from loadtest.report.compare import compare_summaries, load_summary, render_comparison
+from loadtest.report.compare import compare_runs, load_run, load_summary, render_comparison
+from loadtest.sim import SimConfig
+from loadtest.sim.process import SimProcess
+from tests.test_cli import inline_scenario
+
+BASE = SimConfig(ttft_ms=8.0, itl_ms=4.0, ttft_sigma=0.1, itl_sigma=0.1)
 
 
-def _summary(run: str, ttft_p50: float, ok: int) -> dict[str, object]:
-    stats = {"count": 10, "p50": ttft_p50, "p95": ttft_p50 * 2, "p99": ttft_p50 * 3}
-    return {
-        "run": {"id": run, "endpoint": "http://x"},
-        "requests": {"sent": 10, "ok": ok},
-        "throughput": {"output_tokens_per_s": 100.0},
-        "metrics": {"ttft_ms": stats, "tpot_ms": {"count": 0}},
+@pytest.fixture(scope="module")
+def sims() -> Iterator[dict[str, str]]:
+    """A baseline, a faster candidate, and a candidate that changes 30% of answers."""
+    procs = {
+        "base": SimProcess(BASE),
+        "fast": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1)),
+        "twin": SimProcess(BASE),
+        "buggy": SimProcess(
+            SimConfig(ttft_ms=8.0, itl_ms=4.0, ttft_sigma=0.1, itl_sigma=0.1, diverge_rate=0.3)
+        ),
     }
+    try:
+        yield {name: p.start() for name, p in procs.items()}
+    finally:
+        for p in procs.values():
+            p.stop()
 
 
-def test_differences_and_ratios() -> None:
-    c = compare_summaries(_summary("a", 100.0, 10), _summary("b", 50.0, 9))
-    assert c["metrics"]["ttft_ms"]["p50"] == {"a": 100.0, "b": 50.0, "diff": -50.0, "ratio": 0.5}
-    assert "tpot_ms" not in c["metrics"]  # nothing recorded on one side
-    assert (c["a"]["completion_rate"], c["b"]["completion_rate"]) == (1.0, 0.9)
-    assert "ttft_ms" in render_comparison(c)
+def _ab(tmp_path: Path, baseline: str, candidate: str, repeat: int = 1) -> tuple[int, dict]:  # type: ignore[type-arg]
+    scenario = inline_scenario(tmp_path, "requests = 40\n")
+    (tmp_path / "quick.toml").write_text(
+        scenario.read_text()
+        .replace(
+            'prompts = ["a", "b", "c"]',
+            "prompts = " + str([f"prompt {i}" for i in range(12)]).replace("'", '"'),
+        )
+        .replace("max_tokens = 8", "max_tokens = 24")
+    )
+    out = tmp_path / "out"
+    argv = ["ab", str(scenario), "--baseline", baseline, "--candidate", candidate]
+    code = main([*argv, "--repeat", str(repeat), "--out", str(out)])
+    (folder,) = out.iterdir()
+    return code, orjson.loads((folder / "comparison.json").read_bytes())
+
+
+def test_a_faster_candidate_is_called_faster_and_answers_the_same(
+    sims: dict[str, str], tmp_path: Path
+) -> None:
+    code, c = _ab(tmp_path, sims["base"], sims["fast"])
+    assert code == 0
+    assert c["metrics"]["tpot_ms"]["verdict"] == "faster"
+    assert c["metrics"]["tpot_ms"]["percentiles"]["p50"]["significant"] is True
+    assert c["metrics"]["ttft_ms"]["verdict"] == "no detectable difference"
+    eq = c["equivalence"]
+    assert eq["match_rate"] == 1.0 and eq["prompts_compared"] >= 8 and eq["divergent"] == []
+    assert c["a"]["completion_rate"] == c["b"]["completion_rate"] == 1.0
+
+
+def test_identical_deployments_repeated_show_no_difference_and_their_spread(
+    sims: dict[str, str], tmp_path: Path
+) -> None:
+    code, c = _ab(tmp_path, sims["base"], sims["twin"], repeat=2)
+    assert code == 0
+    assert len(c["a"]["runs"]) == len(c["b"]["runs"]) == 2
+    for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert c["metrics"][m]["verdict"] == "no detectable difference", (m, c["metrics"][m])
+    spread = c["spread"]["a"]["tpot_ms"]["p50"]
+    assert len(spread["runs"]) == 2 and spread["stdev"] >= 0
+
+
+def test_divergent_answers_are_listed_and_fail_the_check(
+    sims: dict[str, str], tmp_path: Path
+) -> None:
+    code, c = _ab(tmp_path, sims["base"], sims["buggy"])
+    assert code == 1
+    eq = c["equivalence"]
+    assert 0 < len(eq["divergent"]) < eq["prompts_compared"]
+    assert eq["match_rate"] < 1.0
+    assert all("diverged" in d["b"] and "diverged" not in d["a"] for d in eq["divergent"])
+
+
+def test_compare_reads_folders_of_runs(sims: dict[str, str], tmp_path: Path) -> None:
+    _, c = _ab(tmp_path, sims["base"], sims["fast"])
+    (folder,) = (tmp_path / "out").iterdir()
+    again = compare_runs(
+        [load_run(p) for p in (folder / "baseline").iterdir()],
+        [load_run(p) for p in (folder / "candidate").iterdir()],
+    )
+    assert again["metrics"]["tpot_ms"]["verdict"] == c["metrics"]["tpot_ms"]["verdict"]
+    text = render_comparison(again)
+    n = c["equivalence"]["prompts_compared"]
+    assert "tpot_ms" in text and "faster" in text and f"output equivalence: {n}/{n}" in text
+    report = tmp_path / "c.json"
+    code = main(
+        ["compare", str(folder / "baseline"), str(folder / "candidate"), "--json", str(report)]
+    )
+    assert code == 0 and orjson.loads(report.read_bytes())["metrics"]
+
+
+def test_ab_order_interleaves() -> None:
+    assert ab_order(3) == [
+        "baseline",
+        "candidate",
+        "candidate",
+        "baseline",
+        "baseline",
+        "candidate",
+    ]
 
 
 def test_a_folder_without_a_summary_is_named(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=str(tmp_path / "summary.json")):
         load_summary(tmp_path)
+    assert main(["compare", str(tmp_path), str(tmp_path)]) == 2

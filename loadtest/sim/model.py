@@ -87,6 +87,9 @@ class SimConfig:
     min_output_fraction: float = 0.5
     """Output length is drawn uniformly between this fraction of max_tokens and all of it."""
     invalid_tool_rate: float = 0.0
+    diverge_rate: float = 0.0
+    """Share of text answers whose last word differs from the plan: a deliberate bug, so
+    that the output-equivalence check of ``loadtest ab`` can be seen to fail."""
     """Share of tool-call responses whose arguments are broken JSON."""
     error_rate: float = 0.0
     """Share of requests answered with HTTP 500."""
@@ -138,7 +141,8 @@ class SimConfig:
             raise UsageError(f"sim role must be 'model' or 'draft', not {self.role!r}")
         if self.draft_mode not in ("ok", "garbage", "hang"):
             raise UsageError(f"draft_mode must be ok, garbage or hang, not {self.draft_mode!r}")
-        for name in ("accept_tool_calls", "accept_code", "accept_chat", "accept_multilingual"):
+        rates = ("accept_tool_calls", "accept_code", "accept_chat", "accept_multilingual")
+        for name in (*rates, "diverge_rate"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise UsageError(f"sim {name} must be between 0 and 1, not {value}")
@@ -209,6 +213,10 @@ def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> Respo
         pieces = tuple(
             ("" if i == 0 else " ") + _WORDS[rng.randrange(len(_WORDS))] for i in range(n)
         )
+    # Its own draw, so every other draw of the plan stays as it was.
+    diverge = cfg.diverge_rate > 0 and _rng_for(cfg.seed + 1, body).random() < cfg.diverge_rate
+    if diverge and tool_name is None and pieces:
+        pieces = (*pieces[:-1], (" " if len(pieces) > 1 else "") + "diverged")
     offsets = []
     t = ttft_ms
     for _ in pieces:
