@@ -93,6 +93,12 @@ def _parser() -> argparse.ArgumentParser:
         help="keep the scenario's sampling instead of temperature 0 (no equivalence check)",
     )
 
+    rep = sub.add_parser(
+        "report", help="one self-contained HTML file for a run, sweep or ab folder"
+    )
+    rep.add_argument("folder", help="out/<run-id>, a sweep folder or an ab folder")
+    rep.add_argument("--out", help="the HTML file (default: FOLDER/report.html)")
+
     llama = sub.add_parser(
         "serve-llama",
         help="serve llama.cpp (xllamacpp) with Gemma 3 270M on loopback (extra: llama)",
@@ -141,6 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sweep(args)
         if args.command == "ab":
             return _ab(args)
+        if args.command == "report":
+            from loadtest.report.html import write_report
+
+            print(f"report: {write_report(args.folder, args.out)}")
+            return EXIT_OK
         return _run(args)
     except (UsageError, ScenarioError) as exc:
         print(f"loadtest: {exc}", file=sys.stderr)

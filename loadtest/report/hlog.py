@@ -18,7 +18,7 @@ from hdrh.log import HistogramLogReader
 
 from loadtest.metrics import MetricSet, new_histogram
 
-__all__ = ["HlogWriter", "read_hlog"]
+__all__ = ["HlogWriter", "read_hlog", "read_intervals"]
 
 
 class HlogWriter:
@@ -63,3 +63,20 @@ def read_hlog(path: Path) -> dict[str, HdrHistogram]:
         totals[tag].add(h)
     reader.close()
     return totals
+
+
+def read_intervals(path: Path) -> dict[str, list[tuple[float, float, HdrHistogram]]]:
+    """Every interval of an ``.hlog``: per tag, (start s, length s, histogram) in order.
+
+    Reads the interval lines loadtest writes (``Tag=NAME,start,length,max,payload``);
+    the start is relative to the run's start.
+    """
+    out: dict[str, list[tuple[float, float, HdrHistogram]]] = {}
+    with open(path, encoding="ascii") as f:
+        for line in f:
+            if not line.startswith("Tag="):
+                continue
+            tag, start, length, _, payload = line[4:].rstrip("\n").split(",", 4)
+            hist = HdrHistogram.decode(payload.encode("ascii"))
+            out.setdefault(tag, []).append((float(start), float(length), hist))
+    return out

@@ -1,0 +1,302 @@
+"""``loadtest report``: one self-contained HTML file for a run, a sweep or a comparison.
+
+Tables come from the folder's JSON (summary.json, capacity.json or comparison.json),
+plots from its histograms; every plot is also saved as PNG and SVG under ``plots/`` and
+embedded in the page as a data URI, so the page has no outside reference and can be
+attached to a capacity review as it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hdrh.histogram import HdrHistogram
+
+from loadtest.atomic import write_atomic
+from loadtest.errors import UsageError
+from loadtest.metrics import new_histogram
+from loadtest.report.hlog import read_hlog, read_intervals
+from loadtest.report.plots import (
+    capacity_figure,
+    percentile_figure,
+    save_figure,
+    timeline_figure,
+)
+
+__all__ = ["write_report"]
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;
+text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+.bad{color:#b00;font-weight:bold}.good{color:#070}img{max-width:100%;margin:1em 0}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}code{background:#f3f3f3}
+"""
+
+
+def _esc(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    th = "".join(f"<th>{_esc(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def _met(flag: bool) -> str:
+    return '<span class="good">met</span>' if flag else '<span class="bad">MISSED</span>'
+
+
+class _Page:
+    def __init__(self, folder: Path, title: str) -> None:
+        self.folder = folder
+        self.parts = [f"<h1>{_esc(title)}</h1>"]
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def plot(self, fig: Any, name: str, alt: str) -> None:
+        png, _ = save_figure(fig, self.folder / "plots" / name)
+        data = base64.b64encode(png.read_bytes()).decode("ascii")
+        self.parts.append(f'<img alt="{_esc(alt)}" src="data:image/png;base64,{data}">')
+
+    def html(self, title: str) -> str:
+        return (
+            f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>"
+            + "\n".join(self.parts)
+            + "</body></html>"
+        )
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read it ({exc})") from exc
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a JSON object")
+    return data
+
+
+_STATS = ("count", "p50", "p90", "p95", "p99", "max")
+
+
+def _run_section(page: _Page, folder: Path, summary: dict[str, Any]) -> None:
+    run, req = summary["run"], summary["requests"]
+    page.add(
+        _table(
+            ("run", "value"),
+            [
+                ("scenario", run["scenario"]),
+                ("endpoint", run["endpoint"]),
+                ("model", run["model"]),
+                ("started", run.get("started_at")),
+                ("measured seconds", run.get("measured_s")),
+                (
+                    "sent / ok / failed / cancelled",
+                    f"{req['sent']} / {req['ok']} / {req['failed']} / {req['cancelled']}",
+                ),
+                ("errors", ", ".join(f"{k}: {v}" for k, v in req["errors"].items()) or "none"),
+                ("requests/s", summary["throughput"]["requests_per_s"]),
+                ("output tokens/s", summary["throughput"]["output_tokens_per_s"]),
+            ],
+        )
+    )
+    rows = [
+        (m, *(s.get(k) for k in _STATS)) for m, s in summary["metrics"].items() if s.get("count")
+    ]
+    page.add("<h2>Latency (ms)</h2>" + _table(("metric", *_STATS), rows))
+    slo = summary.get("slo") or {}
+    if slo.get("checks"):
+        checks = [(c["slo"], c["limit"], c["value"], _met(c["met"])) for c in slo["checks"]]
+        body = _table(("objective", "limit", "value", "met"), checks)
+        page.add("<h2>SLOs</h2>" + _unescape_marks(body))
+        good = slo.get("goodput")
+        if good:
+            page.add(
+                f"<p>Goodput: {good['requests']} requests within every limit, "
+                f"{good['per_s']:.2f}/s ({good['share']:.0%} of ok requests).</p>"
+            )
+    faults = summary.get("faults") or []
+    if faults:
+        frows = [
+            (
+                f.get("name") or f["kind"],
+                f["kind"],
+                f["start_s"],
+                f["end_s"],
+                (f.get("before") or {}).get("ttft_p95_ms"),
+                (f.get("during") or {}).get("ttft_p95_ms"),
+                (f.get("after") or {}).get("ttft_p95_ms"),
+                f.get("recovery_s"),
+                f["verdict"],
+                f.get("reason"),
+            )
+            for f in faults
+        ]
+        head = (
+            "window",
+            "kind",
+            "start s",
+            "end s",
+            "TTFT p95 before",
+            "during",
+            "after",
+            "recovery s",
+            "verdict",
+            "reason",
+        )
+        page.add("<h2>Fault windows</h2>" + _table(head, frows))
+    hlog = folder / "histograms.hlog"
+    if hlog.exists():
+        page.plot(timeline_figure(read_intervals(hlog), faults), "timeline", "timeline")
+        totals = read_hlog(hlog)
+        for m in ("ttft_ms", "e2e_ms"):
+            if m in totals and totals[m].get_total_count():
+                page.plot(percentile_figure({run["id"]: totals[m]}, m), f"{m}-percentiles", m)
+
+
+def _unescape_marks(text: str) -> str:
+    # The met/MISSED cells are our own markup, escaped by _table; restore just those.
+    for mark in ('<span class="good">met</span>', '<span class="bad">MISSED</span>'):
+        text = text.replace(html.escape(mark), mark)
+    return text
+
+
+def _merged(hlogs: Sequence[Path], metric: str) -> HdrHistogram:
+    total = new_histogram()
+    for path in hlogs:
+        h = read_hlog(path).get(metric)
+        if h is not None:
+            total.add(h)
+    return total
+
+
+def _sweep_section(page: _Page, folder: Path, result: dict[str, Any]) -> None:
+    rows = [
+        (
+            r["load"],
+            r["requests_per_s"],
+            r["output_tokens_per_s"],
+            r["goodput_per_s"],
+            r["ttft_ms_p50"],
+            r["ttft_ms_p95"],
+            r["e2e_ms_p50"],
+            r["e2e_ms_p99"],
+            r["error_rate"],
+            _met(r["slo_met"]),
+        )
+        for r in result["steps"]
+    ]
+    head = (
+        result["kind"],
+        "req/s",
+        "tok/s",
+        "goodput/s",
+        "TTFT p50",
+        "TTFT p95",
+        "e2e p50",
+        "e2e p99",
+        "error rate",
+        "SLOs",
+    )
+    page.add(_unescape_marks(_table(head, rows)))
+    page.add(
+        f"<p>Highest {result['kind']} meeting every SLO: <b>{_esc(result['best_load'])}</b>. "
+        f"Knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "
+        f"<b>{_esc(result['knee'])}</b>.</p>"
+    )
+    page.plot(capacity_figure(result), "capacity", "latency against throughput")
+    steps = sorted(p for p in folder.glob("step-*") if p.is_dir())
+    hists = {p.name: _merged(sorted(p.glob("*/histograms.hlog")), "ttft_ms") for p in steps}
+    page.plot(percentile_figure(hists, "ttft_ms"), "ttft-percentiles", "TTFT per step")
+
+
+def _comparison_section(page: _Page, folder: Path, c: dict[str, Any]) -> None:
+    from loadtest.report.compare import SIDE_FIELDS
+
+    a, b = c["a"], c["b"]
+    page.add(
+        f"<p>A (baseline): {_esc(a['endpoint'])}, runs {_esc(', '.join(a['runs']))}<br>"
+        f"B (candidate): {_esc(b['endpoint'])}, runs {_esc(', '.join(b['runs']))}</p>"
+    )
+    rows = [(k, a[k], b[k]) for k in SIDE_FIELDS if a[k] is not None or b[k] is not None]
+    page.add(_table(("figure", "A", "B"), rows))
+    srows = []
+    for m, mc in c["metrics"].items():
+        for p, d in mc["percentiles"].items():
+            srows.append(
+                (
+                    m,
+                    p,
+                    d["a"],
+                    d["b"],
+                    d["diff"],
+                    f"[{d['ci_low']:.2f}, {d['ci_high']:.2f}]",
+                    mc["verdict"],
+                    mc["p_value"],
+                )
+            )
+    page.add(
+        "<h2>Latency, B - A with 95% bootstrap intervals</h2>"
+        + _table(("metric", "pct", "A", "B", "B-A", "95% CI", "verdict", "rank test p"), srows)
+    )
+    eq = c.get("equivalence")
+    if eq:
+        page.add(
+            f"<h2>Output equivalence</h2><p>{eq['matching']} of {eq['prompts_compared']} "
+            f"prompts answered identically ({eq['match_rate']:.1%}).</p>"
+        )
+        if eq["divergent"]:
+            page.add(
+                _table(
+                    ("prompt", "A", "B"),
+                    [(d["prompt_id"], d["a"], d["b"]) for d in eq["divergent"]],
+                )
+            )
+    sides = {s: sorted((folder / s).glob("*/histograms.hlog")) for s in ("baseline", "candidate")}
+    if all(sides.values()):
+        for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            hists = {s: _merged(paths, m) for s, paths in sides.items()}
+            page.plot(percentile_figure(hists, m), f"{m}-percentiles", m)
+
+
+def write_report(path: str | Path, out: str | Path | None = None) -> Path:
+    """Write ``report.html`` for the run, sweep or comparison folder ``path``."""
+    folder = Path(path)
+    target = Path(out) if out else folder / "report.html"
+    if (folder / "capacity.json").exists():
+        result = _load(folder / "capacity.json")
+        title = f"Capacity sweep: {folder.name}"
+        page = _Page(folder, title)
+        _sweep_section(page, folder, result)
+    elif (folder / "comparison.json").exists():
+        c = _load(folder / "comparison.json")
+        if "metrics" not in c:
+            raise UsageError(f"{folder}: the comparison has no runs on one side (stopped early?)")
+        title = f"Comparison: {folder.name}"
+        page = _Page(folder, title)
+        _comparison_section(page, folder, c)
+    elif (folder / "summary.json").exists():
+        summary = _load(folder / "summary.json")
+        title = f"Run {summary['run']['id']}"
+        page = _Page(folder, title)
+        _run_section(page, folder, summary)
+    else:
+        raise UsageError(
+            f"{folder}: no summary.json, capacity.json or comparison.json; "
+            "give a run, sweep or ab folder"
+        )
+    write_atomic(target, page.html(title))
+    return target

@@ -1,0 +1,137 @@
+"""Plots for capacity reviews (matplotlib, headless): each saved as PNG and SVG.
+
+- ``capacity_figure``: latency against achieved throughput over a sweep's steps;
+- ``percentile_figure``: a latency distribution on HdrHistogram's log percentile axis
+  (x = 1 / (1 - p): 90%, 99%, 99.9% equally spaced), one line per run;
+- ``timeline_figure``: requests/s and TTFT p95 per interval of a run, fault windows shaded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # never a window: reports are written from terminals and CI
+
+import matplotlib.pyplot as plt
+from hdrh.histogram import HdrHistogram
+from matplotlib.figure import Figure
+
+__all__ = ["capacity_figure", "percentile_figure", "save_figure", "timeline_figure"]
+
+_PCTS = (0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999)
+
+
+def save_figure(fig: Figure, stem: Path) -> list[Path]:
+    """Write ``stem.png`` and ``stem.svg``; close the figure."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.savefig(paths[0], dpi=110, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def capacity_figure(
+    result: dict[str, Any], metrics: Sequence[str] = ("ttft_ms", "e2e_ms")
+) -> Figure:
+    """p50 and p95 of ``metrics`` against achieved requests/s, one point per sweep step."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False)
+    rows = result["steps"]
+    x = [r["requests_per_s"] for r in rows]
+    for ax, m in zip(axes[0], metrics, strict=True):
+        for p, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
+            y = [r.get(f"{m}_{p}") for r in rows]
+            pts = [(a, b) for a, b in zip(x, y, strict=True) if b is not None]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), style, label=p)
+        for r in rows:
+            if r.get(f"{m}_p50") is not None:
+                ax.annotate(
+                    f"{r['load']:g}",
+                    (r["requests_per_s"], r[f"{m}_p50"]),
+                    fontsize=8,
+                    textcoords="offset points",
+                    xytext=(3, 3),
+                )
+        if result.get("knee") is not None:
+            knee = next(r for r in rows if r["load"] == result["knee"])
+            ax.axvline(knee["requests_per_s"], color="grey", linestyle=":", label="knee")
+        ax.set_xlabel("achieved requests/s")
+        ax.set_ylabel(f"{m} (ms)")
+        ax.set_title(f"{m} against throughput ({result['kind']} steps labelled)")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def _percentile_curve(hist: HdrHistogram) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for p in _PCTS:
+        xs.append(1.0 / (1.0 - p / 100.0))
+        ys.append(hist.get_value_at_percentile(p) / 1000.0)
+    return xs, ys
+
+
+def percentile_figure(hists: dict[str, HdrHistogram], metric: str) -> Figure:
+    """``metric``'s distribution per run (label -> histogram in µs) on a log percentile axis."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, hist in hists.items():
+        if hist.get_total_count():
+            ax.plot(
+                *_percentile_curve(hist), marker=".", label=f"{label} (n={hist.get_total_count()})"
+            )
+    ax.set_xscale("log")
+    ticks = [1.0 / (1.0 - p / 100.0) for p in (0.0, 90.0, 99.0, 99.9, 99.99, 99.999)]
+    ax.set_xticks(ticks, ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"])
+    ax.set_xlabel("percentile")
+    ax.set_ylabel(f"{metric} (ms)")
+    ax.set_title(f"{metric} distribution")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def timeline_figure(
+    intervals: dict[str, list[tuple[float, float, HdrHistogram]]],
+    faults: Sequence[dict[str, Any]] = (),
+) -> Figure:
+    """Completed requests/s and TTFT p95 per interval, fault windows shaded."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
+    e2e = intervals.get("e2e_ms", [])
+    t = [s + length / 2 for s, length, _ in e2e]
+    top.plot(t, [h.get_total_count() / max(length, 1e-9) for _, length, h in e2e], "-")
+    top.set_ylabel("ok requests/s")
+    ttft = intervals.get("ttft_ms", [])
+    pts = [
+        (s + length / 2, h.get_value_at_percentile(95) / 1000.0)
+        for s, length, h in ttft
+        if h.get_total_count()
+    ]
+    if pts:
+        bottom.plot(*zip(*pts, strict=True), "-", color="tab:red")
+    bottom.set_ylabel("TTFT p95 (ms)")
+    bottom.set_xlabel("seconds from the start")
+    for f in faults:
+        for ax in (top, bottom):
+            ax.axvspan(f["start_s"], f["end_s"], color="orange", alpha=0.2)
+        top.annotate(
+            f"{f.get('name') or f['kind']}: {f.get('verdict', '')}",
+            (f["start_s"], 0),
+            xycoords=("data", "axes fraction"),
+            fontsize=8,
+            xytext=(2, 2),
+            textcoords="offset points",
+        )
+    for ax in (top, bottom):
+        ax.grid(True, alpha=0.3)
+    if not any(math.isfinite(x) for x in t):
+        top.text(0.5, 0.5, "no intervals", transform=top.transAxes, ha="center")
+    fig.tight_layout()
+    return fig
