@@ -93,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
         help="keep the scenario's sampling instead of temperature 0 (no equivalence check)",
     )
 
+    view = sub.add_parser("view", help="open a finished run in the dashboard")
+    view.add_argument("folder", help="out/<run-id>")
+
     rep = sub.add_parser(
         "report", help="one self-contained HTML file for a run, sweep or ab folder"
     )
@@ -147,6 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sweep(args)
         if args.command == "ab":
             return _ab(args)
+        if args.command == "view":
+            from loadtest.tui import view_run
+
+            view_run(args.folder)
+            return EXIT_OK
         if args.command == "report":
             from loadtest.report.html import write_report
 

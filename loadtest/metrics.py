@@ -168,6 +168,8 @@ class Metrics:
         self.interval_tokens = 0
         self.rate_history: list[float] = []
         self.token_rate_history: list[float] = []
+        self.ttft_p95_history: list[float] = []
+        """TTFT p95 (ms) of each rolled interval (0 when it had none)."""
         self._e2e_sum_us = 0.0
         self._e2e_n = 0
         self.tool_stats: Counter[str] = Counter()
@@ -269,6 +271,10 @@ class Metrics:
         self.total.add(done)
         self.rate_history.append(self.interval_ok / seconds if seconds > 0 else 0.0)
         self.token_rate_history.append(self.interval_tokens / seconds if seconds > 0 else 0.0)
+        ttft = done.hists["ttft_ms"]
+        self.ttft_p95_history.append(
+            ttft.get_value_at_percentile(95) / 1e3 if ttft.get_total_count() else 0.0
+        )
         self.interval_ok = 0
         self.interval_tokens = 0
         self.interval = MetricSet()

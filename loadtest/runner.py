@@ -34,6 +34,7 @@ __all__ = ["RunConfig", "RunOutcome", "Runner"]
 
 _perf = time.perf_counter_ns
 
+_PAUSE_POLL_NS = 50_000_000
 MAX_RETRY_AFTER_S = 30.0
 """The longest a closed-loop session waits when a 429 says Retry-After."""
 
@@ -99,6 +100,8 @@ class Runner:
             goodput_limits=self.scenario.slo.request_limits(),
         )
         self._stop = asyncio.Event()
+        self.paused = False
+        """True while the user has paused the load (the dashboard's ``p``)."""
         self._abort = asyncio.Event()
         self._interrupted = False
         self._client: Client | None = None
@@ -129,6 +132,11 @@ class Runner:
         return self._stop.is_set()
 
     @property
+    def measured(self) -> int:
+        """Measured (not warm-up) requests sent so far."""
+        return self._measured
+
+    @property
     def in_flight(self) -> int:
         """Requests open in the client now."""
         return self._client.in_flight if self._client else 0
@@ -145,7 +153,18 @@ class Runner:
             task.add_done_callback(self._extra.discard)
 
     def _idle_until(self, now_ns: int) -> int | None:
+        if self.paused and not self._stop.is_set():
+            return max(now_ns, _perf()) + _PAUSE_POLL_NS
         return self.rig.idle_until(now_ns) if self.rig is not None else None
+
+    def toggle_pause(self) -> bool:
+        """Pause or resume offering requests (in-flight ones go on); returns ``paused``.
+
+        A pause is an idle gap the user asks for: nothing is offered, open-loop arrivals
+        that fall in it are skipped, and it counts against the run's duration.
+        """
+        self.paused = not self.paused
+        return self.paused
 
     async def _one_task(self, index: int, intended: int) -> None:
         await self._one(index, intended)

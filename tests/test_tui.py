@@ -1,45 +1,94 @@
-"""The live TUI, driven headless with Textual's pilot against a real simulated run."""
+"""The dashboard: pure frame text, the live app under Textual's pilot, replay, snapshots."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from textual.widgets import DataTable, Static
+import pytest
+from textual.widgets import DataTable
 
 from loadtest.datasets import build_pool
-from loadtest.metrics import Snapshot
+from loadtest.metrics import new_histogram
 from loadtest.runner import RunConfig, Runner
 from loadtest.sim import InProcessSim
-from loadtest.tui import LiveApp
-from loadtest.tui.app import render_counts
-from tests.conftest import FAST_SIM, make_scenario
+from loadtest.tui import Dashboard
+from loadtest.tui.frame import (
+    Frame,
+    log_buckets,
+    progress,
+    render_counts,
+    render_header,
+    render_histogram,
+)
+from loadtest.tui.sources import ReplaySource
+from tests.conftest import FAST_SIM, make_scenario, read_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "fixtures" / "runs" / "sample"
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+# LOADTEST_UPDATE_SNAPSHOTS=1 rewrites the stored SVGs (after a deliberate layout change).
+UPDATE = os.environ.get("LOADTEST_UPDATE_SNAPSHOTS") == "1"
+
+TWO_CATEGORIES = [
+    {"kind": "inline", "category": "chat", "prompts": [f"chat {i}" for i in range(20)]},
+    {"kind": "inline", "category": "code", "prompts": [f"code {i}" for i in range(20)]},
+]
 
 
-def test_counts_panel_text() -> None:
-    s = Snapshot(
-        elapsed_s=3.0,
+def _screen_text(app: Dashboard) -> str:
+    return app.export_screenshot().replace("&#160;", " ")
+
+
+def test_frame_text() -> None:
+    f = Frame(
+        scenario="s",
+        endpoint="http://x",
+        model="m",
+        elapsed_s=65,
+        phase="measuring",
+        progress=0.5,
+        eta_s=65,
         sent=10,
         ok=7,
-        failed=1,
-        cancelled=0,
-        in_flight=2,
-        warmup=False,
-        requests_per_s=4.5,
-        output_tokens_per_s=300.0,
-        ttft_p50_ms=1,
-        ttft_p99_ms=2,
-        tpot_p50_ms=1,
-        e2e_p50_ms=1,
-        e2e_p99_ms=1,
-        dispatch_lag_p99_ms=0,
-        errors={"http_5xx": 1},
+        failed=2,
+        cancelled=1,
+        errors={"http_5xx": 2},
+        req_rate=(4.5,),
+        tok_rate=(300.0,),
     )
-    text = render_counts(s)
-    assert "measuring" in text and "ok 7" in text and "http_5xx 1" in text and "4.5 req/s" in text
+    assert "ok 7   failed 2   cancelled 1" in render_counts(f)
+    assert "http_5xx 2" in render_counts(f) and "4.5 req/s" in render_counts(f)
+    header = render_header(f, width=10)
+    assert "[█████·····]  50%  ETA 1:05" in header and "1:05 elapsed" in header
 
 
-async def test_live_app_shows_the_run_and_q_stops_it(tmp_path: Path) -> None:
-    sc = make_scenario({"mode": "closed", "concurrency": 4, "duration_s": 60, "grace_s": 1})
+def test_log_buckets_and_histogram_text() -> None:
+    h = new_histogram()
+    for v in (1_000, 1_100, 50_000):  # 1 ms, 1.1 ms, 50 ms
+        h.record_value(v)
+    buckets = log_buckets(h, per_decade=1)
+    assert [c for _, _, c in buckets] == [2, 1]
+    assert buckets[0][0] == pytest.approx(1.0) and buckets[-1][1] == pytest.approx(100.0)
+    text = render_histogram(
+        Frame(scenario="s", endpoint="e", model="m", elapsed_s=0, phase="", buckets=buckets),
+        width=10,
+    )
+    assert "██████████ 2" in text and "█████ 1" in text
+
+
+def test_progress_to_a_duration_and_to_a_count() -> None:
+    assert progress(6, 1, 10, None, 0) == (6 / 11, 5)
+    frac, eta = progress(11, 1, None, 100, 25)
+    assert frac == 0.25 and eta == pytest.approx(30.0)
+    assert progress(3, 0, None, None, 5) == (None, None)
+
+
+async def test_live_dashboard_keys_and_panels(tmp_path: Path) -> None:
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 4, "duration_s": 60, "grace_s": 1},
+        sources=TWO_CATEGORIES,
+    )
     pool, _ = build_pool(sc)
     async with InProcessSim(FAST_SIM) as sim:
 
@@ -47,21 +96,112 @@ async def test_live_app_shows_the_run_and_q_stops_it(tmp_path: Path) -> None:
             cfg = RunConfig(scenario=sc, endpoint=sim.url, model="sim-llm", run_dir=tmp_path)
             return Runner(cfg, pool)
 
-        app = LiveApp(prepare)
-        async with app.run_test(size=(100, 30)) as pilot:
+        app = Dashboard(prepare, refresh_s=0.1)
+        async with app.run_test(size=(120, 48)) as pilot:
             await pilot.pause(2.5)
-            counts = str(app.query_one("#counts", Static).render())
-            assert "measuring" in counts and "ok " in counts
+            f = app.last_frame
+            assert f is not None and f.phase == "measuring" and f.ok > 0
+            assert f.categories == ("all", "chat", "code")
             table = app.query_one("#latency", DataTable)
-            assert float(table.get_cell("ttft_p99_ms", "value")) > 0
-            assert "TTFT" in app.export_screenshot()
-            assert app.runner is not None
-            sent_before = app.runner.snapshot().sent
-            assert sent_before > 0
+            assert float(table.get_cell("ttft_ms", "p99")) > 0
+            await pilot.press("m")
+            await pilot.pause(0.2)
+            assert app.metric == "itl_ms" and "itl_ms (all)" in _screen_text(app)
+            await pilot.press("c")
+            await pilot.pause(0.2)
+            assert app.category == "chat"
+            assert app.last_frame is not None and app.last_frame.category == "chat"
+            await pilot.press("p")
+            await pilot.pause(0.5)  # in-flight requests finish
+            assert app.runner is not None and app.runner.paused
+            assert app.last_frame is not None and app.last_frame.phase == "paused"
+            sent = app.runner.snapshot().sent
+            await pilot.pause(1.0)
+            assert app.runner.snapshot().sent == sent  # nothing offered while paused
+            await pilot.press("p")
+            await pilot.pause(0.5)
+            assert app.runner.snapshot().sent > sent
+            await pilot.press("question_mark")
+            assert app.query_one("#help").has_class("shown")
+            await pilot.press("s")
+            await pilot.pause(0.2)
+            assert app.screenshots and app.screenshots[0].parent == tmp_path
+            assert app.screenshots[0].read_text().startswith("<svg")
             await pilot.press("q")
             await pilot.pause(2.0)
-        assert app.outcome is not None
-        assert app.outcome.interrupted
+        assert app.outcome is not None and app.outcome.interrupted
         m = app.outcome.metrics
         assert m.sent == m.outcomes["ok"] + m.outcomes["failed"] + m.outcomes["cancelled"]
-        assert m.sent >= sent_before - 4
+        assert m.sent == len(read_jsonl(tmp_path / "requests.jsonl"))
+
+
+async def test_a_run_under_the_dashboard_accounts_like_a_plain_run(tmp_path: Path) -> None:
+    sc = make_scenario({"mode": "closed", "concurrency": 4, "requests": 60}, sources=TWO_CATEGORIES)
+    pool, _ = build_pool(sc)
+    async with InProcessSim(FAST_SIM) as sim:
+        plain_cfg = RunConfig(sc, sim.url, "sim-llm", tmp_path / "plain")
+        plain = await Runner(plain_cfg, build_pool(sc)[0]).run()
+
+        async def prepare() -> Runner:
+            return Runner(RunConfig(sc, sim.url, "sim-llm", tmp_path / "tui"), pool)
+
+        app = Dashboard(prepare, refresh_s=0.05)
+        async with app.run_test(size=(120, 48)) as pilot:
+            while app.outcome is None and app.error is None:
+                await pilot.pause(0.2)
+    assert app.outcome is not None
+    a, b = plain.metrics, app.outcome.metrics
+    assert a.outcomes == b.outcomes and a.sent == b.sent == 60 + 0
+    rows_a = read_jsonl(tmp_path / "plain" / "requests.jsonl")
+    rows_b = read_jsonl(tmp_path / "tui" / "requests.jsonl")
+    assert sorted(r["index"] for r in rows_a) == sorted(r["index"] for r in rows_b)
+    assert {r["outcome"] for r in rows_b} == {"ok"}
+
+
+def test_replay_steps_through_the_intervals() -> None:
+    src = ReplaySource(SAMPLE)
+    assert src.n >= 4
+    last = src.frame("ttft_ms", "all")
+    src.step(-100)
+    first = src.frame("ttft_ms", "all")
+    assert first.sent < last.sent and first.elapsed_s < last.elapsed_s
+    assert last.faults[0].state == "ended" and last.faults[0].verdict == "held"
+    assert first.faults[0].verdict is None
+    code = src.frame("e2e_ms", "code")
+    assert code.categories == ("all", "chat", "code")
+    counts = {row[0]: row[1] for row in code.percentiles}
+    assert 0 < counts["e2e_ms"] < {row[0]: row[1] for row in first.percentiles}["e2e_ms"] + 999
+
+
+async def _snapshot(app: Dashboard, keys: list[str]) -> str:
+    async with app.run_test(size=(120, 48)) as pilot:
+        await pilot.pause(0.2)
+        for k in keys:
+            await pilot.press(k)
+        await pilot.pause(0.2)
+        return app.export_screenshot()
+
+
+@pytest.mark.parametrize(
+    ("name", "keys"),
+    [
+        ("replay-end", []),
+        ("replay-start-e2e-code", ["home", "m", "m", "m", "c", "c"]),
+        ("replay-keys-help", ["left", "question_mark"]),
+    ],
+)
+async def test_svg_snapshots_of_the_main_screens(name: str, keys: list[str]) -> None:
+    svg = await _snapshot(Dashboard(replay=ReplaySource(SAMPLE)), keys)
+    path = SNAPSHOTS / f"{name}.svg"
+    if UPDATE or not path.exists():
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(svg)
+        if not UPDATE:
+            pytest.fail(f"{path} was missing and has been written; check it and commit it")
+    assert svg == path.read_text(), f"{name} differs from {path}; see LOADTEST_UPDATE_SNAPSHOTS"
+
+
+def test_view_of_a_folder_that_is_not_a_run_is_a_usage_error(tmp_path: Path) -> None:
+    from loadtest.cli import main
+
+    assert main(["view", str(tmp_path)]) == 2

@@ -1,5 +1,5 @@
-"""The live Textual TUI; it only reads the runner's snapshots, it never drives the load."""
+"""The Textual dashboard; it only reads frames of the run, it never drives the load."""
 
-from loadtest.tui.app import LiveApp, run_with_tui
+from loadtest.tui.app import Dashboard, run_with_tui, view_run
 
-__all__ = ["LiveApp", "run_with_tui"]
+__all__ = ["Dashboard", "run_with_tui", "view_run"]

@@ -1,94 +1,150 @@
-"""A live view of a run: counters, throughput sparkline, latency percentiles.
+"""The Textual dashboard: a live run (``loadtest run``) or a finished one (``loadtest view``).
 
-The runner runs as a worker in Textual's event loop; the app polls ``snapshot()`` twice
-a second. Drawing at 2 Hz costs little beside the load; the numbers on screen are the
-same frozen snapshots the plain progress line prints.
+The app only lays out ``Frame``s (``tui.frame``) that a source builds (``tui.sources``).
+A live run runs as a worker in Textual's event loop and the app pulls one frame four
+times a second: drawing reads what the runner keeps anyway and never waits on it.
+
+Keys: ``q`` stops gracefully (results written, as with Ctrl-C), ``x`` cancels in-flight
+requests at once, ``p`` pauses and resumes the load, ``m`` cycles the metric, ``c`` the
+category, ``s`` saves an SVG screenshot into the run folder, ``?`` shows the keys; in a
+replay, ``←``/``→`` step through the intervals (``home``/``end`` jump).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import ClassVar
+from pathlib import Path
+from typing import ClassVar, Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Header, Sparkline, Static
+from textual.widgets import DataTable, Footer, Sparkline, Static
 
-from loadtest.metrics import Snapshot
 from loadtest.runner import Runner, RunOutcome
-
-__all__ = ["LiveApp", "render_counts", "run_with_tui"]
-
-_LAT_ROWS = (
-    ("TTFT p50", "ttft_p50_ms"),
-    ("TTFT p99", "ttft_p99_ms"),
-    ("TPOT p50", "tpot_p50_ms"),
-    ("E2E p50", "e2e_p50_ms"),
-    ("E2E p99", "e2e_p99_ms"),
-    ("dispatch lag p99", "dispatch_lag_p99_ms"),
+from loadtest.tui.frame import (
+    DASH_METRICS,
+    Frame,
+    render_counts,
+    render_faults,
+    render_header,
+    render_histogram,
+    render_server,
 )
+from loadtest.tui.sources import LiveSource, ReplaySource
+
+__all__ = ["Dashboard", "run_with_tui", "view_run"]
+
+KEYS_HELP = (
+    "q stop (results are written)   x cancel in-flight   p pause/resume   m metric   "
+    "c category   s save SVG screenshot   ? keys   ←/→ step (replay)"
+)
+_COLS = ("count", "p50", "p90", "p99", "max")
 
 
-def render_counts(s: Snapshot) -> str:
-    """The counters panel as text (pure, so it is tested without a terminal)."""
-    phase = "warm-up" if s.warmup else "measuring"
-    errors = ", ".join(f"{k} {v}" for k, v in sorted(s.errors.items())) or "none"
-    return (
-        f"[b]{phase}[/b]  {s.elapsed_s:6.1f} s\n"
-        f"sent {s.sent}   in flight {s.in_flight}\n"
-        f"ok {s.ok}   failed {s.failed}   cancelled {s.cancelled}\n"
-        f"errors: {errors}\n"
-        f"{s.requests_per_s:8.1f} req/s   {s.output_tokens_per_s:10.0f} output tok/s"
-    )
+class FrameSource(Protocol):
+    """Anything that draws a frame for a metric and a category."""
+
+    def frame(self, metric: str, category: str) -> Frame:
+        """The run as it is (or was) now."""
+        ...
 
 
-class LiveApp(App[None]):
-    """The live dashboard of one run."""
+class Dashboard(App[None]):
+    """The dashboard of one run, live (``prepare``) or replayed (``replay``)."""
 
     TITLE = "loadtest"
     CSS = """
-    #counts { height: 7; border: round $accent; padding: 0 1; }
-    #rate { height: 6; border: round $accent; }
-    #latency { height: 10; border: round $accent; }
+    #header { height: 3; background: $boost; padding: 0 1; }
+    #row1 { height: auto; }
+    #latency { width: 3fr; height: auto; border: round $accent; }
+    #counts { width: 2fr; height: 100%; border: round $accent; padding: 0 1; }
+    #row2 { height: 12; }
+    #series { width: 1fr; border: round $accent; }
+    #series Sparkline { height: 2; margin: 0 1; }
+    #series Static { height: 1; padding: 0 1; }
+    #histogram { width: 1fr; border: round $accent; padding: 0 1; }
+    #faults { height: auto; max-height: 8; border: round $accent; padding: 0 1; }
+    #server { height: 3; border: round $accent; padding: 0 1; }
+    #help { height: auto; display: none; background: $panel; padding: 0 1; }
+    #help.shown { display: block; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "stop", "stop (graceful)"),
+        Binding("q", "stop", "stop"),
         Binding("ctrl+c", "stop", "stop", show=False, priority=True),
-        Binding("x", "abort", "cancel in-flight"),
+        Binding("x", "abort", "cancel in-flight", show=False),
+        Binding("p", "pause", "pause"),
+        Binding("m", "metric", "metric"),
+        Binding("c", "category", "category"),
+        Binding("s", "save_svg", "screenshot"),
+        Binding("question_mark", "keys", "keys"),
+        # priority: the latency table would take the arrows and home/end to scroll.
+        Binding("left", "step(-1)", "back", show=False, priority=True),
+        Binding("right", "step(1)", "forward", show=False, priority=True),
+        Binding("home", "step(-1000000)", show=False, priority=True),
+        Binding("end", "step(1000000)", show=False, priority=True),
     ]
 
-    def __init__(self, prepare: Callable[[], Awaitable[Runner]]) -> None:
+    def __init__(
+        self,
+        prepare: Callable[[], Awaitable[Runner]] | None = None,
+        replay: ReplaySource | None = None,
+        refresh_s: float = 0.25,
+    ) -> None:
         super().__init__()
         self._prepare = prepare
+        self.replay = replay
+        self.source: FrameSource | None = replay
         self.runner: Runner | None = None
         self.outcome: RunOutcome | None = None
         self.error: BaseException | None = None
+        self.metric = DASH_METRICS[0]
+        self.category = "all"
+        self.last_frame: Frame | None = None
+        self.screenshots: list[Path] = []
+        self._refresh_s = refresh_s
 
     def compose(self) -> ComposeResult:
-        """Header, counters, throughput sparkline, latency table, footer."""
-        yield Header()
+        """Header, percentiles and counters, series and histogram, faults, server."""
+        yield Static("starting...", id="header")
+        yield Static(KEYS_HELP, id="help")
         with Vertical():
-            yield Static("starting...", id="counts")
-            with Horizontal(id="rate"):
-                yield Sparkline([], id="spark")
-            yield DataTable(id="latency", show_cursor=False)
+            with Horizontal(id="row1"):
+                yield DataTable(id="latency", show_cursor=False)
+                yield Static("", id="counts")
+            with Horizontal(id="row2"):
+                with Vertical(id="series"):
+                    yield Static("requests/s", id="req-label")
+                    yield Sparkline([0.0], id="req")
+                    yield Static("output tokens/s", id="tok-label")
+                    yield Sparkline([0.0], id="tok")
+                    yield Static("TTFT p95 (ms)", id="ttft-label")
+                    yield Sparkline([0.0], id="ttft")
+                yield Static("", id="histogram")
+            yield Static("", id="faults")
+            yield Static("", id="server")
         yield Footer()
 
     def on_mount(self) -> None:
-        """Set up the table, start the run and the 2 Hz refresh."""
+        """Set up the table; start the run (live) and the refresh."""
         table = self.query_one("#latency", DataTable)
-        table.add_column("latency", key="name")
-        table.add_column("ms", key="value", width=12)
-        for label, key in _LAT_ROWS:
-            table.add_row(label, "-", key=key)
-        self.run_worker(self._run(), exclusive=True, name="loadtest-run")
-        self.set_interval(0.5, self.refresh_view)
+        table.add_column("metric (ms)", key="metric")
+        for col in _COLS:
+            table.add_column(col, key=col, width=9)
+        for m in DASH_METRICS:
+            table.add_row(m, *("-" for _ in _COLS), key=m)
+        if self._prepare is not None:
+            self.run_worker(self._run(), exclusive=True, name="loadtest-run")
+            self.set_interval(self._refresh_s, self.refresh_view)
+        else:
+            # After the first layout, so the histogram knows its width.
+            self.call_after_refresh(self.refresh_view)
 
     async def _run(self) -> None:
+        assert self._prepare is not None
         try:
             self.runner = await self._prepare()
-            self.sub_title = f"{self.runner.config.scenario.name} -> {self.runner.config.endpoint}"
+            self.source = LiveSource(self.runner)
             self.outcome = await self.runner.run()
         except BaseException as exc:  # shown after the app closes
             self.error = exc
@@ -96,33 +152,102 @@ class LiveApp(App[None]):
             self.exit()
 
     def refresh_view(self) -> None:
-        """Pull one snapshot and show it."""
-        if self.runner is None:
+        """Pull one frame from the source and lay it out."""
+        if self.source is None:
             return
-        s = self.runner.snapshot()
-        self.query_one("#counts", Static).update(render_counts(s))
-        self.query_one("#spark", Sparkline).data = list(s.rate_history) or [0.0]
+        f = self.source.frame(self.metric, self.category)
+        self.last_frame = f
+        self.query_one("#header", Static).update(render_header(f))
         table = self.query_one("#latency", DataTable)
-        for _, key in _LAT_ROWS:
-            table.update_cell(key, "value", f"{getattr(s, key):.2f}")
+        for metric, count, *pcts in f.percentiles:
+            marker = "▶ " if metric == f.metric else ""
+            table.update_cell(metric, "metric", f"{marker}{metric}")
+            table.update_cell(metric, "count", str(count))
+            for col, v in zip(_COLS[1:], pcts, strict=True):
+                table.update_cell(metric, col, "-" if v is None else f"{v:.2f}")
+        self.query_one("#latency", DataTable).border_title = f"latency, category {f.category}"
+        self.query_one("#counts", Static).update(render_counts(f))
+        for wid, values in (("#req", f.req_rate), ("#tok", f.tok_rate), ("#ttft", f.ttft_p95)):
+            self.query_one(wid, Sparkline).data = list(values)
+        self.query_one("#req-label", Static).update(f"requests/s  {f.req_rate[-1]:.1f}")
+        self.query_one("#tok-label", Static).update(f"output tokens/s  {f.tok_rate[-1]:.0f}")
+        self.query_one("#ttft-label", Static).update(f"TTFT p95 (ms)  {f.ttft_p95[-1]:.1f}")
+        hist = self.query_one("#histogram", Static)
+        hist.update(render_histogram(f, max(8, hist.size.width - 30)))
+        self.query_one("#faults", Static).update(render_faults(f))
+        self.query_one("#server", Static).update(render_server(f))
 
+    # -- keys ----------------------------------------------------------------------------
     def action_stop(self) -> None:
-        """Stop scheduling; in-flight requests get the grace period."""
+        """Live: stop scheduling, in-flight requests get the grace period. Replay: quit."""
         if self.runner is not None:
             self.runner.stop()
+        elif self.replay is not None:
+            self.exit()
 
     def action_abort(self) -> None:
         """Stop and cancel in-flight requests at once."""
         if self.runner is not None:
             self.runner.cancel_in_flight()
 
+    def action_pause(self) -> None:
+        """Pause or resume offering requests."""
+        if self.runner is not None:
+            paused = self.runner.toggle_pause()
+            self.notify("load paused" if paused else "load resumed")
+            self.refresh_view()
+
+    def action_metric(self) -> None:
+        """Show the next metric's distribution."""
+        i = DASH_METRICS.index(self.metric)
+        self.metric = DASH_METRICS[(i + 1) % len(DASH_METRICS)]
+        self.refresh_view()
+
+    def action_category(self) -> None:
+        """Show the next category (``all`` first)."""
+        cats = self.last_frame.categories if self.last_frame else ("all",)
+        i = cats.index(self.category) if self.category in cats else -1
+        self.category = cats[(i + 1) % len(cats)]
+        self.refresh_view()
+
+    def action_step(self, delta: int) -> None:
+        """Replay: move through the run's intervals."""
+        if self.replay is not None:
+            self.replay.step(delta)
+            self.refresh_view()
+
+    def action_keys(self) -> None:
+        """Show or hide the key help."""
+        self.query_one("#help", Static).toggle_class("shown")
+
+    def action_save_svg(self) -> None:
+        """Save an SVG of the screen into the run folder."""
+        folder = self._folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"dashboard-{len(self.screenshots) + 1:02d}.svg"
+        path = Path(self.save_screenshot(filename=name, path=str(folder)))
+        self.screenshots.append(path)
+        self.notify(f"saved {path}")
+
+    def _folder(self) -> Path:
+        if self.runner is not None:
+            return self.runner.config.run_dir
+        if self.replay is not None:
+            return self.replay.folder
+        return Path(".")
+
 
 def run_with_tui(prepare: Callable[[], Awaitable[Runner]]) -> tuple[Runner, RunOutcome]:
-    """Run the load inside the live app; returns when the run has ended."""
-    app = LiveApp(prepare)
+    """Run the load inside the dashboard; returns when the run has ended."""
+    app = Dashboard(prepare)
     app.run()
     if app.error is not None:
         raise app.error
     if app.runner is None or app.outcome is None:
         raise RuntimeError("the run ended before it started")
     return app.runner, app.outcome
+
+
+def view_run(run_dir: str | Path) -> None:
+    """Open a finished run in the dashboard (``loadtest view``)."""
+    Dashboard(replay=ReplaySource(run_dir)).run()

@@ -1,0 +1,229 @@
+"""What the dashboard shows, as plain data and text: no Textual, no sockets.
+
+A ``Frame`` is one frozen picture of a run (live or replayed); the sources build frames
+and the app only lays them out, so everything on screen is tested without a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+__all__ = [
+    "DASH_METRICS",
+    "FaultRow",
+    "Frame",
+    "log_buckets",
+    "percentile_rows",
+    "progress",
+    "render_counts",
+    "render_faults",
+    "render_header",
+    "render_histogram",
+    "render_server",
+]
+
+DASH_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms")
+"""The metrics of the percentile table, in the order ``m`` cycles through them."""
+
+PercentileRow = tuple[str, int, float | None, float | None, float | None, float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRow:
+    """One fault window on the timeline."""
+
+    name: str
+    kind: str
+    start_s: float
+    end_s: float
+    state: str
+    """``upcoming``, ``active``, ``recovering`` (its after-phase runs) or ``ended``."""
+    verdict: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One picture of the run for the dashboard."""
+
+    scenario: str
+    endpoint: str
+    model: str
+    elapsed_s: float
+    phase: str
+    progress: float | None = None
+    eta_s: float | None = None
+    sent: int = 0
+    ok: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    in_flight: int = 0
+    errors: Mapping[str, int] = field(default_factory=dict)
+    category: str = "all"
+    categories: tuple[str, ...] = ("all",)
+    metric: str = "ttft_ms"
+    percentiles: tuple[PercentileRow, ...] = ()
+    buckets: tuple[tuple[float, float, int], ...] = ()
+    req_rate: tuple[float, ...] = ()
+    tok_rate: tuple[float, ...] = ()
+    ttft_p95: tuple[float, ...] = ()
+    faults: tuple[FaultRow, ...] = ()
+    server: Mapping[str, Any] | None = None
+
+
+def percentile_rows(hists: Mapping[str, HdrHistogram]) -> tuple[PercentileRow, ...]:
+    """(metric, count, p50, p90, p99, max) in ms for each dashboard metric."""
+    rows: list[PercentileRow] = []
+    for m in DASH_METRICS:
+        h = hists.get(m)
+        n = h.get_total_count() if h is not None else 0
+        if h is None or not n:
+            rows.append((m, 0, None, None, None, None))
+            continue
+        p = [h.get_value_at_percentile(q) / 1e3 for q in (50, 90, 99)]
+        rows.append((m, n, p[0], p[1], p[2], h.get_max_value() / 1e3))
+    return tuple(rows)
+
+
+def log_buckets(
+    hist: HdrHistogram | None, per_decade: int = 4
+) -> tuple[tuple[float, float, int], ...]:
+    """Counts in log-spaced buckets (``per_decade`` per factor of 10), ms edges."""
+    if hist is None or not hist.get_total_count():
+        return ()
+    counts: dict[int, int] = {}
+    for item in hist.get_recorded_iterator():
+        v = max(item.value_iterated_to, 1)
+        k = math.floor(math.log10(v) * per_decade)
+        counts[k] = counts.get(k, 0) + item.count_added_in_this_iter_step
+    lo, hi = min(counts), max(counts)
+    return tuple(
+        (10 ** (k / per_decade) / 1e3, 10 ** ((k + 1) / per_decade) / 1e3, counts.get(k, 0))
+        for k in range(lo, hi + 1)
+    )
+
+
+def progress(
+    elapsed_s: float,
+    warmup_s: float,
+    duration_s: float | None,
+    requests: int | None,
+    measured: int,
+) -> tuple[float | None, float | None]:
+    """(fraction done, seconds left) toward the run's duration or request count."""
+    if duration_s:
+        total = warmup_s + duration_s
+        frac = min(1.0, max(0.0, elapsed_s / total))
+        return frac, max(0.0, total - elapsed_s)
+    if requests:
+        frac = min(1.0, measured / requests)
+        measuring_s = elapsed_s - warmup_s
+        if measured and measuring_s > 0:
+            return frac, max(0.0, (requests - measured) * measuring_s / measured)
+        return frac, None
+    return None, None
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "?"
+    m, sec = divmod(round(s), 60)
+    return f"{m}:{sec:02d}"
+
+
+def render_header(f: Frame, width: int = 40) -> str:
+    """Scenario, endpoint, model, phase, elapsed, and a progress bar with ETA."""
+    line = f"[b]{f.scenario}[/b] -> {f.endpoint}  model {f.model}"
+    bar = ""
+    if f.progress is not None:
+        filled = round(f.progress * width)
+        bar = f"  [{'█' * filled}{'·' * (width - filled)}] {f.progress:4.0%}  ETA {_dur(f.eta_s)}"
+    return f"{line}\n{f.phase}  {_dur(f.elapsed_s)} elapsed{bar}"
+
+
+def render_counts(f: Frame) -> str:
+    """Outcome counters and failures by class."""
+    errors = "  ".join(f"{k} {v}" for k, v in sorted(f.errors.items())) or "none"
+    rate = f.req_rate[-1] if f.req_rate else 0.0
+    tok = f.tok_rate[-1] if f.tok_rate else 0.0
+    return (
+        f"sent {f.sent}   in flight {f.in_flight}\n"
+        f"ok {f.ok}   failed {f.failed}   cancelled {f.cancelled}\n"
+        f"failed by class: {errors}\n"
+        f"{rate:.1f} req/s   {tok:.0f} output tok/s"
+    )
+
+
+def render_histogram(f: Frame, width: int = 36) -> str:
+    """The selected metric's distribution as text bars over log buckets."""
+    if not f.buckets:
+        return f"{f.metric} ({f.category}): no values yet"
+    top = max(c for _, _, c in f.buckets) or 1
+    lines = [f"{f.metric} ({f.category}), log buckets"]
+    for lo, hi, c in f.buckets:
+        bar = "█" * max(1 if c else 0, round(c / top * width))
+        lines.append(f"{_ms(lo):>8}-{_ms(hi):<8} ms {bar} {c}")
+    return "\n".join(lines)
+
+
+def render_faults(f: Frame) -> str:
+    """The fault timeline: each window, its state and its verdict when known."""
+    if not f.faults:
+        return "no fault windows"
+    lines = []
+    for w in f.faults:
+        verdict = f"  {w.verdict.upper()}" if w.verdict else ""
+        lines.append(
+            f"{w.name:<18} {w.kind:<10} {w.start_s:6.1f}-{w.end_s:<6.1f}s {w.state:<10}{verdict}"
+        )
+        if w.reason and w.verdict:
+            lines.append(f"    {w.reason}")
+    return "\n".join(lines)
+
+
+def render_server(f: Frame) -> str:
+    """Scraped server metrics: acceptance, running and waiting requests, KV use."""
+    if not f.server:
+        return "no server metrics scraped"
+    names = (
+        ("acceptance_rate", "acceptance"),
+        ("running", "running"),
+        ("waiting", "waiting"),
+        ("kv_cache_usage", "KV cache use"),
+        ("fallbacks", "draft fallbacks"),
+        ("target_rss_mib", "target RSS MiB"),
+        ("gpu_power_w", "GPU power W"),
+    )
+    parts = []
+    for key, label in names:
+        v = f.server.get(key)
+        if v is not None:
+            parts.append(f"{label} {v:.3g}" if isinstance(v, float) else f"{label} {v}")
+    return "   ".join(parts) or "no server metrics scraped"
+
+
+def fault_state(start_s: float, end_s: float, after_s: float, now_s: float) -> str:
+    """Where ``now_s`` is relative to a window and its after-phase of ``after_s``."""
+    if now_s < start_s:
+        return "upcoming"
+    if now_s < end_s:
+        return "active"
+    if now_s < end_s + after_s:
+        return "recovering"
+    return "ended"
+
+
+def series(values: Sequence[float], n: int = 120) -> tuple[float, ...]:
+    """The last ``n`` values (a sparkline needs at least one)."""
+    return tuple(values[-n:]) or (0.0,)
