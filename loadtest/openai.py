@@ -156,19 +156,23 @@ class StreamReader:
         choices = obj.get("choices")
         if not choices:
             return  # e.g. the usage-only chunk with empty choices
-        if not isinstance(choices, list):
+        # Type checks inline (``type(x) is``): this runs once per token chunk.
+        if type(choices) is not list:
             raise ProtocolError("choices is not a list")
-        choice = _obj(choices[0], "choices[0]")
+        choice = choices[0]
+        if type(choice) is not dict:
+            choice = _obj(choice, "choices[0]")
         fr = choice.get("finish_reason")
         if fr:
             self.finish_reason = str(fr)
         delta = choice.get("delta" if streamed else "message")
         carried = False
         if delta:
-            delta = _obj(delta, "delta" if streamed else "message")
+            if type(delta) is not dict:
+                delta = _obj(delta, "delta" if streamed else "message")
             text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
             if text:
-                self.content_chars += len(_str(text, "content"))
+                self.content_chars += len(text if type(text) is str else _str(text, "content"))
                 if self._text is not None:
                     self._text.append(text)
                 carried = True

@@ -132,6 +132,11 @@ class Runner:
         return self._stop.is_set()
 
     @property
+    def warming_up(self) -> bool:
+        """True before the warm-up has ended."""
+        return _perf() < self._warmup_end_ns
+
+    @property
     def measured(self) -> int:
         """Measured (not warm-up) requests sent so far."""
         return self._measured

@@ -205,3 +205,18 @@ def test_view_of_a_folder_that_is_not_a_run_is_a_usage_error(tmp_path: Path) -> 
     from loadtest.cli import main
 
     assert main(["view", str(tmp_path)]) == 2
+
+
+def test_percentiles_read_from_the_counts_equal_hdrhs_own() -> None:
+    import random
+
+    from loadtest.tui.frame import percentile_rows
+
+    h = new_histogram()
+    rng = random.Random(3)
+    for _ in range(5000):
+        h.record_value(max(1, int(rng.lognormvariate(9, 1.5))))
+    (_, n, p50, p90, p99, top) = percentile_rows({"ttft_ms": h})[0]
+    assert n == 5000
+    assert [p50, p90, p99] == [h.get_value_at_percentile(q) / 1e3 for q in (50, 90, 99)]
+    assert top == h.get_max_value() / 1e3

@@ -89,7 +89,7 @@ class Dashboard(App[None]):
         self,
         prepare: Callable[[], Awaitable[Runner]] | None = None,
         replay: ReplaySource | None = None,
-        refresh_s: float = 0.25,
+        refresh_s: float = 0.5,
     ) -> None:
         super().__init__()
         self._prepare = prepare
@@ -103,6 +103,7 @@ class Dashboard(App[None]):
         self.last_frame: Frame | None = None
         self.screenshots: list[Path] = []
         self._refresh_s = refresh_s
+        self._shown: dict[str, object] = {}
 
     def compose(self) -> ComposeResult:
         """Header, percentiles and counters, series and histogram, faults, server."""
@@ -157,25 +158,39 @@ class Dashboard(App[None]):
             return
         f = self.source.frame(self.metric, self.category)
         self.last_frame = f
-        self.query_one("#header", Static).update(render_header(f))
+        # Only what changed is handed to Textual: every update costs a repaint.
+        self._text("#header", render_header(f))
         table = self.query_one("#latency", DataTable)
         for metric, count, *pcts in f.percentiles:
             marker = "▶ " if metric == f.metric else ""
-            table.update_cell(metric, "metric", f"{marker}{metric}")
-            table.update_cell(metric, "count", str(count))
-            for col, v in zip(_COLS[1:], pcts, strict=True):
-                table.update_cell(metric, col, "-" if v is None else f"{v:.2f}")
-        self.query_one("#latency", DataTable).border_title = f"latency, category {f.category}"
-        self.query_one("#counts", Static).update(render_counts(f))
+            cells = [f"{marker}{metric}", str(count)]
+            cells += ["-" if v is None else f"{v:.2f}" for v in pcts]
+            for col, text in zip(("metric", *_COLS), cells, strict=True):
+                if self._changed(f"{metric}/{col}", text):
+                    table.update_cell(metric, col, text)
+        if self._changed("#latency/title", f.category):
+            table.border_title = f"latency, category {f.category}"
+        self._text("#counts", render_counts(f))
         for wid, values in (("#req", f.req_rate), ("#tok", f.tok_rate), ("#ttft", f.ttft_p95)):
-            self.query_one(wid, Sparkline).data = list(values)
-        self.query_one("#req-label", Static).update(f"requests/s  {f.req_rate[-1]:.1f}")
-        self.query_one("#tok-label", Static).update(f"output tokens/s  {f.tok_rate[-1]:.0f}")
-        self.query_one("#ttft-label", Static).update(f"TTFT p95 (ms)  {f.ttft_p95[-1]:.1f}")
-        hist = self.query_one("#histogram", Static)
-        hist.update(render_histogram(f, max(8, hist.size.width - 30)))
-        self.query_one("#faults", Static).update(render_faults(f))
-        self.query_one("#server", Static).update(render_server(f))
+            if self._changed(wid, values):
+                self.query_one(wid, Sparkline).data = list(values)
+        self._text("#req-label", f"requests/s  {f.req_rate[-1]:.1f}")
+        self._text("#tok-label", f"output tokens/s  {f.tok_rate[-1]:.0f}")
+        self._text("#ttft-label", f"TTFT p95 (ms)  {f.ttft_p95[-1]:.1f}")
+        width = max(8, self.query_one("#histogram", Static).size.width - 30)
+        self._text("#histogram", render_histogram(f, width))
+        self._text("#faults", render_faults(f))
+        self._text("#server", render_server(f))
+
+    def _changed(self, key: str, value: object) -> bool:
+        if self._shown.get(key) == value:
+            return False
+        self._shown[key] = value
+        return True
+
+    def _text(self, wid: str, text: str) -> None:
+        if self._changed(wid, text):
+            self.query_one(wid, Static).update(text)
 
     # -- keys ----------------------------------------------------------------------------
     def action_stop(self) -> None:

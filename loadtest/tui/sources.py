@@ -68,14 +68,15 @@ class LiveSource:
         frac, eta = progress(
             elapsed, sc.load.warmup_s, sc.load.duration_s, sc.load.requests, r.measured
         )
-        snap = r.snapshot()
+        # Not runner.snapshot(): its percentiles walk hdrh's counts in pure Python.
+        in_flight = r.in_flight
         phase = (
             "paused"
             if r.paused
             else "stopping"
             if r.stopping
             else "warm-up"
-            if snap.warmup
+            if r.warming_up
             else "measuring"
         )
         return Frame(
@@ -86,12 +87,12 @@ class LiveSource:
             phase=phase,
             progress=frac,
             eta_s=eta,
-            sent=snap.sent,
-            ok=snap.ok,
-            failed=snap.failed,
-            cancelled=snap.cancelled,
-            in_flight=snap.in_flight,
-            errors=snap.errors,
+            sent=m.sent + in_flight,
+            ok=m.outcomes["ok"],
+            failed=m.outcomes["failed"],
+            cancelled=m.outcomes["cancelled"],
+            in_flight=in_flight,
+            errors=dict(m.errors),
             category=category,
             categories=("all", *sorted(m.by_category)),
             metric=metric,
