@@ -177,10 +177,33 @@ class Client:
         ``cancel_after_*`` arguments cancel the request on purpose (a fault): the
         connection is closed mid-stream and the record carries ``cancel_ns``.
         """
+        reader = StreamReader(self.config.keep_outputs)
+        return await self._send(
+            reader, index, prompt, body, intended_ns, warmup, cancel_after_tokens, cancel_after_ms
+        )
+
+    async def exchange(
+        self, *, index: int, prompt: Prompt, body: bytes, intended_ns: int, warmup: bool
+    ) -> tuple[RequestRecord, StreamReader]:
+        """Like ``send``, and also the reader: the answer's text and tool calls (agents)."""
+        reader = StreamReader(keep_text=True)
+        rec = await self._send(reader, index, prompt, body, intended_ns, warmup, None, None)
+        return rec, reader
+
+    async def _send(
+        self,
+        reader: StreamReader,
+        index: int,
+        prompt: Prompt,
+        body: bytes,
+        intended_ns: int,
+        warmup: bool,
+        cancel_after_tokens: int | None,
+        cancel_after_ms: float | None,
+    ) -> RequestRecord:
         assert self._session is not None, "use Client as an async context manager"
         task = asyncio.current_task()
         assert task is not None
-        reader = StreamReader(self.config.keep_outputs)
         sent = _perf()
         flight = _Flight(task, sent + self._first_byte_ns, sent + self._total_ns)
         self._flights.add(flight)

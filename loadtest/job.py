@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.agent.driver import AgentDriver
+from loadtest.agent.spec import TaskPool, build_tasks
 from loadtest.auth import AuthSpec, resolve_api_key, tls_context
 from loadtest.client import discover_model
 from loadtest.datasets import PromptPool, build_pool
 from loadtest.deployment import Deployment, plan_deployment, say
 from loadtest.errors import UsageError
 from loadtest.report import build_summary, render_faults, render_table, write_results
+from loadtest.report.table import render_agent
 from loadtest.runner import RunConfig, Runner, RunOutcome
 from loadtest.scenario import Scenario, load_scenario
 from loadtest.slo import parse_slo_flag
@@ -205,7 +208,7 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
     say(_start_notes(scenario, options, key))
     options = dataclasses.replace(options, api_key=key)
     t_load = time.perf_counter()
-    pool, counts = build_pool(scenario)
+    pool, counts = _load(scenario)
     prompt_load_s = time.perf_counter() - t_load
     run_dir = Path(options.out) / _run_id(scenario.name)
     deployment = plan_deployment(scenario, options.endpoint, run_dir)
@@ -226,6 +229,8 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
     summary = _finish(runner, outcome, counts, extra)
     print(render_table(summary))
+    if summary.get("agent"):
+        print(render_agent(summary["agent"]))
     if summary.get("faults"):
         print(render_faults(summary["faults"]))
     print(f"\nresults: {runner.config.run_dir}")
@@ -236,7 +241,7 @@ async def _prepare(
     scenario: Scenario,
     dep: Deployment,
     options: RunOptions,
-    pool: PromptPool,
+    pool: PromptPool | TaskPool,
     run_dir: Path,
     tls: ssl.SSLContext | bool,
 ) -> Runner:
@@ -257,7 +262,21 @@ async def _prepare(
         tls=tls,
         record_outputs=options.record_outputs,
     )
+    if isinstance(pool, TaskPool):
+        assert scenario.agent is not None
+        agent = AgentDriver(scenario.agent, pool, scenario.seed)
+        return Runner(cfg, None, rig=dep.rig, agent=agent)
     return Runner(cfg, pool, rig=dep.rig)
+
+
+def _load(scenario: Scenario) -> tuple[PromptPool | TaskPool, dict[str, int]]:
+    """The prompts of a scenario, or the tasks of an agent scenario, with counts."""
+    if scenario.agent is None:
+        return build_pool(scenario)
+    tasks = build_tasks(scenario.tasks, scenario.seed)
+    if not tasks.size:
+        raise UsageError(f"{scenario.path}: the [[tasks]] sources hold no tasks")
+    return tasks, {"tasks": tasks.size}
 
 
 def _run_plain(
@@ -334,5 +353,7 @@ def _finish(
     summary["faults"] = list(outcome.faults)
     summary["server"] = outcome.server
     summary["server_timings"] = outcome.metrics.server_timings.summary()
+    if outcome.agent is not None:
+        summary["agent"] = outcome.agent
     write_results(cfg.run_dir, summary, outcome.metrics)
     return summary

@@ -37,6 +37,8 @@ __all__ = [
 
 METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms", "dispatch_lag_ms")
 CORRECTED = ("ttft_ms", "e2e_ms", "tool_call_ms")
+AGENT_METRICS = ("valid_call_ms", "task_ms", "task_steps", "task_retries")
+"""Recorded by agent sessions only (``loadtest.agent``): per step and per task."""
 """Metrics measured from the send time, which therefore have a ``*_corrected`` twin."""
 
 _LOWEST, _HIGHEST, _DIGITS = 1, 3_600_000_000, 3
@@ -87,7 +89,9 @@ def record_many(hist: HdrHistogram, values: Sequence[int]) -> int:
 class MetricSet:
     """One histogram per metric name (``ttft_ms``, ``ttft_ms_corrected``, ...)."""
 
-    NAMES = METRICS + tuple(f"{m}_corrected" for m in CORRECTED) + ("tokens_per_chunk",)
+    NAMES = (
+        METRICS + tuple(f"{m}_corrected" for m in CORRECTED) + ("tokens_per_chunk",) + AGENT_METRICS
+    )
 
     def __init__(self) -> None:
         self.hists = {name: new_histogram() for name in self.NAMES}
@@ -215,11 +219,15 @@ class Metrics:
         self.estimated_token_requests += rec.tokens_estimated
         self._e2e_sum_us += (rec.end_ns - rec.sent_ns) / 1e3
         self._e2e_n += 1
-        cat = self.by_category.get(rec.category)
-        if cat is None:
-            cat = self.by_category[rec.category] = MetricSet()
-        for ms in (self.interval, cat):
+        for ms in (self.interval, self.category(rec.category)):
             self._record(ms, rec)
+
+    def category(self, name: str) -> MetricSet:
+        """The (cumulative) metric set of one category."""
+        cat = self.by_category.get(name)
+        if cat is None:
+            cat = self.by_category[name] = MetricSet()
+        return cat
 
     def _record(self, ms: MetricSet, rec: RequestRecord) -> None:
         expected = self._e2e_sum_us / self._e2e_n if self.closed_loop and self._e2e_n else 0.0

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from loadtest.agent.driver import AgentDriver
 from loadtest.atomic import LineLog
 from loadtest.client import Client, ClientConfig
 from loadtest.datasets import Prompt, PromptPool
@@ -70,6 +71,8 @@ class RunOutcome:
     """One verdict entry per fault window (empty without a fault plan)."""
     server: dict[str, Any] | None = None
     """Scraped server metrics: acceptance rate and peaks (None when not scraped)."""
+    agent: dict[str, Any] | None = None
+    """Task-level figures of an agent scenario (None otherwise)."""
 
 
 class Runner:
@@ -78,13 +81,16 @@ class Runner:
     def __init__(
         self,
         config: RunConfig,
-        pool: PromptPool,
+        pool: PromptPool | None,
         *,
         clock: Clock | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
         rig: FaultRig | None = None,
+        agent: AgentDriver | None = None,
     ) -> None:
         self.config = config
+        self.agent = agent
+        """Runs a task per unit of load in agent scenarios (None: a request per unit)."""
         self.scenario = config.scenario
         self.pool = pool
         self.clock = clock or MonotonicClock()
@@ -172,7 +178,28 @@ class Runner:
         return self.paused
 
     async def _one_task(self, index: int, intended: int) -> None:
-        await self._one(index, intended)
+        await self._unit(index, intended)
+
+    async def _unit(self, index: int, intended: int) -> float | None:
+        """One unit of load: a request, or a whole task in an agent scenario.
+
+        Returns the Retry-After of a rate-limited answer, if any.
+        """
+        if self.agent is not None:
+            await self.agent.run(self, index, intended)
+            return None
+        rec = await self._one(index, intended)
+        return rec.retry_after_s
+
+    @property
+    def client(self) -> Client:
+        """The open client (only while the run goes)."""
+        assert self._client is not None, "the run has not started"
+        return self._client
+
+    def warming_up_at(self, ns: int) -> bool:
+        """True when a unit intended at ``ns`` falls in the warm-up."""
+        return ns < self._warmup_end_ns
 
     def snapshot(self) -> Snapshot:
         """A read-only view of the run so far."""
@@ -217,6 +244,8 @@ class Runner:
                 self._client = client
                 if self.rig is not None:
                     await self.rig.begin(self.t0_ns, self, run_dir)
+                if self.agent is not None:
+                    await self.agent.open(run_dir, self.t0_ns)
                 if self.closed_loop:
                     await self._closed_loop()
                 else:
@@ -227,6 +256,8 @@ class Runner:
             if self.rig is not None:
                 await self.rig.finish()
                 await self.rig.close()
+            if self.agent is not None:
+                await self.agent.close()
             self._roll()
             self._hlog.close()
             self._jsonl.close()
@@ -245,6 +276,7 @@ class Runner:
             interrupted=self._interrupted,
             faults=faults,
             server=server,
+            agent=self.agent.summary(self) if self.agent is not None else None,
         )
 
     def _take_index(self, intended_ns: int) -> int | None:
@@ -265,6 +297,7 @@ class Runner:
 
     async def _one(self, index: int, intended_ns: int) -> RequestRecord:
         assert self._client is not None
+        assert self.pool is not None, "a request-per-unit run needs prompts"
         prompt = self.pool.draw()
         order = self.rig.cancel_order(intended_ns) if self.rig is not None else None
         rec = await self._client.send(
@@ -276,7 +309,7 @@ class Runner:
             cancel_after_tokens=order.after_tokens if order else None,
             cancel_after_ms=order.after_ms if order else None,
         )
-        self._account(rec, prompt)
+        self.account(rec, prompt)
         return rec
 
     def _body(self, prompt: Prompt) -> bytes:
@@ -296,10 +329,15 @@ class Runner:
             self._bodies[id(prompt)] = body
         return body
 
-    def _account(self, rec: RequestRecord, prompt: Prompt) -> None:
+    def account(
+        self, rec: RequestRecord, prompt: Prompt, extra: dict[str, Any] | None = None
+    ) -> None:
+        """Count one finished request and write its line (``extra`` fields added)."""
         self.metrics.add(rec)
         assert self._jsonl is not None
         line: dict[str, Any] = rec.to_json(self.t0_ns)
+        if extra:
+            line.update(extra)
         if self.config.record_chunks:
             line["token_chunk_ms"] = [round((t - rec.sent_ns) / 1e6, 4) for t in rec.token_chunk_ns]
         if self.scenario.record_prompts:
@@ -335,11 +373,11 @@ class Runner:
             index = self._take_index(intended)
             if index is None:
                 break
-            rec = await self._one(index, intended)
+            retry_after = await self._unit(index, intended)
             intended = _perf() + think_ns
-            if rec.retry_after_s:
+            if retry_after:
                 # Told to come back later, a session waits as a well-behaved client does.
-                intended += int(min(rec.retry_after_s, MAX_RETRY_AFTER_S) * 1e9)
+                intended += int(min(retry_after, MAX_RETRY_AFTER_S) * 1e9)
                 if self._end_ns is not None:
                     intended = min(intended, self._end_ns)
             if intended > _perf():
@@ -392,7 +430,7 @@ class Runner:
 
     async def _arrival(self, index: int, intended: int, cap: asyncio.Semaphore | None) -> None:
         try:
-            await self._one(index, intended)
+            await self._unit(index, intended)
         finally:
             if cap is not None:
                 cap.release()
@@ -455,3 +493,5 @@ class Runner:
             self._hlog.write_interval(interval, (start - self.t0_ns) / 1e9, (now - start) / 1e9)
         if self._jsonl is not None:
             self._jsonl.flush()
+        if self.agent is not None:
+            self.agent.flush()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.agent.spec import AgentSpec, TaskSource, parse_agent, parse_tasks
 from loadtest.auth import DEFAULT_KEY_ENV, AuthSpec
 from loadtest.errors import ScenarioError
 from loadtest.faults.plan import (
@@ -130,6 +131,10 @@ class Scenario:
     """How the built-in simulator is set up when no endpoint is given."""
     auth: AuthSpec = field(default_factory=AuthSpec)
     """Where the API key comes from (never the key itself)."""
+    agent: AgentSpec | None = None
+    """Agent sessions: each unit of load is a multi-step task (None: single requests)."""
+    tasks: tuple[TaskSource, ...] = ()
+    """The ``[[tasks]]`` sources of an agent scenario."""
     bound_defaulted: bool = False
     """True when the scenario named neither a duration nor a request count."""
 
@@ -154,7 +159,19 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
     top = Table(data, path, "")
     name = top.get("name", str, Path(path).stem, "a string")
     sources_raw = top.get("sources", list, None, "an array of [[sources]] tables")
-    if not sources_raw:
+    agent = parse_agent(top.sub("agent")) if "agent" in data else None
+    tasks: tuple[TaskSource, ...] = ()
+    if agent is not None:
+        top.used.add("tasks")
+        tasks = parse_tasks(data.get("tasks"), path, base)
+        if sources_raw:
+            raise ScenarioError(
+                path, "sources", "an agent scenario takes [[tasks]], not [[sources]]"
+            )
+        sources_raw = []
+    elif "tasks" in data:
+        raise ScenarioError(path, "tasks", "[[tasks]] needs an [agent] table (agent sessions)")
+    elif not sources_raw:
         raise ScenarioError(path, "sources", "at least one [[sources]] table is required")
     sources = tuple(_source(s, path, f"sources[{i}]", base) for i, s in enumerate(sources_raw))
     model = top.get("model", str, None, "a string")
@@ -202,6 +219,8 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
         target=target,
         sim=sim,
         auth=auth,
+        agent=agent,
+        tasks=tasks,
         bound_defaulted=not ({"duration_s", "requests"} & set(data.get("load", {}))),
     )
 

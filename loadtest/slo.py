@@ -38,6 +38,8 @@ SLO_METRICS = (
     "ttft_ms_corrected",
     "e2e_ms_corrected",
     "tool_call_ms_corrected",
+    "valid_call_ms",
+    "task_ms",
 )
 SLO_STATS = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
 _PER_REQUEST = ("ttft_ms", "tpot_ms", "e2e_ms", "tool_call_ms")

@@ -35,10 +35,14 @@ def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> dic
     return out
 
 
+# Counts, not latencies (they are in ``tokens_per_chunk`` and the ``agent`` section).
+_NOT_LATENCY = ("tokens_per_chunk", "task_steps", "task_retries")
+
+
 def _metric_block(ms: MetricSet) -> dict[str, Any]:
     out = {}
     for name, hist in ms.hists.items():
-        if name == "tokens_per_chunk":
+        if name in _NOT_LATENCY:
             continue
         out[name] = metric_stats(hist, ms.sums[name])
     return out

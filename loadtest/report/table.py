@@ -4,7 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_faults", "render_table"]
+__all__ = ["render_agent", "render_faults", "render_table"]
+
+
+def render_agent(agent: dict[str, Any]) -> str:
+    """Task outcomes, steps, retries and where task time went, as text."""
+    rate = agent["completion_rate"]
+    lines = [
+        f"agent tasks: {agent['tasks']} ended, {agent['completed']} completed"
+        + (f" ({rate:.0%})" if rate is not None else "")
+        + f", {agent['failed']} failed, {agent['step_limit']} hit the step limit, "
+        f"{agent['cancelled']} cancelled"
+        + ("  errors: " + ", ".join(f"{k} {v}" for k, v in agent["errors"].items()))
+        * bool(agent["errors"]),
+    ]
+    steps, retries = agent["steps"], agent["retries"]
+    if steps.get("count"):
+        lines.append(
+            f"steps per task: mean {steps['mean']:.1f}  max {steps['max']:.0f}   "
+            f"retries per task: mean {retries['mean']:.2f}  max {retries['max']:.0f}"
+        )
+    if agent.get("validity_rate") is not None:
+        lines.append(f"valid calls: {agent['validity_rate']:.1%} of responses with calls")
+    if agent.get("expected_match_rate") is not None:
+        lines.append(f"calls matching the expected function: {agent['expected_match_rate']:.1%}")
+    shares = agent.get("time_shares") or {}
+    if shares:
+        parts = "  ".join(f"{p} {v['p50']:.1%}/{v['p95']:.1%}" for p, v in shares.items())
+        lines.append(f"share of task time (p50/p95): {parts}")
+    return "\n".join(lines)
+
 
 _ROWS = (
     ("TTFT", "ttft_ms"),
@@ -14,6 +43,8 @@ _ROWS = (
     ("end-to-end", "e2e_ms"),
     ("end-to-end (corrected)", "e2e_ms_corrected"),
     ("time to valid tool call", "tool_call_ms"),
+    ("agent: time to valid call", "valid_call_ms"),
+    ("agent: task time", "task_ms"),
     ("dispatch lag", "dispatch_lag_ms"),
 )
 _COLS = ("count", "p50", "p90", "p99", "p999", "max")

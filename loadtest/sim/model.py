@@ -87,6 +87,10 @@ class SimConfig:
     min_output_fraction: float = 0.5
     """Output length is drawn uniformly between this fraction of max_tokens and all of it."""
     invalid_tool_rate: float = 0.0
+    agent_steps: int = 2
+    """Agent sessions: with this many tool results since the last user message, answer
+    in text instead of calling a tool again (a turn of agent_steps calls and an answer).
+    Requests without tool results always get a call, as before."""
     diverge_rate: float = 0.0
     """Share of text answers whose last word differs from the plan: a deliberate bug, so
     that the output-equivalence check of ``loadtest ab`` can be seen to fail."""
@@ -201,7 +205,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> Respo
     tool_name = None
     arguments = None
     tools = request.get("tools")
-    if tools and isinstance(tools, list):
+    if tools and isinstance(tools, list) and tool_results(request) < cfg.agent_steps:
         fn = rng.choice(tools).get("function", {})
         tool_name = str(fn.get("name", "tool"))
         args = fake_arguments(fn.get("parameters") or {}, rng)
@@ -234,6 +238,23 @@ def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> Respo
         fail_status=fail,
         disconnect_after=disconnect,
     )
+
+
+def tool_results(request: dict[str, Any]) -> int:
+    """Tool results since the last user message, not counting rejections.
+
+    A rejection is the error loadtest sends back for an invalid call (a JSON object with
+    an ``error`` key): the model is asked to call again, not to move on.
+    """
+    n = 0
+    for m in reversed(request.get("messages") or ()):
+        if not isinstance(m, dict) or m.get("role") == "user":
+            break
+        if m.get("role") == "tool":
+            content = m.get("content")
+            if not (isinstance(content, str) and content.startswith('{"error"')):
+                n += 1
+    return n
 
 
 def _prompt_chars(request: dict[str, Any]) -> int:
