@@ -68,6 +68,12 @@ def add_run_flags(p: argparse.ArgumentParser, *, single_load: bool = True) -> No
     )
     p.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
     p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="driver processes, each with its share of the load; results merged (default: 1)",
+    )
+    p.add_argument(
         "--loop",
         choices=("asyncio", "uvloop"),
         default="asyncio",
@@ -105,6 +111,7 @@ def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
         "record_outputs": getattr(args, "record_outputs", False),
         "keepalive": not args.no_keepalive,
         "uvloop": args.loop == "uvloop",
+        "workers": args.workers,
     }
     values.update(over)
     return RunOptions(**values)

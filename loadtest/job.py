@@ -62,6 +62,8 @@ class RunOptions:
     record_outputs: bool = False
     temperature: float | None = None
     """Overrides the scenario's sampling temperature (``ab`` uses 0)."""
+    workers: int = 1
+    """Driver processes (``--workers``); their metrics are merged."""
     slo: tuple[str, ...] = ()
     """``--slo`` values (``ttft_ms.p95=500``), on top of the scenario's ``[slo]``."""
     record_chunks: bool = False
@@ -211,6 +213,8 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
     pool, counts = _load(scenario)
     prompt_load_s = time.perf_counter() - t_load
     run_dir = Path(options.out) / _run_id(scenario.name)
+    if options.workers > 1:
+        return _run_workers(scenario, options, counts, run_dir, prompt_load_s)
     deployment = plan_deployment(scenario, options.endpoint, run_dir)
     say(deployment.notes)
     try:
@@ -235,6 +239,80 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
         print(render_faults(summary["faults"]))
     print(f"\nresults: {runner.config.run_dir}")
     return summary, runner.config.run_dir, outcome.interrupted
+
+
+def _run_workers(
+    scenario: Scenario,
+    options: RunOptions,
+    counts: dict[str, int],
+    run_dir: Path,
+    prompt_load_s: float,
+) -> tuple[dict[str, Any], Path, bool]:
+    """``--workers N``: the endpoint and model here, the load in N processes, merged."""
+    from loadtest.workers import run_workers, split_load
+
+    unsupported = [
+        what
+        for what, present in (
+            ("[faults]", bool(scenario.faults.events)),
+            ("[target]", scenario.target is not None),
+            ("agent sessions", scenario.agent is not None),
+            ("the dashboard", False),
+        )
+        if present
+    ]
+    if unsupported:
+        raise UsageError(
+            f"--workers does not combine with {', '.join(unsupported)} yet; use --workers 1"
+        )
+    plans = split_load(scenario.load, options.workers, scenario.seed)
+    deployment = plan_deployment(scenario, options.endpoint, run_dir)
+    say(deployment.notes)
+    try:
+        tls = tls_context(options.ca_bundle, options.insecure)
+        model = scenario.model or asyncio.run(
+            discover_model(deployment.endpoint, options.api_key, tls=tls)
+        )
+        configs = [
+            RunConfig(
+                scenario=dataclasses.replace(scenario, load=p.load, seed=p.seed),
+                endpoint=deployment.endpoint,
+                model=model,
+                run_dir=run_dir / f"worker-{p.index}",
+                api_key=options.api_key,
+                record_chunks=options.record_chunks,
+                keepalive=options.keepalive and scenario.load.keepalive,
+                record_outputs=options.record_outputs,
+                arrival_phase_ns=p.phase_ns,
+            )
+            for p in plans
+        ]
+        say([f"--workers {options.workers}: {len(plans)} driver processes, merged"])
+        metrics, frame = run_workers(configs, plans, run_dir, (options.ca_bundle, options.insecure))
+    finally:
+        deployment.stop()
+    warmup_end = frame["t0_ns"] + int(scenario.load.warmup_s * 1e9)
+    measured_from = max(warmup_end, metrics.measure_start_ns or warmup_end)
+    measured_to = metrics.last_end_ns or measured_from
+    summary = build_summary(
+        run_id=run_dir.name,
+        scenario=scenario,
+        endpoint=deployment.endpoint,
+        model=model,
+        metrics=metrics,
+        started_wall=frame["started_wall"],
+        duration_s=frame["duration_s"],
+        measured_s=max(measured_to - measured_from, 1) / 1e9,
+        interrupted=frame["interrupted"],
+        prompts=counts,
+    )
+    summary["run"].update({"prompt_load_s": round(prompt_load_s, 3), "workers": len(plans)})
+    summary["faults"], summary["server"] = [], None
+    summary["server_timings"] = metrics.server_timings.summary()
+    write_results(run_dir, summary, metrics)
+    print(render_table(summary))
+    print(f"\nresults: {run_dir}")
+    return summary, run_dir, frame["interrupted"]
 
 
 async def _prepare(

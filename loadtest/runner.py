@@ -55,6 +55,8 @@ class RunConfig:
     """aiohttp's ``ssl=``: verify (True), trust a private CA (a context) or not (False)."""
     record_outputs: bool = False
     """Keep a digest and the head of every answer in requests.jsonl."""
+    arrival_phase_ns: int = 0
+    """Open loop: the arrival schedule starts this late (workers interleave their own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +412,7 @@ class Runner:
         async for _, intended in pace(
             arrival_offsets_ns(plan, self.scenario.seed),
             self.clock,
-            start_ns=self.t0_ns,
+            start_ns=self.t0_ns + self.config.arrival_phase_ns,
             until_ns=self._end_ns,
         ):
             if self._idle_until(intended) is not None:

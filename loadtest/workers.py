@@ -1,0 +1,268 @@
+"""``--workers N``: N driver processes, one event loop each, merged into one run.
+
+The parent resolves the endpoint and the model, then starts N worker processes
+(``spawn``: nothing of the parent's event loop or sockets is inherited), each with its
+share of the load: closed-loop sessions and request counts are divided; an open-loop
+rate R becomes N processes at R/N. Independent Poisson processes at R/N add up to a
+Poisson process at R exactly; constant arrivals are interleaved by starting worker i
+i/R late; gamma arrivals are approximated (a sum of gamma processes is not gamma).
+
+All workers start at one instant (``perf_counter_ns`` is the system's monotonic clock,
+the same in every process). Each writes its own files under ``worker-<i>/`` and, at
+its end, its metrics as encoded HdrHistograms; the parent adds them (exact), writes the
+usual files of a run (merged ``requests.jsonl`` with a ``worker`` field, a merged
+``histograms.hlog``, ``summary.json``) and prints the merged progress every 5 s.
+
+Workers run in their own process group: a Ctrl-C reaches the parent only, which passes
+each signal on exactly once (a second Ctrl-C then cancels in every worker).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadtest.atomic import write_atomic
+from loadtest.errors import UsageError
+from loadtest.metrics import Metrics, MetricSet
+from loadtest.scenario import LoadSpec, Scenario
+
+__all__ = ["WorkerPlan", "run_workers", "split_load"]
+
+_START_DELAY_NS = 3_000_000_000
+"""Time for N fresh interpreters to import loadtest before the common start."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """What one worker runs."""
+
+    index: int
+    load: LoadSpec
+    seed: int
+    phase_ns: int
+
+
+def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
+    """The share of each of ``n`` workers; ``UsageError`` when it cannot be split."""
+    if n < 1:
+        raise UsageError("--workers must be at least 1")
+    plans = []
+    for i in range(n):
+        changes: dict[str, Any] = {}
+        phase = 0
+        if load.mode == "closed":
+            share = load.concurrency // n + (i < load.concurrency % n)
+            if share < 1:
+                raise UsageError(
+                    f"{load.concurrency} sessions cannot be split over {n} workers: "
+                    "give each worker at least one (--concurrency >= --workers)"
+                )
+            changes["concurrency"] = share
+        else:
+            changes["rate"] = load.rate / n
+            if load.concurrency:
+                changes["concurrency"] = max(1, load.concurrency // n)
+            if load.rate_ceiling:
+                changes["rate_ceiling"] = load.rate_ceiling / n
+            if load.mode == "constant":
+                phase = int(i * 1e9 / load.rate)
+        if load.requests is not None:
+            share_r = load.requests // n + (i < load.requests % n)
+            if share_r < 1:
+                raise UsageError(f"{load.requests} requests cannot be split over {n} workers")
+            changes["requests"] = share_r
+        plans.append(WorkerPlan(i, dataclasses.replace(load, **changes), seed + 7919 * i, phase))
+    return plans
+
+
+def _worker_main(payload: dict[str, Any]) -> None:
+    """Entry of a worker process: run its share, write its metrics and outcome."""
+    os.setpgrp()  # signals come from the parent only, once each
+    import asyncio
+
+    from loadtest.auth import tls_context
+    from loadtest.datasets import build_pool
+    from loadtest.merge import encode_metrics
+    from loadtest.runner import Runner
+
+    # An SSLContext does not cross process boundaries: each worker builds its own.
+    cfg = dataclasses.replace(payload["config"], tls=tls_context(*payload["tls"]))
+    run_dir = Path(cfg.run_dir)
+
+    async def main() -> None:
+        pool, _ = build_pool(cfg.scenario)
+        runner = Runner(cfg, pool)
+        loop = asyncio.get_running_loop()
+        presses = 0
+
+        def on_signal() -> None:
+            nonlocal presses
+            presses += 1
+            if presses == 1:
+                runner.stop()
+            else:
+                runner.cancel_in_flight()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        delay = (payload["start_ns"] - time.perf_counter_ns()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+        ticker = asyncio.create_task(_progress(runner, run_dir))
+        try:
+            outcome = await runner.run()
+        finally:
+            ticker.cancel()
+        result = {
+            "metrics": encode_metrics(outcome.metrics),
+            "t0_ns": outcome.t0_ns,
+            "started_wall": outcome.started_wall,
+            "duration_s": outcome.duration_s,
+            "interrupted": outcome.interrupted,
+        }
+        write_atomic(run_dir / "result.json", orjson.dumps(result))
+
+    asyncio.run(main())
+
+
+async def _progress(runner: Any, run_dir: Path) -> None:
+    import asyncio
+
+    while True:
+        await asyncio.sleep(1.0)
+        m = runner.metrics
+        state = {
+            "sent": m.sent,
+            "ok": m.outcomes["ok"],
+            "failed": m.outcomes["failed"],
+            "in_flight": runner.in_flight,
+            "rate": m.rate_history[-1] if m.rate_history else 0.0,
+            "tok_rate": m.token_rate_history[-1] if m.token_rate_history else 0.0,
+        }
+        write_atomic(run_dir / "progress.json", orjson.dumps(state))
+
+
+def run_workers(
+    configs: list[Any], plans: list[WorkerPlan], run_dir: Path, tls: tuple[str | None, bool]
+) -> tuple[Metrics, dict[str, Any]]:
+    """Start one process per config, wait, merge; returns (metrics, the run's frame).
+
+    ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``).
+    """
+    from loadtest.merge import merge_metrics
+
+    ctx = multiprocessing.get_context("spawn")
+    start_ns = time.perf_counter_ns() + _START_DELAY_NS
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=({"config": cfg, "start_ns": start_ns, "tls": tls},),
+            name=f"loadtest-worker-{p.index}",
+        )
+        for cfg, p in zip(configs, plans, strict=True)
+    ]
+    for proc in procs:
+        proc.start()
+    presses = {"n": 0}
+
+    def forward(sig: int, _frame: Any) -> None:
+        presses["n"] += 1
+        if presses["n"] == 1 and sig == signal.SIGINT:
+            print(
+                "\nstopping: waiting for in-flight requests (again to cancel them)",
+                file=sys.stderr,
+            )
+        for proc in procs:
+            if proc.pid is not None and proc.is_alive():
+                os.kill(proc.pid, sig)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        last = time.monotonic()
+        while any(p.is_alive() for p in procs):
+            for p in procs:
+                p.join(0.2)
+            if time.monotonic() - last >= 5:
+                last = time.monotonic()
+                _print_progress([Path(c.run_dir) for c in configs])
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    results = []
+    for cfg, proc in zip(configs, procs, strict=True):
+        path = Path(cfg.run_dir) / "result.json"
+        if not path.exists():
+            raise UsageError(
+                f"worker {proc.name} ended (exit {proc.exitcode}) without results; "
+                f"see {cfg.run_dir}"
+            )
+        results.append(orjson.loads(path.read_bytes()))
+    t0 = min(r["t0_ns"] for r in results)
+    scenario: Scenario = configs[0].scenario
+    merged = merge_metrics(
+        [r["metrics"] for r in results], closed_loop=scenario.load.mode == "closed", t0_ns=t0
+    )
+    started_wall = min(r["started_wall"] for r in results)
+    _merge_files([Path(c.run_dir) for c in configs], run_dir, started_wall)
+    frame = {
+        "t0_ns": t0,
+        "started_wall": started_wall,
+        "duration_s": max(r["duration_s"] for r in results),
+        "interrupted": any(r["interrupted"] for r in results),
+    }
+    return merged, frame
+
+
+def _print_progress(dirs: list[Path]) -> None:
+    states = []
+    for d in dirs:
+        try:
+            states.append(orjson.loads((d / "progress.json").read_bytes()))
+        except (OSError, orjson.JSONDecodeError):
+            continue
+    if not states:
+        return
+    total = {k: sum(s[k] for s in states) for k in states[0]}
+    print(
+        f"[{len(states)} workers] sent {total['sent']} ok {total['ok']} failed {total['failed']} "
+        f"in flight {total['in_flight']}  {total['rate']:.1f} req/s "
+        f"{total['tok_rate']:.0f} tok/s",
+        file=sys.stderr,
+    )
+
+
+def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
+    """requests.jsonl (lines tagged with their worker) and histograms.hlog (by interval)."""
+    from loadtest.report.hlog import HlogWriter, read_intervals
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "requests.jsonl", "wb") as out:
+        for i, d in enumerate(dirs):
+            suffix = b',"worker":' + str(i).encode() + b"}"
+            with open(d / "requests.jsonl", "rb") as f:
+                for raw in f:
+                    line = raw.rstrip(b"\n")
+                    if line.endswith(b"}"):
+                        out.write(line[:-1] + suffix + b"\n")
+    per_worker = [read_intervals(d / "histograms.hlog") for d in dirs]
+    n = max((len(v) for w in per_worker for v in w.values()), default=0)
+    writer = HlogWriter(run_dir / "histograms.hlog", started_wall)
+    for k in range(n):
+        ms = MetricSet()
+        start, length = 0.0, 1.0
+        for w in per_worker:
+            for tag, items in w.items():
+                if k < len(items) and tag in ms.hists:
+                    start, length, h = items[k]
+                    ms.hists[tag].add(h)
+        writer.write_interval(ms, start, length)
+    writer.close()

@@ -1,0 +1,166 @@
+"""``--workers N``: splitting the load, merging the histograms, whole runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from loadtest.errors import UsageError
+from loadtest.merge import encode_metrics, merge_metrics
+from loadtest.metrics import Metrics
+from loadtest.record import RequestRecord
+from loadtest.report.hlog import read_hlog
+from loadtest.scenario import LoadSpec
+from loadtest.workers import split_load
+from tests.conftest import read_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_closed_loop_sessions_and_counts_are_divided() -> None:
+    plans = split_load(LoadSpec(mode="closed", concurrency=7, requests=10), 3, seed=5)
+    assert [p.load.concurrency for p in plans] == [3, 2, 2]
+    assert [p.load.requests for p in plans] == [4, 3, 3]
+    assert len({p.seed for p in plans}) == 3
+    with pytest.raises(UsageError, match="at least one"):
+        split_load(LoadSpec(mode="closed", concurrency=2), 3, seed=0)
+
+
+def test_open_loop_rates_are_divided_and_constant_arrivals_interleaved() -> None:
+    poisson = split_load(LoadSpec(mode="poisson", rate=90.0, concurrency=0), 3, seed=0)
+    assert [p.load.rate for p in poisson] == [30.0, 30.0, 30.0]
+    assert {p.phase_ns for p in poisson} == {0}
+    constant = split_load(LoadSpec(mode="constant", rate=100.0, concurrency=0), 4, seed=0)
+    # Each worker sends every 40 ms; starting 0, 10, 20, 30 ms in, the merged stream is
+    # one arrival every 10 ms.
+    assert [p.phase_ns for p in constant] == [0, 10_000_000, 20_000_000, 30_000_000]
+
+
+def _record(i: int, ttft_ms: float, category: str) -> RequestRecord:
+    sent = 1_000_000_000 + i * 1_000_000
+    first = sent + int(ttft_ms * 1e6)
+    return RequestRecord(
+        index=i,
+        prompt_id="p",
+        source="s",
+        category=category,
+        warmup=False,
+        intended_ns=sent,
+        sent_ns=sent,
+        end_ns=first + 5_000_000,
+        outcome="ok" if i % 7 else "failed",
+        error_class=None if i % 7 else "http_5xx",
+        first_token_ns=first,
+        last_token_ns=first + 4_000_000,
+        token_chunk_ns=(first, first + 2_000_000, first + 4_000_000),
+        chunks=3,
+        output_tokens=3,
+    )
+
+
+def test_merged_histograms_equal_one_histogram_of_every_value() -> None:
+    records = [_record(i, 5 + (i * 37) % 200, "ab"[i % 2]) for i in range(300)]
+    single = Metrics(closed_loop=False, t0_ns=0)
+    parts = [Metrics(closed_loop=False, t0_ns=0) for _ in range(3)]
+    for i, rec in enumerate(records):
+        single.add(rec)
+        parts[i % 3].add(rec)
+    for m in (single, *parts):
+        m.roll(1.0)
+    merged = merge_metrics([encode_metrics(p) for p in parts], closed_loop=False, t0_ns=0)
+    assert merged.outcomes == single.outcomes and merged.errors == single.errors
+    for name, h in single.total.hists.items():
+        other = merged.total.hists[name]
+        assert other.get_total_count() == h.get_total_count(), name
+        for q in (50, 90, 99, 99.9, 100):
+            assert other.get_value_at_percentile(q) == h.get_value_at_percentile(q), name
+        assert merged.total.sums[name] == pytest.approx(single.total.sums[name])
+    assert merged.by_category.keys() == single.by_category.keys()
+    assert merged.measure_start_ns == single.measure_start_ns
+    assert merged.last_end_ns == single.last_end_ns
+
+
+def _scenario(tmp: Path, load: str) -> Path:
+    path = tmp / "w.toml"
+    path.write_text(
+        'name = "w"\nmax_tokens = 24\n[[sources]]\nkind = "inline"\n'
+        'prompts = ["a", "b", "c", "d"]\n[load]\n' + load + "[sim]\nttft_ms = 5.0\nitl_ms = 1.0\n"
+    )
+    return path
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loadtest", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+
+
+def test_two_workers_account_for_every_request_and_merge_their_files(tmp_path: Path) -> None:
+    sc = _scenario(tmp_path, "concurrency = 6\nrequests = 300\n")
+    res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    (run_dir,) = (tmp_path / "out").iterdir()
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    assert s["run"]["workers"] == 2
+    assert s["requests"]["sent"] == s["requests"]["ok"] == 300
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert len(rows) == 300 and {r["worker"] for r in rows} == {0, 1}
+    per_worker = [len(read_jsonl(run_dir / f"worker-{i}" / "requests.jsonl")) for i in (0, 1)]
+    assert per_worker == [150, 150]
+    hlog = read_hlog(run_dir / "histograms.hlog")
+    assert hlog["ttft_ms"].get_total_count() == s["metrics"]["ttft_ms"]["count"] == 300
+
+
+def test_open_loop_rate_is_kept_across_workers(tmp_path: Path) -> None:
+    sc = _scenario(tmp_path, 'mode = "poisson"\nrate = 80.0\nduration_s = 4\n')
+    res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    (run_dir,) = (tmp_path / "out").iterdir()
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    # 320 arrivals expected; a Poisson count's sd is ~18.
+    assert 250 < s["requests"]["sent"] < 390
+    assert s["requests"]["sent"] == s["requests"]["ok"] + s["requests"]["failed"]
+
+
+def test_ctrl_c_stops_every_worker_and_the_merged_results_are_written(tmp_path: Path) -> None:
+    sc = _scenario(tmp_path, "concurrency = 4\nduration_s = 60\ngrace_s = 0.5\n")
+    out = tmp_path / "out"
+    argv = ["run", str(sc), "--no-tui", "--workers", "2", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadtest", *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    time.sleep(7)  # spawn, the common start, a few seconds of load
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    (run_dir,) = out.iterdir()
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    r = s["requests"]
+    assert s["run"]["interrupted"] is True and r["sent"] > 0
+    assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"]
+    assert r["sent"] == len(read_jsonl(run_dir / "requests.jsonl"))
+
+
+def test_workers_refuse_what_they_cannot_split_yet(tmp_path: Path) -> None:
+    sc = _scenario(tmp_path, "concurrency = 4\nrequests = 10\n")
+    text = sc.read_text() + '[faults]\n[[faults.events]]\nkind = "idle"\nat_s = 1\nduration_s = 1\n'
+    sc.write_text(text)
+    res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and "--workers does not combine with [faults]" in res.stderr
