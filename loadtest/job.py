@@ -363,19 +363,14 @@ def _run_plain(
     async def main() -> tuple[Runner, RunOutcome]:
         runner = await prepare()
         loop = asyncio.get_running_loop()
-        presses = 0
 
         def on_signal() -> None:
-            nonlocal presses
-            presses += 1
-            if presses == 1:
+            if not runner.stopping:
                 print(
                     "\nstopping: waiting for in-flight requests (again to cancel them)",
                     file=sys.stderr,
                 )
-                runner.stop()
-            else:
-                runner.cancel_in_flight()
+            runner.on_stop_signal()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)

@@ -108,6 +108,7 @@ class Runner:
             goodput_limits=self.scenario.slo.request_limits(),
         )
         self._stop = asyncio.Event()
+        self._stop_signals = 0
         self.paused = False
         """True while the user has paused the load (the dashboard's ``p``)."""
         self._abort = asyncio.Event()
@@ -128,6 +129,14 @@ class Runner:
         """Stop scheduling; in-flight requests get the grace period, then are cancelled."""
         self._interrupted = True
         self._stop.set()
+
+    def on_stop_signal(self) -> None:
+        """Ctrl-C or SIGTERM: the first stops gracefully, any later one cancels at once."""
+        self._stop_signals += 1
+        if self._stop_signals == 1:
+            self.stop()
+        else:
+            self.cancel_in_flight()
 
     def cancel_in_flight(self) -> None:
         """Stop at once: cancel in-flight requests without waiting out the grace period."""

@@ -102,18 +102,8 @@ def _worker_main(payload: dict[str, Any]) -> None:
         pool, _ = build_pool(cfg.scenario)
         runner = Runner(cfg, pool)
         loop = asyncio.get_running_loop()
-        presses = 0
-
-        def on_signal() -> None:
-            nonlocal presses
-            presses += 1
-            if presses == 1:
-                runner.stop()
-            else:
-                runner.cancel_in_flight()
-
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
+            loop.add_signal_handler(sig, runner.on_stop_signal)
         delay = (payload["start_ns"] - time.perf_counter_ns()) / 1e9
         if delay > 0:
             await asyncio.sleep(delay)
