@@ -74,6 +74,12 @@ def add_run_flags(p: argparse.ArgumentParser, *, single_load: bool = True) -> No
         help="driver processes, each with its share of the load; results merged (default: 1)",
     )
     p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the --workers as tasks on a Ray cluster (ADDRESS of its head, or auto); "
+        "needs the ray extra",
+    )
+    p.add_argument(
         "--loop",
         choices=("asyncio", "uvloop"),
         default="asyncio",
@@ -112,6 +118,7 @@ def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
         "keepalive": not args.no_keepalive,
         "uvloop": args.loop == "uvloop",
         "workers": args.workers,
+        "ray": args.ray,
     }
     values.update(over)
     return RunOptions(**values)

@@ -30,14 +30,13 @@ from typing import Any
 
 import orjson
 
-from loadtest.atomic import write_atomic
 from loadtest.errors import UsageError
 from loadtest.metrics import Metrics, MetricSet
 from loadtest.scenario import LoadSpec, Scenario
 
 __all__ = ["WorkerPlan", "run_workers", "split_load"]
 
-_START_DELAY_NS = 3_000_000_000
+_START_DELAY_S = 3.0
 """Time for N fresh interpreters to import loadtest before the common start."""
 
 
@@ -85,77 +84,65 @@ def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
 
 
 def _worker_main(payload: dict[str, Any]) -> None:
-    """Entry of a worker process: run its share, write its metrics and outcome."""
+    """Entry of a local worker process."""
     os.setpgrp()  # signals come from the parent only, once each
-    import asyncio
+    from loadtest.worker_main import worker_run
 
-    from loadtest.auth import tls_context
-    from loadtest.datasets import build_pool
-    from loadtest.merge import encode_metrics
-    from loadtest.runner import Runner
-
-    # An SSLContext does not cross process boundaries: each worker builds its own.
-    cfg = dataclasses.replace(payload["config"], tls=tls_context(*payload["tls"]))
-    run_dir = Path(cfg.run_dir)
-
-    async def main() -> None:
-        pool, _ = build_pool(cfg.scenario)
-        runner = Runner(cfg, pool)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, runner.on_stop_signal)
-        delay = (payload["start_ns"] - time.perf_counter_ns()) / 1e9
-        if delay > 0:
-            await asyncio.sleep(delay)
-        ticker = asyncio.create_task(_progress(runner, run_dir))
-        try:
-            outcome = await runner.run()
-        finally:
-            ticker.cancel()
-        result = {
-            "metrics": encode_metrics(outcome.metrics),
-            "t0_ns": outcome.t0_ns,
-            "started_wall": outcome.started_wall,
-            "duration_s": outcome.duration_s,
-            "interrupted": outcome.interrupted,
-        }
-        write_atomic(run_dir / "result.json", orjson.dumps(result))
-
-    asyncio.run(main())
-
-
-async def _progress(runner: Any, run_dir: Path) -> None:
-    import asyncio
-
-    while True:
-        await asyncio.sleep(1.0)
-        m = runner.metrics
-        state = {
-            "sent": m.sent,
-            "ok": m.outcomes["ok"],
-            "failed": m.outcomes["failed"],
-            "in_flight": runner.in_flight,
-            "rate": m.rate_history[-1] if m.rate_history else 0.0,
-            "tok_rate": m.token_rate_history[-1] if m.token_rate_history else 0.0,
-        }
-        write_atomic(run_dir / "progress.json", orjson.dumps(state))
+    worker_run(payload)
 
 
 def run_workers(
-    configs: list[Any], plans: list[WorkerPlan], run_dir: Path, tls: tuple[str | None, bool]
+    configs: list[Any],
+    plans: list[WorkerPlan],
+    run_dir: Path,
+    tls: tuple[str | None, bool],
+    ray_address: str | None = None,
 ) -> tuple[Metrics, dict[str, Any]]:
-    """Start one process per config, wait, merge; returns (metrics, the run's frame).
+    """Run the workers (local processes, or Ray tasks), wait, merge.
 
-    ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``).
+    ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``). Returns
+    the merged metrics and the run's frame (start, duration, measured window, stopped).
     """
     from loadtest.merge import merge_metrics
 
+    if ray_address is not None:
+        from loadtest.ray_backend import run_on_ray
+
+        results = run_on_ray(configs, tls, ray_address, _START_DELAY_S, _stop_notice)
+    else:
+        results = _run_local(configs, plans, tls)
+    scenario: Scenario = configs[0].scenario
+    merged = merge_metrics(
+        [r["metrics"] for r in results],
+        closed_loop=scenario.load.mode == "closed",
+        t0_ns=min(r["t0_ns"] for r in results),
+    )
+    started_wall = min(r["started_wall"] for r in results)
+    _merge_files([Path(c.run_dir) for c in configs], run_dir, started_wall)
+    frame = {
+        "started_wall": started_wall,
+        "duration_s": max(r["duration_s"] for r in results),
+        # The workers measured over one common window (they started together); the
+        # longest of their windows covers it. Clocks of other machines are not compared.
+        "measured_s": max(r["measured_s"] for r in results),
+        "interrupted": any(r["interrupted"] for r in results),
+    }
+    return merged, frame
+
+
+def _stop_notice() -> None:
+    print("\nstopping: waiting for in-flight requests (again to cancel them)", file=sys.stderr)
+
+
+def _run_local(
+    configs: list[Any], plans: list[WorkerPlan], tls: tuple[str | None, bool]
+) -> list[dict[str, Any]]:
     ctx = multiprocessing.get_context("spawn")
-    start_ns = time.perf_counter_ns() + _START_DELAY_NS
+    start_wall = time.time() + _START_DELAY_S
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=({"config": cfg, "start_ns": start_ns, "tls": tls},),
+            args=({"config": cfg, "start_wall": start_wall, "tls": tls},),
             name=f"loadtest-worker-{p.index}",
         )
         for cfg, p in zip(configs, plans, strict=True)
@@ -167,10 +154,7 @@ def run_workers(
     def forward(sig: int, _frame: Any) -> None:
         presses["n"] += 1
         if presses["n"] == 1 and sig == signal.SIGINT:
-            print(
-                "\nstopping: waiting for in-flight requests (again to cancel them)",
-                file=sys.stderr,
-            )
+            _stop_notice()
         for proc in procs:
             if proc.pid is not None and proc.is_alive():
                 os.kill(proc.pid, sig)
@@ -196,20 +180,7 @@ def run_workers(
                 f"see {cfg.run_dir}"
             )
         results.append(orjson.loads(path.read_bytes()))
-    t0 = min(r["t0_ns"] for r in results)
-    scenario: Scenario = configs[0].scenario
-    merged = merge_metrics(
-        [r["metrics"] for r in results], closed_loop=scenario.load.mode == "closed", t0_ns=t0
-    )
-    started_wall = min(r["started_wall"] for r in results)
-    _merge_files([Path(c.run_dir) for c in configs], run_dir, started_wall)
-    frame = {
-        "t0_ns": t0,
-        "started_wall": started_wall,
-        "duration_s": max(r["duration_s"] for r in results),
-        "interrupted": any(r["interrupted"] for r in results),
-    }
-    return merged, frame
+    return results
 
 
 def _print_progress(dirs: list[Path]) -> None:
