@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from loadtest.scrape import parse_metrics
@@ -119,3 +121,23 @@ async def test_a_client_disconnect_frees_the_slot(
         m = await _metrics(s, target.url)
     assert m["running"] == 0
     assert m["cancellations"] == 1
+
+
+def test_sim_processes_share_one_port() -> None:
+    import urllib.request
+
+    from loadtest.sim.process import SimProcess
+
+    sim = SimProcess(SimConfig(procs=2, ttft_ms=2.0, itl_ms=0.5))
+    url = sim.start()
+    try:
+        pids = set()
+        for _ in range(40):  # a new connection each time: the kernel picks a process
+            with urllib.request.urlopen(url + "/health", timeout=5) as resp:
+                pids.add(orjson.loads(resp.read())["pid"])
+        assert len(pids) == 2
+    finally:
+        sim.stop()
+    for pid in pids:  # the followers stop with the leader
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

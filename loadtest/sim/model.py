@@ -104,6 +104,12 @@ class SimConfig:
     """Most chunks written in one write when tokens are due together."""
     max_running: int = 0
     """Requests served at once; more wait in a queue (0 = no limit)."""
+    procs: int = 1
+    """Server processes sharing the port (SO_REUSEPORT): the kernel spreads connections
+    over them, so the simulator can outrun a driver. ``/sim/truth`` and ``/metrics`` then
+    answer for the process the request reached."""
+    reuse_port: bool = False
+    """Bind with SO_REUSEPORT (set for the processes of ``procs``; not needed by hand)."""
     role: str = "model"
     """``model`` serves the OpenAI API; ``draft`` serves proposals to a target."""
     draft_url: str = ""
@@ -141,6 +147,8 @@ class SimConfig:
 
     def check(self) -> None:
         """Raise ``UsageError`` naming the first setting out of range."""
+        if self.procs < 1:
+            raise UsageError(f"sim procs must be at least 1, not {self.procs}")
         if self.role not in ("model", "draft"):
             raise UsageError(f"sim role must be 'model' or 'draft', not {self.role!r}")
         if self.draft_mode not in ("ok", "garbage", "hang"):

@@ -150,9 +150,14 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
     app = build_for(config)
     runner = _runner(app)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=4096)
+    shared = config.procs > 1 or config.reuse_port
+    site = web.TCPSite(runner, host, port, backlog=4096, reuse_port=shared or None)
     await site.start()
     bound = runner.addresses[0][1]
+    # procs > 1: this process leads; the others bind the same port and share it.
+    followers = _start_followers(
+        replace(config, procs=1, reuse_port=True, load_s=0.0), host, bound, config.procs - 1
+    )
     print(f"{READY_PREFIX}http://{host}:{bound}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -161,7 +166,23 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
     try:
         await stop.wait()
     finally:
+        for f in followers:
+            f.stop()
         await runner.cleanup()
+
+
+def _start_followers(config: SimConfig, host: str, port: int, n: int) -> list[SimProcess]:
+    followers = []
+    try:
+        for _ in range(n):
+            follower = SimProcess(config, host, port)
+            follower.start()
+            followers.append(follower)
+    except BaseException:
+        for f in followers:
+            f.stop()
+        raise
+    return followers
 
 
 class SpecDeployment:

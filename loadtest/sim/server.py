@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import hashlib
+import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -72,8 +73,8 @@ class SimServer:
         return web.json_response(body)
 
     async def health(self, request: web.Request) -> web.Response:
-        """``GET /health``."""
-        body: dict[str, Any] = {"status": "ok", "running": self.running}
+        """``GET /health``: status, running requests, and the pid (one of ``procs``)."""
+        body: dict[str, Any] = {"status": "ok", "running": self.running, "pid": os.getpid()}
         if self.engine is not None:
             body["speculating"] = self.engine.speculating
         return web.json_response(body)
