@@ -104,6 +104,7 @@ class Client:
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         self._flights: set[_Flight] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._validator = ToolValidator()
@@ -125,9 +126,13 @@ class Client:
         )
         # auto_decompress costs nothing on identity streams (it checks one header) and
         # keeps a server that gzips its stream anyway measurable.
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=cfg.timeouts.connect_s),
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=cfg.timeouts.connect_s)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        # Resends after a stale keep-alive connection must not pick another pooled one
+        # (it may be stale too): they go through a pool that never keeps connections.
+        self._fresh = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, force_close=True, ssl=cfg.ssl),
+            timeout=timeout,
         )
         self._watchdog = asyncio.create_task(self._sweep(), name="loadtest-timeouts")
         return self
@@ -138,6 +143,8 @@ class Client:
             await asyncio.gather(self._watchdog, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
+        if self._fresh is not None:
+            await self._fresh.close()
 
     @property
     def in_flight(self) -> int:
@@ -296,11 +303,9 @@ class Client:
             if isinstance(exc, aiohttp.ClientConnectorError):
                 raise  # could not connect at all: not a stale connection
             self.stale_retries += 1
-            return await self._session.post(
-                self.config.url,
-                data=body,
-                headers={**self._headers, "Connection": "close"},
-                allow_redirects=False,
+            assert self._fresh is not None
+            return await self._fresh.post(
+                self.config.url, data=body, headers=self._headers, allow_redirects=False
             )
 
     def _injected(

@@ -118,7 +118,7 @@ async def test_baseline_run_records_usage_and_timings(baseline: str, tmp_path: P
     rig = FaultRig(make_scenario({"requests": 1}).faults, metrics_url=baseline + "/metrics")
     outcome = await _run(baseline, tmp_path, rig=rig)
     rows = read_jsonl(tmp_path / "requests.jsonl")
-    assert [r["outcome"] for r in rows] == ["ok"] * 4
+    assert [r["outcome"] for r in rows] == ["ok"] * 4, [r["error"] for r in rows]
     for r in rows:
         assert r["prompt_tokens"] > 0 and not r["tokens_estimated"]
         assert r["server_timings"]["prompt_ms"] > 0
