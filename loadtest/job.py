@@ -427,6 +427,7 @@ def _finish(
     summary["faults"] = list(outcome.faults)
     summary["server"] = outcome.server
     summary["server_timings"] = outcome.metrics.server_timings.summary()
+    summary["requests"]["resent_stale_connection"] = runner.stale_retries
     if outcome.agent is not None:
         summary["agent"] = outcome.agent
     write_results(cfg.run_dir, summary, outcome.metrics)

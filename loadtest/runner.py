@@ -109,6 +109,8 @@ class Runner:
         )
         self._stop = asyncio.Event()
         self._stop_signals = 0
+        self.stale_retries = 0
+        """Requests resent once because a pooled keep-alive connection had gone stale."""
         self.paused = False
         """True while the user has paused the load (the dashboard's ``p``)."""
         self._abort = asyncio.Event()
@@ -272,6 +274,8 @@ class Runner:
             self._roll()
             self._hlog.close()
             self._jsonl.close()
+            if self._client is not None:
+                self.stale_retries = self._client.stale_retries
             self._client = None
         end = _perf()
         faults, server = self.rig.judge(run_dir) if self.rig is not None else ((), None)

@@ -63,6 +63,8 @@ def test_run_without_endpoint_uses_the_simulator_and_writes_every_file(tmp_path:
     summary = orjson.loads((run_dir / "summary.json").read_bytes())
     assert summary["requests"]["sent"] == 30 == summary["requests"]["ok"]
     assert summary["run"]["model"] == "sim-llm"
+    # The simulator keeps its connections alive: nothing had to be resent.
+    assert summary["requests"]["resent_stale_connection"] == 0
     assert len(read_jsonl(run_dir / "requests.jsonl")) == 30
     assert "Value     Percentile TotalCount" in (run_dir / "ttft_ms.hgrm").read_text()
 
