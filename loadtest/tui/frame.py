@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from loadtest.metrics import bucket_arrays
+
 __all__ = [
     "DASH_METRICS",
     "FaultRow",
@@ -76,28 +78,6 @@ class Frame:
     server: Mapping[str, Any] | None = None
 
 
-def _buckets(hist: HdrHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(lowest value, highest equivalent value, count) of every non-empty bucket, in µs.
-
-    hdrh walks its counts in pure Python (a percentile or an iteration costs tens of ms
-    on a full histogram); reading the counts array with numpy costs well under 1 ms, so
-    drawing stays cheap beside the load. The arithmetic is hdrh's ``get_value_from_index``.
-    """
-    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
-    idx = np.flatnonzero(counts)
-    half_mag = hist.sub_bucket_half_count_magnitude
-    half = hist.sub_bucket_half_count
-    bucket = (idx >> half_mag) - 1
-    sub = (idx & (half - 1)) + half
-    low_bucket = bucket < 0
-    sub = np.where(low_bucket, sub - half, sub)
-    bucket = np.where(low_bucket, 0, bucket)
-    shift = bucket + hist.unit_magnitude
-    lowest = sub.astype(np.int64) << shift
-    highest = lowest + (np.int64(1) << shift) - 1
-    return lowest, highest, counts[idx].astype(np.int64)
-
-
 def percentile_rows(hists: Mapping[str, HdrHistogram]) -> tuple[PercentileRow, ...]:
     """(metric, count, p50, p90, p99, max) in ms for each dashboard metric.
 
@@ -111,7 +91,7 @@ def percentile_rows(hists: Mapping[str, HdrHistogram]) -> tuple[PercentileRow, .
         if h is None or not n:
             rows.append((m, 0, None, None, None, None))
             continue
-        _, highest, counts = _buckets(h)
+        _, highest, counts = bucket_arrays(h)
         cum = np.cumsum(counts)
         total = int(cum[-1])
         p = []
@@ -128,7 +108,7 @@ def log_buckets(
     """Counts in log-spaced buckets (``per_decade`` per factor of 10), ms edges."""
     if hist is None or not hist.get_total_count():
         return ()
-    lowest, _, counts = _buckets(hist)
+    lowest, _, counts = bucket_arrays(hist)
     k = np.floor(np.log10(np.maximum(lowest, 1)) * per_decade).astype(np.int64)
     lo = int(k.min())
     per = np.bincount(k - lo, weights=counts)

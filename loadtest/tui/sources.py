@@ -17,7 +17,7 @@ import orjson
 from hdrh.histogram import HdrHistogram
 
 from loadtest.errors import UsageError
-from loadtest.metrics import new_histogram, record_many
+from loadtest.metrics import fast_percentile, new_histogram, record_many
 from loadtest.report.hlog import read_intervals
 from loadtest.runner import Runner
 from loadtest.scrape import acceptance
@@ -247,10 +247,7 @@ class ReplaySource:
             req_rate=series([h.get_total_count() / max(n, 1e-9) for _, n, h in e2e]),
             tok_rate=series(tok_rate),
             ttft_p95=series(
-                [
-                    h.get_value_at_percentile(95) / 1e3 if h.get_total_count() else 0.0
-                    for _, _, h in ttft
-                ]
+                [fast_percentile(h, 95) / 1e3 if h.get_total_count() else 0.0 for _, _, h in ttft]
             ),
             faults=self._faults(t),
             server=_server_view([s for s in self.samples if s.get("t_s", 0) <= t][-2:]),
