@@ -283,8 +283,9 @@ def _serve_llama(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    from loadtest.sim.process import serve, serve_deployment
+    from loadtest.sim.process import die_with_parent, serve, serve_deployment
 
+    die_with_parent()
     config = SimConfig(**{f.name: getattr(args, f.name) for f in fields(SimConfig)})
     config.check()
     try:

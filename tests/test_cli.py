@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -202,12 +204,25 @@ def test_a_killed_run_leaves_whole_request_lines_and_no_half_summary(tmp_path: P
     proc, out = _start_and_wait_for_requests(tmp_path, "duration_s = 60\n", "8")
     time.sleep(1.5)
     proc.kill()
-    proc.communicate(timeout=10)
+    _, err = proc.communicate(timeout=10)
     run_dir = only_run_dir(out)
     rows = read_jsonl(run_dir / "requests.jsonl")  # every line parses
     assert rows
     assert not (run_dir / "summary.json").exists()
     assert not list(run_dir.glob(".*.tmp"))
+    # The simulator it started does not outlive it.
+    sim_url = re.search(r"built-in simulator at (http://\S+)", err)
+    assert sim_url is not None, err
+    host, port = sim_url.group(1).removeprefix("http://").split(":")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+        except OSError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"the simulator at {sim_url.group(1)} outlived the killed run")
 
 
 def test_sim_command_serves_until_terminated() -> None:

@@ -1,6 +1,6 @@
 """Hypothesis fuzzing: parsers never crash; bad scenarios and flags get a clear error.
 
-``bench/fuzz_parsers.py`` runs the parser targets for much longer (with atheris when
+``benchmarks/fuzz_parsers.py`` runs the parser targets for much longer (with atheris when
 installed); here they run for a bounded number of examples on every CI run.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.fuzz_parsers import fuzz_json_chunk, fuzz_stream
+from benchmarks.fuzz_parsers import fuzz_json_chunk, fuzz_stream
 from loadtest.cli import main
 from loadtest.errors import DatasetError, ScenarioError
 from loadtest.scenario import load_scenario, parse_scenario

@@ -40,6 +40,26 @@ def _runner(app: web.Application) -> web.AppRunner:
 
 
 READY_PREFIX = "loadtest sim listening on "
+PARENT_ENV = "LOADTEST_SIM_PARENT"
+"""Set for a simulator started by loadtest: the pid it must not outlive."""
+
+
+def die_with_parent() -> None:
+    """A simulator started by loadtest ends when that process does, even by SIGKILL.
+
+    Linux delivers SIGTERM on the parent's death (``PR_SET_PDEATHSIG``); if the parent
+    is already gone by the time this runs, the simulator exits at once. Elsewhere the
+    parent's ``stop()`` is the only way (there is no portable equivalent).
+    """
+    parent = os.environ.get(PARENT_ENV)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != int(parent):
+        raise SystemExit(0)
 
 
 class InProcessSim:
@@ -101,7 +121,7 @@ class SimProcess:
     def start(self, timeout_s: float = 20.0) -> str:
         """Start the child and wait until it listens; returns its base URL."""
         cmd = sim_command(self.config, self.host, self.port)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{PARENT_ENV: str(os.getpid())})
         self._proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )

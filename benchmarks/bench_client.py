@@ -1,7 +1,7 @@
 """Benchmarks of the driver itself (not a test: prints figures, asserts nothing about speed).
 
-    python -m bench.bench_client            # all three, ~2 minutes
-    python -m bench.bench_client --quick    # shorter runs
+    python -m benchmarks.bench_client            # all three, ~2 minutes
+    python -m benchmarks.bench_client --quick    # shorter runs
 
 1. ingest: token chunks per second one driver process takes in, per CPU-second of the
    driver and per wall second, beside a minimal aiohttp line reader as the yardstick.
@@ -155,8 +155,8 @@ async def _truth(url: str) -> dict[str, dict[str, Any]]:
 def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
     results = {}
     for n in levels:
-        # Slow enough per stream that 1,000 streams stay within one simulator core.
-        itl = 20.0 if n < 1000 else 100.0
+        # Slow enough per stream that the streams stay within one simulator core.
+        itl = 20.0 if n < 1000 else 100.0 if n < 5000 else 500.0
         sim_cfg = SimConfig(
             ttft_ms=30.0, ttft_sigma=0.2, itl_ms=itl, itl_sigma=0.2, min_output_fraction=1.0
         )
@@ -240,6 +240,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="shorter runs")
     ap.add_argument("--only", choices=("ingest", "ttft", "poisson"))
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument(
+        "--levels", default="1,100,1000", help="concurrent streams of the TTFT benchmark"
+    )
     args = ap.parse_args()
     secs = 4.0 if args.quick else 10.0
     report: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
@@ -247,7 +250,7 @@ def main() -> None:
         report["ingest"] = bench_ingest(secs, 64)
         print(json.dumps({"ingest": report["ingest"]}, indent=2), flush=True)
     if args.only in (None, "ttft"):
-        report["ttft"] = bench_ttft([1, 100, 1000], secs)
+        report["ttft"] = bench_ttft([int(x) for x in args.levels.split(",")], secs)
         print(json.dumps({"ttft": report["ttft"]}, indent=2), flush=True)
     if args.only in (None, "poisson"):
         report["poisson"] = bench_poisson(1000.0, 2 * secs)

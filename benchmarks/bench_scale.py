@@ -1,7 +1,7 @@
 """Scale of one driver process (not a test: prints figures, asserts nothing).
 
-    python -m bench.bench_scale streams [--levels 1000,5000]
-    python -m bench.bench_scale long [--requests 1000000]
+    python -m benchmarks.bench_scale streams [--levels 1000,5000]
+    python -m benchmarks.bench_scale long [--requests 1000000]
 
 ``streams``: N sessions hold N slow streams open at once (the simulator, in its own
 process, sends a token every second); once all are open, the driver's RSS above its

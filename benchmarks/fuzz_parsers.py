@@ -1,6 +1,6 @@
 """Fuzz the SSE parser and the OpenAI chunk reader: nothing may crash, hang or grow.
 
-``python -m bench.fuzz_parsers [--seconds S]`` runs coverage-guided fuzzing with atheris
+``python -m benchmarks.fuzz_parsers [--seconds S]`` runs coverage-guided fuzzing with atheris
 when it is installed (``pip install atheris``), else hypothesis for the same time, and
 prints how many inputs ran. The tests run the same targets through hypothesis for a
 bounded number of examples.
@@ -93,7 +93,7 @@ def _with_atheris(seconds: float) -> int:
     # its own closing line ("Done N runs in S second(s)") gives the count.
     proc = subprocess.run(
         [
-            *(sys.executable, "-m", "bench.fuzz_parsers", "--atheris-child"),
+            *(sys.executable, "-m", "benchmarks.fuzz_parsers", "--atheris-child"),
             *(f"-max_total_time={int(seconds)}", "-max_len=4096", "-print_final_stats=1"),
         ],
         capture_output=True,

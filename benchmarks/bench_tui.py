@@ -1,6 +1,6 @@
 """The dashboard's cost to the driver (not a test: prints figures, asserts nothing).
 
-    python -m bench.bench_tui [--seconds 8] [--rounds 3]
+    python -m benchmarks.bench_tui [--seconds 8] [--rounds 3]
 
 The same saturating closed-loop run (64 sessions, 256-token streams from a fast
 simulator in its own process) goes once plain and once under the dashboard (Textual,
