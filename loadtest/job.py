@@ -259,7 +259,6 @@ def _run_workers(
             ("[faults]", bool(scenario.faults.events)),
             ("[target]", scenario.target is not None),
             ("agent sessions", scenario.agent is not None),
-            ("the dashboard", False),
         )
         if present
     ]
@@ -292,7 +291,9 @@ def _run_workers(
         where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
         say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
         tls_spec = (options.ca_bundle, options.insecure)
-        metrics, frame = run_workers(configs, plans, run_dir, tls_spec, options.ray)
+        use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
+        dashboard = (deployment.endpoint, model) if use_tui and not options.ray else None
+        metrics, frame = run_workers(configs, plans, run_dir, tls_spec, options.ray, dashboard)
     finally:
         deployment.stop()
     summary = build_summary(

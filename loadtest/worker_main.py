@@ -53,7 +53,7 @@ def worker_run(
         delay = payload["start_wall"] - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks = [asyncio.create_task(_progress(runner, run_dir))]
+        tasks = [asyncio.create_task(_progress(runner, run_dir, bool(payload.get("live"))))]
         if stop_count is not None:
             tasks.append(asyncio.create_task(_poll_stop(runner, stop_count)))
         try:
@@ -90,7 +90,14 @@ async def _poll_stop(runner: Any, stop_count: Callable[[], int]) -> None:
             runner.on_stop_signal()
 
 
-async def _progress(runner: Any, run_dir: Path) -> None:
+async def _progress(runner: Any, run_dir: Path, live: bool) -> None:
+    """Once a second: counters for progress lines; with ``live``, the metrics too.
+
+    ``live``: the parent shows a dashboard of all workers, built from each worker's
+    encoded histograms (``live.json``), merged as at the end of the run.
+    """
+    from loadtest.merge import encode_metrics
+
     while True:
         await asyncio.sleep(1.0)
         m = runner.metrics
@@ -103,3 +110,13 @@ async def _progress(runner: Any, run_dir: Path) -> None:
             "tok_rate": m.token_rate_history[-1] if m.token_rate_history else 0.0,
         }
         write_atomic(run_dir / "progress.json", orjson.dumps(state))
+        if live:
+            snapshot = {
+                "metrics": encode_metrics(m),
+                "in_flight": runner.in_flight,
+                "measured": runner.measured,
+                "rate_history": m.rate_history[-120:],
+                "token_rate_history": m.token_rate_history[-120:],
+                "ttft_p95_history": m.ttft_p95_history[-120:],
+            }
+            write_atomic(run_dir / "live.json", orjson.dumps(snapshot))

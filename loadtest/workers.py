@@ -97,6 +97,7 @@ def run_workers(
     run_dir: Path,
     tls: tuple[str | None, bool],
     ray_address: str | None = None,
+    dashboard: tuple[str, str] | None = None,
 ) -> tuple[Metrics, dict[str, Any]]:
     """Run the workers (local processes, or Ray tasks), wait, merge.
 
@@ -110,7 +111,7 @@ def run_workers(
 
         results = run_on_ray(configs, tls, ray_address, _START_DELAY_S, _stop_notice)
     else:
-        results = _run_local(configs, plans, tls)
+        results = _run_local(configs, plans, tls, dashboard)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(
         [r["metrics"] for r in results],
@@ -135,14 +136,17 @@ def _stop_notice() -> None:
 
 
 def _run_local(
-    configs: list[Any], plans: list[WorkerPlan], tls: tuple[str | None, bool]
+    configs: list[Any],
+    plans: list[WorkerPlan],
+    tls: tuple[str | None, bool],
+    dashboard: tuple[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     ctx = multiprocessing.get_context("spawn")
     start_wall = time.time() + _START_DELAY_S
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=({"config": cfg, "start_wall": start_wall, "tls": tls},),
+            args=({"config": cfg, "start_wall": start_wall, "tls": tls, "live": bool(dashboard)},),
             name=f"loadtest-worker-{p.index}",
         )
         for cfg, p in zip(configs, plans, strict=True)
@@ -161,6 +165,19 @@ def _run_local(
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        if dashboard is not None:
+            from loadtest.tui import Dashboard
+            from loadtest.tui.sources import WorkersSource
+
+            endpoint, model = dashboard
+            source = WorkersSource(
+                [Path(c.run_dir) for c in configs], configs[0].scenario, endpoint, model
+            )
+            Dashboard(
+                watch=source,
+                finished=lambda: not any(p.is_alive() for p in procs),
+                on_stop=lambda: forward(signal.SIGINT, None),
+            ).run()
         last = time.monotonic()
         while any(p.is_alive() for p in procs):
             for p in procs:

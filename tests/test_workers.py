@@ -164,3 +164,61 @@ def test_workers_refuse_what_they_cannot_split_yet(tmp_path: Path) -> None:
     sc.write_text(text)
     res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "o"))
     assert res.returncode == 2 and "--workers does not combine with [faults]" in res.stderr
+
+
+def _live(tmp: Path, parts: list[Metrics]) -> list[Path]:
+    dirs = []
+    for i, m in enumerate(parts):
+        d = tmp / f"worker-{i}"
+        d.mkdir()
+        snapshot = {
+            "metrics": encode_metrics(m),
+            "in_flight": 2,
+            "measured": m.sent,
+            "rate_history": [10.0, 20.0],
+            "token_rate_history": [100.0, 200.0],
+            "ttft_p95_history": [5.0, 6.0 + i],
+        }
+        (d / "live.json").write_bytes(orjson.dumps(snapshot))
+        dirs.append(d)
+    return dirs
+
+
+async def test_the_dashboard_shows_the_workers_merged(tmp_path: Path) -> None:
+    from loadtest.scenario import parse_scenario
+    from loadtest.tui import Dashboard
+    from loadtest.tui.sources import WorkersSource
+
+    records = [_record(i, 5 + (i * 37) % 200, "ab"[i % 2]) for i in range(200)]
+    single = Metrics(closed_loop=True, t0_ns=0)
+    parts = [Metrics(closed_loop=True, t0_ns=0) for _ in range(2)]
+    for i, rec in enumerate(records):
+        single.add(rec)
+        parts[i % 2].add(rec)
+    for m in (single, *parts):
+        m.roll(1.0)
+    sc = parse_scenario(
+        {"sources": [{"kind": "inline", "prompts": ["x"]}], "load": {"duration_s": 10}}, "w.toml"
+    )
+    source = WorkersSource(_live(tmp_path, parts), sc, "http://x", "m")
+    f = source.frame("ttft_ms", "all")
+    assert (f.ok, f.failed, f.in_flight) == (single.outcomes["ok"], single.outcomes["failed"], 4)
+    assert f.req_rate == (20.0, 40.0) and f.ttft_p95 == (5.0, 7.0)
+    ttft = next(r for r in f.percentiles if r[0] == "ttft_ms")
+    h = single.total.hists["ttft_ms"]
+    assert ttft[1] == h.get_total_count() and ttft[2] == h.get_value_at_percentile(50) / 1e3
+    assert source.frame("ttft_ms", "a").categories == ("all", "a", "b")
+
+    done = {"flag": False}
+    stops: list[int] = []
+    app = Dashboard(
+        watch=source, finished=lambda: done["flag"], on_stop=lambda: stops.append(1), refresh_s=0.1
+    )
+    async with app.run_test(size=(120, 48)) as pilot:
+        await pilot.pause(0.3)
+        assert app.last_frame is not None and "2/2 workers" in app.last_frame.phase
+        await pilot.press("q")
+        assert stops == [1]
+        done["flag"] = True
+        await pilot.pause(0.5)
+    assert not app.is_running

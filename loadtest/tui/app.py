@@ -90,11 +90,19 @@ class Dashboard(App[None]):
         prepare: Callable[[], Awaitable[Runner]] | None = None,
         replay: ReplaySource | None = None,
         refresh_s: float = 0.5,
+        *,
+        watch: FrameSource | None = None,
+        finished: Callable[[], bool] | None = None,
+        on_stop: Callable[[], None] | None = None,
     ) -> None:
+        """Live (``prepare``), replayed (``replay``), or watching other processes
+        (``watch``: until ``finished()``; ``q`` calls ``on_stop``)."""
         super().__init__()
         self._prepare = prepare
         self.replay = replay
-        self.source: FrameSource | None = replay
+        self.source: FrameSource | None = replay or watch
+        self._finished = finished
+        self._on_stop = on_stop
         self.runner: Runner | None = None
         self.outcome: RunOutcome | None = None
         self.error: BaseException | None = None
@@ -137,6 +145,8 @@ class Dashboard(App[None]):
         if self._prepare is not None:
             self.run_worker(self._run(), exclusive=True, name="loadtest-run")
             self.set_interval(self._refresh_s, self.refresh_view)
+        elif self._finished is not None:
+            self.set_interval(self._refresh_s, self._watch_tick)
         else:
             # After the first layout, so the histogram knows its width.
             self.call_after_refresh(self.refresh_view)
@@ -192,11 +202,20 @@ class Dashboard(App[None]):
         if self._changed(wid, text):
             self.query_one(wid, Static).update(text)
 
+    def _watch_tick(self) -> None:
+        assert self._finished is not None
+        if self._finished():
+            self.exit()
+        else:
+            self.refresh_view()
+
     # -- keys ----------------------------------------------------------------------------
     def action_stop(self) -> None:
         """Live: stop scheduling, in-flight requests get the grace period. Replay: quit."""
         if self.runner is not None:
             self.runner.stop()
+        elif self._on_stop is not None:
+            self._on_stop()  # watching workers: each stops as on Ctrl-C (again: at once)
         elif self.replay is not None:
             self.exit()
 
@@ -211,6 +230,8 @@ class Dashboard(App[None]):
             paused = self.runner.toggle_pause()
             self.notify("load paused" if paused else "load resumed")
             self.refresh_view()
+        elif self._on_stop is not None:
+            self.notify("pause is not available with --workers")
 
     def action_metric(self) -> None:
         """Show the next metric's distribution."""

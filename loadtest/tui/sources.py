@@ -17,7 +17,7 @@ import orjson
 from hdrh.histogram import HdrHistogram
 
 from loadtest.errors import UsageError
-from loadtest.metrics import fast_percentile, new_histogram, record_many
+from loadtest.metrics import Metrics, fast_percentile, new_histogram, record_many
 from loadtest.report.hlog import read_intervals
 from loadtest.runner import Runner
 from loadtest.scrape import acceptance
@@ -32,12 +32,30 @@ from loadtest.tui.frame import (
     series,
 )
 
-__all__ = ["LiveSource", "ReplaySource"]
+__all__ = ["LiveSource", "ReplaySource", "WorkersSource"]
 
 
 def _after_span(start_s: float, end_s: float) -> float:
     # The same after-phase the verdicts use (faults.verdict): 5..30 s.
     return min(max(end_s - start_s, 5.0), 30.0)
+
+
+def _metrics_view(m: Metrics, in_flight: int, metric: str, category: str) -> dict[str, Any]:
+    """The ``Frame`` fields that come from a ``Metrics``: counters and distributions."""
+    hists = m.total.hists if category == "all" else m.category(category).hists
+    return {
+        "sent": m.sent + in_flight,
+        "ok": m.outcomes["ok"],
+        "failed": m.outcomes["failed"],
+        "cancelled": m.outcomes["cancelled"],
+        "in_flight": in_flight,
+        "errors": dict(m.errors),
+        "category": category,
+        "categories": ("all", *sorted(m.by_category)),
+        "metric": metric,
+        "percentiles": percentile_rows(hists),
+        "buckets": log_buckets(hists.get(metric)),
+    }
 
 
 def _server_view(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -64,7 +82,6 @@ class LiveSource:
         sc = r.scenario
         now = time.perf_counter_ns()
         elapsed = (now - r.t0_ns) / 1e9 if r.t0_ns else 0.0
-        hists = m.total.hists if category == "all" else m.by_category[category].hists
         frac, eta = progress(
             elapsed, sc.load.warmup_s, sc.load.duration_s, sc.load.requests, r.measured
         )
@@ -87,17 +104,7 @@ class LiveSource:
             phase=phase,
             progress=frac,
             eta_s=eta,
-            sent=m.sent + in_flight,
-            ok=m.outcomes["ok"],
-            failed=m.outcomes["failed"],
-            cancelled=m.outcomes["cancelled"],
-            in_flight=in_flight,
-            errors=dict(m.errors),
-            category=category,
-            categories=("all", *sorted(m.by_category)),
-            metric=metric,
-            percentiles=percentile_rows(hists),
-            buckets=log_buckets(hists.get(metric)),
+            **_metrics_view(m, in_flight, metric, category),
             req_rate=series(m.rate_history),
             tok_rate=series(m.token_rate_history),
             ttft_p95=series(m.ttft_p95_history),
@@ -280,3 +287,59 @@ def _lines(path: Path) -> list[bytes]:
         return [line for line in path.read_bytes().splitlines() if line.strip()]
     except FileNotFoundError:
         return []
+
+
+class WorkersSource:
+    """Frames of a ``--workers`` run: each worker's ``live.json``, merged."""
+
+    def __init__(self, dirs: list[Path], scenario: Any, endpoint: str, model: str) -> None:
+        self.dirs = dirs
+        self.scenario = scenario
+        self.endpoint = endpoint
+        self.model = model
+        self.started = time.monotonic()
+
+    def frame(self, metric: str, category: str) -> Frame:
+        """All workers as one run, as of their last second."""
+        from loadtest.merge import merge_metrics
+
+        live = []
+        for d in self.dirs:
+            try:
+                live.append(orjson.loads((d / "live.json").read_bytes()))
+            except (OSError, orjson.JSONDecodeError):
+                continue
+        sc = self.scenario
+        m = merge_metrics(
+            [w["metrics"] for w in live], closed_loop=sc.load.mode == "closed", t0_ns=0
+        )
+        elapsed = time.monotonic() - self.started
+        in_flight = sum(w["in_flight"] for w in live)
+        frac, eta = progress(
+            elapsed,
+            sc.load.warmup_s,
+            sc.load.duration_s,
+            sc.load.requests,
+            sum(w["measured"] for w in live),
+        )
+
+        def summed(key: str) -> tuple[float, ...]:
+            rows = [w[key] for w in live]
+            n = min((len(r) for r in rows), default=0)
+            return series([sum(r[len(r) - n + i] for r in rows) for i in range(n)])
+
+        return Frame(
+            scenario=sc.name,
+            endpoint=self.endpoint,
+            model=self.model,
+            elapsed_s=elapsed,
+            phase=f"measuring ({len(live)}/{len(self.dirs)} workers reporting)",
+            progress=frac,
+            eta_s=eta,
+            **_metrics_view(m, in_flight, metric, category),
+            req_rate=summed("rate_history"),
+            tok_rate=summed("token_rate_history"),
+            ttft_p95=series(
+                [max(v) for v in zip(*(w["ttft_p95_history"] for w in live), strict=False)]
+            ),
+        )
