@@ -12,7 +12,9 @@ the running mean end-to-end latency as the expected interval between a session's
 
 from __future__ import annotations
 
+import ctypes
 import itertools
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -152,6 +154,17 @@ class MetricSet:
         else:
             self.sums[name] += value_us
 
+    def clear(self) -> None:
+        """Empty every histogram (memset: hdrh's own ``reset`` loops in Python)."""
+        for name, h in self.hists.items():
+            if h.get_total_count():
+                ctypes.memset(h.counts, 0, ctypes.sizeof(h.counts))
+                h.total_count = 0
+                h.min_value = sys.maxsize
+                h.max_value = 0
+            self.sums[name] = 0.0
+        self.out_of_range = 0
+
     def add(self, other: MetricSet) -> None:
         """Merge ``other`` into this set, losslessly."""
         for name in self.NAMES:
@@ -213,6 +226,7 @@ class Metrics:
         self.rate_history: list[float] = []
         self.token_rate_history: list[float] = []
         self.ttft_p95_history: list[float] = []
+        self._spare: MetricSet | None = None
         """TTFT p95 (ms) of each rolled interval (0 when it had none)."""
         self._e2e_sum_us = 0.0
         self._e2e_n = 0
@@ -325,7 +339,12 @@ class Metrics:
         )
         self.interval_ok = 0
         self.interval_tokens = 0
-        self.interval = MetricSet()
+        # Double buffering: the set returned last time has been written by now and is
+        # cleared for reuse; allocating 14 fresh histograms costs ~2.5 ms of loop time.
+        spare = self._spare if self._spare is not None else MetricSet()
+        spare.clear()
+        self.interval = spare
+        self._spare = done
         return done
 
     def snapshot(self, in_flight: int, warmup: bool) -> Snapshot:
