@@ -216,7 +216,9 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
     prompt_load_s = time.perf_counter() - t_load
     run_dir = Path(options.out) / _run_id(scenario.name)
     if options.workers > 1 or options.ray is not None:
-        return _run_workers(scenario, options, counts, run_dir, prompt_load_s)
+        from loadtest.workers import run_workers_job
+
+        return run_workers_job(scenario, options, counts, run_dir, prompt_load_s)
     deployment = plan_deployment(scenario, options.endpoint, run_dir)
     say(deployment.notes)
     try:
@@ -241,80 +243,6 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
         print(render_faults(summary["faults"]))
     print(f"\nresults: {runner.config.run_dir}")
     return summary, runner.config.run_dir, outcome.interrupted
-
-
-def _run_workers(
-    scenario: Scenario,
-    options: RunOptions,
-    counts: dict[str, int],
-    run_dir: Path,
-    prompt_load_s: float,
-) -> tuple[dict[str, Any], Path, bool]:
-    """``--workers N``: the endpoint and model here, the load in N processes, merged."""
-    from loadtest.workers import run_workers, split_load
-
-    unsupported = [
-        what
-        for what, present in (
-            ("[faults]", bool(scenario.faults.events)),
-            ("[target]", scenario.target is not None),
-            ("agent sessions", scenario.agent is not None),
-        )
-        if present
-    ]
-    if unsupported:
-        raise UsageError(
-            f"--workers does not combine with {', '.join(unsupported)} yet; use --workers 1"
-        )
-    plans = split_load(scenario.load, options.workers, scenario.seed)
-    deployment = plan_deployment(scenario, options.endpoint, run_dir)
-    say(deployment.notes)
-    try:
-        tls = tls_context(options.ca_bundle, options.insecure)
-        model = scenario.model or asyncio.run(
-            discover_model(deployment.endpoint, options.api_key, tls=tls)
-        )
-        configs = [
-            RunConfig(
-                scenario=dataclasses.replace(scenario, load=p.load, seed=p.seed),
-                endpoint=deployment.endpoint,
-                model=model,
-                run_dir=run_dir / f"worker-{p.index}",
-                api_key=options.api_key,
-                record_chunks=options.record_chunks,
-                keepalive=options.keepalive and scenario.load.keepalive,
-                record_outputs=options.record_outputs,
-                arrival_phase_ns=p.phase_ns,
-            )
-            for p in plans
-        ]
-        where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
-        say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
-        tls_spec = (options.ca_bundle, options.insecure)
-        use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
-        dashboard = (deployment.endpoint, model) if use_tui and not options.ray else None
-        metrics, frame = run_workers(configs, plans, run_dir, tls_spec, options.ray, dashboard)
-    finally:
-        deployment.stop()
-    summary = build_summary(
-        run_id=run_dir.name,
-        scenario=scenario,
-        endpoint=deployment.endpoint,
-        model=model,
-        metrics=metrics,
-        started_wall=frame["started_wall"],
-        duration_s=frame["duration_s"],
-        measured_s=frame["measured_s"],
-        interrupted=frame["interrupted"],
-        prompts=counts,
-    )
-    summary["run"].update({"prompt_load_s": round(prompt_load_s, 3), "workers": len(plans)})
-    summary["faults"], summary["server"] = [], None
-    summary["server_timings"] = metrics.server_timings.summary()
-    write_results(run_dir, summary, metrics)
-    print(render_table(summary))
-    print(f"\nresults: {run_dir}")
-    return summary, run_dir, frame["interrupted"]
 
 
 async def _prepare(

@@ -26,7 +26,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -34,7 +34,10 @@ from loadtest.errors import UsageError
 from loadtest.metrics import Metrics, MetricSet
 from loadtest.scenario import LoadSpec, Scenario
 
-__all__ = ["WorkerPlan", "run_workers", "split_load"]
+if TYPE_CHECKING:
+    from loadtest.job import RunOptions
+
+__all__ = ["WorkerPlan", "run_workers", "run_workers_job", "split_load"]
 
 _START_DELAY_S = 3.0
 """Time for N fresh interpreters to import loadtest before the common start."""
@@ -244,3 +247,84 @@ def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
                     ms.hists[tag].add(h)
         writer.write_interval(ms, start, length)
     writer.close()
+
+
+def run_workers_job(
+    scenario: Scenario,
+    options: RunOptions,
+    counts: dict[str, int],
+    run_dir: Path,
+    prompt_load_s: float,
+) -> tuple[dict[str, Any], Path, bool]:
+    """``--workers N`` (or ``--ray``): the endpoint and model here, the load in N
+    workers, merged into the files and summary of one run."""
+    import asyncio
+
+    from loadtest.auth import tls_context
+    from loadtest.client import discover_model
+    from loadtest.deployment import plan_deployment, say
+    from loadtest.report import build_summary, render_table, write_results
+    from loadtest.runner import RunConfig
+
+    unsupported = [
+        what
+        for what, present in (
+            ("[faults]", bool(scenario.faults.events)),
+            ("[target]", scenario.target is not None),
+            ("agent sessions", scenario.agent is not None),
+        )
+        if present
+    ]
+    if unsupported:
+        raise UsageError(
+            f"--workers does not combine with {', '.join(unsupported)} yet; use --workers 1"
+        )
+    plans = split_load(scenario.load, options.workers, scenario.seed)
+    deployment = plan_deployment(scenario, options.endpoint, run_dir)
+    say(deployment.notes)
+    try:
+        tls = tls_context(options.ca_bundle, options.insecure)
+        model = scenario.model or asyncio.run(
+            discover_model(deployment.endpoint, options.api_key, tls=tls)
+        )
+        configs = [
+            RunConfig(
+                scenario=dataclasses.replace(scenario, load=p.load, seed=p.seed),
+                endpoint=deployment.endpoint,
+                model=model,
+                run_dir=run_dir / f"worker-{p.index}",
+                api_key=options.api_key,
+                record_chunks=options.record_chunks,
+                keepalive=options.keepalive and scenario.load.keepalive,
+                record_outputs=options.record_outputs,
+                arrival_phase_ns=p.phase_ns,
+            )
+            for p in plans
+        ]
+        where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
+        say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
+        tls_spec = (options.ca_bundle, options.insecure)
+        use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
+        dashboard = (deployment.endpoint, model) if use_tui and not options.ray else None
+        metrics, frame = run_workers(configs, plans, run_dir, tls_spec, options.ray, dashboard)
+    finally:
+        deployment.stop()
+    summary = build_summary(
+        run_id=run_dir.name,
+        scenario=scenario,
+        endpoint=deployment.endpoint,
+        model=model,
+        metrics=metrics,
+        started_wall=frame["started_wall"],
+        duration_s=frame["duration_s"],
+        measured_s=frame["measured_s"],
+        interrupted=frame["interrupted"],
+        prompts=counts,
+    )
+    summary["run"].update({"prompt_load_s": round(prompt_load_s, 3), "workers": len(plans)})
+    summary["faults"], summary["server"] = [], None
+    summary["server_timings"] = metrics.server_timings.summary()
+    write_results(run_dir, summary, metrics)
+    print(render_table(summary))
+    print(f"\nresults: {run_dir}")
+    return summary, run_dir, frame["interrupted"]
