@@ -134,6 +134,11 @@ class SimProcess:
         self.url = line[len(READY_PREFIX) :].strip()
         return self.url
 
+    @property
+    def pid(self) -> int | None:
+        """The child's pid while it runs (benchmarks read its CPU time)."""
+        return self._proc.pid if self._proc is not None else None
+
     def stop(self) -> None:
         """Stop the child (SIGTERM, then SIGKILL after 5 s)."""
         proc = self._proc
