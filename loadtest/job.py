@@ -34,7 +34,14 @@ from loadtest.runner import RunConfig, Runner, RunOutcome
 from loadtest.scenario import Scenario, load_scenario
 from loadtest.slo import parse_slo_flag
 
-__all__ = ["RunOptions", "apply_overrides", "check_job", "default_scenario_path", "run_job"]
+__all__ = [
+    "RunOptions",
+    "apply_overrides",
+    "check_job",
+    "default_scenario_path",
+    "finish_run",
+    "run_job",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,13 +242,7 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
     extra = {"prompt_load_s": round(prompt_load_s, 3)}
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
-    summary = _finish(runner, outcome, counts, extra)
-    print(render_table(summary))
-    if summary.get("agent"):
-        print(render_agent(summary["agent"]))
-    if summary.get("faults"):
-        print(render_faults(summary["faults"]))
-    print(f"\nresults: {runner.config.run_dir}")
+    summary = finish_run(runner.config, outcome, counts, extra, runner.stale_retries)
     return summary, runner.config.run_dir, outcome.interrupted
 
 
@@ -336,10 +337,14 @@ async def _progress(runner: Runner) -> None:
         )
 
 
-def _finish(
-    runner: Runner, outcome: RunOutcome, counts: dict[str, int], extra: dict[str, Any]
+def finish_run(
+    cfg: RunConfig,
+    outcome: RunOutcome,
+    counts: dict[str, int],
+    extra: dict[str, Any],
+    stale_retries: int,
 ) -> dict[str, Any]:
-    cfg = runner.config
+    """Build, write and print the summary of a run (one process, or merged workers)."""
     summary = build_summary(
         run_id=cfg.run_dir.name,
         scenario=cfg.scenario,
@@ -356,8 +361,14 @@ def _finish(
     summary["faults"] = list(outcome.faults)
     summary["server"] = outcome.server
     summary["server_timings"] = outcome.metrics.server_timings.summary()
-    summary["requests"]["resent_stale_connection"] = runner.stale_retries
+    summary["requests"]["resent_stale_connection"] = stale_retries
     if outcome.agent is not None:
         summary["agent"] = outcome.agent
     write_results(cfg.run_dir, summary, outcome.metrics)
+    print(render_table(summary))
+    if summary.get("agent"):
+        print(render_agent(summary["agent"]))
+    if summary.get("faults"):
+        print(render_faults(summary["faults"]))
+    print(f"\nresults: {cfg.run_dir}")
     return summary

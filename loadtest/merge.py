@@ -13,7 +13,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from loadtest.metrics import Metrics, MetricSet, new_histogram
+from loadtest.metrics import Metrics, MetricSet
 
 __all__ = ["encode_metrics", "encode_set", "merge_metrics", "merge_set"]
 
@@ -39,9 +39,7 @@ def _enc(h: HdrHistogram) -> str:
 
 
 def _dec(text: str) -> HdrHistogram:
-    h = new_histogram()
-    h.add(HdrHistogram.decode(text.encode("ascii")))
-    return h
+    return HdrHistogram.decode(text.encode("ascii"))
 
 
 def encode_set(ms: MetricSet) -> dict[str, Any]:
@@ -104,6 +102,6 @@ def merge_metrics(parts: list[dict[str, Any]], *, closed_loop: bool, t0_ns: int)
         st, data = m.server_timings, p["server_timings"]
         for k in _TIMING_FIELDS:
             setattr(st, k, getattr(st, k) + data[k])
-        st._overhead.add(HdrHistogram.decode(data["overhead"].encode("ascii")))
-        st._prompt.add(HdrHistogram.decode(data["prompt"].encode("ascii")))
+        st._overhead.add(_dec(data["overhead"]))
+        st._prompt.add(_dec(data["prompt"]))
     return m

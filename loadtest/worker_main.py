@@ -68,6 +68,7 @@ def worker_run(
             "duration_s": outcome.duration_s,
             "measured_s": outcome.measured_s,
             "interrupted": outcome.interrupted,
+            "stale_retries": runner.stale_retries,
         }
 
     result = asyncio.run(main())

@@ -130,6 +130,7 @@ def run_workers(
         # longest of their windows covers it. Clocks of other machines are not compared.
         "measured_s": max(r["measured_s"] for r in results),
         "interrupted": any(r["interrupted"] for r in results),
+        "stale_retries": sum(r["stale_retries"] for r in results),
     }
     return merged, frame
 
@@ -263,8 +264,8 @@ def run_workers_job(
     from loadtest.auth import tls_context
     from loadtest.client import discover_model
     from loadtest.deployment import plan_deployment, say
-    from loadtest.report import build_summary, render_table, write_results
-    from loadtest.runner import RunConfig
+    from loadtest.job import finish_run
+    from loadtest.runner import RunConfig, RunOutcome
 
     unsupported = [
         what
@@ -309,22 +310,19 @@ def run_workers_job(
         metrics, frame = run_workers(configs, plans, run_dir, tls_spec, options.ray, dashboard)
     finally:
         deployment.stop()
-    summary = build_summary(
-        run_id=run_dir.name,
-        scenario=scenario,
-        endpoint=deployment.endpoint,
-        model=model,
+    outcome = RunOutcome(
         metrics=metrics,
+        t0_ns=0,  # each worker's clock; nothing below compares them
         started_wall=frame["started_wall"],
         duration_s=frame["duration_s"],
         measured_s=frame["measured_s"],
         interrupted=frame["interrupted"],
-        prompts=counts,
     )
-    summary["run"].update({"prompt_load_s": round(prompt_load_s, 3), "workers": len(plans)})
-    summary["faults"], summary["server"] = [], None
-    summary["server_timings"] = metrics.server_timings.summary()
-    write_results(run_dir, summary, metrics)
-    print(render_table(summary))
-    print(f"\nresults: {run_dir}")
+    summary = finish_run(
+        RunConfig(scenario, deployment.endpoint, model, run_dir),
+        outcome,
+        counts,
+        {"prompt_load_s": round(prompt_load_s, 3), "workers": len(plans)},
+        frame["stale_retries"],
+    )
     return summary, run_dir, frame["interrupted"]

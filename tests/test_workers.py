@@ -115,6 +115,7 @@ def test_two_workers_account_for_every_request_and_merge_their_files(tmp_path: P
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     assert s["run"]["workers"] == 2
     assert s["requests"]["sent"] == s["requests"]["ok"] == 300
+    assert s["requests"]["resent_stale_connection"] == 0  # same schema as one process
     rows = read_jsonl(run_dir / "requests.jsonl")
     assert len(rows) == 300 and {r["worker"] for r in rows} == {0, 1}
     per_worker = [len(read_jsonl(run_dir / f"worker-{i}" / "requests.jsonl")) for i in (0, 1)]
