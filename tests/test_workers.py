@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -133,6 +134,26 @@ def test_open_loop_rate_is_kept_across_workers(tmp_path: Path) -> None:
     # 320 arrivals expected; a Poisson count's sd is ~18.
     assert 250 < s["requests"]["sent"] < 390
     assert s["requests"]["sent"] == s["requests"]["ok"] + s["requests"]["failed"]
+    # The merged arrivals are one Poisson process of 80/s: exponential gaps, whose
+    # coefficient of variation is 1.
+    intended = sorted(r["intended_ms"] for r in read_jsonl(run_dir / "requests.jsonl"))
+    gaps = [b - a for a, b in itertools.pairwise(intended)]
+    mean = sum(gaps) / len(gaps)
+    sd = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
+    assert 9.0 < mean < 16.0 and 0.8 < sd / mean < 1.2, (mean, sd)
+
+
+def test_constant_arrivals_of_two_workers_interleave_into_one_even_stream(tmp_path: Path) -> None:
+    # Each worker sends every 25 ms, the second 12.5 ms after the first: the merged
+    # stream is even only if both count from one start instant and keep their phases.
+    sc = _scenario(tmp_path, 'mode = "constant"\nrate = 80.0\nduration_s = 3\n')
+    res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    (run_dir,) = (tmp_path / "out").iterdir()
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    intended = sorted(r["intended_ms"] for r in rows)
+    gaps = [b - a for a, b in itertools.pairwise(intended)]
+    assert len(rows) >= 200 and all(12.0 < g < 13.0 for g in gaps), gaps[:10]
 
 
 def test_ctrl_c_stops_every_worker_and_the_merged_results_are_written(tmp_path: Path) -> None:
@@ -223,3 +244,32 @@ async def test_the_dashboard_shows_the_workers_merged(tmp_path: Path) -> None:
         done["flag"] = True
         await pilot.pause(0.5)
     assert not app.is_running
+
+
+def _one_run(tmp: Path, name: str, *extra: str) -> Path:
+    out = tmp / name
+    sc = tmp / "w.toml"
+    res = _cli("run", str(sc), "--no-tui", "--seed", "3", "--out", str(out), *extra)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (run_dir,) = out.iterdir()
+    return run_dir
+
+
+def test_a_two_worker_run_equals_a_single_process_run_within_noise(tmp_path: Path) -> None:
+    """Equivalence, not a failed difference test: every median's 95% interval of B - A
+    must lie within a margin, which a real gap of that size would break."""
+    from loadtest.report.compare import compare_runs, load_run
+
+    path = _scenario(tmp_path, "concurrency = 8\nrequests = 400\n")
+    # Fixed output lengths: e2e would otherwise be a mix of modes whose median jumps.
+    sim = "ttft_ms = 20.0\nitl_ms = 4.0\nmin_output_fraction = 1.0"
+    path.write_text(path.read_text().replace("ttft_ms = 5.0\nitl_ms = 1.0", sim))
+    single = load_run(_one_run(tmp_path, "one"))
+    workers = load_run(_one_run(tmp_path, "two", "--workers", "2"))
+    for run in (single, workers):
+        assert run.summary["requests"]["ok"] == 400
+    c = compare_runs([single], [workers], resamples=1000)
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        p50 = c["metrics"][metric]["percentiles"]["p50"]
+        margin = max(0.1 * p50["a"], 0.5)
+        assert -margin < p50["ci_low"] and p50["ci_high"] < margin, (metric, p50)

@@ -87,6 +87,7 @@ class SimConfig:
     min_output_fraction: float = 0.5
     """Output length is drawn uniformly between this fraction of max_tokens and all of it."""
     invalid_tool_rate: float = 0.0
+    """Share of tool-call responses whose arguments are broken JSON."""
     agent_steps: int = 2
     """Agent sessions: with this many tool results since the last user message, answer
     in text instead of calling a tool again (a turn of agent_steps calls and an answer).
@@ -94,7 +95,6 @@ class SimConfig:
     diverge_rate: float = 0.0
     """Share of text answers whose last word differs from the plan: a deliberate bug, so
     that the output-equivalence check of ``loadtest ab`` can be seen to fail."""
-    """Share of tool-call responses whose arguments are broken JSON."""
     error_rate: float = 0.0
     """Share of requests answered with HTTP 500."""
     disconnect_rate: float = 0.0
