@@ -6,7 +6,9 @@
 1. ingest: token chunks per second one driver process takes in, per CPU-second of the
    driver and per wall second, beside a minimal aiohttp line reader as the yardstick.
 2. ttft: client TTFT minus the simulator's truth (its own TTFT: first token written
-   minus request received) at 1, 100 and 1,000 concurrent streams; p50 and p99.
+   minus request received) at 1, 100 and 1,000 concurrent streams; p50 and p99; and
+   the client lag per request (how late the reader got to bytes already received,
+   which arrival stamps keep out of the TTFT).
 3. poisson: achieved send rate and dispatch lag p99 for Poisson arrivals at 1,000 req/s.
 
 The simulator runs as its own process (its own core on a 2-core machine); the driver
@@ -164,11 +166,13 @@ async def _truth(url: str) -> dict[str, dict[str, Any]]:
         return {t["id"]: t for t in orjson.loads(await r.read())}
 
 
-def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
+def bench_ttft(
+    levels: list[int], seconds: float, loop_name: str = "asyncio", itl_ms: float | None = None
+) -> dict[str, Any]:
     results = {}
     for n in levels:
         # Slow enough per stream that the streams stay within one simulator core.
-        itl = 20.0 if n < 1000 else 100.0 if n < 5000 else 500.0
+        itl = itl_ms or (20.0 if n < 1000 else 100.0 if n < 5000 else 500.0)
         sim_cfg = SimConfig(
             ttft_ms=30.0, ttft_sigma=0.2, itl_ms=itl, itl_sigma=0.2, min_output_fraction=1.0
         )
@@ -184,9 +188,15 @@ def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
                 },
                 16,
             )
-            asyncio.run(_run(sc, sim.url, records))
+            cpu0, sim0, t0 = _cpu(), _sim_cpu(sim), time.monotonic()
+            _drive(loop_name, _run(sc, sim.url, records))
+            wall = time.monotonic() - t0
+            cpu = {
+                "driver_cpu_pct": round(100 * (_cpu() - cpu0) / wall),
+                "sim_cpu_pct": round(100 * (_sim_cpu(sim) - sim0) / wall),
+            }
             truth = asyncio.run(_truth(sim.url))
-        deltas, delivery = [], []
+        deltas, delivery, lag = [], [], []
         for r in records:
             t = truth.get(r.response_id or "")
             if r.warmup or r.outcome != "ok" or t is None or r.first_token_ns is None:
@@ -195,11 +205,13 @@ def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
             server_ttft = t["first_token_written_ns"] - t["received_ns"]
             deltas.append((client_ttft - server_ttft) / 1e6)
             delivery.append((r.first_token_ns - t["first_token_written_ns"]) / 1e6)
+            lag.append((r.client_lag_ns or 0) / 1e6)
         d = np.array(deltas)
         w = np.array(delivery)
         results[str(n)] = {
             "requests": len(deltas),
             "failed": sum(r.outcome != "ok" for r in records),
+            **cpu,
             "ttft_minus_truth_ms": {
                 "p50": round(float(np.percentile(d, 50)), 3),
                 "p99": round(float(np.percentile(d, 99)), 3),
@@ -207,6 +219,11 @@ def bench_ttft(levels: list[int], seconds: float) -> dict[str, Any]:
             "first_token_delivery_ms": {
                 "p50": round(float(np.percentile(w, 50)), 3),
                 "p99": round(float(np.percentile(w, 99)), 3),
+            },
+            # What reading on the reader's clock would have added (loadtest.arrivals).
+            "client_lag_ms": {
+                "p50": round(float(np.percentile(lag, 50)), 3),
+                "p99": round(float(np.percentile(lag, 99)), 3),
             },
         }
     return results
@@ -255,6 +272,10 @@ def main() -> None:
     ap.add_argument(
         "--levels", default="1,100,1000", help="concurrent streams of the TTFT benchmark"
     )
+    ap.add_argument(
+        "--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the TTFT driver's loop"
+    )
+    ap.add_argument("--itl-ms", type=float, help="the simulator's token gap in the TTFT benchmark")
     args = ap.parse_args()
     secs = 4.0 if args.quick else 10.0
     report: dict[str, Any] = {"machine": {"cpus": os.cpu_count()}}
@@ -262,7 +283,9 @@ def main() -> None:
         report["ingest"] = bench_ingest(secs, 64)
         print(json.dumps({"ingest": report["ingest"]}, indent=2), flush=True)
     if args.only in (None, "ttft"):
-        report["ttft"] = bench_ttft([int(x) for x in args.levels.split(",")], secs)
+        report["ttft"] = bench_ttft(
+            [int(x) for x in args.levels.split(",")], secs, args.loop, args.itl_ms
+        )
         print(json.dumps({"ttft": report["ttft"]}, indent=2), flush=True)
     if args.only in (None, "poisson"):
         report["poisson"] = bench_poisson(1000.0, 2 * secs)

@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from loadtest.arrivals import arrival_stamps, stamping_connector
 from loadtest.auth import redact
 from loadtest.datasets import Prompt
 from loadtest.errors import EndpointError, ProtocolError
@@ -121,7 +122,8 @@ class Client:
 
     async def __aenter__(self) -> Client:
         cfg = self.config
-        connector = aiohttp.TCPConnector(
+        # Arrival times are stamped where aiohttp receives bytes (loadtest.arrivals).
+        connector = stamping_connector(
             limit=cfg.concurrency, limit_per_host=0, force_close=not cfg.keepalive, ssl=cfg.ssl
         )
         # auto_decompress costs nothing on identity streams (it checks one header) and
@@ -131,7 +133,7 @@ class Client:
         # Resends after a stale keep-alive connection must not pick another pooled one
         # (it may be stale too): they go through a pool that never keeps connections.
         self._fresh = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, force_close=True, ssl=cfg.ssl),
+            connector=stamping_connector(limit=0, force_close=True, ssl=cfg.ssl),
             timeout=timeout,
         )
         self._watchdog = asyncio.create_task(self._sweep(), name="loadtest-timeouts")
@@ -233,14 +235,19 @@ class Client:
         first_byte: int | None = None
         try:
             async with await self._post(body) as resp:
-                first_byte = _perf()
+                stamps = arrival_stamps(resp)
+                first_byte = _perf() if stamps is None else stamps.rx_ns
                 if resp.status >= 300:
                     text = await resp.content.read(2048)
                     return self._http_error(base, resp, text, first_byte, reader)
                 if self.config.stream:
                     await self._read_stream(resp, reader, flight)
                 else:
-                    reader.on_body(await _read_bounded(resp), _perf())
+                    data = await _read_bounded(resp)
+                    now = _perf()
+                    at = now if stamps is None else stamps.rx_ns
+                    reader.client_lag_ns = now - at
+                    reader.on_body(data, at)
             return self._finish(base, reader, first_byte, prompt)
         except _InjectedCancel:
             return self._injected(base, reader, first_byte, flight)
@@ -327,14 +334,20 @@ class Client:
         between = self._between_ns
         feed = parser.feed
         on_event = reader.on_event
+        stamps = arrival_stamps(resp)
+        lag = 0
         async for data in resp.content.iter_any():
             now = _perf()
+            at = now if stamps is None else stamps.rx_ns
+            if now - at > lag:
+                lag = now - at
+            reader.client_lag_ns = lag
             # The first-byte timeout runs until the first *data*, not the headers: many
             # servers send headers at once and the first chunk only after prefill.
             flight.deadline_ns = now + between
             flight.phase = "between chunks"
             for event in feed(data):
-                on_event(event, now)
+                on_event(event, at)
             stop_at = flight.cancel_after_tokens
             if stop_at is not None and len(reader.token_chunk_ns) >= stop_at:
                 flight.cancel_ns = _perf()
@@ -477,6 +490,7 @@ def _stream_fields(reader: StreamReader, first_byte: int | None) -> dict[str, An
     prompt_tokens = usage.get("prompt_tokens")
     return {
         "first_byte_ns": first_byte,
+        "client_lag_ns": reader.client_lag_ns,
         "first_token_ns": chunk_ns[0] if chunk_ns else None,
         "last_token_ns": chunk_ns[-1] if chunk_ns else None,
         "token_chunk_ns": tuple(chunk_ns),

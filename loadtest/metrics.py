@@ -2,7 +2,9 @@
 
 Values are recorded in microseconds (1 µs .. 1 h, 3 significant digits). Each metric is
 recorded into a per-interval histogram that is rolled once a second (for the ``.hlog``)
-and added into the run total at the roll, so the hot path records each value once.
+and added into the run total at the roll, so the hot path records each value once; and
+"recording" is appending to a list, which numpy empties into the histogram in batches
+(``MetricSet``), because hdrh's per-value call costs more than the rest of a request.
 
 Coordinated omission: in open loop the corrected variants are measured from the
 *intended* send time. In closed loop there is no intended time beyond "when the session
@@ -23,6 +25,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from loadtest.hdr import (
+    bucket_arrays,
+    fast_percentile,
+    new_histogram,
+    record_array,
+    record_corrected_many,
+    record_many,
+)
 from loadtest.record import RequestRecord
 from loadtest.slo import meets
 from loadtest.timings import ServerTimings
@@ -40,138 +50,136 @@ __all__ = [
     "record_many",
 ]
 
-METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms", "dispatch_lag_ms")
+METRICS = (
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "tool_call_ms",
+    "dispatch_lag_ms",
+    "client_lag_ms",
+)
 CORRECTED = ("ttft_ms", "e2e_ms", "tool_call_ms")
 AGENT_METRICS = ("valid_call_ms", "task_ms", "task_steps", "task_retries")
 """Recorded by agent sessions only (``loadtest.agent``): per step and per task."""
 """Metrics measured from the send time, which therefore have a ``*_corrected`` twin."""
 
-_LOWEST, _HIGHEST, _DIGITS = 1, 3_600_000_000, 3
 
-
-def new_histogram() -> HdrHistogram:
-    """A histogram of microseconds from 1 µs to 1 h at 3 significant digits."""
-    return HdrHistogram(_LOWEST, _HIGHEST, _DIGITS)
-
-
-def bucket_arrays(hist: HdrHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(lowest value, highest equivalent value, count) of every non-empty bucket, in µs.
-
-    hdrh walks its counts in pure Python (a percentile or an iteration costs tens of ms
-    on a full histogram); reading the counts array with numpy costs well under 1 ms, so
-    drawing stays cheap beside the load. The arithmetic is hdrh's ``get_value_from_index``.
-    """
-    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
-    idx = np.flatnonzero(counts)
-    half_mag = hist.sub_bucket_half_count_magnitude
-    half = hist.sub_bucket_half_count
-    bucket = (idx >> half_mag) - 1
-    sub = (idx & (half - 1)) + half
-    low_bucket = bucket < 0
-    sub = np.where(low_bucket, sub - half, sub)
-    bucket = np.where(low_bucket, 0, bucket)
-    shift = bucket + hist.unit_magnitude
-    lowest = sub.astype(np.int64) << shift
-    highest = lowest + (np.int64(1) << shift) - 1
-    return lowest, highest, counts[idx].astype(np.int64)
-
-
-def fast_percentile(hist: HdrHistogram, q: float) -> int:
-    """``hist.get_value_at_percentile(q)`` (same value) without hdrh's Python walk.
-
-    hdrh walks its counts array in Python, which costs milliseconds on a full histogram;
-    a stall like that once a second in the event loop shows up in the latency it
-    measures. Returns 0 for an empty histogram.
-    """
-    _, highest, counts = bucket_arrays(hist)
-    if not len(counts):
-        return 0
-    cum = np.cumsum(counts)
-    at = max(1, int(q / 100 * int(cum[-1]) + 0.5))
-    return int(highest[min(int(np.searchsorted(cum, at)), len(highest) - 1)])
-
-
-_BATCH_MIN = 48
-
-
-def record_many(hist: HdrHistogram, values: Sequence[int]) -> int:
-    """Record many non-negative integer values; returns how many were out of range.
-
-    ``record_value`` costs ~1.6 µs in pure Python, which for a 1,000-token response is
-    1.6 ms of event-loop time in one block. For long batches the counts-array indices are
-    computed with numpy (the same arithmetic as ``hdrh``'s ``_counts_index_for``) and
-    added per distinct bucket; the result is identical to recording one by one.
-    """
-    if len(values) < _BATCH_MIN:
-        rec = hist.record_value
-        return sum(1 for v in values if rec(v) is False)
-    v = np.asarray(values, dtype=np.int64)
-    v = v[v >= 0]
-    _, exp = np.frexp((v | hist.sub_bucket_mask).astype(np.float64))
-    bucket = exp.astype(np.int64) - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
-    sub = v >> (bucket + hist.unit_magnitude)
-    idx = ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + sub - hist.sub_bucket_half_count
-    # The same bound as record_value: what fits in the counts array.
-    fits = idx < hist.counts_len
-    bad = len(values) - int(np.count_nonzero(fits))
-    v, idx = v[fits], idx[fits]
-    if v.size == 0:
-        return bad
-    counts = np.bincount(idx)
-    nonzero = np.flatnonzero(counts)
-    target = hist.counts
-    for i, c in zip(nonzero.tolist(), counts[nonzero].tolist(), strict=True):
-        target[i] += c
-    hist.total_count += int(v.size)
-    hist.min_value = min(hist.min_value, int(v.min()))
-    hist.max_value = max(hist.max_value, int(v.max()))
-    return bad
+_FLUSH_AT = 512
+"""Pending values of one metric that are recorded at once: a few tens of µs of numpy,
+so no flush holds the event loop for long, and memory stays bounded between reads."""
 
 
 class MetricSet:
-    """One histogram per metric name (``ttft_ms``, ``ttft_ms_corrected``, ...)."""
+    """One histogram per metric name (``ttft_ms``, ``ttft_ms_corrected``, ...).
+
+    ``record`` only appends to a list (~0.1 µs, where hdrh's ``record_value`` costs
+    ~1.6 µs and a request records some 40 values into two sets): the values reach the
+    histograms, with identical counts, when ``hists``, ``sums`` or ``out_of_range`` is
+    next read, which the once-a-second roll does.
+    """
 
     NAMES = (
         METRICS + tuple(f"{m}_corrected" for m in CORRECTED) + ("tokens_per_chunk",) + AGENT_METRICS
     )
 
     def __init__(self) -> None:
-        self.hists = {name: new_histogram() for name in self.NAMES}
-        self.sums: dict[str, float] = dict.fromkeys(self.NAMES, 0.0)
-        self.out_of_range = 0
+        self._hists = {name: new_histogram() for name in self.NAMES}
+        self._sums: dict[str, float] = dict.fromkeys(self.NAMES, 0.0)
+        self._out_of_range = 0
+        self._pending: dict[str, list[float]] = {name: [] for name in self.NAMES}
+        self._pending_corrected: dict[str, tuple[list[float], list[int]]] = {}
+
+    @property
+    def hists(self) -> dict[str, HdrHistogram]:
+        """The histograms, with every value recorded so far."""
+        self.flush()
+        return self._hists
+
+    @property
+    def sums(self) -> dict[str, float]:
+        """Sum of the recorded (in-range) values per metric, in µs, for means."""
+        self.flush()
+        return self._sums
+
+    @property
+    def out_of_range(self) -> int:
+        """Values not recorded because they were negative or over the histograms' range."""
+        self.flush()
+        return self._out_of_range
+
+    @out_of_range.setter
+    def out_of_range(self, value: int) -> None:
+        self.flush()
+        self._out_of_range = value
 
     def record(self, name: str, value_us: float, expected_interval_us: float = 0.0) -> None:
         """Record one value; with an expected interval, HdrHistogram-corrected."""
-        v = int(value_us)
-        h = self.hists[name]
-        ok = (
-            h.record_corrected_value(v, int(expected_interval_us))
-            if expected_interval_us >= 1
-            else h.record_value(v)
-        )
-        if ok is False:
-            self.out_of_range += 1
+        if expected_interval_us >= 1:
+            pending = self._pending_corrected.get(name)
+            if pending is None:
+                pending = self._pending_corrected[name] = ([], [])
+            pending[0].append(value_us)
+            pending[1].append(int(expected_interval_us))
+            if len(pending[0]) >= _FLUSH_AT:
+                self._flush(name, *pending)
         else:
-            self.sums[name] += value_us
+            values = self._pending[name]
+            values.append(value_us)
+            if len(values) >= _FLUSH_AT:
+                self._flush(name, values, None)
+
+    def record_ints(self, name: str, values_us: Sequence[int]) -> None:
+        """Record many whole-µs values (a response's chunk gaps)."""
+        values = self._pending[name]
+        values.extend(values_us)
+        if len(values) >= _FLUSH_AT:
+            self._flush(name, values, None)
+
+    def flush(self) -> None:
+        """Move every pending value into its histogram."""
+        for name, values in self._pending.items():
+            if values:
+                self._flush(name, values, None)
+        for name, (values, expected) in self._pending_corrected.items():
+            if values:
+                self._flush(name, values, expected)
+
+    def _flush(self, name: str, values: list[float], expected: list[int] | None) -> None:
+        v = np.asarray(values, dtype=np.float64)
+        values.clear()
+        ints = v.astype(np.int64)  # truncates toward zero, as int() did
+        hist = self._hists[name]
+        if expected is None:
+            ok = record_array(hist, ints)
+        else:
+            ok = record_corrected_many(hist, ints, np.asarray(expected, dtype=np.int64))
+            expected.clear()
+        self._sums[name] += float(v[ok].sum())
+        self._out_of_range += int(v.size - np.count_nonzero(ok))
 
     def clear(self) -> None:
         """Empty every histogram (memset: hdrh's own ``reset`` loops in Python)."""
-        for name, h in self.hists.items():
+        for values in self._pending.values():
+            values.clear()
+        self._pending_corrected.clear()
+        for name, h in self._hists.items():
             if h.get_total_count():
                 ctypes.memset(h.counts, 0, ctypes.sizeof(h.counts))
                 h.total_count = 0
                 h.min_value = sys.maxsize
                 h.max_value = 0
-            self.sums[name] = 0.0
-        self.out_of_range = 0
+            self._sums[name] = 0.0
+        self._out_of_range = 0
 
     def add(self, other: MetricSet) -> None:
         """Merge ``other`` into this set, losslessly."""
+        mine, theirs = self.hists, other.hists
         for name in self.NAMES:
-            if other.hists[name].get_total_count():
-                self.hists[name].add(other.hists[name])
-            self.sums[name] += other.sums[name]
-        self.out_of_range += other.out_of_range
+            if theirs[name].get_total_count():
+                mine[name].add(theirs[name])
+            self._sums[name] += other._sums[name]
+        self._out_of_range += other._out_of_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +296,8 @@ class Metrics:
         origin_raw = rec.sent_ns
         origin_cor = rec.intended_ns
         ms.record("dispatch_lag_ms", (rec.sent_ns - rec.intended_ns) / 1e3)
+        if rec.client_lag_ns is not None:
+            ms.record("client_lag_ms", rec.client_lag_ns / 1e3)
         ms.record("e2e_ms", (rec.end_ns - origin_raw) / 1e3)
         self._corrected(ms, "e2e_ms", rec.end_ns, origin_raw, origin_cor, expected)
         if rec.first_token_ns is not None:
@@ -302,8 +312,7 @@ class Metrics:
         chunks = rec.token_chunk_ns
         if len(chunks) > 1:
             gaps = self._gaps if self._gaps_of is rec else self._chunk_gaps(rec)
-            ms.out_of_range += record_many(ms.hists["itl_ms"], gaps)
-            ms.sums["itl_ms"] += (chunks[-1] - chunks[0]) / 1000
+            ms.record_ints("itl_ms", gaps)
         if chunks and rec.output_tokens:
             # Stored x1000 so the integer histogram keeps three decimals.
             ms.record("tokens_per_chunk", 1000 * rec.output_tokens / len(chunks))

@@ -82,6 +82,7 @@ class StreamReader:
         "_calls",
         "_text",
         "chunks",
+        "client_lag_ns",
         "content_chars",
         "done",
         "finish_reason",
@@ -104,6 +105,9 @@ class StreamReader:
         self.response_id: str | None = None
         self.done = False
         """True once ``[DONE]`` arrived (or a non-streaming body was read)."""
+        self.client_lag_ns: int | None = None
+        """Longest the client took to read bytes it had already received (set by the
+        client, which knows both times; None until a body byte was read)."""
         self._calls: dict[int, list[Any]] = {}
 
     # -- streaming ---------------------------------------------------------------------

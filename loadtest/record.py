@@ -69,6 +69,10 @@ class RequestRecord:
     """Digest of the answer's text and tool calls (only when outputs are recorded)."""
     output_head: str | None = None
     """The answer's first 200 characters (only when outputs are recorded)."""
+    client_lag_ns: int | None = None
+    """Longest loadtest took to read body bytes after they reached the process: token
+    times are arrival times, so this is not in them, but a large value says the
+    driver itself was the bottleneck (``loadtest.arrivals``)."""
 
     @property
     def ttft_ns(self) -> int | None:
@@ -106,6 +110,7 @@ class RequestRecord:
             "first_token_ms": rel(self.first_token_ns),
             "end_ms": rel(self.end_ns),
             "dispatch_lag_ms": dur(self.sent_ns - self.intended_ns),
+            "client_lag_ms": dur(self.client_lag_ns),
             "ttft_ms": dur(self.ttft_ns),
             "e2e_ms": dur(self.end_ns - self.sent_ns),
             "tpot_ms": dur(self.tpot_ns),

@@ -35,6 +35,7 @@ SLO_METRICS = (
     "e2e_ms",
     "tool_call_ms",
     "dispatch_lag_ms",
+    "client_lag_ms",
     "ttft_ms_corrected",
     "e2e_ms_corrected",
     "tool_call_ms_corrected",

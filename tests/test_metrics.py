@@ -199,3 +199,49 @@ def test_record_many_matches_recording_one_by_one(n: int) -> None:
     )
     for q in (1, 50, 99, 99.99):
         assert many.get_value_at_percentile(q) == one.get_value_at_percentile(q)
+
+
+def test_deferred_recording_equals_hdrh_recording_one_by_one() -> None:
+    """MetricSet appends values and records them in arrays later; the histograms, sums
+    and out-of-range counts must be exactly what hdrh's own calls give."""
+    import random
+
+    from loadtest.metrics import MetricSet, new_histogram
+
+    rng = random.Random(7)
+    ms = MetricSet()
+    direct = {n: new_histogram() for n in ("e2e_ms", "e2e_ms_corrected", "itl_ms")}
+    sums = dict.fromkeys(direct, 0.0)
+    out = 0
+    for i in range(3000):
+        value = rng.choice([rng.lognormvariate(9, 1.5), 0.0, -5.0, 4e12, rng.random() * 50])
+        expected = rng.choice([0.0, 1.0, 900.0, rng.lognormvariate(8, 1), 2e6])
+        for name, exp in (("e2e_ms", 0.0), ("e2e_ms_corrected", expected)):
+            ms.record(name, value, exp)
+            h = direct[name]
+            ok = (
+                h.record_corrected_value(int(value), int(exp))
+                if exp >= 1
+                else h.record_value(int(value))
+            )
+            if ok is False:
+                out += 1
+            else:
+                sums[name] += value
+        gaps = [rng.randrange(0, 10**6) for _ in range(rng.randrange(0, 70))]
+        ms.record_ints("itl_ms", gaps)
+        for g in gaps:
+            direct["itl_ms"].record_value(g)
+        sums["itl_ms"] += sum(gaps)
+        if i % 700 == 0:
+            ms.flush()  # flushing at any point gives the same end state
+    assert ms.out_of_range == out > 0
+    for name, h in direct.items():
+        mine = ms.hists[name]
+        assert mine.get_total_count() == h.get_total_count(), name
+        assert list(mine.counts) == list(h.counts), name
+        assert (mine.get_min_value(), mine.get_max_value()) == (
+            h.get_min_value(),
+            h.get_max_value(),
+        )
+        assert ms.sums[name] == pytest.approx(sums[name], rel=1e-12), name

@@ -46,6 +46,7 @@ _ROWS = (
     ("agent: time to valid call", "valid_call_ms"),
     ("agent: task time", "task_ms"),
     ("dispatch lag", "dispatch_lag_ms"),
+    ("client lag (reading)", "client_lag_ms"),
 )
 _COLS = ("count", "p50", "p90", "p99", "p999", "max")
 
