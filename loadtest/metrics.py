@@ -33,7 +33,7 @@ from loadtest.hdr import (
     record_corrected_many,
     record_many,
 )
-from loadtest.record import RequestRecord
+from loadtest.record import CORRECTED, METRICS, RequestRecord
 from loadtest.slo import meets
 from loadtest.timings import ServerTimings
 
@@ -50,19 +50,8 @@ __all__ = [
     "record_many",
 ]
 
-METRICS = (
-    "ttft_ms",
-    "itl_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "tool_call_ms",
-    "dispatch_lag_ms",
-    "client_lag_ms",
-)
-CORRECTED = ("ttft_ms", "e2e_ms", "tool_call_ms")
 AGENT_METRICS = ("valid_call_ms", "task_ms", "task_steps", "task_retries")
 """Recorded by agent sessions only (``loadtest.agent``): per step and per task."""
-"""Metrics measured from the send time, which therefore have a ``*_corrected`` twin."""
 
 
 _FLUSH_AT = 512

@@ -5,7 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ERROR_CLASSES", "OUTCOMES", "RequestRecord"]
+__all__ = ["CORRECTED", "ERROR_CLASSES", "METRICS", "OUTCOMES", "RequestRecord"]
+
+METRICS = (
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "tool_call_ms",
+    "dispatch_lag_ms",
+    "client_lag_ms",
+)
+"""The latencies measured from each request's record, in ms (see README, "What is measured")."""
+CORRECTED = ("ttft_ms", "e2e_ms", "tool_call_ms")
+"""Metrics measured from the send time, which therefore have a ``*_corrected`` twin."""
 
 OUTCOMES = ("ok", "failed", "cancelled")
 ERROR_CLASSES = (

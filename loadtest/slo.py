@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadtest.errors import UsageError
-from loadtest.record import RequestRecord
+from loadtest.record import CORRECTED, METRICS, RequestRecord
 from loadtest.tables import Table
 
 __all__ = [
@@ -29,16 +29,8 @@ __all__ = [
 ]
 
 SLO_METRICS = (
-    "ttft_ms",
-    "itl_ms",
-    "tpot_ms",
-    "e2e_ms",
-    "tool_call_ms",
-    "dispatch_lag_ms",
-    "client_lag_ms",
-    "ttft_ms_corrected",
-    "e2e_ms_corrected",
-    "tool_call_ms_corrected",
+    *METRICS,
+    *(f"{m}_corrected" for m in CORRECTED),
     "valid_call_ms",
     "task_ms",
 )
