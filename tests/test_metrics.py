@@ -238,3 +238,37 @@ def test_deferred_recording_equals_hdrh_recording_one_by_one() -> None:
             h.get_max_value(),
         )
         assert ms.sums[name] == pytest.approx(sums[name], rel=1e-12), name
+
+
+def test_a_busy_driver_is_called_out_in_the_summary_and_the_table() -> None:
+    from loadtest.report.summary import driver_health
+    from loadtest.report.table import render_table
+
+    calm = driver_health({"client_lag_ms": {"p99": 0.4}, "dispatch_lag_ms": {"p99": 1.2}})
+    assert calm == {
+        "client_lag_p99_ms": 0.4,
+        "dispatch_lag_p99_ms": 1.2,
+        "busy": False,
+        "advice": None,
+    }
+    busy = driver_health({"client_lag_ms": {"p99": 12.0}, "dispatch_lag_ms": {"count": 0}})
+    assert busy["busy"] and "--workers" in busy["advice"]
+    assert driver_health({})["busy"] is False  # nothing measured, nothing claimed
+    sc = make_scenario({"mode": "closed", "concurrency": 1, "requests": 1})
+    m = Metrics(closed_loop=True, t0_ns=0)
+    summary = build_summary(
+        run_id="r",
+        scenario=sc,
+        endpoint="http://x",
+        model="m",
+        metrics=m,
+        started_wall=0.0,
+        duration_s=1.0,
+        measured_s=1.0,
+        interrupted=False,
+        prompts={},
+    )
+    assert summary["driver"]["busy"] is False
+    assert "warning" not in render_table(summary)
+    summary["driver"] = busy
+    assert "warning: the driver was busy" in render_table(summary)

@@ -12,7 +12,14 @@ from loadtest.record import ERROR_CLASSES
 from loadtest.scenario import Scenario
 from loadtest.slo import evaluate
 
-__all__ = ["PERCENTILES", "SCHEMA_VERSION", "build_summary", "metric_stats"]
+__all__ = [
+    "BUSY_MS",
+    "PERCENTILES",
+    "SCHEMA_VERSION",
+    "build_summary",
+    "driver_health",
+    "metric_stats",
+]
 
 SCHEMA_VERSION = 1
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
@@ -33,6 +40,33 @@ def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> dic
         out[key] = round(hist.get_value_at_percentile(q) / scale, 3)
     out["max"] = round(hist.get_max_value() / scale, 3)
     return out
+
+
+BUSY_MS = 5.0
+"""A p99 client or dispatch lag above this says the driver, not only the endpoint, was
+measured: its loop was too busy to send on time or to read what had arrived."""
+
+
+def driver_health(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Whether loadtest itself kept up, from the ``metrics`` block of a summary.
+
+    Arrival stamps keep the reading delay out of the token times, but a busy loop also
+    sends late (dispatch lag, and time between the send stamp and the bytes leaving),
+    so a high client lag is a warning about the send side too.
+    """
+    lags = {key: metrics.get(key, {}).get("p99") for key in ("client_lag_ms", "dispatch_lag_ms")}
+    busy = any(v is not None and v > BUSY_MS for v in lags.values())
+    return {
+        "client_lag_p99_ms": lags["client_lag_ms"],
+        "dispatch_lag_p99_ms": lags["dispatch_lag_ms"],
+        "busy": busy,
+        "advice": (
+            f"the driver was busy (p99 lag over {BUSY_MS:g} ms): latencies include its own "
+            "delay; run fewer streams per process (--workers N) or give it a free core"
+            if busy
+            else None
+        ),
+    }
 
 
 # Counts, not latencies (they are in ``tokens_per_chunk`` and the ``agent`` section).
@@ -129,6 +163,7 @@ def build_summary(
         },
         "out_of_range_values": metrics.total.out_of_range,
     }
+    summary["driver"] = driver_health(summary["metrics"])
     summary["slo"] = evaluate(scenario.slo, summary)
     if metrics.goodput_limits:
         summary["slo"]["goodput"] = {

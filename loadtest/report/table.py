@@ -87,6 +87,9 @@ def render_table(summary: dict[str, Any]) -> str:
             continue
         cells = "".join(f"{stats[c]:>10}" if c == "count" else f"{stats[c]:>10.2f}" for c in _COLS)
         lines.append(f"{label:<26}{cells}")
+    advice = summary.get("driver", {}).get("advice")
+    if advice:
+        lines.append(f"warning: {advice}")
     slo = summary.get("slo", {})
     for check in slo.get("checks", []):
         mark = "met" if check["met"] else "MISSED"

@@ -29,7 +29,7 @@ __all__ = [
     "render_server",
 ]
 
-DASH_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms")
+DASH_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms", "client_lag_ms")
 """The metrics of the percentile table, in the order ``m`` cycles through them."""
 
 PercentileRow = tuple[str, int, float | None, float | None, float | None, float | None]
