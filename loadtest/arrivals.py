@@ -10,7 +10,8 @@ the connection's latest ``data_received``. Whatever the reader finds buffered ar
 later than that (and no later than the reader's own clock), so stamping tokens with
 ``rx_ns`` is never early, and is late only by what arrived on the same connection while
 the reader waited. The reader's own clock minus ``rx_ns`` is the client's lag: how long
-loadtest took to get round to bytes it already had (``client_lag_ms``).
+loadtest took to get round to bytes it already had (``client_lag_ms``). ``tx_ns``, the
+latest write, says when the request itself left (``write_ms`` after the send began).
 
 aiohttp has no public hook for this; ``TCPConnector`` builds its protocols through the
 private ``_factory``. ``stamping_connector`` replaces it only when it looks as expected,
@@ -20,6 +21,7 @@ reader's clock rather than breaking.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from typing import Any
@@ -33,10 +35,35 @@ _perf = time.perf_counter_ns
 
 
 class StampingHandler(ResponseHandler):
-    """aiohttp's response protocol, remembering when bytes last arrived."""
+    """aiohttp's response protocol, remembering when bytes last arrived and left."""
 
     rx_ns: int = 0
     """``perf_counter_ns`` of the latest ``data_received`` with bytes (0: none yet)."""
+    tx_ns: int = 0
+    """``perf_counter_ns`` of the latest write to the transport (0: none, or a transport
+    that cannot be wrapped, such as uvloop's)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Wrap the transport's writes so that each one is stamped."""
+        super().connection_made(transport)
+        write = getattr(transport, "write", None)
+        writelines = getattr(transport, "writelines", None)
+        if write is None or writelines is None:
+            return
+
+        def stamped_write(data: Any) -> None:
+            self.tx_ns = _perf()
+            write(data)
+
+        def stamped_writelines(chunks: Any) -> None:
+            self.tx_ns = _perf()
+            writelines(chunks)
+
+        try:
+            transport.write = stamped_write  # type: ignore[attr-defined]
+            transport.writelines = stamped_writelines  # type: ignore[attr-defined]
+        except AttributeError:  # a C transport (uvloop): no send stamps
+            pass
 
     def data_received(self, data: bytes) -> None:
         """Stamp, then let aiohttp parse as always."""

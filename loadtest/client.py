@@ -237,6 +237,8 @@ class Client:
             async with await self._post(body) as resp:
                 stamps = arrival_stamps(resp)
                 first_byte = _perf() if stamps is None else stamps.rx_ns
+                if stamps is not None and stamps.tx_ns >= sent:
+                    base["written_ns"] = stamps.tx_ns
                 if resp.status >= 300:
                     text = await resp.content.read(2048)
                     return self._http_error(base, resp, text, first_byte, reader)

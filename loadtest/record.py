@@ -82,6 +82,9 @@ class RequestRecord:
     """Digest of the answer's text and tool calls (only when outputs are recorded)."""
     output_head: str | None = None
     """The answer's first 200 characters (only when outputs are recorded)."""
+    written_ns: int | None = None
+    """When the request's last bytes were handed to the kernel (after connecting): the
+    send's own cost is ``written_ns - sent_ns`` (None where it cannot be stamped)."""
     client_lag_ns: int | None = None
     """Longest loadtest took to read body bytes after they reached the process: token
     times are arrival times, so this is not in them, but a large value says the
@@ -124,6 +127,7 @@ class RequestRecord:
             "end_ms": rel(self.end_ns),
             "dispatch_lag_ms": dur(self.sent_ns - self.intended_ns),
             "client_lag_ms": dur(self.client_lag_ns),
+            "write_ms": dur(None if self.written_ns is None else self.written_ns - self.sent_ns),
             "ttft_ms": dur(self.ttft_ns),
             "e2e_ms": dur(self.end_ns - self.sent_ns),
             "tpot_ms": dur(self.tpot_ns),

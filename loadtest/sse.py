@@ -71,6 +71,10 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[Event]:
         """Consume ``chunk`` and return the events it completed, in order."""
+        if not chunk:
+            # Nothing to do, and a CR that ended the last chunk must still swallow the
+            # LF that may start the next one.
+            return []
         if self._pending_cr:
             self._pending_cr = False
             if chunk[:1] == b"\n":

@@ -127,3 +127,11 @@ def test_events_under_the_limit_pass_and_reset_the_count() -> None:
     p = SSEParser(max_event_bytes=1000)
     for _ in range(50):
         assert p.feed(b"data: " + b"z" * 900 + b"\n\n") == [Event(b"z" * 900)]
+
+
+def test_an_empty_read_between_cr_and_lf_does_not_split_the_line_ending() -> None:
+    # Found by the property test above: the empty read used to forget the pending CR,
+    # so the LF after it ended an empty line and dispatched an event without its type.
+    p = SSEParser()
+    events = [*p.feed(b"event: error\r"), *p.feed(b""), *p.feed(b"\ndata: [DONE]\r\n\r\n")]
+    assert [(e.event, e.data) for e in events] == [("error", b"[DONE]")]
