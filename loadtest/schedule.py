@@ -47,9 +47,14 @@ class MonotonicClock:
         return time.perf_counter_ns()
 
     async def sleep_until(self, deadline_ns: int) -> None:
-        """Sleep until the deadline; returns at once when it has passed."""
-        delay = deadline_ns - time.perf_counter_ns()
-        if delay > 0:
+        """Sleep until the deadline; returns at once when it has passed.
+
+        Loops can wake early: uvloop's timers count whole milliseconds and fire a
+        0.3 ms sleep after a few µs (asyncio's round up to 1 ms instead). Sleeping
+        again until the clock agrees keeps "never before the intended time" true.
+        """
+        # A polling loop on purpose (ASYNC110): the event waited for is the clock itself.
+        while (delay := deadline_ns - time.perf_counter_ns()) > 0:  # noqa: ASYNC110
             await asyncio.sleep(delay / 1e9)
 
 

@@ -102,3 +102,25 @@ async def test_pace_stops_at_the_end_time() -> None:
         )
     ]
     assert len(got) == 10
+
+
+def test_the_real_clock_never_wakes_before_the_deadline_on_either_loop() -> None:
+    import asyncio
+    import time
+
+    import uvloop
+
+    from loadtest.schedule import MonotonicClock
+
+    async def earliest_wakeups() -> list[int]:
+        clock = MonotonicClock()
+        late = []
+        for i in range(50):
+            deadline = time.perf_counter_ns() + 100_000 + 10_000 * i  # 0.1-0.6 ms ahead
+            await clock.sleep_until(deadline)
+            late.append(time.perf_counter_ns() - deadline)
+        return late
+
+    # uvloop fires sub-millisecond timers early; the clock must sleep again.
+    assert min(uvloop.run(earliest_wakeups())) >= 0
+    assert min(asyncio.run(earliest_wakeups())) >= 0
