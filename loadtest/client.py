@@ -337,13 +337,12 @@ class Client:
         feed = parser.feed
         on_event = reader.on_event
         stamps = arrival_stamps(resp)
-        lag = 0
+        reader.client_lag_ns = lag = 0
         async for data in resp.content.iter_any():
             now = _perf()
             at = now if stamps is None else stamps.rx_ns
             if now - at > lag:
-                lag = now - at
-            reader.client_lag_ns = lag
+                reader.client_lag_ns = lag = now - at
             # The first-byte timeout runs until the first *data*, not the headers: many
             # servers send headers at once and the first chunk only after prefill.
             flight.deadline_ns = now + between

@@ -107,7 +107,7 @@ class StreamReader:
         """True once ``[DONE]`` arrived (or a non-streaming body was read)."""
         self.client_lag_ns: int | None = None
         """Longest the client took to read bytes it had already received (set by the
-        client, which knows both times; None until a body byte was read)."""
+        client, which knows both times; None until the body is read)."""
         self._calls: dict[int, list[Any]] = {}
 
     # -- streaming ---------------------------------------------------------------------

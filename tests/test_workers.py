@@ -66,15 +66,21 @@ def _record(i: int, ttft_ms: float, category: str) -> RequestRecord:
     )
 
 
-def test_merged_histograms_equal_one_histogram_of_every_value() -> None:
-    records = [_record(i, 5 + (i * 37) % 200, "ab"[i % 2]) for i in range(300)]
-    single = Metrics(closed_loop=False, t0_ns=0)
-    parts = [Metrics(closed_loop=False, t0_ns=0) for _ in range(3)]
-    for i, rec in enumerate(records):
+def _split(n: int, workers: int, *, closed_loop: bool) -> tuple[Metrics, list[Metrics]]:
+    """n records into one Metrics, and the same records dealt round-robin to workers."""
+    single = Metrics(closed_loop=closed_loop, t0_ns=0)
+    parts = [Metrics(closed_loop=closed_loop, t0_ns=0) for _ in range(workers)]
+    for i in range(n):
+        rec = _record(i, 5 + (i * 37) % 200, "ab"[i % 2])
         single.add(rec)
-        parts[i % 3].add(rec)
+        parts[i % workers].add(rec)
     for m in (single, *parts):
         m.roll(1.0)
+    return single, parts
+
+
+def test_merged_histograms_equal_one_histogram_of_every_value() -> None:
+    single, parts = _split(300, 3, closed_loop=False)
     merged = merge_metrics([encode_metrics(p) for p in parts], closed_loop=False, t0_ns=0)
     assert merged.outcomes == single.outcomes and merged.errors == single.errors
     for name, h in single.total.hists.items():
@@ -108,11 +114,17 @@ def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _one_run(sc: Path, out: Path, *extra: str) -> Path:
+    """Run scenario ``sc`` headless into ``out``; its one run folder."""
+    res = _cli("run", str(sc), "--no-tui", "--seed", "3", "--out", str(out), *extra)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (run_dir,) = out.iterdir()
+    return run_dir
+
+
 def test_two_workers_account_for_every_request_and_merge_their_files(tmp_path: Path) -> None:
     sc = _scenario(tmp_path, "concurrency = 6\nrequests = 300\n")
-    res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "out"))
-    assert res.returncode == 0, res.stderr[-2000:]
-    (run_dir,) = (tmp_path / "out").iterdir()
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     assert s["run"]["workers"] == 2
     assert s["requests"]["sent"] == s["requests"]["ok"] == 300
@@ -127,9 +139,7 @@ def test_two_workers_account_for_every_request_and_merge_their_files(tmp_path: P
 
 def test_open_loop_rate_is_kept_across_workers(tmp_path: Path) -> None:
     sc = _scenario(tmp_path, 'mode = "poisson"\nrate = 80.0\nduration_s = 4\n')
-    res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "out"))
-    assert res.returncode == 0, res.stderr[-2000:]
-    (run_dir,) = (tmp_path / "out").iterdir()
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     # 320 arrivals expected; a Poisson count's sd is ~18.
     assert 250 < s["requests"]["sent"] < 390
@@ -147,9 +157,7 @@ def test_constant_arrivals_of_two_workers_interleave_into_one_even_stream(tmp_pa
     # Each worker sends every 25 ms, the second 12.5 ms after the first: the merged
     # stream is even only if both count from one start instant and keep their phases.
     sc = _scenario(tmp_path, 'mode = "constant"\nrate = 80.0\nduration_s = 3\n')
-    res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "out"))
-    assert res.returncode == 0, res.stderr[-2000:]
-    (run_dir,) = (tmp_path / "out").iterdir()
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     rows = read_jsonl(run_dir / "requests.jsonl")
     intended = sorted(r["intended_ms"] for r in rows)
     gaps = [b - a for a, b in itertools.pairwise(intended)]
@@ -211,14 +219,7 @@ async def test_the_dashboard_shows_the_workers_merged(tmp_path: Path) -> None:
     from loadtest.tui import Dashboard
     from loadtest.tui.sources import WorkersSource
 
-    records = [_record(i, 5 + (i * 37) % 200, "ab"[i % 2]) for i in range(200)]
-    single = Metrics(closed_loop=True, t0_ns=0)
-    parts = [Metrics(closed_loop=True, t0_ns=0) for _ in range(2)]
-    for i, rec in enumerate(records):
-        single.add(rec)
-        parts[i % 2].add(rec)
-    for m in (single, *parts):
-        m.roll(1.0)
+    single, parts = _split(200, 2, closed_loop=True)
     sc = parse_scenario(
         {"sources": [{"kind": "inline", "prompts": ["x"]}], "load": {"duration_s": 10}}, "w.toml"
     )
@@ -246,15 +247,6 @@ async def test_the_dashboard_shows_the_workers_merged(tmp_path: Path) -> None:
     assert not app.is_running
 
 
-def _one_run(tmp: Path, name: str, *extra: str) -> Path:
-    out = tmp / name
-    sc = tmp / "w.toml"
-    res = _cli("run", str(sc), "--no-tui", "--seed", "3", "--out", str(out), *extra)
-    assert res.returncode == 0, res.stderr[-2000:]
-    (run_dir,) = out.iterdir()
-    return run_dir
-
-
 def test_a_two_worker_run_equals_a_single_process_run_within_noise(tmp_path: Path) -> None:
     """Equivalence, not a failed difference test: every median's 95% interval of B - A
     must lie within a margin, which a real gap of that size would break."""
@@ -264,8 +256,8 @@ def test_a_two_worker_run_equals_a_single_process_run_within_noise(tmp_path: Pat
     # Fixed output lengths: e2e would otherwise be a mix of modes whose median jumps.
     sim = "ttft_ms = 20.0\nitl_ms = 4.0\nmin_output_fraction = 1.0"
     path.write_text(path.read_text().replace("ttft_ms = 5.0\nitl_ms = 1.0", sim))
-    single = load_run(_one_run(tmp_path, "one"))
-    workers = load_run(_one_run(tmp_path, "two", "--workers", "2"))
+    single = load_run(_one_run(path, tmp_path / "one"))
+    workers = load_run(_one_run(path, tmp_path / "two", "--workers", "2"))
     for run in (single, workers):
         assert run.summary["requests"]["ok"] == 400
     c = compare_runs([single], [workers], resamples=1000)
