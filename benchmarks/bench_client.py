@@ -207,7 +207,7 @@ def bench_ttft(
                 "sim_cpu_pct": round(100 * (_sim_cpu(sim) - sim0) / wall),
             }
             truth = asyncio.run(_truth(sim.url))
-        deltas, delivery, lag, client_share, sim_queue = [], [], [], [], []
+        deltas, delivery, lag, client_share, sim_queue, send = [], [], [], [], [], []
         for r in records:
             t = truth.get(r.response_id or "")
             if r.warmup or r.outcome != "ok" or t is None or r.first_token_ns is None:
@@ -221,6 +221,7 @@ def bench_ttft(
                 # The simulator's own queue (its loop, before the handler ran) is in the
                 # truth gap but not the client's doing: kept apart.
                 queue = t["received_ns"] - r.written_ns
+                send.append((r.written_ns - r.sent_ns) / 1e6)
                 sim_queue.append(queue / 1e6)
                 client_share.append((client_ttft - server_ttft - queue) / 1e6)
         results[str(n)] = {
@@ -235,6 +236,8 @@ def bench_ttft(
             # the rest, the client's own (send start -> written, sim write -> stamp).
             "sim_queue_ms": _p50_p99(sim_queue),
             "client_share_ms": _p50_p99(client_share),
+            # The client's share split again: send start -> request written.
+            "send_ms": _p50_p99(send),
         }
     return results
 

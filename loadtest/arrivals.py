@@ -5,13 +5,16 @@ hands every ready socket its bytes (``data_received``), then resumes the waiting
 one after the other, in the next iteration. With a thousand streams that queue is
 milliseconds long, and a time taken in the reader would count it as the server's.
 
-``StampingHandler`` is aiohttp's own protocol with one addition: ``rx_ns``, the time of
-the connection's latest ``data_received``. Whatever the reader finds buffered arrived no
-later than that (and no later than the reader's own clock), so stamping tokens with
-``rx_ns`` is never early, and is late only by what arrived on the same connection while
-the reader waited. The reader's own clock minus ``rx_ns`` is the client's lag: how long
-loadtest took to get round to bytes it already had (``client_lag_ms``). ``tx_ns``, the
-latest write, says when the request itself left (``write_ms`` after the send began).
+``StampingHandler`` is aiohttp's own protocol with one addition: ``rx_ns``, when the
+connection's latest bytes arrived. On Linux with asyncio's own transports that is the
+kernel's receive stamp (``loadtest.kernel_stamps``), which no stall of this process can
+move; elsewhere it is the time of ``data_received``, late by however long the loop was
+busy before it polled. Whatever the reader finds buffered arrived no later than
+``rx_ns`` (and no later than the reader's own clock), so stamping tokens with it is never
+early, and is late only by what arrived on the same connection while the reader waited.
+The reader's own clock minus ``rx_ns`` is the client's lag: how long loadtest took to
+get round to bytes the machine already had (``client_lag_ms``). ``tx_ns``, the latest
+write, says when the request itself left (``write_ms`` after the send began).
 
 aiohttp has no public hook for this; ``TCPConnector`` builds its protocols through the
 private ``_factory``. ``stamping_connector`` replaces it only when it looks as expected,
@@ -29,6 +32,8 @@ from typing import Any
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
+from loadtest import kernel_stamps
+
 __all__ = ["StampingHandler", "arrival_stamps", "stamping_connector", "stamps_arrivals"]
 
 _perf = time.perf_counter_ns
@@ -38,14 +43,18 @@ class StampingHandler(ResponseHandler):
     """aiohttp's response protocol, remembering when bytes last arrived and left."""
 
     rx_ns: int = 0
-    """``perf_counter_ns`` of the latest ``data_received`` with bytes (0: none yet)."""
+    """``perf_counter_ns`` arrival of the latest bytes (0: none yet): the kernel's stamp
+    where ``kernel`` is true, else the time of ``data_received``."""
+    kernel: bool = False
+    """Whether the kernel stamps this connection's reads (``loadtest.kernel_stamps``)."""
     tx_ns: int = 0
     """``perf_counter_ns`` of the latest write to the transport (0: none, or a transport
     that cannot be wrapped, such as uvloop's)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Wrap the transport's writes so that each one is stamped."""
+        """Have the kernel stamp reads where it can; wrap writes so each one is stamped."""
         super().connection_made(transport)
+        self.kernel = kernel_stamps.install(transport, self)
         write = getattr(transport, "write", None)
         writelines = getattr(transport, "writelines", None)
         if write is None or writelines is None:
@@ -66,8 +75,8 @@ class StampingHandler(ResponseHandler):
             pass
 
     def data_received(self, data: bytes) -> None:
-        """Stamp, then let aiohttp parse as always."""
-        if data:
+        """Stamp (unless the kernel did), then let aiohttp parse as always."""
+        if data and not self.kernel:
             self.rx_ns = _perf()
         super().data_received(data)
 

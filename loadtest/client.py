@@ -26,6 +26,7 @@ import aiohttp
 from loadtest.arrivals import arrival_stamps, stamping_connector
 from loadtest.auth import redact
 from loadtest.datasets import Prompt
+from loadtest.eager_send import eager_request_class
 from loadtest.errors import EndpointError, ProtocolError
 from loadtest.openai import ServerError, StreamReader
 from loadtest.record import RequestRecord
@@ -129,12 +130,17 @@ class Client:
         # auto_decompress costs nothing on identity streams (it checks one header) and
         # keeps a server that gzips its stream anyway measurable.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=cfg.timeouts.connect_s)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        # The request is written in the call that sends it (loadtest.eager_send).
+        eager = eager_request_class()
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=timeout, request_class=eager
+        )
         # Resends after a stale keep-alive connection must not pick another pooled one
         # (it may be stale too): they go through a pool that never keeps connections.
         self._fresh = aiohttp.ClientSession(
             connector=stamping_connector(limit=0, force_close=True, ssl=cfg.ssl),
             timeout=timeout,
+            request_class=eager,
         )
         self._watchdog = asyncio.create_task(self._sweep(), name="loadtest-timeouts")
         return self

@@ -2,15 +2,49 @@
 
 from __future__ import annotations
 
+import socket
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
+from loadtest import kernel_stamps
 from loadtest.datasets import build_pool
 from loadtest.runner import RunConfig, Runner, RunOutcome
 from loadtest.scenario import Scenario, parse_scenario
 from loadtest.sim import InProcessSim, SimConfig
+
+
+@pytest.fixture
+def kernel_stamping() -> Iterator[bool]:
+    """Whether the kernel stamps received segments; held on for the test.
+
+    Linux turns stamping on a moment after the first socket asks for it (a deferred
+    static key), so the first reads of a fresh process can come unstamped: this keeps
+    one stamped connection open and waits, up to 2 s, until its reads carry stamps.
+    """
+    if not sys.platform.startswith("linux"):
+        yield False
+        return
+    listener = socket.create_server(("127.0.0.1", 0))
+    with listener, socket.create_connection(listener.getsockname()) as client:
+        peer, _ = listener.accept()
+        with peer:
+            client.setsockopt(socket.SOL_SOCKET, kernel_stamps.SO_TIMESTAMPNS, 1)
+            deadline = time.monotonic() + 2.0
+            stamped = False
+            while not stamped and time.monotonic() < deadline:
+                peer.sendall(b"x")
+                _, anc, _, _ = client.recvmsg(16, socket.CMSG_SPACE(16))
+                stamped = bool(anc)
+                if not stamped:
+                    time.sleep(0.005)
+            yield stamped
+
 
 FAST_SIM = SimConfig(ttft_ms=5.0, itl_ms=1.0, ttft_sigma=0.1, itl_sigma=0.1)
 

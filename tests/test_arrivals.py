@@ -12,8 +12,8 @@ import orjson
 from loadtest.arrivals import stamping_connector, stamps_arrivals
 from loadtest.datasets import build_pool
 from loadtest.record import RequestRecord
-from loadtest.runner import RunConfig, Runner
-from loadtest.sim import SimConfig, SimProcess
+from loadtest.runner import RunConfig, Runner, RunOutcome
+from loadtest.sim import InProcessSim, SimConfig, SimProcess
 from tests.conftest import make_scenario
 
 HOG_S = 0.05
@@ -37,26 +37,34 @@ def _hog(loop: asyncio.AbstractEventLoop, stop: list[bool]) -> None:
     loop.call_soon(_hog, loop, stop)
 
 
+async def _hogged_run(
+    url: str, out: Path, max_tokens: int, records: list[RequestRecord]
+) -> RunOutcome:
+    """Five requests, one at a time, while the hog holds the loop once per iteration."""
+    sc = make_scenario({"mode": "closed", "concurrency": 1, "requests": 5}, max_tokens=max_tokens)
+    pool, _ = build_pool(sc)
+    runner = Runner(RunConfig(sc, url, "sim-llm", out), pool, on_record=records.append)
+    loop = asyncio.get_running_loop()
+    stop: list[bool] = []
+    loop.call_soon(_hog, loop, stop)
+    try:
+        return await runner.run()
+    finally:
+        stop.append(True)
+
+
 async def test_a_busy_loop_is_reported_as_client_lag_not_as_server_latency(
-    tmp_path: Path,
+    tmp_path: Path, kernel_stamping: bool
 ) -> None:
     # The hog runs once per loop iteration. A reader resumes one iteration after its
     # bytes were received, behind the hog, so it sees them at least HOG_S late: that
     # time must show as client_lag_ms, and the token times must be the earlier arrivals,
-    # never earlier than the simulator wrote the token.
+    # never earlier than the simulator wrote the token. Tokens come 3 hogs apart, so
+    # each arrives in a read of its own (a read's stamp is that of its newest bytes).
     records: list[RequestRecord] = []
-    sim_cfg = SimConfig(ttft_ms=20.0, itl_ms=10.0, ttft_sigma=0.0, itl_sigma=0.0)
+    sim_cfg = SimConfig(ttft_ms=20.0, itl_ms=3e3 * HOG_S, ttft_sigma=0.0, itl_sigma=0.0)
     with SimProcess(sim_cfg) as sim:
-        sc = make_scenario({"mode": "closed", "concurrency": 1, "requests": 5}, max_tokens=4)
-        pool, _ = build_pool(sc)
-        runner = Runner(RunConfig(sc, sim.url, "sim-llm", tmp_path), pool, on_record=records.append)
-        loop = asyncio.get_running_loop()
-        stop: list[bool] = []
-        loop.call_soon(_hog, loop, stop)
-        try:
-            outcome = await runner.run()
-        finally:
-            stop.append(True)
+        outcome = await _hogged_run(sim.url, tmp_path, 3, records)
         async with aiohttp.ClientSession() as s, s.get(sim.url + "/sim/truth") as resp:
             truth = {t["id"]: t for t in orjson.loads(await resp.read())}
     assert len(records) == 5 and all(r.outcome == "ok" for r in records)
@@ -65,7 +73,30 @@ async def test_a_busy_loop_is_reported_as_client_lag_not_as_server_latency(
         t = truth[r.response_id or ""]
         assert r.first_token_ns is not None
         assert r.first_token_ns >= t["first_token_written_ns"]
+        if kernel_stamping:  # the kernel's stamp: the hog cannot delay it
+            assert r.first_token_ns - t["first_token_written_ns"] < HOG_S * 1e9 / 5
         # The request left after the send began and before the simulator handled it.
         assert r.written_ns is not None and r.sent_ns <= r.written_ns <= t["received_ns"]
     lag = outcome.metrics.total.hists["client_lag_ms"]
     assert lag.get_total_count() == 5 and lag.get_min_value() >= HOG_S * 1e6  # µs
+
+
+async def test_the_simulators_truth_starts_when_the_request_reached_it(
+    tmp_path: Path, kernel_stamping: bool
+) -> None:
+    # Simulator and client share this loop, and the hog holds it: a request waits in
+    # the simulator's socket up to HOG_S before its handler runs. That wait is the
+    # server's (a client sees it), so the truth's received_ns is the kernel's arrival:
+    # just after the client wrote the request.
+    records: list[RequestRecord] = []
+    sim_cfg = SimConfig(ttft_ms=5.0, itl_ms=5.0, ttft_sigma=0.0, itl_sigma=0.0)
+    async with InProcessSim(sim_cfg) as sim:
+        await _hogged_run(sim.url, tmp_path, 2, records)
+        assert sim.server is not None
+        truth = {t["id"]: t for t in sim.server.truth}
+    assert len(records) == 5 and all(r.outcome == "ok" for r in records)
+    for r in records:
+        t = truth[r.response_id or ""]
+        assert r.written_ns is not None and r.written_ns <= t["received_ns"]
+        if kernel_stamping:
+            assert t["received_ns"] - r.written_ns < HOG_S * 1e9 / 5

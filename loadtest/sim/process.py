@@ -15,7 +15,7 @@ from loadtest.errors import EndpointError
 from loadtest.quiet_gc import quiet_gc
 from loadtest.sim.draft import DRAFT_KEY, DraftServer, build_draft_app
 from loadtest.sim.model import SimConfig
-from loadtest.sim.server import SIM_KEY, SimServer, build_app
+from loadtest.sim.server import SIM_KEY, SimServer, build_app, stamp_arrivals
 
 __all__ = [
     "InProcessSim",
@@ -34,10 +34,14 @@ def build_for(config: SimConfig) -> web.Application:
     return build_draft_app(config) if config.role == "draft" else build_app(config)
 
 
-def _runner(app: web.Application) -> web.AppRunner:
+async def _runner(app: web.Application) -> web.AppRunner:
     # handler_cancellation: a client that goes away cancels its handler at once, as a
     # real engine aborts the sequence, instead of at the next write.
-    return web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handler_cancellation=True)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handler_cancellation=True)
+    await runner.setup()
+    if SIM_KEY in app and runner.server is not None:
+        stamp_arrivals(runner.server, app[SIM_KEY])
+    return runner
 
 
 READY_PREFIX = "loadtest sim listening on "
@@ -80,8 +84,7 @@ class InProcessSim:
             self.draft = app[DRAFT_KEY]
         else:
             self.server = app[SIM_KEY]
-        self._runner = _runner(app)
-        await self._runner.setup()
+        self._runner = await _runner(app)
         site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
         port = self._runner.addresses[0][1]
@@ -174,8 +177,7 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
     if config.load_s > 0:
         await asyncio.sleep(config.load_s)
     app = build_for(config)
-    runner = _runner(app)
-    await runner.setup()
+    runner = await _runner(app)
     shared = config.procs > 1 or config.reuse_port
     site = web.TCPSite(runner, host, port, backlog=4096, reuse_port=shared or None)
     await site.start()

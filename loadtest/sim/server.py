@@ -20,18 +20,20 @@ import collections
 import hashlib
 import os
 import time
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from loadtest import kernel_stamps
 from loadtest.sim.engine import SpecEngine
 from loadtest.sim.metrics import Sample, metrics_handler
 from loadtest.sim.model import ResponsePlan, SimConfig, plan_response
 from loadtest.sim.spec import infer_category
 
-__all__ = ["SIM_KEY", "SimServer", "build_app"]
+__all__ = ["SIM_KEY", "SimServer", "build_app", "stamp_arrivals"]
 
 _perf = time.perf_counter_ns
 _TRUTH_KEEP = 200_000
@@ -59,6 +61,16 @@ class SimServer:
         self._prefixes: collections.OrderedDict[bytes, None] = collections.OrderedDict()
         self.engine = SpecEngine(config) if config.draft_url else None
         self._leaks: set[asyncio.Task[None]] = set()
+        self.arrivals: weakref.WeakKeyDictionary[Any, _Arrival] = weakref.WeakKeyDictionary()
+        """Per connection (by transport), when its latest bytes reached the kernel."""
+
+    def _received(self, request: web.Request, handler_ns: int) -> int:
+        # The truth starts when the request arrived, as a client sees it: a request
+        # that waited in this process's loop has waited on the server.
+        arrival = self.arrivals.get(request.transport)
+        if arrival is None or not handler_ns - 10**9 < arrival.rx_ns <= _perf():
+            return handler_ns
+        return arrival.rx_ns
 
     def _next_id(self, prefix: str) -> str:
         self._counter += 1
@@ -178,6 +190,7 @@ class SimServer:
     async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         received = _perf()
         raw = await request.read()
+        received = self._received(request, received)
         try:
             req = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -487,6 +500,32 @@ def _error(status: int, message: str) -> web.Response:
 
 
 SIM_KEY: web.AppKey[SimServer] = web.AppKey("sim", SimServer)
+
+
+class _Arrival:
+    __slots__ = ("rx_ns",)
+
+    def __init__(self) -> None:
+        self.rx_ns = 0
+
+
+def stamp_arrivals(server: web.Server, sim: SimServer) -> None:
+    """Have the kernel stamp each new connection's reads (``loadtest.kernel_stamps``).
+
+    The truth of a request then starts when its last byte reached this machine, not
+    when this process got round to it. aiohttp calls ``Server.connection_made`` for
+    every connection before its first read; where stamps are not possible (uvloop, not
+    Linux), ``received_ns`` stays the handler's start.
+    """
+    made = server.connection_made
+
+    def connection_made(handler: Any, transport: Any) -> None:
+        arrival = _Arrival()
+        if kernel_stamps.install(transport, arrival):
+            sim.arrivals[transport] = arrival
+        made(handler, transport)
+
+    server.connection_made = connection_made  # type: ignore[method-assign]
 
 
 def build_app(config: SimConfig) -> web.Application:
