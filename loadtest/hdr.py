@@ -91,22 +91,33 @@ def fits(hist: HdrHistogram, v: np.ndarray) -> np.ndarray:
     return ok
 
 
-def _add_counts(hist: HdrHistogram, v: np.ndarray) -> None:
-    """Record values already known to fit."""
+def _add_at(hist: HdrHistogram, idx: np.ndarray, v: np.ndarray) -> None:
+    """Count values ``v`` (all fitting) at their counts-array indices ``idx``."""
     if v.size == 0:
         return
-    buckets, counts = np.unique(_indices(hist, v), return_counts=True)
     view = np.ctypeslib.as_array(hist.counts)  # the ctypes array itself, not a copy
-    view[buckets] += counts.astype(view.dtype)
+    np.add.at(view, idx, 1)
     hist.total_count += int(v.size)
     hist.min_value = min(hist.min_value, int(v.min()))
     hist.max_value = max(hist.max_value, int(v.max()))
 
 
+def _add_counts(hist: HdrHistogram, v: np.ndarray) -> None:
+    """Record values already known to fit."""
+    _add_at(hist, _indices(hist, v), v)
+
+
 def record_array(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:
     """Record an int64 array; returns which values fitted (the others are skipped)."""
-    ok = fits(hist, values)
-    _add_counts(hist, values[ok])
+    # The indices are computed once, for the check and the counting both: this runs
+    # for every metric at every roll, inside the event loop.
+    ok = values >= 0
+    idx = _indices(hist, np.where(ok, values, 0))
+    ok &= idx < hist.counts_len
+    if ok.all():
+        _add_at(hist, idx, values)
+    else:
+        _add_at(hist, idx[ok], values[ok])
     return ok
 
 
