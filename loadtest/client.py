@@ -245,6 +245,9 @@ class Client:
                 first_byte = _perf() if stamps is None else stamps.rx_ns
                 if stamps is not None and stamps.tx_ns >= sent:
                     base["written_ns"] = stamps.tx_ns
+                base["arrival_clock"] = (
+                    "reader" if stamps is None else "kernel" if stamps.kernel else "loop"
+                )
                 if resp.status >= 300:
                     text = await resp.content.read(2048)
                     return self._http_error(base, resp, text, first_byte, reader)

@@ -20,6 +20,7 @@ __all__ = ["encode_metrics", "encode_set", "merge_metrics", "merge_set"]
 _COUNTERS = (
     "warmup_requests",
     "measured_ok",
+    "kernel_stamped",
     "output_tokens",
     "estimated_token_requests",
     "goodput",

@@ -216,6 +216,8 @@ class Metrics:
         self.errors: Counter[str] = Counter()
         self.warmup_requests = 0
         self.measured_ok = 0
+        self.kernel_stamped = 0
+        """Measured ok requests whose arrivals the kernel stamped (``loadtest.kernel_stamps``)."""
         self.output_tokens = 0
         self.estimated_token_requests = 0
         self.interval_ok = 0
@@ -264,6 +266,7 @@ class Metrics:
         if rec.outcome != "ok":
             return
         self.measured_ok += 1
+        self.kernel_stamped += rec.arrival_clock == "kernel"
         self.output_tokens += rec.output_tokens
         self.interval_tokens += rec.output_tokens
         self.interval_ok += 1

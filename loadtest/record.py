@@ -89,6 +89,10 @@ class RequestRecord:
     """Longest loadtest took to read body bytes after they reached the process: token
     times are arrival times, so this is not in them, but a large value says the
     driver itself was the bottleneck (``loadtest.arrivals``)."""
+    arrival_clock: str | None = None
+    """What stamped the response's arrivals: ``kernel`` (the socket's receive stamps,
+    immune to the driver's delays), ``loop`` (when the event loop received the bytes)
+    or ``reader`` (when loadtest read them); None before any response."""
 
     @property
     def ttft_ns(self) -> int | None:
@@ -127,6 +131,7 @@ class RequestRecord:
             "end_ms": rel(self.end_ns),
             "dispatch_lag_ms": dur(self.sent_ns - self.intended_ns),
             "client_lag_ms": dur(self.client_lag_ns),
+            "arrival_clock": self.arrival_clock,
             "write_ms": dur(None if self.written_ns is None else self.written_ns - self.sent_ns),
             "ttft_ms": dur(self.ttft_ns),
             "e2e_ms": dur(self.end_ns - self.sent_ns),

@@ -77,6 +77,9 @@ async def test_a_busy_loop_is_reported_as_client_lag_not_as_server_latency(
             assert r.first_token_ns - t["first_token_written_ns"] < HOG_S * 1e9 / 5
         # The request left after the send began and before the simulator handled it.
         assert r.written_ns is not None and r.sent_ns <= r.written_ns <= t["received_ns"]
+    clock = "kernel" if kernel_stamping else "loop"
+    assert all(r.arrival_clock == clock for r in records)
+    assert outcome.metrics.kernel_stamped == (5 if kernel_stamping else 0)
     lag = outcome.metrics.total.hists["client_lag_ms"]
     assert lag.get_total_count() == 5 and lag.get_min_value() >= HOG_S * 1e6  # µs
 

@@ -248,11 +248,19 @@ def test_a_busy_driver_is_called_out_in_the_summary_and_the_table() -> None:
     assert calm == {
         "client_lag_p99_ms": 0.4,
         "dispatch_lag_p99_ms": 1.2,
+        "kernel_stamped_share": None,
         "busy": False,
         "advice": None,
     }
-    busy = driver_health({"client_lag_ms": {"p99": 12.0}, "dispatch_lag_ms": {"count": 0}})
+    late_reads = {"client_lag_ms": {"p99": 12.0}, "dispatch_lag_ms": {"count": 0}}
+    busy = driver_health(late_reads)
     assert busy["busy"] and "--workers" in busy["advice"]
+    # Arrivals stamped by the kernel do not carry the reading delay: not busy for it...
+    assert driver_health(late_reads, kernel_share=1.0)["busy"] is False
+    # ...unless some were stamped by the process, or the sends were late.
+    assert driver_health(late_reads, kernel_share=0.98)["busy"] is True
+    late_sends = {"client_lag_ms": {"p99": 12.0}, "dispatch_lag_ms": {"p99": 6.0}}
+    assert driver_health(late_sends, kernel_share=1.0)["busy"] is True
     assert driver_health({})["busy"] is False  # nothing measured, nothing claimed
     sc = make_scenario({"mode": "closed", "concurrency": 1, "requests": 1})
     m = Metrics(closed_loop=True, t0_ns=0)

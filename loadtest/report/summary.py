@@ -43,22 +43,28 @@ def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> dic
 
 
 BUSY_MS = 5.0
-"""A p99 client or dispatch lag above this says the driver, not only the endpoint, was
-measured: its loop was too busy to send on time or to read what had arrived."""
+"""A p99 dispatch lag above this says the driver, not only the endpoint, was measured:
+its loop was too busy to send on time. So does a p99 client lag above it, where the
+arrivals were stamped by the process rather than the kernel."""
 
 
-def driver_health(metrics: dict[str, Any]) -> dict[str, Any]:
+def driver_health(metrics: dict[str, Any], kernel_share: float | None = None) -> dict[str, Any]:
     """Whether loadtest itself kept up, from the ``metrics`` block of a summary.
 
-    Arrival stamps keep the reading delay out of the token times, but a busy loop also
-    sends late (dispatch lag, and time between the send stamp and the bytes leaving),
-    so a high client lag is a warning about the send side too.
+    ``kernel_share`` is the share of measured requests whose arrivals the kernel
+    stamped. Those token times cannot include the driver's reading delay, so a client
+    lag counts against them only where some arrivals were stamped by the process; a
+    busy loop also sends late, which the dispatch lag shows either way.
     """
     lags = {key: metrics.get(key, {}).get("p99") for key in ("client_lag_ms", "dispatch_lag_ms")}
-    busy = any(v is not None and v > BUSY_MS for v in lags.values())
+    lags_that_count = dict(lags)
+    if kernel_share is not None and kernel_share >= 1.0:
+        lags_that_count.pop("client_lag_ms")
+    busy = any(v is not None and v > BUSY_MS for v in lags_that_count.values())
     return {
         "client_lag_p99_ms": lags["client_lag_ms"],
         "dispatch_lag_p99_ms": lags["dispatch_lag_ms"],
+        "kernel_stamped_share": None if kernel_share is None else round(kernel_share, 4),
         "busy": busy,
         "advice": (
             f"the driver was busy (p99 lag over {BUSY_MS:g} ms): latencies include its own "
@@ -163,7 +169,8 @@ def build_summary(
         },
         "out_of_range_values": metrics.total.out_of_range,
     }
-    summary["driver"] = driver_health(summary["metrics"])
+    kernel_share = metrics.kernel_stamped / metrics.measured_ok if metrics.measured_ok else None
+    summary["driver"] = driver_health(summary["metrics"], kernel_share)
     summary["slo"] = evaluate(scenario.slo, summary)
     if metrics.goodput_limits:
         summary["slo"]["goodput"] = {
