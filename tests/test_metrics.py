@@ -255,11 +255,14 @@ def test_a_busy_driver_is_called_out_in_the_summary_and_the_table() -> None:
     late_reads = {"client_lag_ms": {"p99": 12.0}, "dispatch_lag_ms": {"count": 0}}
     busy = driver_health(late_reads)
     assert busy["busy"] and "--workers" in busy["advice"]
-    # Arrivals stamped by the kernel do not carry the reading delay: not busy for it...
-    assert driver_health(late_reads, kernel_share=1.0)["busy"] is False
-    # ...unless some were stamped by the process, or the sends were late.
-    assert driver_health(late_reads, kernel_share=0.98)["busy"] is True
-    late_sends = {"client_lag_ms": {"p99": 12.0}, "dispatch_lag_ms": {"p99": 6.0}}
+    # Kernel stamps with chunks 100 ms apart: a 12 ms late reader still gave every
+    # chunk its own stamp. Not with chunks 20 ms apart, nor if some arrivals were
+    # stamped by the process, nor when the sends were late.
+    slow_chunks = late_reads | {"itl_ms": {"p50": 100.0}}
+    assert driver_health(slow_chunks, kernel_share=1.0)["busy"] is False
+    assert driver_health(late_reads | {"itl_ms": {"p50": 20.0}}, kernel_share=1.0)["busy"]
+    assert driver_health(slow_chunks, kernel_share=0.98)["busy"] is True
+    late_sends = slow_chunks | {"dispatch_lag_ms": {"p99": 6.0}}
     assert driver_health(late_sends, kernel_share=1.0)["busy"] is True
     assert driver_health({})["busy"] is False  # nothing measured, nothing claimed
     sc = make_scenario({"mode": "closed", "concurrency": 1, "requests": 1})
