@@ -253,6 +253,10 @@ def bench_poisson(rate: float, seconds: float) -> dict[str, Any]:
         out = asyncio.run(_run(sc, sim.url, records))
     sent = np.array(sorted(r.sent_ns for r in records), dtype=np.int64)
     lags = np.array([(r.sent_ns - r.intended_ns) / 1e6 for r in records])
+    # Intended send -> request handed to the kernel: the pacer's lag and the send's cost.
+    leave = np.array(
+        [(r.written_ns - r.intended_ns) / 1e6 for r in records if r.written_ns is not None]
+    )
     planned = sum(
         1
         for _ in itertools.takewhile(
@@ -273,6 +277,7 @@ def bench_poisson(rate: float, seconds: float) -> dict[str, Any]:
             "p99": round(float(np.percentile(lags, 99)), 3),
             "max": round(float(lags.max()), 3),
         },
+        "intended_to_written_ms": _p50_p99(list(leave)),
     }
 
 
