@@ -6,12 +6,14 @@
 1. ingest: token chunks per second one driver process takes in, per CPU-second of the
    driver and per wall second, beside a minimal aiohttp line reader as the yardstick.
 2. ttft: client TTFT minus the simulator's truth (its own TTFT: first token written
-   minus request received) at 1, 100 and 1,000 concurrent streams; p50 and p99; the
-   client lag per request (how late the reader got to bytes already received, which
-   arrival stamps keep out of the TTFT); and that gap split into the simulator's own
-   queue (request written -> its handler ran) and the client's share (send start ->
-   request written, plus simulator's write -> client's arrival stamp).
-3. poisson: achieved send rate and dispatch lag p99 for Poisson arrivals at 1,000 req/s.
+   minus request received, both stamped by the kernel on Linux) at 1, 100 and 1,000
+   concurrent streams; p50 and p99; the client lag per request (how late the reader got
+   to bytes already received, which arrival stamps keep out of the TTFT); and that gap
+   split into the simulator's own queue (request written -> its arrival stamp), the
+   client's share (send start -> request written, plus simulator's write -> client's
+   arrival stamp) and, within it, the send (send start -> request written).
+3. poisson: achieved send rate, dispatch lag and intended send -> request written, for
+   Poisson arrivals at 1,000 req/s.
 
 The simulator runs as its own process (its own core on a 2-core machine); the driver
 runs here. Results go to stdout and, with --json PATH, to a file.
