@@ -13,6 +13,7 @@ import numpy as np
 from hdrh.histogram import HdrHistogram
 
 __all__ = [
+    "add_into",
     "bucket_arrays",
     "fast_percentile",
     "fits",
@@ -119,6 +120,31 @@ def record_array(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:
     else:
         _add_at(hist, idx[ok], values[ok])
     return ok
+
+
+def add_into(dst: HdrHistogram, src: HdrHistogram) -> None:
+    """``dst.add(src)``, with numpy where both have the same layout (same result).
+
+    hdrh adds the counts arrays in C, but at ~40 µs a pair; a roll merges some thirty
+    pairs inside the event loop, and numpy does each in ~7 µs.
+    """
+    same = (
+        dst.counts_len == src.counts_len
+        and dst.unit_magnitude == src.unit_magnitude
+        and dst.sub_bucket_count == src.sub_bucket_count
+        and dst.word_size == src.word_size == 8
+    )
+    if not same:
+        dst.add(src)
+        return
+    if src.get_total_count():
+        view = np.ctypeslib.as_array(dst.counts)
+        np.add(view, np.ctypeslib.as_array(src.counts), out=view)
+        dst.total_count += src.get_total_count()
+        dst.max_value = max(dst.max_value, src.get_max_value())
+        dst.min_value = min(dst.get_min_value(), src.get_min_value())
+    dst.start_time_stamp_msec = min(dst.start_time_stamp_msec, src.start_time_stamp_msec)
+    dst.end_time_stamp_msec = max(dst.end_time_stamp_msec, src.end_time_stamp_msec)
 
 
 def record_many(hist: HdrHistogram, values: Sequence[int] | np.ndarray) -> int:

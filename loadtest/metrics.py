@@ -19,13 +19,14 @@ import itertools
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from loadtest.hdr import (
+    add_into,
     bucket_arrays,
     fast_percentile,
     new_histogram,
@@ -127,12 +128,21 @@ class MetricSet:
 
     def flush(self) -> None:
         """Move every pending value into its histogram."""
+        for _ in self.flush_steps():
+            pass
+
+    def flush_steps(self) -> Iterator[None]:
+        """``flush``, one metric per step: a caller in an event loop can let other work
+        run between steps, rather than stall for all of them at once (milliseconds when
+        a thousand requests end in a second)."""
         for name, values in self._pending.items():
             if values:
                 self._flush(name, values, None)
-        for name, (values, expected) in self._pending_corrected.items():
+                yield
+        for name, (values, expected) in list(self._pending_corrected.items()):
             if values:
                 self._flush(name, values, expected)
+                yield
 
     def _flush(self, name: str, values: list[float], expected: list[int] | None) -> None:
         v = np.asarray(values, dtype=np.float64)
@@ -166,7 +176,7 @@ class MetricSet:
         mine, theirs = self.hists, other.hists
         for name in self.NAMES:
             if theirs[name].get_total_count():
-                mine[name].add(theirs[name])
+                add_into(mine[name], theirs[name])
             self._sums[name] += other._sums[name]
         self._out_of_range += other._out_of_range
 

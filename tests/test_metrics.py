@@ -194,6 +194,56 @@ def test_record_many_matches_recording_one_by_one(n: int) -> None:
         assert many.get_value_at_percentile(q) == one.get_value_at_percentile(q)
 
 
+@pytest.mark.parametrize("dst_values", [[], [0, 7], [12_345, 9_999_999]])
+def test_adding_histograms_with_numpy_equals_hdrh_add(dst_values: list[int]) -> None:
+    import random
+
+    from loadtest.hdr import add_into
+    from loadtest.metrics import new_histogram
+
+    rng = random.Random(len(dst_values))
+    src_values = [int(rng.lognormvariate(9, 2)) for _ in range(500)] + [0, 3_600_000_000]
+    ours, theirs, src = new_histogram(), new_histogram(), new_histogram()
+    for v in dst_values:
+        ours.record_value(v)
+        theirs.record_value(v)
+    for v in src_values:
+        src.record_value(v)
+    add_into(ours, src)
+    theirs.add(src)
+    assert ours.encode() == theirs.encode()
+    assert ours.get_total_count() == theirs.get_total_count()
+    assert (ours.min_value, ours.max_value) == (theirs.min_value, theirs.max_value)
+    assert (ours.get_min_value(), ours.get_max_value()) == (
+        theirs.get_min_value(),
+        theirs.get_max_value(),
+    )
+    assert ours.get_value_at_percentile(99) == theirs.get_value_at_percentile(99)
+
+
+def test_a_flush_in_steps_loses_nothing_recorded_between_steps() -> None:
+    from loadtest.metrics import MetricSet
+
+    at_once, in_steps = MetricSet(), MetricSet()
+    for ms in (at_once, in_steps):
+        for i in range(100):
+            ms.record("ttft_ms", 1000.0 + i)
+            ms.record("e2e_ms", 5000.0 + i, expected_interval_us=2000.0)
+    steps = 0
+    for _ in in_steps.flush_steps():
+        steps += 1
+        in_steps.record("itl_ms", 42.0)  # a request ending while the flush yields
+    at_once.flush()
+    for _ in range(steps):
+        at_once.record("itl_ms", 42.0)
+    # One step per metric with pending values (itl_ms too, if its turn comes after the
+    # first value recorded into it).
+    assert steps >= 2
+    for name in MetricSet.NAMES:
+        assert in_steps.hists[name].encode() == at_once.hists[name].encode(), name
+        assert in_steps.sums[name] == at_once.sums[name]
+
+
 def test_deferred_recording_equals_hdrh_recording_one_by_one() -> None:
     """MetricSet appends values and records them in arrays later; the histograms, sums
     and out-of-range counts must be exactly what hdrh's own calls give."""
