@@ -44,9 +44,10 @@ def _accounted(rows: list[dict[str, Any]], summary_counts: dict[str, int]) -> No
 
 async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
     sc = make_scenario(
-        {"mode": "closed", "concurrency": 4, "duration_s": 6},
+        {"mode": "closed", "concurrency": 4, "duration_s": 7},
         max_tokens=48,
-        faults=_faults({"kind": "draft_down", "at_s": 2, "duration_s": 2}),
+        # 3 s down: at one scrape a second, two scrapes always fall inside the window.
+        faults=_faults({"kind": "draft_down", "at_s": 2, "duration_s": 3}),
     )
     async with InProcessSim(SimConfig(role="draft", draft_token_ms=0.2)) as draft:
         host, port = draft.url.removeprefix("http://").split(":")
@@ -64,10 +65,22 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
     assert window["fallbacks"] == engine.health.fallbacks >= 1
     assert engine.plain_steps > 0 and engine.spec_steps > 0
     assert window["acceptance"]["before"] is not None and window["acceptance"]["before"] > 0
-    # No drafts while it was down; a step already verifying when the proxy went down may
-    # still land in the first sample of the window, so allow a trace below the level before.
-    during = window["acceptance"]["during"]
-    assert during is None or during < window["acceptance"]["before"]
+    # No drafts while it was down. A step already verifying when the proxy went down
+    # may still land inside the window, and its own acceptance can be anything (2 of 4
+    # is 0.5, above the mean before): so compare how much was drafted, not the ratio.
+    samples = read_jsonl(tmp_path / "metrics.jsonl")
+    start, end = window["start_s"], window["end_s"]
+
+    def drafted_per_s(a: float, b: float) -> float:
+        inside = [x for x in samples if x.get("ok") and a <= x["t_s"] and x["t_end_s"] <= b]
+        first, last = inside[0], inside[-1]
+        assert last is not first, "too few scrapes in the span"
+        drafted = float(last["draft_tokens"]) - float(first["draft_tokens"])
+        return drafted / (float(last["t_s"]) - float(first["t_s"]))
+
+    before_rate = drafted_per_s(0.0, start)
+    assert before_rate > 0
+    assert drafted_per_s(start, end) < before_rate / 20
     assert window["during"]["requests"] > 0
     # Plain decoding is slower than speculation: TPOT during the outage is worse.
     assert window["during"]["tpot_p50_ms"] > window["before"]["tpot_p50_ms"]
