@@ -27,7 +27,7 @@ from loadtest.datasets import Prompt, PromptPool
 from loadtest.faults.rig import FaultRig
 from loadtest.metrics import Metrics, Snapshot
 from loadtest.openai import build_payload
-from loadtest.quiet_gc import quiet_gc
+from loadtest.quiet_gc import quiet_gc, settle
 from loadtest.record import RequestRecord
 from loadtest.report.hlog import HlogWriter
 from loadtest.scenario import Scenario
@@ -515,6 +515,7 @@ class Runner:
             for _ in self.metrics.interval.flush_steps():
                 await asyncio.sleep(0)
             self._roll()
+            settle()
 
     def _roll(self) -> None:
         if self._hlog_write is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from loadtest.quiet_gc import RUN_THRESHOLDS, quiet_gc
+from loadtest.quiet_gc import RUN_THRESHOLDS, quiet_gc, settle
 
 
 class _Node:
@@ -27,3 +27,17 @@ def test_a_run_freezes_what_exists_raises_thresholds_and_restores_them() -> None
         assert ref() is None
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_settle_freezes_survivors_only_inside_a_run() -> None:
+    keep = [_Node() for _ in range(100)]
+    settle()  # outside a run: nothing happens
+    assert gc.get_freeze_count() == 0
+    with quiet_gc():
+        frozen = gc.get_freeze_count()
+        more = [_Node() for _ in range(100)]
+        settle()
+        assert gc.get_freeze_count() >= frozen + len(more)
+        assert all(gc.is_tracked(n) for n in more)
+    assert gc.get_freeze_count() == 0  # the run's end gives everything back
+    del keep, more
