@@ -84,7 +84,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, single_load: bool = True) -> No
         choices=("asyncio", "uvloop"),
         default="asyncio",
         help="event loop without the TUI (default: asyncio; uvloop costs less per read "
-        "with many slow streams, but records no write_ms)",
+        "with many slow streams, but its arrivals are not kernel-stamped and it records "
+        "no write_ms)",
     )
 
 

@@ -85,11 +85,17 @@ def _indices(hist: HdrHistogram, v: np.ndarray) -> np.ndarray:
     return idx
 
 
+def _fitting(hist: HdrHistogram, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which values fit (``fits``), and every value's counts index (0's for the others)."""
+    ok = v >= 0
+    idx = _indices(hist, np.where(ok, v, 0))
+    ok &= idx < hist.counts_len
+    return ok, idx
+
+
 def fits(hist: HdrHistogram, v: np.ndarray) -> np.ndarray:
     """Which integer values ``hist.record_value`` would accept (0 <= v, within range)."""
-    ok = v >= 0
-    ok[ok] = _indices(hist, v[ok]) < hist.counts_len
-    return ok
+    return _fitting(hist, v)[0]
 
 
 def _add_at(hist: HdrHistogram, idx: np.ndarray, v: np.ndarray) -> None:
@@ -112,9 +118,7 @@ def record_array(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:
     """Record an int64 array; returns which values fitted (the others are skipped)."""
     # The indices are computed once, for the check and the counting both: this runs
     # for every metric at every roll, inside the event loop.
-    ok = values >= 0
-    idx = _indices(hist, np.where(ok, values, 0))
-    ok &= idx < hist.counts_len
+    ok, idx = _fitting(hist, values)
     if ok.all():
         _add_at(hist, idx, values)
     else:

@@ -8,9 +8,11 @@ so a collection shows up as server latency at the p99.
 
 For the length of a run: what already exists (data sets, modules, the prompt pool) is
 frozen out of the collector's reach, and the thresholds are raised so that young
-collections are rarer and the old generations are walked far less often. Cycles are
-still collected; reference counting frees everything else at once, as always. Settings
-are restored when the last concurrent run ends.
+collections are rarer and the old generations are walked far less often. Once a
+second the run also freezes what survived the second (``settle``), so no collection
+walks the open streams' objects. Reference counting frees objects at once, as always;
+cycles that became garbage are collected if a collection comes first, else when the
+run ends. Settings are restored when the last concurrent run ends.
 """
 
 from __future__ import annotations
