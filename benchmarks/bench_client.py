@@ -36,11 +36,11 @@ import aiohttp
 import numpy as np
 import orjson
 
+from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
-from loadtest.record import RequestRecord
-from loadtest.runner import RunConfig, Runner, RunOutcome
-from loadtest.scenario import Scenario, parse_scenario
-from loadtest.schedule import ArrivalPlan, arrival_offsets_ns
+from loadtest.engine.runner import RunConfig, Runner, RunOutcome
+from loadtest.engine.schedule import ArrivalPlan, arrival_offsets_ns
+from loadtest.model.record import RequestRecord
 from loadtest.sim import SimConfig, SimProcess
 
 
@@ -232,7 +232,7 @@ def bench_ttft(
             **cpu,
             "ttft_minus_truth_ms": _p50_p99(deltas),
             "first_token_delivery_ms": _p50_p99(delivery),
-            # What reading on the reader's clock would have added (loadtest.arrivals).
+            # What reading on the reader's clock would have added (loadtest._compat.arrivals).
             "client_lag_ms": _p50_p99(lag),
             # The truth gap split: request written -> simulator handler (its queue), and
             # the rest, the client's own (send start -> written, sim write -> stamp).

@@ -26,9 +26,9 @@ from typing import Any
 
 import psutil
 
+from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
-from loadtest.runner import RunConfig, Runner
-from loadtest.scenario import Scenario, parse_scenario
+from loadtest.engine.runner import RunConfig, Runner
 from loadtest.sim import SimConfig, SimProcess
 
 

@@ -17,9 +17,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
-from loadtest.runner import RunConfig, Runner, RunOutcome
-from loadtest.scenario import Scenario, parse_scenario
+from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.sim import SimConfig, SimProcess
 from loadtest.tui import Dashboard
 

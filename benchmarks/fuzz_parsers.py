@@ -19,8 +19,8 @@ import sys
 import time
 
 from loadtest.errors import ProtocolError
-from loadtest.openai import ServerError, StreamReader
-from loadtest.sse import SSEParser
+from loadtest.protocol.openai import ServerError, StreamReader
+from loadtest.protocol.sse import SSEParser
 
 __all__ = ["fuzz_json_chunk", "fuzz_stream"]
 

@@ -3,6 +3,8 @@
 The public API is what ``__all__`` lists; everything else may change between versions.
 """
 
+from loadtest.config.scenario import Scenario, load_scenario, parse_scenario
+from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.errors import (
     DatasetError,
     EndpointError,
@@ -13,10 +15,8 @@ from loadtest.errors import (
     ScenarioError,
     UsageError,
 )
-from loadtest.metrics import Metrics, Snapshot
-from loadtest.record import RequestRecord
-from loadtest.runner import RunConfig, Runner, RunOutcome
-from loadtest.scenario import Scenario, load_scenario, parse_scenario
+from loadtest.measure.recorders import Metrics, Snapshot
+from loadtest.model.record import RequestRecord
 from loadtest.sim import InProcessSim, SimConfig, SimProcess
 
 __all__ = [

@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest import kernel_stamps
+from loadtest._compat import kernel_stamps
+from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
-from loadtest.runner import RunConfig, Runner, RunOutcome
-from loadtest.scenario import Scenario, parse_scenario
+from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.sim import InProcessSim, SimConfig
 
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from loadtest.agent.driver import AgentDriver
-from loadtest.agent.spec import AgentSpec, build_tasks, parse_tasks
-from loadtest.agent.tasks import call_name, load_agent_jsonl, load_bfcl_multi_turn
+from loadtest.config.scenario import parse_scenario
+from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.errors import DatasetError, ScenarioError
-from loadtest.runner import RunConfig, Runner, RunOutcome
-from loadtest.scenario import parse_scenario
+from loadtest.features.agent.driver import AgentDriver
+from loadtest.features.agent.tasks import call_name, load_agent_jsonl, load_bfcl_multi_turn
+from loadtest.features.agent.taskspec import AgentSpec, build_tasks, parse_tasks
 from loadtest.sim import InProcessSim, SimConfig
 from tests.conftest import read_jsonl
 

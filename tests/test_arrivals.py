@@ -9,10 +9,10 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from loadtest.arrivals import stamping_connector, stamps_arrivals
+from loadtest._compat.arrivals import stamping_connector, stamps_arrivals
 from loadtest.datasets import build_pool
-from loadtest.record import RequestRecord
-from loadtest.runner import RunConfig, Runner, RunOutcome
+from loadtest.engine.runner import RunConfig, Runner, RunOutcome
+from loadtest.model.record import RequestRecord
 from loadtest.sim import InProcessSim, SimConfig, SimProcess
 from tests.conftest import make_scenario
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def loadtest(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "loadtest.cli", *args],
+        [sys.executable, "-m", "loadtest.cli.main", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -132,7 +132,7 @@ def _start_and_wait_for_requests(
         [
             sys.executable,
             "-m",
-            "loadtest.cli",
+            "loadtest.cli.main",
             "run",
             str(scenario),
             "--out",

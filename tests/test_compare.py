@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadtest.ab import ab_order
-from loadtest.cli import main
+from loadtest.app.ab import ab_order
+from loadtest.cli.main import main
 from loadtest.errors import UsageError
 from loadtest.report.compare import compare_runs, load_run, load_summary, render_comparison
 from loadtest.sim import SimConfig

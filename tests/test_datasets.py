@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from loadtest.config.scenario import SourceSpec, parse_scenario
 from loadtest.datasets import LANGUAGES, PromptPool, build_pool, detect_language, load_source
 from loadtest.datasets.sharegpt import load_sharegpt_rows, parse_sharegpt_bytes
 from loadtest.errors import DatasetError
-from loadtest.scenario import SourceSpec, parse_scenario
 
 needs_bfcl = pytest.mark.skipif(
     importlib.util.find_spec("bfcl_eval") is None, reason="bfcl-eval not installed"

@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 import pytest
 
-from loadtest.record import RequestRecord
+from loadtest.model.record import RequestRecord
 from loadtest.report import read_hlog
 from loadtest.sim import InProcessSim, SimConfig
 from tests.conftest import FAST_SIM, make_scenario, read_jsonl, run_against, tool_source
@@ -106,7 +106,7 @@ async def test_connection_refused_is_a_connect_failure(tmp_path: Path) -> None:
     async with InProcessSim(FAST_SIM) as sim:
         url = sim.url
     from loadtest.datasets import build_pool
-    from loadtest.runner import RunConfig, Runner
+    from loadtest.engine.runner import RunConfig, Runner
 
     pool, _ = build_pool(sc)
     out = await Runner(
@@ -135,7 +135,7 @@ async def test_stop_mid_run_cancels_after_grace_and_accounts_for_all(tmp_path: P
     )
     async with InProcessSim(slow) as sim:
         from loadtest.datasets import build_pool
-        from loadtest.runner import RunConfig, Runner
+        from loadtest.engine.runner import RunConfig, Runner
 
         pool, _ = build_pool(sc)
         runner = Runner(RunConfig(scenario=sc, endpoint=sim.url, model="m", run_dir=tmp_path), pool)

@@ -9,8 +9,8 @@ import time
 import aiohttp
 import pytest
 
-from loadtest.arrivals import arrival_stamps, stamping_connector
-from loadtest.eager_send import EagerRequest, start_eagerly
+from loadtest._compat.arrivals import arrival_stamps, stamping_connector
+from loadtest._compat.eager_send import EagerRequest, start_eagerly
 from loadtest.sim import SimConfig, SimProcess
 
 HOG_S = 0.05

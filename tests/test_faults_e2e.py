@@ -9,10 +9,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from loadtest.faults.plan import TargetSpec
-from loadtest.faults.proxy import FaultProxy
-from loadtest.faults.rig import FaultRig
-from loadtest.faults.target import ManagedTarget
+from loadtest.features.faults.plan import TargetSpec
+from loadtest.features.faults.proxy import FaultProxy
+from loadtest.features.faults.rig import FaultRig
+from loadtest.features.faults.target import ManagedTarget
 from loadtest.sim import SimConfig
 from loadtest.sim.process import InProcessSim, sim_command
 from tests.conftest import make_scenario, read_jsonl, run_against

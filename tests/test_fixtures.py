@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from loadtest.errors import ProtocolError
-from loadtest.openai import ServerError, StreamReader
-from loadtest.sse import SSEParser
+from loadtest.protocol.openai import ServerError, StreamReader
+from loadtest.protocol.sse import SSEParser
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 EXPECTED: dict[str, Any] = orjson.loads((FIXTURES / "expected.json").read_bytes())

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.fuzz_parsers import fuzz_json_chunk, fuzz_stream
-from loadtest.cli import main
+from loadtest.cli.main import main
+from loadtest.config.scenario import load_scenario, parse_scenario
 from loadtest.errors import DatasetError, ScenarioError
-from loadtest.scenario import load_scenario, parse_scenario
 
 FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

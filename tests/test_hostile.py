@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.job import RunOptions, run_job
+from loadtest.app.job import RunOptions, run_job
 from tests.conftest import read_jsonl
 from tests.hostile import ECHO_MODES, HostileServer
 
@@ -177,7 +177,7 @@ def test_an_echoed_api_key_never_reaches_an_output(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from loadtest.cli import main
+    from loadtest.cli.main import main
 
     key = "sk-hostile-test-4f9a1c77e2"
     key_file = tmp_path / "key.txt"

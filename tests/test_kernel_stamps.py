@@ -13,7 +13,7 @@ import pytest
 import trustme
 import uvloop
 
-from loadtest import kernel_stamps
+from loadtest._compat import kernel_stamps
 
 HOG_S = 0.05
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS")

@@ -20,13 +20,13 @@ import aiohttp
 import orjson
 import pytest
 
+from loadtest.app.llama import MODEL_ALIAS, LlamaOptions, llama_command
 from loadtest.datasets import build_pool
-from loadtest.faults.plan import TargetSpec
-from loadtest.faults.rig import FaultRig
-from loadtest.faults.target import ManagedTarget
-from loadtest.llama import MODEL_ALIAS, LlamaOptions, llama_command
-from loadtest.runner import RunConfig, Runner, RunOutcome
-from loadtest.scrape import parse_metrics
+from loadtest.engine.runner import RunConfig, Runner, RunOutcome
+from loadtest.features.faults.plan import TargetSpec
+from loadtest.features.faults.rig import FaultRig
+from loadtest.features.faults.target import ManagedTarget
+from loadtest.features.scrape import parse_metrics
 from tests.conftest import make_scenario, read_jsonl
 
 try:

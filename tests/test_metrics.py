@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.metrics import Metrics
-from loadtest.record import RequestRecord
+from loadtest.measure.recorders import Metrics
+from loadtest.model.record import RequestRecord
 from loadtest.report import HlogWriter, build_summary, read_hlog
 from loadtest.report.summary import metric_stats
 from tests.conftest import make_scenario
@@ -154,7 +154,7 @@ def test_summary_has_the_documented_shape() -> None:
     assert set(ttft) == {"count", "min", "mean", "p50", "p90", "p95", "p99", "p999", "max"}
     assert ttft["count"] == 20 and ttft["min"] == pytest.approx(1.0, rel=0.01)
     assert ttft["mean"] == pytest.approx(10.5, rel=0.001)
-    from loadtest.record import CORRECTED, METRICS
+    from loadtest.model.record import CORRECTED, METRICS
 
     assert "client_lag_ms" in METRICS
     for key in (*METRICS, *(f"{m}_corrected" for m in CORRECTED)):
@@ -165,7 +165,7 @@ def test_summary_has_the_documented_shape() -> None:
 
 
 def test_metric_stats_of_an_empty_histogram() -> None:
-    from loadtest.metrics import new_histogram
+    from loadtest.measure.recorders import new_histogram
 
     assert metric_stats(new_histogram(), 0.0) == {"count": 0}
 
@@ -174,7 +174,7 @@ def test_metric_stats_of_an_empty_histogram() -> None:
 def test_record_many_matches_recording_one_by_one(n: int) -> None:
     import random
 
-    from loadtest.metrics import new_histogram, record_many
+    from loadtest.measure.recorders import new_histogram, record_many
 
     rng = random.Random(n)
     values = [int(rng.lognormvariate(9, 2)) for _ in range(n)] + [0, 1, 3_600_000_000]
@@ -198,8 +198,8 @@ def test_record_many_matches_recording_one_by_one(n: int) -> None:
 def test_adding_histograms_with_numpy_equals_hdrh_add(dst_values: list[int]) -> None:
     import random
 
-    from loadtest.hdr import add_into
-    from loadtest.metrics import new_histogram
+    from loadtest.measure.hdr import add_into
+    from loadtest.measure.recorders import new_histogram
 
     rng = random.Random(len(dst_values))
     src_values = [int(rng.lognormvariate(9, 2)) for _ in range(500)] + [0, 3_600_000_000]
@@ -222,7 +222,7 @@ def test_adding_histograms_with_numpy_equals_hdrh_add(dst_values: list[int]) -> 
 
 
 def test_a_flush_in_steps_loses_nothing_recorded_between_steps() -> None:
-    from loadtest.metrics import MetricSet
+    from loadtest.measure.recorders import MetricSet
 
     at_once, in_steps = MetricSet(), MetricSet()
     for ms in (at_once, in_steps):
@@ -249,7 +249,7 @@ def test_deferred_recording_equals_hdrh_recording_one_by_one() -> None:
     and out-of-range counts must be exactly what hdrh's own calls give."""
     import random
 
-    from loadtest.metrics import MetricSet, new_histogram
+    from loadtest.measure.recorders import MetricSet, new_histogram
 
     rng = random.Random(7)
     ms = MetricSet()

@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from loadtest.errors import ProtocolError
-from loadtest.openai import ServerError, StreamReader, build_payload, messages_to_text
-from loadtest.sse import Event
+from loadtest.protocol.openai import ServerError, StreamReader, build_payload, messages_to_text
+from loadtest.protocol.sse import Event
 
 
 def test_chat_payload_asks_for_usage_and_carries_tools_and_sampling() -> None:

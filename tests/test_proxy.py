@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from loadtest.errors import UsageError
-from loadtest.faults.proxy import FaultProxy, Toxic
+from loadtest.features.faults.proxy import FaultProxy, Toxic
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from loadtest.quiet_gc import RUN_THRESHOLDS, quiet_gc, settle
+from loadtest._compat.quiet_gc import RUN_THRESHOLDS, quiet_gc, settle
 
 
 class _Node:

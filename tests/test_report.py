@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.cli import main
+from loadtest.cli.main import main
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # CI installs Debian's chromium and sets this, so the browser test runs there, not skips.

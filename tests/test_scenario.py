@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.config.scenario import load_scenario, parse_scenario
 from loadtest.errors import ScenarioError
-from loadtest.scenario import load_scenario, parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

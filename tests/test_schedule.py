@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from loadtest.schedule import ArrivalPlan, arrival_offsets_ns, pace
+from loadtest.engine.schedule import ArrivalPlan, arrival_offsets_ns, pace
 
 
 class FakeClock:
@@ -110,7 +110,7 @@ def test_the_real_clock_never_wakes_before_the_deadline_on_either_loop() -> None
 
     import uvloop
 
-    from loadtest.schedule import MonotonicClock
+    from loadtest.engine.schedule import MonotonicClock
 
     async def earliest_wakeups() -> list[int]:
         clock = MonotonicClock()

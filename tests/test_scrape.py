@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtest.scrape import acceptance, parse_metrics, summarize_samples
+from loadtest.features.scrape import acceptance, parse_metrics, summarize_samples
 
 VLLM = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge

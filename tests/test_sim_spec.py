@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from loadtest.sim.spec import (
+from loadtest.sim.speculation import (
     DraftHealth,
     accepted_tokens,
     expected_tokens_per_step,

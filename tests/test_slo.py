@@ -7,10 +7,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadtest.cli import main
+from loadtest.cli.main import main
+from loadtest.config.toml_tables import Table
 from loadtest.errors import ScenarioError, UsageError
-from loadtest.slo import SLOSpec, Threshold, evaluate, parse_slo_flag, parse_slo_table
-from loadtest.tables import Table
+from loadtest.measure.slo import SLOSpec, Threshold, evaluate, parse_slo_flag, parse_slo_table
 from tests.test_cli import inline_scenario
 
 

@@ -11,10 +11,10 @@ import aiohttp
 import orjson
 import pytest
 
-from loadtest.scrape import parse_metrics
+from loadtest.features.scrape import parse_metrics
 from loadtest.sim import SimConfig
 from loadtest.sim.process import InProcessSim
-from loadtest.sim.spec import expected_tokens_per_step
+from loadtest.sim.speculation import expected_tokens_per_step
 
 K = 4
 ACCEPT = 0.8

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadtest.errors import ProtocolError
-from loadtest.sse import Event, SSEParser
+from loadtest.protocol.sse import Event, SSEParser
 
 
 def parse_all(chunks: list[bytes]) -> list[Event]:

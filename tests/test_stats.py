@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loadtest.stats import bootstrap_diff, compare_samples, rank_test
+from loadtest.measure.stats import bootstrap_diff, compare_samples, rank_test
 
 
 def _lognormal(seed: int, n: int, median_ms: float) -> np.ndarray:

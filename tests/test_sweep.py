@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.cli import main
+from loadtest.app.sweep import best_load, find_knee, parse_steps
+from loadtest.cli.main import main
 from loadtest.errors import UsageError
-from loadtest.sweep import best_load, find_knee, parse_steps
 
 
 def _row(load: float, e2e: float | None, met: bool = True) -> dict[str, Any]:

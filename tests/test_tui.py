@@ -9,8 +9,8 @@ import pytest
 from textual.widgets import DataTable
 
 from loadtest.datasets import build_pool
-from loadtest.metrics import new_histogram
-from loadtest.runner import RunConfig, Runner
+from loadtest.engine.runner import RunConfig, Runner
+from loadtest.measure.recorders import new_histogram
 from loadtest.sim import InProcessSim
 from loadtest.tui import Dashboard
 from loadtest.tui.frame import (
@@ -202,7 +202,7 @@ async def test_svg_snapshots_of_the_main_screens(name: str, keys: list[str]) -> 
 
 
 def test_view_of_a_folder_that_is_not_a_run_is_a_usage_error(tmp_path: Path) -> None:
-    from loadtest.cli import main
+    from loadtest.cli.main import main
 
     assert main(["view", str(tmp_path)]) == 2
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loadtest.openai import ToolCall
-from loadtest.validate import ToolValidator, matches_expected
+from loadtest.protocol.openai import ToolCall
+from loadtest.protocol.validate import ToolValidator, matches_expected
 from tests.conftest import WEATHER_TOOL
 
 TOOLS = (WEATHER_TOOL,)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadtest.faults.plan import FaultEvent, FaultPlan
-from loadtest.faults.verdict import judge_windows, recovery_s
+from loadtest.features.faults.plan import FaultEvent, FaultPlan
+from loadtest.features.faults.verdict import judge_windows, recovery_s
 
 
 def _row(sent_ms: float, ttft: float = 10.0, tpot: float = 5.0, **kw: Any) -> dict[str, Any]:

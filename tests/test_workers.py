@@ -13,13 +13,13 @@ from pathlib import Path
 import orjson
 import pytest
 
+from loadtest.app.workers import split_load
+from loadtest.config.scenario import LoadSpec
 from loadtest.errors import UsageError
-from loadtest.merge import encode_metrics, merge_metrics
-from loadtest.metrics import Metrics
-from loadtest.record import RequestRecord
+from loadtest.measure.merge import encode_metrics, merge_metrics
+from loadtest.measure.recorders import Metrics
+from loadtest.model.record import RequestRecord
 from loadtest.report.hlog import read_hlog
-from loadtest.scenario import LoadSpec
-from loadtest.workers import split_load
 from tests.conftest import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,7 +215,7 @@ def _live(tmp: Path, parts: list[Metrics]) -> list[Path]:
 
 
 async def test_the_dashboard_shows_the_workers_merged(tmp_path: Path) -> None:
-    from loadtest.scenario import parse_scenario
+    from loadtest.config.scenario import parse_scenario
     from loadtest.tui import Dashboard
     from loadtest.tui.sources import WorkersSource
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets.bfcl import load_bfcl
 from loadtest.datasets.language import LANGUAGES, detect_language
 from loadtest.datasets.prompt import Prompt, PromptPool
@@ -13,7 +14,6 @@ from loadtest.datasets.userfiles import (
     load_sharegpt_file,
 )
 from loadtest.errors import DatasetError
-from loadtest.scenario import Scenario, SourceSpec
 
 __all__ = ["LANGUAGES", "Prompt", "PromptPool", "build_pool", "detect_language", "load_source"]
 

@@ -2,7 +2,7 @@
 
 Each side is one run or several (``loadtest ab --repeat``); requests of a side's runs are
 pooled. Per latency metric the percentiles' differences get bootstrap intervals and the
-distributions a rank test (``loadtest.stats``), from the per-request records in
+distributions a rank test (``loadtest.measure.stats``), from the per-request records in
 ``requests.jsonl``, not from the summaries' percentiles. Run-level figures (completion,
 validity, tokens per chunk, acceptance, memory, power, cold start) sit side by side, and
 with several runs per side the run-to-run spread shows how much a single run can be
@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from loadtest.errors import UsageError
-from loadtest.stats import compare_samples
+from loadtest.measure.stats import compare_samples
 
 __all__ = ["RunData", "compare_runs", "load_run", "load_summary", "render_comparison"]
 

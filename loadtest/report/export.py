@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from loadtest.atomic import write_atomic
-from loadtest.metrics import Metrics
+from loadtest.measure.recorders import Metrics
+from loadtest.report.atomic import write_atomic
 from loadtest.report.summary import PERCENTILES
 
 __all__ = ["write_results"]

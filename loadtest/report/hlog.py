@@ -16,7 +16,7 @@ from typing import IO
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from loadtest.metrics import MetricSet, new_histogram
+from loadtest.measure.recorders import MetricSet, new_histogram
 
 __all__ = ["HlogWriter", "read_hlog", "read_intervals"]
 

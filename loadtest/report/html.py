@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 from hdrh.histogram import HdrHistogram
 
-from loadtest.atomic import write_atomic
 from loadtest.errors import UsageError
-from loadtest.metrics import new_histogram
+from loadtest.measure.recorders import new_histogram
+from loadtest.report.atomic import write_atomic
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
     capacity_figure,

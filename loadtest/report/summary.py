@@ -7,10 +7,10 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from loadtest.metrics import Metrics, MetricSet
-from loadtest.record import ERROR_CLASSES
-from loadtest.scenario import Scenario
-from loadtest.slo import evaluate
+from loadtest.config.scenario import Scenario
+from loadtest.measure.recorders import Metrics, MetricSet
+from loadtest.measure.slo import evaluate
+from loadtest.model.record import ERROR_CLASSES
 
 __all__ = [
     "BUSY_MS",

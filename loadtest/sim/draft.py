@@ -14,8 +14,8 @@ import random
 import orjson
 from aiohttp import web
 
-from loadtest.sim.metrics import metrics_handler
 from loadtest.sim.model import SimConfig
+from loadtest.sim.prometheus import metrics_handler
 
 __all__ = ["DRAFT_KEY", "DRAFT_MODES", "DraftServer", "build_draft_app"]
 

@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 
 from loadtest.sim.model import SimConfig
-from loadtest.sim.spec import DraftHealth, accepted_tokens
+from loadtest.sim.speculation import DraftHealth, accepted_tokens
 
 __all__ = ["SpecEngine"]
 

@@ -11,8 +11,8 @@ from dataclasses import asdict, fields, replace
 
 from aiohttp import web
 
+from loadtest._compat.quiet_gc import quiet_gc
 from loadtest.errors import EndpointError
-from loadtest.quiet_gc import quiet_gc
 from loadtest.sim.draft import DRAFT_KEY, DraftServer, build_draft_app
 from loadtest.sim.model import SimConfig
 from loadtest.sim.server import SIM_KEY, SimServer, build_app, stamp_arrivals

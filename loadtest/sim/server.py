@@ -27,11 +27,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from loadtest import kernel_stamps
+from loadtest._compat import kernel_stamps
 from loadtest.sim.engine import SpecEngine
-from loadtest.sim.metrics import Sample, metrics_handler
 from loadtest.sim.model import ResponsePlan, SimConfig, plan_response
-from loadtest.sim.spec import infer_category
+from loadtest.sim.prometheus import Sample, metrics_handler
+from loadtest.sim.speculation import infer_category
 
 __all__ = ["SIM_KEY", "SimServer", "build_app", "stamp_arrivals"]
 
@@ -510,7 +510,7 @@ class _Arrival:
 
 
 def stamp_arrivals(server: web.Server, sim: SimServer) -> None:
-    """Have the kernel stamp each new connection's reads (``loadtest.kernel_stamps``).
+    """Have the kernel stamp each new connection's reads (``loadtest._compat.kernel_stamps``).
 
     The truth of a request then starts when its last byte reached this machine, not
     when this process got round to it. aiohttp calls ``Server.connection_made`` for

@@ -21,7 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Sparkline, Static
 
-from loadtest.runner import Runner, RunOutcome
+from loadtest.engine.runner import Runner, RunOutcome
 from loadtest.tui.frame import (
     DASH_METRICS,
     Frame,

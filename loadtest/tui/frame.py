@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from loadtest.metrics import bucket_arrays
+from loadtest.measure.recorders import bucket_arrays
 
 __all__ = [
     "DASH_METRICS",

@@ -16,11 +16,11 @@ import numpy as np
 import orjson
 from hdrh.histogram import HdrHistogram
 
+from loadtest.engine.runner import Runner
 from loadtest.errors import UsageError
-from loadtest.metrics import Metrics, fast_percentile, new_histogram, record_many
+from loadtest.features.scrape import acceptance
+from loadtest.measure.recorders import Metrics, fast_percentile, new_histogram, record_many
 from loadtest.report.hlog import read_intervals
-from loadtest.runner import Runner
-from loadtest.scrape import acceptance
 from loadtest.tui.frame import (
     DASH_METRICS,
     FaultRow,
@@ -301,7 +301,7 @@ class WorkersSource:
 
     def frame(self, metric: str, category: str) -> Frame:
         """All workers as one run, as of their last second."""
-        from loadtest.merge import merge_metrics
+        from loadtest.measure.merge import merge_metrics
 
         live = []
         for d in self.dirs:

@@ -1,0 +1,142 @@
+"""Which endpoint a run talks to, and the fault rig around it.
+
+Three cases: the user's endpoint (``--endpoint``); a managed target the scenario
+describes (``[target]``: loadtest starts and restarts it); or the built-in simulator,
+which is a plain model, or (``[sim] speculative = true``) a draft process plus a target
+process that speculates with it, through the fault proxy when the plan has draft faults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadtest.config.scenario import Scenario
+from loadtest.errors import UsageError
+from loadtest.features.faults.plan import TargetSpec
+from loadtest.features.faults.proxy import FaultProxy
+from loadtest.features.faults.rig import FaultRig
+from loadtest.features.faults.target import ManagedTarget
+from loadtest.sim import SimConfig, SimProcess
+from loadtest.sim.process import SpecDeployment, sim_command
+
+__all__ = ["Deployment", "plan_deployment", "say"]
+
+
+@dataclass
+class Deployment:
+    """The endpoint URL, the processes started for it, and the rig to hand the runner."""
+
+    endpoint: str
+    rig: FaultRig
+    sim: SimProcess | None = None
+    spec: SpecDeployment | None = None
+    notes: tuple[str, ...] = ()
+
+    def stop(self) -> None:
+        """Stop the processes started outside the event loop (the draft, a plain sim)."""
+        if self.sim is not None:
+            self.sim.stop()
+        if self.spec is not None:
+            self.spec.stop()
+
+
+def _free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _split(hostport: str) -> tuple[str, int]:
+    host, _, port = hostport.rpartition(":")
+    return host, int(port)
+
+
+def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> Deployment:
+    """Start what must run before the event loop and build the rig for the rest."""
+    plan = scenario.faults
+    has_restart = any(e.kind == "restart" for e in plan.events)
+    notes: list[str] = []
+    if endpoint is not None:
+        if has_restart:
+            raise UsageError(
+                "the scenario restarts its target, but --endpoint names one loadtest does "
+                "not manage; drop --endpoint to use the scenario's [target] or the simulator"
+            )
+        return Deployment(endpoint, _rig(scenario, endpoint, None, None, {}), notes=())
+    if scenario.target is not None:
+        t = scenario.target
+        target = ManagedTarget(t, run_dir / "target.log")
+        rig = _rig(scenario, t.endpoint, target, None, {})
+        return Deployment(t.endpoint, rig, notes=(f"managed target: {' '.join(t.command)}",))
+    config = dataclasses.replace(SimConfig(seed=scenario.seed), **scenario.sim.settings)
+    if not scenario.sim.speculative and not plan.events:
+        sim = SimProcess(config)
+        url = sim.start()
+        notes.append(f"no --endpoint given: using the built-in simulator at {url}")
+        return Deployment(url, _rig(scenario, url, None, None, {}), sim=sim, notes=tuple(notes))
+    spec = SpecDeployment(config) if scenario.sim.speculative else None
+    draft_url = ""
+    proxy = None
+    if spec is not None:
+        draft_url = spec.start_draft()
+        uses = draft_url
+        if plan.needs_proxy:
+            host, port = _split(draft_url.removeprefix("http://"))
+            proxy = FaultProxy(host, port, listen_port=_free_port(), seed=scenario.seed)
+            uses = proxy.url
+        config = spec.target_config(uses)
+        notes.append(f"draft server at {draft_url}" + (f", reached via {uses}" if proxy else ""))
+    elif plan.needs_proxy:
+        raise UsageError(
+            "the scenario has draft faults but no draft: set [sim] speculative = true, "
+            "or point [faults].proxy_upstream at your draft server"
+        )
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    target = ManagedTarget(
+        TargetSpec(
+            command=tuple(sim_command(config, port=port)),
+            ready_url=f"{url}/health",
+            endpoint=url,
+            ready_timeout_s=30.0 + config.load_s,
+        ),
+        run_dir / "target.log",
+    )
+    kind = "speculative target" if spec else "simulator"
+    notes.append(f"no --endpoint given: using the built-in {kind} at {url}")
+    rig = _rig(scenario, url, target, proxy, {"draft": draft_url})
+    return Deployment(url, rig, spec=spec, notes=tuple(notes))
+
+
+def _rig(
+    scenario: Scenario,
+    endpoint: str,
+    target: ManagedTarget | None,
+    proxy: FaultProxy | None,
+    placeholders: dict[str, str],
+) -> FaultRig:
+    plan = scenario.faults
+    if proxy is None and plan.proxy_upstream is not None:
+        host, port = _split(plan.proxy_upstream)
+        lhost, lport = _split(plan.proxy_listen)
+        proxy = FaultProxy(host, port, lhost, lport, seed=scenario.seed)
+    metrics_url = plan.metrics_url or endpoint.rstrip("/").removesuffix("/v1") + "/metrics"
+    return FaultRig(
+        plan,
+        target=target,
+        proxy=proxy,
+        metrics_url=metrics_url,
+        placeholders={"target": endpoint, **placeholders},
+        seed=scenario.seed,
+    )
+
+
+def say(notes: Sequence[str]) -> None:
+    """Print the deployment notes on stderr."""
+    for n in notes:
+        print(n, file=sys.stderr)

@@ -1,0 +1,190 @@
+"""Capacity sweeps: one run per load step, then the capacity table and where it bends.
+
+``loadtest sweep`` runs the steps in order, each a whole ``loadtest run`` (warm-up
+included) into ``OUT/<sweep-id>/step-NN-<load>``, and writes ``capacity.csv`` and
+``capacity.json`` beside them. From the table it names:
+
+- the **highest load that met every SLO** (and every step below it met them too: a
+  capacity that fails at a lower load is not a capacity);
+- the **knee**: the last load before median end-to-end latency climbed past
+  ``(1 + knee_tolerance)`` times its lowest value, i.e. where queueing starts to
+  dominate. ``capacity_rows``, ``find_knee`` and ``best_load`` are pure.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadtest.errors import UsageError
+from loadtest.report.atomic import write_atomic
+
+__all__ = [
+    "SweepPlan",
+    "best_load",
+    "capacity_rows",
+    "find_knee",
+    "parse_steps",
+    "render_capacity",
+    "run_sweep",
+]
+
+_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tool_call_ms")
+_PCTS = ("p50", "p95", "p99")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """The steps of a sweep: closed-loop concurrencies or open-loop rates, in order."""
+
+    kind: str
+    """``concurrency`` or ``rate``."""
+    steps: tuple[float, ...]
+    knee_tolerance: float = 0.5
+
+
+def parse_steps(text: str, kind: str) -> tuple[float, ...]:
+    """``1,2,4,8`` into increasing numbers; ``UsageError`` naming the bad entry."""
+    steps = []
+    for part in text.split(","):
+        try:
+            v = float(part)
+        except ValueError:
+            raise UsageError(f"--{kind}: {part.strip()!r} is not a number") from None
+        if not v > 0 or v != v or v == float("inf"):
+            raise UsageError(f"--{kind}: every step must be a positive number, got {part!r}")
+        if kind == "concurrency" and v != int(v):
+            raise UsageError(f"--concurrency: {part!r} is not a whole number")
+        steps.append(v)
+    if sorted(steps) != steps or len(set(steps)) != len(steps):
+        raise UsageError(f"--{kind}: steps must increase, got {text}")
+    return tuple(steps)
+
+
+def capacity_rows(
+    loads: Sequence[float], summaries: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One flat row per step: load, throughput, goodput, error rate, percentiles."""
+    rows = []
+    for load, s in zip(loads, summaries, strict=True):
+        slo = s.get("slo", {})
+        good = slo.get("goodput")
+        row: dict[str, Any] = {
+            "load": load,
+            "requests": s["requests"]["sent"],
+            "requests_per_s": s["throughput"]["requests_per_s"],
+            "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
+            "goodput_per_s": good["per_s"] if good else None,
+            "error_rate": s["requests"]["error_rate"],
+            "slo_met": slo.get("met", True),
+            "run_id": s["run"]["id"],
+        }
+        for m in _METRICS:
+            stats = s["metrics"].get(m, {})
+            for p in _PCTS:
+                row[f"{m}_{p}"] = stats.get(p)
+        rows.append(row)
+    return rows
+
+
+def find_knee(rows: Sequence[dict[str, Any]], tolerance: float = 0.5) -> float | None:
+    """The last load before median e2e latency exceeded (1 + tolerance) x its lowest."""
+    lat = [(r["load"], r.get("e2e_ms_p50")) for r in rows]
+    known = [v for _, v in lat if v is not None]
+    if len(known) < 2:
+        return None
+    floor = min(known)
+    knee = None
+    for load, v in lat:
+        if v is None or v > floor * (1 + tolerance):
+            break
+        knee = load
+    return knee
+
+
+def best_load(rows: Sequence[dict[str, Any]]) -> float | None:
+    """The highest load whose step, and every step below it, met every SLO."""
+    best = None
+    for r in rows:
+        if not r["slo_met"]:
+            break
+        best = r["load"]
+    return best
+
+
+def render_capacity(result: dict[str, Any]) -> str:
+    """The capacity table as printed at the end of a sweep."""
+    kind = result["kind"]
+    cols = ("req/s", "tok/s", "good/s", "TTFT p95", "e2e p50", "e2e p99")
+    head = f"{kind:>12}" + "".join(f"{c:>10}" for c in cols) + "  SLO"
+    lines = [head, "-" * len(head)]
+
+    def f(v: Any) -> str:
+        return f"{v:>10.1f}" if isinstance(v, int | float) else f"{'-':>10}"
+
+    for r in result["steps"]:
+        lines.append(
+            f"{r['load']:>12g}{f(r['requests_per_s'])}{f(r['output_tokens_per_s'])}"
+            f"{f(r['goodput_per_s'])}{f(r['ttft_ms_p95'])}{f(r['e2e_ms_p50'])}"
+            f"{f(r['e2e_ms_p99'])}  {'met' if r['slo_met'] else 'MISSED'}"
+        )
+    best, knee = result["best_load"], result["knee"]
+    lines.append(f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}")
+    lines.append(
+        f"knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "
+        f"{'none' if knee is None else f'{knee:g}'}"
+    )
+    return "\n".join(lines)
+
+
+def write_capacity(folder: Path, result: dict[str, Any]) -> None:
+    """``capacity.json`` (everything) and ``capacity.csv`` (the table), atomically."""
+    write_atomic(folder / "capacity.json", orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    text = io.StringIO(newline="")
+    rows = result["steps"]
+    w = csv.DictWriter(text, fieldnames=list(rows[0]) if rows else ["load"])
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(folder / "capacity.csv", text.getvalue())
+
+
+def run_sweep(
+    plan: SweepPlan,
+    out: Path,
+    name: str,
+    run_step: Callable[[float, Path], tuple[dict[str, Any], bool]],
+) -> tuple[dict[str, Any], Path, bool]:
+    """Run every step through ``run_step(load, out_dir)``; returns (result, folder, stopped).
+
+    A step stopped by Ctrl-C ends the sweep; the steps done so far are still written.
+    """
+    folder = out / (time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-sweep-{name}")
+    folder.mkdir(parents=True, exist_ok=True)
+    loads: list[float] = []
+    summaries: list[dict[str, Any]] = []
+    stopped = False
+    for i, load in enumerate(plan.steps):
+        summary, interrupted = run_step(load, folder / f"step-{i:02d}-{load:g}")
+        loads.append(load)
+        summaries.append(summary)
+        if interrupted:
+            stopped = True
+            break
+    rows = capacity_rows(loads, summaries)
+    result = {
+        "kind": plan.kind,
+        "steps": rows,
+        "best_load": best_load(rows),
+        "knee": find_knee(rows, plan.knee_tolerance),
+        "knee_tolerance": plan.knee_tolerance,
+        "interrupted": stopped,
+    }
+    write_capacity(folder, result)
+    return result, folder, stopped

@@ -1,0 +1,328 @@
+"""``--workers N``: N driver processes, one event loop each, merged into one run.
+
+The parent resolves the endpoint and the model, then starts N worker processes
+(``spawn``: nothing of the parent's event loop or sockets is inherited), each with its
+share of the load: closed-loop sessions and request counts are divided; an open-loop
+rate R becomes N processes at R/N. Independent Poisson processes at R/N add up to a
+Poisson process at R exactly; constant arrivals are interleaved by starting worker i
+i/R late; gamma arrivals are approximated (a sum of gamma processes is not gamma).
+
+All workers start at one instant (``perf_counter_ns`` is the system's monotonic clock,
+the same in every process). Each writes its own files under ``worker-<i>/`` and, at
+its end, its metrics as encoded HdrHistograms; the parent adds them (exact), writes the
+usual files of a run (merged ``requests.jsonl`` with a ``worker`` field, a merged
+``histograms.hlog``, ``summary.json``) and prints the merged progress every 5 s.
+
+Workers run in their own process group: a Ctrl-C reaches the parent only, which passes
+each signal on exactly once (a second Ctrl-C then cancels in every worker).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from loadtest.config.scenario import LoadSpec, Scenario
+from loadtest.errors import UsageError
+from loadtest.measure.recorders import Metrics, MetricSet
+
+if TYPE_CHECKING:
+    from loadtest.app.job import RunOptions
+
+__all__ = ["WorkerPlan", "run_workers", "run_workers_job", "split_load"]
+
+_START_DELAY_S = 3.0
+"""Time for N fresh interpreters to import loadtest before the common start."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """What one worker runs."""
+
+    index: int
+    load: LoadSpec
+    seed: int
+    phase_ns: int
+
+
+def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
+    """The share of each of ``n`` workers; ``UsageError`` when it cannot be split."""
+    if n < 1:
+        raise UsageError("--workers must be at least 1")
+    plans = []
+    for i in range(n):
+        changes: dict[str, Any] = {}
+        phase = 0
+        if load.mode == "closed":
+            share = load.concurrency // n + (i < load.concurrency % n)
+            if share < 1:
+                raise UsageError(
+                    f"{load.concurrency} sessions cannot be split over {n} workers: "
+                    "give each worker at least one (--concurrency >= --workers)"
+                )
+            changes["concurrency"] = share
+        else:
+            changes["rate"] = load.rate / n
+            if load.concurrency:
+                changes["concurrency"] = max(1, load.concurrency // n)
+            if load.rate_ceiling:
+                changes["rate_ceiling"] = load.rate_ceiling / n
+            if load.mode == "constant":
+                phase = int(i * 1e9 / load.rate)
+        if load.requests is not None:
+            share_r = load.requests // n + (i < load.requests % n)
+            if share_r < 1:
+                raise UsageError(f"{load.requests} requests cannot be split over {n} workers")
+            changes["requests"] = share_r
+        plans.append(WorkerPlan(i, dataclasses.replace(load, **changes), seed + 7919 * i, phase))
+    return plans
+
+
+def _worker_main(payload: dict[str, Any]) -> None:
+    """Entry of a local worker process."""
+    os.setpgrp()  # signals come from the parent only, once each
+    from loadtest.app.worker_main import worker_run
+
+    worker_run(payload)
+
+
+def run_workers(
+    configs: list[Any],
+    plans: list[WorkerPlan],
+    run_dir: Path,
+    tls: tuple[str | None, bool],
+    ray_address: str | None = None,
+    dashboard: tuple[str, str] | None = None,
+) -> tuple[Metrics, dict[str, Any]]:
+    """Run the workers (local processes, or Ray tasks), wait, merge.
+
+    ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``). Returns
+    the merged metrics and the run's frame (start, duration, measured window, stopped).
+    """
+    from loadtest.measure.merge import merge_metrics
+
+    if ray_address is not None:
+        from loadtest.app.ray_backend import run_on_ray
+
+        results = run_on_ray(configs, tls, ray_address, _START_DELAY_S, _stop_notice)
+    else:
+        results = _run_local(configs, plans, tls, dashboard)
+    scenario: Scenario = configs[0].scenario
+    merged = merge_metrics(
+        [r["metrics"] for r in results],
+        closed_loop=scenario.load.mode == "closed",
+        t0_ns=min(r["t0_ns"] for r in results),
+    )
+    started_wall = min(r["started_wall"] for r in results)
+    _merge_files([Path(c.run_dir) for c in configs], run_dir, started_wall)
+    frame = {
+        "started_wall": started_wall,
+        "duration_s": max(r["duration_s"] for r in results),
+        # The workers measured over one common window (they started together); the
+        # longest of their windows covers it. Clocks of other machines are not compared.
+        "measured_s": max(r["measured_s"] for r in results),
+        "interrupted": any(r["interrupted"] for r in results),
+        "stale_retries": sum(r["stale_retries"] for r in results),
+    }
+    return merged, frame
+
+
+def _stop_notice() -> None:
+    print("\nstopping: waiting for in-flight requests (again to cancel them)", file=sys.stderr)
+
+
+def _run_local(
+    configs: list[Any],
+    plans: list[WorkerPlan],
+    tls: tuple[str | None, bool],
+    dashboard: tuple[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    ctx = multiprocessing.get_context("spawn")
+    start_wall = time.time() + _START_DELAY_S
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=({"config": cfg, "start_wall": start_wall, "tls": tls, "live": bool(dashboard)},),
+            name=f"loadtest-worker-{p.index}",
+        )
+        for cfg, p in zip(configs, plans, strict=True)
+    ]
+    for proc in procs:
+        proc.start()
+    presses = {"n": 0}
+
+    def forward(sig: int, _frame: Any) -> None:
+        presses["n"] += 1
+        if presses["n"] == 1 and sig == signal.SIGINT:
+            _stop_notice()
+        for proc in procs:
+            if proc.pid is not None and proc.is_alive():
+                os.kill(proc.pid, sig)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if dashboard is not None:
+            from loadtest.tui import Dashboard
+            from loadtest.tui.sources import WorkersSource
+
+            endpoint, model = dashboard
+            source = WorkersSource(
+                [Path(c.run_dir) for c in configs], configs[0].scenario, endpoint, model
+            )
+            Dashboard(
+                watch=source,
+                finished=lambda: not any(p.is_alive() for p in procs),
+                on_stop=lambda: forward(signal.SIGINT, None),
+            ).run()
+        last = time.monotonic()
+        while any(p.is_alive() for p in procs):
+            for p in procs:
+                p.join(0.2)
+            if time.monotonic() - last >= 5:
+                last = time.monotonic()
+                _print_progress([Path(c.run_dir) for c in configs])
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    results = []
+    for cfg, proc in zip(configs, procs, strict=True):
+        path = Path(cfg.run_dir) / "result.json"
+        if not path.exists():
+            raise UsageError(
+                f"worker {proc.name} ended (exit {proc.exitcode}) without results; "
+                f"see {cfg.run_dir}"
+            )
+        results.append(orjson.loads(path.read_bytes()))
+    return results
+
+
+def _print_progress(dirs: list[Path]) -> None:
+    states = []
+    for d in dirs:
+        try:
+            states.append(orjson.loads((d / "progress.json").read_bytes()))
+        except (OSError, orjson.JSONDecodeError):
+            continue
+    if not states:
+        return
+    total = {k: sum(s[k] for s in states) for k in states[0]}
+    print(
+        f"[{len(states)} workers] sent {total['sent']} ok {total['ok']} failed {total['failed']} "
+        f"in flight {total['in_flight']}  {total['rate']:.1f} req/s "
+        f"{total['tok_rate']:.0f} tok/s",
+        file=sys.stderr,
+    )
+
+
+def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
+    """requests.jsonl (lines tagged with their worker) and histograms.hlog (by interval)."""
+    from loadtest.report.hlog import HlogWriter, read_intervals
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "requests.jsonl", "wb") as out:
+        for i, d in enumerate(dirs):
+            suffix = b',"worker":' + str(i).encode() + b"}"
+            with open(d / "requests.jsonl", "rb") as f:
+                for raw in f:
+                    line = raw.rstrip(b"\n")
+                    if line.endswith(b"}"):
+                        out.write(line[:-1] + suffix + b"\n")
+    per_worker = [read_intervals(d / "histograms.hlog") for d in dirs]
+    n = max((len(v) for w in per_worker for v in w.values()), default=0)
+    writer = HlogWriter(run_dir / "histograms.hlog", started_wall)
+    for k in range(n):
+        ms = MetricSet()
+        start, length = 0.0, 1.0
+        for w in per_worker:
+            for tag, items in w.items():
+                if k < len(items) and tag in ms.hists:
+                    start, length, h = items[k]
+                    ms.hists[tag].add(h)
+        writer.write_interval(ms, start, length)
+    writer.close()
+
+
+def run_workers_job(
+    scenario: Scenario,
+    options: RunOptions,
+    counts: dict[str, int],
+    run_dir: Path,
+    prompt_load_s: float,
+) -> tuple[dict[str, Any], Path, bool]:
+    """``--workers N`` (or ``--ray``): the endpoint and model here, the load in N
+    workers, merged into the files and summary of one run."""
+    import asyncio
+
+    from loadtest.app.deployment import plan_deployment, say
+    from loadtest.app.job import finish_run
+    from loadtest.engine.runner import RunConfig, RunOutcome
+    from loadtest.transport.auth import tls_context
+    from loadtest.transport.client import discover_model
+
+    unsupported = [
+        what
+        for what, present in (
+            ("[faults]", bool(scenario.faults.events)),
+            ("[target]", scenario.target is not None),
+            ("agent sessions", scenario.agent is not None),
+        )
+        if present
+    ]
+    if unsupported:
+        raise UsageError(
+            f"--workers does not combine with {', '.join(unsupported)} yet; use --workers 1"
+        )
+    plans = split_load(scenario.load, options.workers, scenario.seed)
+    deployment = plan_deployment(scenario, options.endpoint, run_dir)
+    say(deployment.notes)
+    try:
+        tls = tls_context(options.ca_bundle, options.insecure)
+        model = scenario.model or asyncio.run(
+            discover_model(deployment.endpoint, options.api_key, tls=tls)
+        )
+        configs = [
+            RunConfig(
+                scenario=dataclasses.replace(scenario, load=p.load, seed=p.seed),
+                endpoint=deployment.endpoint,
+                model=model,
+                run_dir=run_dir / f"worker-{p.index}",
+                api_key=options.api_key,
+                record_chunks=options.record_chunks,
+                keepalive=options.keepalive and scenario.load.keepalive,
+                record_outputs=options.record_outputs,
+                arrival_phase_ns=p.phase_ns,
+            )
+            for p in plans
+        ]
+        where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
+        say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
+        tls_spec = (options.ca_bundle, options.insecure)
+        use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
+        dashboard = (deployment.endpoint, model) if use_tui and not options.ray else None
+        metrics, frame = run_workers(configs, plans, run_dir, tls_spec, options.ray, dashboard)
+    finally:
+        deployment.stop()
+    outcome = RunOutcome(
+        metrics=metrics,
+        t0_ns=0,  # each worker's clock; nothing below compares them
+        started_wall=frame["started_wall"],
+        duration_s=frame["duration_s"],
+        measured_s=frame["measured_s"],
+        interrupted=frame["interrupted"],
+    )
+    summary = finish_run(
+        RunConfig(scenario, deployment.endpoint, model, run_dir),
+        outcome,
+        counts,
+        {"prompt_load_s": round(prompt_load_s, 3), "workers": len(plans)},
+        frame["stale_retries"],
+    )
+    return summary, run_dir, frame["interrupted"]

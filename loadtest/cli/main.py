@@ -1,0 +1,302 @@
+"""Command-line entry point: argument parsing and sub-commands only; no logic here."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from dataclasses import fields, replace
+from typing import Any
+
+from loadtest.cli.flags import add_run_flags, run_options
+from loadtest.errors import LoadtestError, ScenarioError, UsageError
+from loadtest.sim.model import SimConfig
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_SLO_MISSED = 1
+"""A completed run that missed an SLO: 1, as CI gates expect of a failed check."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="loadtest",
+        description="Load and robustness tests for OpenAI-compatible LLM endpoints.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a scenario against an endpoint (default: simulator)")
+    add_run_flags(run)
+    run.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
+    run.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the scenario and flags, print the plan and exit (no load)",
+    )
+    run.add_argument(
+        "--record-outputs",
+        action="store_true",
+        help="write a digest and the head of every answer into requests.jsonl "
+        "(for the output-equivalence check of compare)",
+    )
+    run.add_argument(
+        "--record-chunks",
+        action="store_true",
+        help="write every token chunk's time into requests.jsonl",
+    )
+
+    sweep = sub.add_parser("sweep", help="one run per load step: capacity table, knee, SLOs")
+    add_run_flags(sweep, single_load=False)
+    steps = sweep.add_mutually_exclusive_group(required=True)
+    steps.add_argument("--concurrency", metavar="N,N,...", help="closed-loop steps, e.g. 1,2,4,8")
+    steps.add_argument("--rates", metavar="R,R,...", help="open-loop steps in requests/s")
+    sweep.add_argument(
+        "--knee-tolerance",
+        type=float,
+        default=0.5,
+        help="the knee is the last step whose median e2e is within this fraction of the "
+        "lowest (default: 0.5)",
+    )
+
+    sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    sim.add_argument(
+        "--spec",
+        action="store_true",
+        help="serve a speculative deployment: a draft process and a target process",
+    )
+    cmp = sub.add_parser(
+        "compare", help="baseline against candidate runs: statistics, figures, equivalence"
+    )
+    cmp.add_argument("run_a", help="baseline: a run folder, or a folder of run folders")
+    cmp.add_argument("run_b", help="candidate: a run folder, or a folder of run folders")
+    cmp.add_argument("--json", help="also write the comparison to this JSON file")
+
+    ab = sub.add_parser(
+        "ab", help="run baseline and candidate endpoints interleaved, then compare them"
+    )
+    add_run_flags(ab)
+    ab.add_argument("--baseline", help="baseline base URL (default: the built-in simulator)")
+    ab.add_argument("--candidate", help="candidate base URL (default: the built-in simulator)")
+    ab.add_argument("--repeat", type=int, default=1, help="runs per side (default: 1)")
+    ab.add_argument(
+        "--keep-sampling",
+        action="store_true",
+        help="keep the scenario's sampling instead of temperature 0 (no equivalence check)",
+    )
+
+    view = sub.add_parser("view", help="open a finished run in the dashboard")
+    view.add_argument("folder", help="out/<run-id>")
+
+    rep = sub.add_parser(
+        "report", help="one self-contained HTML file for a run, sweep or ab folder"
+    )
+    rep.add_argument("folder", help="out/<run-id>, a sweep folder or an ab folder")
+    rep.add_argument("--out", help="the HTML file (default: FOLDER/report.html)")
+
+    llama = sub.add_parser(
+        "serve-llama",
+        help="serve llama.cpp (xllamacpp) with Gemma 3 270M on loopback (extra: llama)",
+    )
+    llama.add_argument("--host", default="127.0.0.1")
+    llama.add_argument("--port", type=int, default=8090)
+    llama.add_argument(
+        "--spec", choices=("none", "ngram"), default="none", help="n-gram speculative decoding"
+    )
+    llama.add_argument("--parallel", type=int, default=2, help="slots (concurrent requests)")
+    llama.add_argument("--threads", type=int, default=2, help="CPU threads")
+    llama.add_argument("--ctx-per-slot", type=int, default=4096, help="context per slot")
+    llama.add_argument("--draft-max", type=int, default=8, help="n-gram: most drafted tokens")
+
+    defaults = SimConfig()
+    for f in fields(SimConfig):
+        default = getattr(defaults, f.name)
+        sim.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            type=_flag if isinstance(default, bool) else type(default),
+            default=default,
+            help=f"(default: {default})",
+        )
+    return p
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "sim":
+            return _sim(args)
+        if args.command == "serve-llama":
+            return _serve_llama(args)
+        if args.command == "compare":
+            return _compare(args)
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.command == "ab":
+            return _ab(args)
+        if args.command == "view":
+            from loadtest.tui import view_run
+
+            view_run(args.folder)
+            return EXIT_OK
+        if args.command == "report":
+            from loadtest.report.html import write_report
+
+            print(f"report: {write_report(args.folder, args.out)}")
+            return EXIT_OK
+        return _run(args)
+    except (UsageError, ScenarioError) as exc:
+        print(f"loadtest: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except LoadtestError as exc:
+        print(f"loadtest: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        # Only before the load starts (prompt loading): the run itself handles SIGINT.
+        print("loadtest: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
+    from loadtest.app.job import check_job, run_job
+
+    options = run_options(args)
+    if args.check:
+        print(check_job(options))
+        return EXIT_OK
+    summary, _, interrupted = run_job(options)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if summary["slo"]["met"] else EXIT_SLO_MISSED
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from loadtest.app.job import run_job
+    from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep
+
+    kind = "concurrency" if args.concurrency else "rate"
+    plan = SweepPlan(
+        kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
+    )
+    base = run_options(args)
+
+    def step(load: float, out: Path) -> tuple[dict[str, Any], bool]:
+        over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
+        summary, _, interrupted = run_job(replace(base, out=str(out), **over))
+        return summary, interrupted
+
+    name = Path(base.scenario).stem if base.scenario else "mixed"
+    result, folder, stopped = run_sweep(plan, Path(base.out), name, step)
+    print(render_capacity(result))
+    print(f"\ncapacity: {folder / 'capacity.csv'}")
+    if stopped:
+        return EXIT_INTERRUPTED
+    return EXIT_OK if all(r["slo_met"] for r in result["steps"]) else EXIT_SLO_MISSED
+
+
+def _runs_in(path: str) -> list[Any]:
+    from pathlib import Path
+
+    from loadtest.report.compare import load_run
+
+    folder = Path(path)
+    if (folder / "summary.json").exists():
+        return [load_run(folder)]
+    runs = sorted(p for p in folder.glob("*") if (p / "summary.json").exists())
+    if not runs:
+        raise UsageError(f"{folder}: neither a run folder nor a folder of run folders")
+    return [load_run(p) for p in runs]
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import orjson
+
+    from loadtest.report.atomic import write_atomic
+    from loadtest.report.compare import compare_runs, render_comparison
+
+    c = compare_runs(_runs_in(args.run_a), _runs_in(args.run_b))
+    print(render_comparison(c))
+    if args.json:
+        write_atomic(Path(args.json), orjson.dumps(c, option=orjson.OPT_INDENT_2))
+    return EXIT_OK
+
+
+def _ab(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from loadtest.app.ab import run_ab
+    from loadtest.app.job import run_job
+    from loadtest.report.compare import render_comparison
+
+    if args.endpoint:
+        raise UsageError("ab takes --baseline URL and --candidate URL, not --endpoint")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    base = run_options(args, tui=False, temperature=None if args.keep_sampling else 0.0)
+    name = Path(base.scenario).stem if base.scenario else "mixed"
+    endpoints = {"baseline": args.baseline, "candidate": args.candidate}
+    result, folder, stopped = run_ab(base, endpoints, args.repeat, name, run_job)
+    if "metrics" in result:
+        print(render_comparison(result))
+    print(f"\ncomparison: {folder / 'comparison.json'}")
+    if stopped:
+        return EXIT_INTERRUPTED
+    eq = result.get("equivalence")
+    return EXIT_SLO_MISSED if eq and eq["match_rate"] < 1.0 else EXIT_OK
+
+
+def _serve_llama(args: argparse.Namespace) -> int:
+    from loadtest.app.llama import LlamaOptions, serve
+
+    serve(
+        LlamaOptions(
+            port=args.port,
+            host=args.host,
+            spec=args.spec,
+            parallel=args.parallel,
+            threads=args.threads,
+            ctx_per_slot=args.ctx_per_slot,
+            draft_max=args.draft_max,
+        )
+    )
+    return EXIT_OK
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from loadtest.sim.process import die_with_parent, serve, serve_deployment
+
+    die_with_parent()
+    config = SimConfig(**{f.name: getattr(args, f.name) for f in fields(SimConfig)})
+    config.check()
+    try:
+        if args.spec:
+            serve_deployment(config, args.host, args.port)
+        else:
+            asyncio.run(serve(config, args.host, args.port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

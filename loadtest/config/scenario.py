@@ -1,0 +1,327 @@
+"""Scenario files: TOML in, a validated frozen ``Scenario`` out.
+
+Every error names the file, the dotted key and what was expected, and unknown keys are
+errors (a typo such as ``concurency`` must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loadtest.config.toml_tables import Table
+from loadtest.errors import ScenarioError
+from loadtest.features.agent.taskspec import AgentSpec, TaskSource, parse_agent, parse_tasks
+from loadtest.features.faults.plan import (
+    FaultPlan,
+    SimSpec,
+    TargetSpec,
+    parse_faults,
+    parse_sim,
+    parse_target,
+)
+from loadtest.measure.slo import SLOSpec, parse_slo_table
+from loadtest.transport.auth import DEFAULT_KEY_ENV, AuthSpec
+
+__all__ = [
+    "SOURCE_KINDS",
+    "LoadSpec",
+    "Scenario",
+    "SourceSpec",
+    "TimeoutSpec",
+    "load_scenario",
+    "parse_scenario",
+]
+
+LOAD_MODES = ("closed", "constant", "poisson", "gamma")
+DEFAULT_DURATION_S = 30.0
+"""The measured duration of a run whose scenario and flags name no bound."""
+APIS = ("chat", "completions")
+SOURCE_KINDS = ("sharegpt", "bfcl", "humaneval", "jsonl", "sharegpt-file", "inline")
+
+# Keys each prompt source accepts beyond the common ones.
+_SOURCE_KEYS: dict[str, frozenset[str]] = {
+    "sharegpt": frozenset(
+        {"languages", "exclude_languages", "min_prompt_chars", "max_prompt_chars", "limit"}
+    ),
+    "bfcl": frozenset({"subsets", "limit"}),
+    "humaneval": frozenset({"limit"}),
+    "jsonl": frozenset({"path", "limit"}),
+    "sharegpt-file": frozenset({"path", "min_prompt_chars", "max_prompt_chars", "limit"}),
+    "inline": frozenset({"prompts"}),
+}
+_COMMON_SOURCE_KEYS = frozenset({"kind", "category", "weight", "max_tokens"})
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpec:
+    """One prompt source with its weight and category."""
+
+    kind: str
+    category: str
+    weight: float = 1.0
+    max_tokens: int | None = None
+    path: Path | None = None
+    subsets: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    exclude_languages: tuple[str, ...] = ()
+    min_prompt_chars: int = 1
+    max_prompt_chars: int = 1_000_000
+    limit: int | None = None
+    prompts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSpec:
+    """How requests are offered: closed loop (sessions) or open loop (arrival rate)."""
+
+    mode: str = "closed"
+    concurrency: int = 8
+    """Sessions in closed loop; the in-flight cap in open loop (0 = no cap)."""
+    rate: float = 10.0
+    burstiness: float = 1.0
+    rate_ceiling: float | None = None
+    duration_s: float | None = 30.0
+    requests: int | None = None
+    warmup_s: float = 0.0
+    think_time_ms: float = 0.0
+    ramp_up_s: float = 0.0
+    """Closed loop: sessions start evenly spread over this many seconds, not all at once."""
+    grace_s: float = 10.0
+    keepalive: bool = True
+    """False: a new connection per request (every request pays connection setup)."""
+    """On stop, how long in-flight requests may finish before they are cancelled."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimeoutSpec:
+    """Per-request timeouts; a request that breaks one fails with class ``timeout``."""
+
+    connect_s: float = 10.0
+    first_byte_s: float = 120.0
+    between_chunks_s: float = 60.0
+    total_s: float = 600.0
+    """The longest a request may take from send to end, however it trickles."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A validated scenario; CLI flags override it with ``dataclasses.replace``."""
+
+    name: str
+    path: str
+    sources: tuple[SourceSpec, ...]
+    model: str | None = None
+    api: str = "chat"
+    stream: bool = True
+    max_tokens: int = 256
+    sampling: dict[str, Any] = field(default_factory=dict)
+    load: LoadSpec = field(default_factory=LoadSpec)
+    timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
+    slo: SLOSpec = field(default_factory=SLOSpec)
+    seed: int = 0
+    description: str = ""
+    record_prompts: bool = False
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    target: TargetSpec | None = None
+    """A managed target: loadtest starts, restarts and stops the endpoint itself."""
+    sim: SimSpec = field(default_factory=SimSpec)
+    """How the built-in simulator is set up when no endpoint is given."""
+    auth: AuthSpec = field(default_factory=AuthSpec)
+    """Where the API key comes from (never the key itself)."""
+    agent: AgentSpec | None = None
+    """Agent sessions: each unit of load is a multi-step task (None: single requests)."""
+    tasks: tuple[TaskSource, ...] = ()
+    """The ``[[tasks]]`` sources of an agent scenario."""
+    bound_defaulted: bool = False
+    """True when the scenario named neither a duration nor a request count."""
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(str(p), "", f"cannot read the file ({exc.strerror})") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ScenarioError(str(p), "", f"not valid TOML: {exc}") from exc
+    return parse_scenario(data, str(p), base_dir=p.parent)
+
+
+def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None) -> Scenario:
+    """Validate the TOML table of a scenario; ``path`` is used in error messages."""
+    base = base_dir or Path(".")
+    top = Table(data, path, "")
+    name = top.get("name", str, Path(path).stem, "a string")
+    sources_raw = top.get("sources", list, None, "an array of [[sources]] tables")
+    agent = parse_agent(top.sub("agent")) if "agent" in data else None
+    tasks: tuple[TaskSource, ...] = ()
+    if agent is not None:
+        top.used.add("tasks")
+        tasks = parse_tasks(data.get("tasks"), path, base)
+        if sources_raw:
+            raise ScenarioError(
+                path, "sources", "an agent scenario takes [[tasks]], not [[sources]]"
+            )
+        sources_raw = []
+    elif "tasks" in data:
+        raise ScenarioError(path, "tasks", "[[tasks]] needs an [agent] table (agent sessions)")
+    elif not sources_raw:
+        raise ScenarioError(path, "sources", "at least one [[sources]] table is required")
+    sources = tuple(_source(s, path, f"sources[{i}]", base) for i, s in enumerate(sources_raw))
+    model = top.get("model", str, None, "a string")
+    api = top.choice("api", "chat", APIS)
+    stream = top.get("stream", bool, True, "true or false")
+    max_tokens = top.integer("max_tokens", 256, minimum=1)
+    seed = top.integer("seed", 0)
+    description = top.get("description", str, "", "a string")
+    record_prompts = top.get("record_prompts", bool, False, "true or false")
+    sampling = dict(top.get("sampling", dict, {}, "a table of sampling fields"))
+    for reserved in ("model", "messages", "prompt", "stream", "max_tokens", "tools"):
+        if reserved in sampling:
+            raise ScenarioError(
+                path, f"sampling.{reserved}", "is set by loadtest; use the top-level key"
+            )
+    load = _load(top.sub("load"))
+    timeouts = _timeouts(top.sub("timeouts"))
+    slo = parse_slo_table(top.sub("slo"))
+    faults = parse_faults(top.sub("faults"))
+    target = parse_target(top.sub("target")) if "target" in data else None
+    sim = parse_sim(top.sub("sim"))
+    for secret in _SECRET_KEYS:
+        if secret in data:
+            raise ScenarioError(path, secret, _NO_SECRETS)
+    auth = _auth(top.sub("auth"), base)
+    top.finish()
+    assert max_tokens is not None
+    assert seed is not None
+    return Scenario(
+        name=name,
+        path=path,
+        sources=sources,
+        model=model,
+        api=api,
+        stream=stream,
+        max_tokens=max_tokens,
+        sampling=sampling,
+        load=load,
+        timeouts=timeouts,
+        slo=slo,
+        seed=seed,
+        description=description,
+        record_prompts=record_prompts,
+        faults=faults,
+        target=target,
+        sim=sim,
+        auth=auth,
+        agent=agent,
+        tasks=tasks,
+        bound_defaulted=not ({"duration_s", "requests"} & set(data.get("load", {}))),
+    )
+
+
+def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
+    t = Table(raw, path, prefix)
+    kind = t.choice("kind", "", SOURCE_KINDS)
+    category = t.get("category", str, kind, "a string")
+    weight = t.number("weight", 1.0, strict=True)
+    max_tokens = t.integer("max_tokens", None, minimum=1)
+    path_value = t.get("path", str, None, "a file path")
+    if kind in ("jsonl", "sharegpt-file") and path_value is None:
+        raise t.fail("path", f"a {kind} source needs a path")
+    file_path = None
+    if path_value is not None:
+        file_path = Path(path_value)
+        if not file_path.is_absolute():
+            file_path = base / file_path
+    prompts = t.strings("prompts")
+    if kind == "inline" and not prompts:
+        raise t.fail("prompts", "an inline source needs a non-empty list of prompts")
+    spec = SourceSpec(
+        kind=kind,
+        category=category,
+        weight=_f(weight),
+        max_tokens=max_tokens,
+        path=file_path,
+        subsets=t.strings("subsets"),
+        languages=t.strings("languages"),
+        exclude_languages=t.strings("exclude_languages"),
+        min_prompt_chars=_i(t.integer("min_prompt_chars", 1)),
+        max_prompt_chars=_i(t.integer("max_prompt_chars", 1_000_000, minimum=1)),
+        limit=t.integer("limit", None, minimum=1),
+        prompts=prompts,
+    )
+    t.finish(_COMMON_SOURCE_KEYS | _SOURCE_KEYS[kind])
+    return spec
+
+
+def _load(t: Table) -> LoadSpec:
+    mode = t.choice("mode", "closed", LOAD_MODES)
+    duration = t.number("duration_s", None, strict=True)
+    requests = t.integer("requests", None, minimum=1)
+    if duration is None and requests is None:
+        duration = DEFAULT_DURATION_S
+    spec = LoadSpec(
+        mode=mode,
+        concurrency=_i(t.integer("concurrency", 8 if mode == "closed" else 0)),
+        rate=_f(t.number("rate", 10.0, strict=True)),
+        burstiness=_f(t.number("burstiness", 1.0, strict=True)),
+        rate_ceiling=t.number("rate_ceiling", None, strict=True),
+        duration_s=duration,
+        requests=requests,
+        warmup_s=_f(t.number("warmup_s", 0.0)),
+        think_time_ms=_f(t.number("think_time_ms", 0.0)),
+        ramp_up_s=_f(t.number("ramp_up_s", 0.0)),
+        grace_s=_f(t.number("grace_s", 10.0)),
+        keepalive=t.get("keepalive", bool, True, "true or false"),
+    )
+    if mode == "closed" and spec.concurrency < 1:
+        raise t.fail("concurrency", "closed loop needs concurrency >= 1")
+    t.finish()
+    return spec
+
+
+_SECRET_KEYS = ("api_key", "key", "token", "password", "bearer")
+_NO_SECRETS = (
+    "a key never goes in a scenario file (scenarios get committed and shared); put it in "
+    "$OPENAI_API_KEY, or name another variable with [auth] api_key_env, or a file with "
+    "[auth] api_key_file"
+)
+
+
+def _auth(t: Table, base: Path) -> AuthSpec:
+    for secret in _SECRET_KEYS:
+        if secret in t.data:
+            raise t.fail(secret, _NO_SECRETS)
+    env = t.get("api_key_env", str, DEFAULT_KEY_ENV, "the name of an environment variable")
+    if not env or "=" in env or "\0" in env:
+        raise t.fail("api_key_env", f"expected the name of an environment variable, got {env!r}")
+    file = t.get("api_key_file", str, None, "a file path")
+    t.finish()
+    return AuthSpec(api_key_env=env, api_key_file=str(base / file) if file else None)
+
+
+def _timeouts(t: Table) -> TimeoutSpec:
+    spec = TimeoutSpec(
+        connect_s=_f(t.number("connect_s", 10.0, strict=True)),
+        first_byte_s=_f(t.number("first_byte_s", 120.0, strict=True)),
+        between_chunks_s=_f(t.number("between_chunks_s", 60.0, strict=True)),
+        total_s=_f(t.number("total_s", 600.0, strict=True)),
+    )
+    t.finish()
+    return spec
+
+
+def _f(v: float | None) -> float:
+    assert v is not None
+    return v
+
+
+def _i(v: int | None) -> int:
+    assert v is not None
+    return v

@@ -1,8 +1,0 @@
-"""Fault injection: the plan (``[faults]``), the TCP fault proxy, the managed target,
-hook actions, the rig that plays the timeline beside a run, and the verdicts."""
-
-from loadtest.faults.plan import FaultEvent, FaultPlan, TargetSpec
-from loadtest.faults.proxy import FaultProxy, Toxic
-from loadtest.faults.rig import FaultRig
-
-__all__ = ["FaultEvent", "FaultPlan", "FaultProxy", "FaultRig", "TargetSpec", "Toxic"]

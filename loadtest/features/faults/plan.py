@@ -1,0 +1,280 @@
+"""The ``[faults]``, ``[target]`` and ``[sim]`` tables of a scenario, validated and frozen.
+
+A fault plan is a timeline of events, each a window from ``at_s`` (seconds after the
+run's start) lasting ``duration_s``; every window gets its own verdict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from loadtest.config.toml_tables import Table
+from loadtest.errors import ScenarioError, UsageError
+
+__all__ = [
+    "FAULT_KINDS",
+    "PROXY_TOXICS",
+    "FaultEvent",
+    "FaultPlan",
+    "SimSpec",
+    "TargetSpec",
+    "parse_faults",
+    "parse_sim",
+    "parse_target",
+]
+
+PROXY_TOXICS = {
+    "draft_down": "down",
+    "draft_reset": "reset",
+    "draft_latency": "latency",
+    "draft_bandwidth": "bandwidth",
+    "draft_blackhole": "blackhole",
+}
+"""Fault kinds served by the TCP fault proxy, and the toxic each switches on."""
+
+FAULT_KINDS = ("cancel", "idle", "restart", "hook", *PROXY_TOXICS)
+
+_KIND_KEYS: dict[str, frozenset[str]] = {
+    "cancel": frozenset(
+        {"fraction", "after_tokens", "after_tokens_max", "after_ms", "after_ms_max", "settle_s"}
+    ),
+    "idle": frozenset({"burst"}),
+    "restart": frozenset({"down_s", "signal"}),
+    "hook": frozenset({"command", "url", "method", "body", "end_command", "end_url", "end_body"}),
+    "draft_down": frozenset(),
+    "draft_reset": frozenset(),
+    "draft_blackhole": frozenset(),
+    "draft_latency": frozenset({"latency_ms", "jitter_ms"}),
+    "draft_bandwidth": frozenset({"bytes_per_s"}),
+}
+_COMMON_KEYS = frozenset({"kind", "at_s", "duration_s", "name", "max_failures"})
+
+
+@dataclass(frozen=True, slots=True)
+class FaultEvent:
+    """One fault window of the timeline."""
+
+    kind: str
+    at_s: float
+    duration_s: float = 0.0
+    name: str = ""
+    max_failures: int = 0
+    """Failed requests the window may have and still hold."""
+    fraction: float = 0.0
+    """cancel: share of the requests started in the window that loadtest cancels."""
+    after_tokens: int | None = None
+    after_tokens_max: int | None = None
+    """cancel: draw the token count uniformly from after_tokens..after_tokens_max."""
+    after_ms: float | None = None
+    after_ms_max: float | None = None
+    settle_s: float = 2.0
+    """cancel: the endpoint's running count must fall back within this many seconds."""
+    burst: int = 0
+    """idle: requests sent at once when the idle gap ends."""
+    down_s: float = 0.0
+    """restart: seconds between stopping the target and starting it again."""
+    signal: str = "term"
+    """restart: ``term`` (graceful) or ``kill`` (a crash)."""
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    bytes_per_s: float = 0.0
+    command: str | None = None
+    url: str | None = None
+    method: str = "POST"
+    body: str = ""
+    end_command: str | None = None
+    end_url: str | None = None
+    end_body: str = ""
+
+    @property
+    def end_s(self) -> float:
+        """When the window closes, in seconds after the run's start."""
+        return self.at_s + self.duration_s
+
+    @property
+    def label(self) -> str:
+        """The name, or the kind and start when it has none."""
+        return self.name or f"{self.kind}@{self.at_s:g}s"
+
+
+@dataclass(frozen=True, slots=True)
+class FaultPlan:
+    """The timeline of faults and how their windows are judged."""
+
+    events: tuple[FaultEvent, ...] = ()
+    max_degradation: float = 3.0
+    """A window holds when its p95 TTFT and TPOT stay within this factor of before."""
+    recovery_tolerance: float = 0.10
+    """Recovered = median latency back within this share of the level before."""
+    proxy_listen: str = "127.0.0.1:0"
+    proxy_upstream: str | None = None
+    """host:port of the draft server behind the fault proxy (your own deployment)."""
+    metrics_url: str | None = None
+    """Prometheus endpoint to poll (default: the endpoint's /metrics)."""
+    dcgm_url: str | None = None
+    """A DCGM exporter's /metrics for GPU memory and power."""
+    scrape_interval_s: float = 1.0
+
+    @property
+    def needs_proxy(self) -> bool:
+        """True when some event is a draft-network toxic."""
+        return any(e.kind in PROXY_TOXICS for e in self.events)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """An endpoint loadtest manages: started before the run, restarted on the timeline."""
+
+    command: tuple[str, ...]
+    ready_url: str
+    endpoint: str
+    ready_timeout_s: float = 120.0
+    stop_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimSpec:
+    """The built-in simulator's setup: speculative or not, and any SimConfig settings."""
+
+    speculative: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_faults(t: Table) -> FaultPlan:
+    """The ``[faults]`` table."""
+    raw_events = t.get("events", list, [], "an array of [[faults.events]] tables")
+    events = tuple(
+        _event(Table(e, t.path, f"{t.key('events')}[{i}]")) for i, e in enumerate(raw_events)
+    )
+    plan = FaultPlan(
+        events=tuple(sorted(events, key=lambda e: e.at_s)),
+        max_degradation=_num(t, "max_degradation", 3.0, strict=True),
+        recovery_tolerance=_num(t, "recovery_tolerance", 0.10),
+        proxy_listen=_hostport(t, "proxy_listen", "127.0.0.1:0") or "127.0.0.1:0",
+        proxy_upstream=_hostport(t, "proxy_upstream", None),
+        metrics_url=t.get("metrics_url", str, None, "a URL"),
+        dcgm_url=t.get("dcgm_url", str, None, "a URL"),
+        scrape_interval_s=_num(t, "scrape_interval_s", 1.0, strict=True),
+    )
+    t.finish()
+    return plan
+
+
+def _event(t: Table) -> FaultEvent:
+    kind = t.choice("kind", "", FAULT_KINDS)
+    at_s = _num(t, "at_s", 0.0)
+    duration_s = _num(t, "duration_s", 0.0)
+    ev = FaultEvent(
+        kind=kind,
+        at_s=at_s,
+        duration_s=duration_s,
+        name=t.get("name", str, "", "a string"),
+        max_failures=t.integer("max_failures", 0) or 0,
+        fraction=_num(t, "fraction", 0.0),
+        after_tokens=t.integer("after_tokens", None, minimum=1),
+        after_tokens_max=t.integer("after_tokens_max", None, minimum=1),
+        after_ms=t.number("after_ms", None),
+        after_ms_max=t.number("after_ms_max", None),
+        settle_s=_num(t, "settle_s", 2.0, strict=True),
+        burst=t.integer("burst", 0) or 0,
+        down_s=_num(t, "down_s", 0.0),
+        signal=t.choice("signal", "term", ("term", "kill")),
+        latency_ms=_num(t, "latency_ms", 0.0),
+        jitter_ms=_num(t, "jitter_ms", 0.0),
+        bytes_per_s=_num(t, "bytes_per_s", 0.0),
+        command=t.get("command", str, None, "a shell command"),
+        url=t.get("url", str, None, "a URL"),
+        method=t.choice("method", "POST", ("GET", "POST", "PUT", "DELETE")),
+        body=t.get("body", str, "", "a string"),
+        end_command=t.get("end_command", str, None, "a shell command"),
+        end_url=t.get("end_url", str, None, "a URL"),
+        end_body=t.get("end_body", str, "", "a string"),
+    )
+    t.finish(_COMMON_KEYS | _KIND_KEYS[kind])
+    if kind == "cancel":
+        if not 0.0 < ev.fraction <= 1.0:
+            raise t.fail("fraction", f"expected a share in (0, 1], got {ev.fraction!r}")
+        if (ev.after_tokens is None) == (ev.after_ms is None):
+            raise t.fail("after_tokens", "a cancel event needs after_tokens or after_ms (one)")
+        if ev.duration_s <= 0:
+            raise t.fail("duration_s", "a cancel window needs a duration > 0")
+    if kind == "draft_bandwidth" and ev.bytes_per_s <= 0:
+        raise t.fail("bytes_per_s", "a bandwidth limit needs bytes_per_s > 0")
+    if kind == "hook" and ev.command is None and ev.url is None:
+        raise t.fail("command", "a hook needs a command or a url")
+    if kind in PROXY_TOXICS and ev.duration_s <= 0:
+        raise t.fail("duration_s", f"a {kind} window needs a duration > 0")
+    return ev
+
+
+def parse_target(t: Table) -> TargetSpec:
+    """The ``[target]`` table: the command that starts the endpoint and its readiness URL."""
+    raw = t.get("command", (str, list), None, "a command (string or list of strings)")
+    if raw is None:
+        raise t.fail("command", "a managed target needs the command that starts it")
+    command = tuple(shlex.split(raw)) if isinstance(raw, str) else tuple(raw)
+    if not command or not all(isinstance(c, str) for c in command):
+        raise t.fail("command", "expected a non-empty command")
+    ready_url = t.get("ready_url", str, None, "a URL")
+    if ready_url is None:
+        raise t.fail("ready_url", "a managed target needs a readiness URL (e.g. .../health)")
+    parts = urlsplit(ready_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise t.fail("ready_url", f"expected an http(s) URL, got {ready_url!r}")
+    endpoint = t.get("endpoint", str, f"{parts.scheme}://{parts.netloc}", "a base URL")
+    spec = TargetSpec(
+        command=command,
+        ready_url=ready_url,
+        endpoint=endpoint,
+        ready_timeout_s=_num(t, "ready_timeout_s", 120.0, strict=True),
+        stop_timeout_s=_num(t, "stop_timeout_s", 10.0, strict=True),
+    )
+    t.finish()
+    return spec
+
+
+def parse_sim(t: Table) -> SimSpec:
+    """The ``[sim]`` table: ``speculative`` plus any setting of ``loadtest sim``."""
+    from loadtest.sim.model import SimConfig
+
+    speculative = t.get("speculative", bool, False, "true or false")
+    known = {f.name: f for f in dataclasses.fields(SimConfig)}
+    defaults = SimConfig()
+    settings: dict[str, Any] = {}
+    for name, value in t.data.items():
+        if name == "speculative":
+            continue
+        if name not in known or name in ("role", "draft_url"):
+            raise t.fail(name, "unknown simulator setting (see `loadtest sim --help`)")
+        default = getattr(defaults, name)
+        kind: tuple[type, ...] = (int, float) if isinstance(default, float) else (type(default),)
+        if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, kind):
+            raise t.fail(name, f"expected a {type(default).__name__}, got {value!r}")
+        settings[name] = (
+            float(value) if isinstance(value, int | float) and isinstance(default, float) else value
+        )
+    try:
+        dataclasses.replace(defaults, **settings).check()
+    except UsageError as exc:
+        raise ScenarioError(t.path, t.prefix, str(exc)) from exc
+    return SimSpec(speculative=speculative, settings=settings)
+
+
+def _num(t: Table, name: str, default: float, *, strict: bool = False) -> float:
+    v = t.number(name, default, strict=strict)
+    assert v is not None
+    return v
+
+
+def _hostport(t: Table, name: str, default: str | None) -> str | None:
+    v = t.get(name, str, default, "host:port")
+    if v is None:
+        return None
+    host, sep, port = v.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise t.fail(name, f"expected host:port, got {v!r}")
+    return v  # type: ignore[no-any-return]

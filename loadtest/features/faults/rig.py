@@ -1,0 +1,305 @@
+"""The fault rig: carries out a ``FaultPlan`` beside a run and observes what happened.
+
+It owns the edges a fault needs (the managed target's process, the TCP fault proxy,
+hook actions and the ``/metrics`` scraper), plays the timeline relative to the run's
+start, and answers the runner's two questions on the hot path: is the load idle now,
+and should this request be cancelled mid-stream. What it observed (actual window times,
+time to ready, the running count settling after cancellations) goes to the verdicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from loadtest.features.faults.hooks import run_command, run_request
+from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
+from loadtest.features.faults.proxy import FaultProxy, Toxic
+from loadtest.features.faults.target import ManagedTarget
+from loadtest.features.faults.verdict import judge_windows
+from loadtest.features.scrape import Scraper, summarize_samples
+
+__all__ = ["CancelOrder", "FaultRig", "LoadControl"]
+
+_perf = time.perf_counter_ns
+
+
+class LoadControl(Protocol):
+    """What the rig may ask of the runner."""
+
+    @property
+    def in_flight(self) -> int:
+        """Requests open in the client now."""
+        ...
+
+    def burst(self, n: int) -> None:
+        """Send ``n`` requests at once, beside the schedule."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CancelOrder:
+    """Cancel a request after this many tokens or this many milliseconds."""
+
+    window: int
+    after_tokens: int | None = None
+    after_ms: float | None = None
+
+
+class FaultRig:
+    """Plays one fault plan; ``observed[i]`` holds what happened in window ``i``."""
+
+    def __init__(
+        self,
+        plan: FaultPlan,
+        *,
+        target: ManagedTarget | None = None,
+        proxy: FaultProxy | None = None,
+        metrics_url: str | None = None,
+        placeholders: dict[str, str] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.plan = plan
+        self.target = target
+        self.proxy = proxy
+        self.metrics_url = metrics_url
+        self.placeholders = dict(placeholders or {})
+        self.scraper: Scraper | None = None
+        self.observed: list[dict[str, Any]] = [{} for _ in plan.events]
+        self.initial_ready_s: float | None = None
+        self.t0_ns = _perf()
+        self._rng = random.Random(seed ^ 0x5EED)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._idle = [e for e in plan.events if e.kind == "idle"]
+        self._down = False
+        self._cancels = [(i, e) for i, e in enumerate(plan.events) if e.kind == "cancel"]
+
+    # -- before and after the run -------------------------------------------------------
+    async def start(self) -> None:
+        """Start the proxy and the managed target (in that order: the target may use it)."""
+        if self.proxy is not None:
+            await self.proxy.start()
+            self.placeholders["proxy"] = self.proxy.url
+        if self.target is not None:
+            self.initial_ready_s = await self.target.start()
+
+    async def begin(self, t0_ns: int, control: LoadControl, run_dir: Path) -> None:
+        """Start the scraper and the timeline, relative to the run's ``t0_ns``."""
+        self.t0_ns = t0_ns
+        if self.metrics_url:
+            target = self.target
+            self.scraper = Scraper(
+                self.metrics_url,
+                run_dir / "metrics.jsonl",
+                interval_s=self.plan.scrape_interval_s,
+                dcgm_url=self.plan.dcgm_url,
+                pid=(lambda: target.pid) if target is not None else None,
+                t0_ns=t0_ns,
+            )
+            await self.scraper.start()
+        for i, ev in enumerate(self.plan.events):
+            self._spawn(self._play(i, ev, control))
+
+    async def finish(self) -> None:
+        """Stop the timeline where it is (healing every toxic) and the scraper."""
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.proxy is not None:
+            await self.proxy.set(Toxic())
+        if self.scraper is not None:
+            await self.scraper.close()
+
+    async def close(self) -> None:
+        """Stop the managed target and the proxy."""
+        if self.target is not None:
+            await self.target.close()
+        if self.proxy is not None:
+            await self.proxy.close()
+
+    def judge(self, run_dir: Path) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+        """Verdicts per window and the server summary, from the rows on disk.
+
+        Nothing per request was kept in memory: the rows are read back from
+        ``requests.jsonl``, keeping only the fields the verdicts need.
+        """
+        samples = self.scraper.samples if self.scraper is not None else []
+        server = summarize_samples(samples) if self.scraper is not None else None
+        if server is not None and self.scraper is not None and self.scraper.unavailable:
+            server["note"] = self.scraper.unavailable
+        if not self.plan.events:
+            return (), server
+        keep = (
+            "sent_ms",
+            "end_ms",
+            "first_token_ms",
+            "ttft_ms",
+            "tpot_ms",
+            "outcome",
+            "warmup",
+            "error_class",
+            "injected_cancel",
+            "cancel_close_ms",
+        )
+        rows = []
+        with open(run_dir / "requests.jsonl", "rb") as f:
+            for line in f:
+                r = orjson.loads(line)
+                rows.append({k: r.get(k) for k in keep})
+        return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
+
+    # -- questions from the runner's hot path --------------------------------------------
+    def idle_until(self, now_ns: int) -> int | None:
+        """When the load may go on, if ``now_ns`` falls in an idle gap or a restart.
+
+        While a restarted target is down or loading, the load holds (polling every
+        20 ms) rather than spinning through connection errors; the requests caught in
+        flight by the stop are what the restart's verdict counts.
+        """
+        if self._down:
+            return now_ns + 20_000_000
+        for ev in self._idle:
+            start = self.t0_ns + int(ev.at_s * 1e9)
+            end = start + int(ev.duration_s * 1e9)
+            if start <= now_ns < end:
+                return end
+        return None
+
+    def cancel_order(self, intended_ns: int) -> CancelOrder | None:
+        """Whether (and when) to cancel a request meant to start at ``intended_ns``."""
+        t = (intended_ns - self.t0_ns) / 1e9
+        for i, ev in self._cancels:
+            if ev.at_s <= t < ev.end_s and self._rng.random() < ev.fraction:
+                if ev.after_tokens is not None:
+                    hi = max(ev.after_tokens, ev.after_tokens_max or ev.after_tokens)
+                    return CancelOrder(i, after_tokens=self._rng.randint(ev.after_tokens, hi))
+                assert ev.after_ms is not None
+                hi_ms = max(ev.after_ms, ev.after_ms_max or ev.after_ms)
+                return CancelOrder(i, after_ms=self._rng.uniform(ev.after_ms, hi_ms))
+        return None
+
+    # -- the timeline ---------------------------------------------------------------------
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _sleep_to(self, at_s: float) -> None:
+        delay = (self.t0_ns + int(at_s * 1e9) - _perf()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def _rel_s(self) -> float:
+        return round((_perf() - self.t0_ns) / 1e9, 4)
+
+    async def _play(self, i: int, ev: FaultEvent, control: LoadControl) -> None:
+        obs = self.observed[i]
+        await self._sleep_to(ev.at_s)
+        obs["start_s"] = self._rel_s()
+        try:
+            if ev.kind in PROXY_TOXICS:
+                await self._toxic(ev, obs)
+            elif ev.kind == "restart":
+                await self._restart(ev, obs)
+            elif ev.kind == "hook":
+                obs["start_action"] = await self._hook(ev.command, ev.url, ev.method, ev.body)
+                await self._sleep_to(ev.end_s)
+                if ev.end_command or ev.end_url:
+                    obs["end_action"] = await self._hook(
+                        ev.end_command, ev.end_url, ev.method, ev.end_body
+                    )
+            elif ev.kind == "idle":
+                await self._sleep_to(ev.end_s)
+                obs["burst"] = ev.burst
+                if ev.burst:
+                    control.burst(ev.burst)
+            elif ev.kind == "cancel":
+                await self._sleep_to(ev.end_s)
+                obs["end_s"] = self._rel_s()
+                await self._settle(ev, obs, control)
+        finally:
+            obs.setdefault("end_s", self._rel_s())
+
+    async def _toxic(self, ev: FaultEvent, obs: dict[str, Any]) -> None:
+        if self.proxy is None:
+            obs["skipped"] = (
+                "no fault proxy in front of a draft: set [faults].proxy_upstream to your "
+                "draft's host:port, or run without --endpoint"
+            )
+            return
+        toxic = Toxic(
+            PROXY_TOXICS[ev.kind],
+            latency_ms=ev.latency_ms,
+            jitter_ms=ev.jitter_ms,
+            bytes_per_s=ev.bytes_per_s,
+        )
+        await self.proxy.set(toxic)
+        obs["start_s"] = self._rel_s()  # from when the toxic is on, not when it was due
+        try:
+            await self._sleep_to(ev.end_s)
+        finally:
+            await self.proxy.set(Toxic())
+            obs["end_s"] = self._rel_s()
+
+    async def _restart(self, ev: FaultEvent, obs: dict[str, Any]) -> None:
+        if self.target is None:
+            obs["error"] = "no managed target to restart: add a [target] table"
+            return
+        self._down = True
+        try:
+            await self.target.stop(ev.signal)
+            obs["stopped_s"] = self._rel_s()
+            await self._sleep_to(ev.at_s + ev.down_s)
+            spawned = self._rel_s()
+            ready_s = await self.target.start()
+        finally:
+            self._down = False
+        obs["ready_s"] = self._rel_s()
+        obs["time_to_ready_s"] = round(ready_s, 4)
+        obs["spawned_s"] = spawned
+        await self._sleep_to(ev.end_s)
+        obs["end_s"] = max(self._rel_s(), obs["ready_s"])
+
+    async def _hook(
+        self, command: str | None, url: str | None, method: str, body: str
+    ) -> dict[str, Any]:
+        if command:
+            return await run_command(self._fill(command))
+        assert url is not None
+        return await run_request(self._fill(url), method, self._fill(body))
+
+    def _fill(self, text: str) -> str:
+        for key, value in self.placeholders.items():
+            text = text.replace("{" + key + "}", value)
+        return text
+
+    async def _settle(self, ev: FaultEvent, obs: dict[str, Any], control: LoadControl) -> None:
+        """After the cancel window: does the endpoint's running count fall back?
+
+        A healthy server never runs more requests than the client has open; cancelled
+        streams that keep their slots show up as running > in flight.
+        """
+        if self.scraper is None:
+            obs["settle"] = "not checked: the endpoint has no /metrics"
+            return
+        t0 = time.perf_counter()
+        excess = None
+        while time.perf_counter() - t0 <= ev.settle_s:
+            with contextlib.suppress(Exception):
+                row = await self.scraper.sample()
+                if "running" in row:
+                    excess = row["running"] - control.in_flight
+                    if excess <= 0:
+                        obs["settled_s"] = round(time.perf_counter() - t0, 4)
+                        obs["running_excess"] = 0
+                        return
+            await asyncio.sleep(0.05)
+        obs["settled_s"] = None
+        obs["running_excess"] = excess

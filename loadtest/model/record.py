@@ -1,0 +1,164 @@
+"""The frozen record of one request, the unit everything downstream consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CORRECTED", "ERROR_CLASSES", "METRICS", "OUTCOMES", "RequestRecord"]
+
+METRICS = (
+    "ttft_ms",
+    "itl_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "tool_call_ms",
+    "dispatch_lag_ms",
+    "client_lag_ms",
+)
+"""The latencies measured from each request's record, in ms (see README, "What is measured")."""
+CORRECTED = ("ttft_ms", "e2e_ms", "tool_call_ms")
+"""Metrics measured from the send time, which therefore have a ``*_corrected`` twin."""
+
+OUTCOMES = ("ok", "failed", "cancelled")
+ERROR_CLASSES = (
+    "connect",  # could not open a connection
+    "timeout",  # connect, first-byte, between-chunk or total timeout
+    "http_4xx",
+    "http_5xx",
+    "rate_limited",  # HTTP 429
+    "disconnected",  # the server closed or reset the stream before it ended
+    "protocol",  # bytes that are not SSE / the OpenAI chunk format
+    "server_error",  # an error the server reported inside the stream
+    "invalid_output",  # a tool call that is not JSON, not offered, or breaks its schema
+    "redirect",  # a 3xx answer: loadtest does not follow redirects
+    "tls",  # the certificate was not trusted (see --ca-bundle, --insecure)
+    "client",  # anything else; a bug in loadtest if it ever shows
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What happened to one request. Times are ``perf_counter_ns`` values.
+
+    ``intended_ns`` is when the schedule wanted the request sent; ``sent_ns`` when it
+    actually was. Latency from ``sent_ns`` is *raw*; from ``intended_ns`` it is
+    corrected for coordinated omission.
+    """
+
+    index: int
+    prompt_id: str
+    source: str
+    category: str
+    warmup: bool
+    intended_ns: int
+    sent_ns: int
+    end_ns: int
+    outcome: str
+    error_class: str | None = None
+    error: str | None = None
+    status: int | None = None
+    first_byte_ns: int | None = None
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    token_chunk_ns: tuple[int, ...] = ()
+    chunks: int = 0
+    output_tokens: int = 0
+    tokens_estimated: bool = False
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    response_id: str | None = None
+    tool_calls: int = 0
+    tool_call_valid: bool | None = None
+    tool_call_correct: bool | None = None
+    tool_call_ns: int | None = None
+    server_timings: dict[str, Any] | None = None
+    prompt_chars: int = 0
+    cancel_ns: int | None = None
+    """When loadtest cancelled the request on purpose (a fault), else None."""
+    retry_after_s: float | None = None
+    """The ``Retry-After`` of a 429 answer, in seconds."""
+    output_sha256: str | None = None
+    """Digest of the answer's text and tool calls (only when outputs are recorded)."""
+    output_head: str | None = None
+    """The answer's first 200 characters (only when outputs are recorded)."""
+    written_ns: int | None = None
+    """When the request's last bytes were handed to the kernel (after connecting): the
+    send's own cost is ``written_ns - sent_ns`` (None where it cannot be stamped)."""
+    client_lag_ns: int | None = None
+    """Longest loadtest took to read body bytes after they reached the process: token
+    times are arrival times, so this is not in them, but a large value says the
+    driver itself was the bottleneck (``loadtest._compat.arrivals``)."""
+    arrival_clock: str | None = None
+    """What stamped the response's arrivals: ``kernel`` (the socket's receive stamps,
+    immune to the driver's delays), ``loop`` (when the event loop received the bytes)
+    or ``reader`` (when loadtest read them); None before any response."""
+
+    @property
+    def ttft_ns(self) -> int | None:
+        """Time to first token from the actual send."""
+        return None if self.first_token_ns is None else self.first_token_ns - self.sent_ns
+
+    @property
+    def tpot_ns(self) -> float | None:
+        """Time per output token after the first (decode speed), None below 2 tokens."""
+        if self.first_token_ns is None or self.last_token_ns is None or self.output_tokens < 2:
+            return None
+        return (self.last_token_ns - self.first_token_ns) / (self.output_tokens - 1)
+
+    def to_json(self, t0_ns: int) -> dict[str, Any]:
+        """A JSON-ready dict with times in ms relative to ``t0_ns`` (the run's start)."""
+
+        def rel(ns: int | None) -> float | None:
+            return None if ns is None else round((ns - t0_ns) / 1e6, 4)
+
+        def dur(ns: float | None) -> float | None:
+            return None if ns is None else round(ns / 1e6, 4)
+
+        return {
+            "index": self.index,
+            "prompt_id": self.prompt_id,
+            "source": self.source,
+            "category": self.category,
+            "warmup": self.warmup,
+            "outcome": self.outcome,
+            "error_class": self.error_class,
+            "error": self.error,
+            "status": self.status,
+            "intended_ms": rel(self.intended_ns),
+            "sent_ms": rel(self.sent_ns),
+            "first_token_ms": rel(self.first_token_ns),
+            "end_ms": rel(self.end_ns),
+            "dispatch_lag_ms": dur(self.sent_ns - self.intended_ns),
+            "client_lag_ms": dur(self.client_lag_ns),
+            "arrival_clock": self.arrival_clock,
+            "write_ms": dur(None if self.written_ns is None else self.written_ns - self.sent_ns),
+            "ttft_ms": dur(self.ttft_ns),
+            "e2e_ms": dur(self.end_ns - self.sent_ns),
+            "tpot_ms": dur(self.tpot_ns),
+            "chunks": self.chunks,
+            "token_chunks": len(self.token_chunk_ns),
+            "output_tokens": self.output_tokens,
+            "tokens_estimated": self.tokens_estimated,
+            "prompt_tokens": self.prompt_tokens,
+            "prompt_chars": self.prompt_chars,
+            "finish_reason": self.finish_reason,
+            "response_id": self.response_id,
+            "tool_calls": self.tool_calls,
+            "tool_call_valid": self.tool_call_valid,
+            "tool_call_correct": self.tool_call_correct,
+            "tool_call_ms": dur(
+                None if self.tool_call_ns is None else self.tool_call_ns - self.sent_ns
+            ),
+            "server_timings": self.server_timings,
+            "retry_after_s": self.retry_after_s,
+            **(
+                {"output_sha256": self.output_sha256, "output_head": self.output_head}
+                if self.output_sha256 is not None
+                else {}
+            ),
+            "injected_cancel": self.cancel_ns is not None,
+            "cancel_close_ms": dur(
+                None if self.cancel_ns is None else self.end_ns - self.cancel_ns
+            ),
+        }

@@ -1,0 +1,274 @@
+"""OpenAI wire format without I/O: request payloads, and a reader for streamed chunks.
+
+``StreamReader`` is fed the SSE events of one response (or the body of a non-streaming
+one) and keeps what the metrics need: the time of every token-bearing chunk, content
+length, tool-call deltas assembled by index, ``usage`` and llama.cpp's ``timings``.
+It is deliberately not a general OpenAI client: it only looks at the fields that
+matter for latency and validity, so the per-chunk cost stays small.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from loadtest.errors import ProtocolError
+from loadtest.protocol.sse import Event
+
+__all__ = ["ServerError", "StreamReader", "ToolCall", "build_payload", "messages_to_text"]
+
+_DONE = b"[DONE]"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call assembled from streamed deltas."""
+
+    index: int
+    name: str
+    arguments: str
+    id: str | None
+    completed_ns: int
+    """Time of the last chunk that added to this call."""
+
+
+class ServerError(Exception):
+    """The server reported an error inside an otherwise well-formed stream."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def messages_to_text(messages: list[dict[str, Any]]) -> str:
+    """Flatten chat messages into one prompt for the legacy completions API."""
+    parts = [f"{m.get('role', 'user')}: {m.get('content') or ''}" for m in messages]
+    return "\n".join(parts) + "\nassistant:"
+
+
+def build_payload(
+    *,
+    api: str,
+    model: str,
+    messages: list[dict[str, Any]],
+    text: str | None,
+    stream: bool,
+    max_tokens: int,
+    sampling: dict[str, Any],
+    tools: list[dict[str, Any]] | None,
+) -> bytes:
+    """Serialise one request body for ``/v1/chat/completions`` or ``/v1/completions``."""
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream}
+    if api == "chat":
+        body["messages"] = messages
+        if tools:
+            body["tools"] = tools
+    else:
+        body["prompt"] = text if text is not None else messages_to_text(messages)
+    if stream:
+        # Without this, most servers send no token counts on a stream.
+        body["stream_options"] = {"include_usage": True}
+    body.update(sampling)
+    return orjson.dumps(body)
+
+
+class StreamReader:
+    """Interprets the chunks of one response; one instance per request."""
+
+    __slots__ = (
+        "_calls",
+        "_text",
+        "chunks",
+        "client_lag_ns",
+        "content_chars",
+        "done",
+        "finish_reason",
+        "response_id",
+        "timings",
+        "token_chunk_ns",
+        "usage",
+    )
+
+    def __init__(self, keep_text: bool = False) -> None:
+        self._text: list[str] | None = [] if keep_text else None
+        self.chunks = 0
+        """Data events received (token-bearing or not)."""
+        self.token_chunk_ns: list[int] = []
+        """Arrival time of every chunk that carried output (text, reasoning or tool call)."""
+        self.content_chars = 0
+        self.usage: dict[str, Any] | None = None
+        self.timings: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.response_id: str | None = None
+        self.done = False
+        """True once ``[DONE]`` arrived (or a non-streaming body was read)."""
+        self.client_lag_ns: int | None = None
+        """Longest the client took to read bytes it had already received (set by the
+        client, which knows both times; None until the body is read)."""
+        self._calls: dict[int, list[Any]] = {}
+
+    # -- streaming ---------------------------------------------------------------------
+    def on_event(self, event: Event, now_ns: int) -> None:
+        """Consume one SSE event that arrived at ``now_ns``.
+
+        Raises ``ServerError`` for an error the server reported and ``ProtocolError``
+        for a chunk that is not the JSON the protocol promises.
+        """
+        data = event.data
+        if event.event == "error":
+            raise ServerError(_error_message(data))
+        if data == _DONE:
+            self.done = True
+            return
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise ProtocolError(f"chunk is not JSON: {data[:120]!r}") from exc
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"chunk is not a JSON object: {data[:120]!r}")
+        self.chunks += 1
+        self._take(obj, now_ns, streamed=True)
+
+    # -- non-streaming -----------------------------------------------------------------
+    def on_body(self, body: bytes, now_ns: int) -> None:
+        """Consume the whole body of a non-streaming response that ended at ``now_ns``."""
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise ProtocolError(f"response body is not JSON: {body[:120]!r}") from exc
+        if not isinstance(obj, dict):
+            raise ProtocolError("response body is not a JSON object")
+        self.chunks = 1
+        self._take(obj, now_ns, streamed=False)
+        self.done = True
+
+    def _take(self, obj: dict[str, Any], now_ns: int, *, streamed: bool) -> None:
+        if "error" in obj and "choices" not in obj:
+            raise ServerError(_error_message(orjson.dumps(obj["error"])))
+        if self.response_id is None:
+            rid = obj.get("id")
+            self.response_id = rid if isinstance(rid, str) else None
+        usage = obj.get("usage")
+        if usage:
+            self.usage = _obj(usage, "usage")
+        timings = obj.get("timings")
+        if timings:
+            self.timings = _obj(timings, "timings")
+        choices = obj.get("choices")
+        if not choices:
+            return  # e.g. the usage-only chunk with empty choices
+        # Type checks inline (``type(x) is``): this runs once per token chunk.
+        if type(choices) is not list:
+            raise ProtocolError("choices is not a list")
+        choice = choices[0]
+        if type(choice) is not dict:
+            choice = _obj(choice, "choices[0]")
+        fr = choice.get("finish_reason")
+        if fr:
+            self.finish_reason = str(fr)
+        delta = choice.get("delta" if streamed else "message")
+        carried = False
+        if delta:
+            if type(delta) is not dict:
+                delta = _obj(delta, "delta" if streamed else "message")
+            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+            if text:
+                self.content_chars += len(text if type(text) is str else _str(text, "content"))
+                if self._text is not None:
+                    self._text.append(text)
+                carried = True
+            calls = delta.get("tool_calls")
+            if calls:
+                if not isinstance(calls, list):
+                    raise ProtocolError("tool_calls is not a list")
+                self._take_calls(calls, now_ns)
+                carried = True
+        else:
+            text = choice.get("text")  # legacy completions
+            if text:
+                self.content_chars += len(_str(text, "text"))
+                if self._text is not None:
+                    self._text.append(text)
+                carried = True
+        if carried:
+            self.token_chunk_ns.append(now_ns)
+
+    def _take_calls(self, calls: list[Any], now_ns: int) -> None:
+        for pos, raw in enumerate(calls):
+            call = _obj(raw, "tool_calls entry")
+            index = call.get("index", pos)
+            if not isinstance(index, int):
+                raise ProtocolError(f"tool_calls index is not an integer: {index!r:.60}")
+            slot = self._calls.get(index)
+            if slot is None:
+                # [name, arguments, id, completed_ns]
+                slot = self._calls[index] = ["", "", None, now_ns]
+            fn = _obj(call.get("function") or {}, "tool_calls function")
+            if fn.get("name"):
+                slot[0] += _str(fn["name"], "function name")
+            if fn.get("arguments"):
+                args = fn["arguments"]
+                # Some servers send arguments as an object in non-streamed replies.
+                slot[1] += args if isinstance(args, str) else orjson.dumps(args).decode()
+            if call.get("id"):
+                slot[2] = str(call["id"])
+            slot[3] = now_ns
+
+    # -- results -----------------------------------------------------------------------
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The assembled tool calls, ordered by index."""
+        return [
+            ToolCall(index=i, name=s[0], arguments=s[1], id=s[2], completed_ns=s[3])
+            for i, s in sorted(self._calls.items())
+        ]
+
+    @property
+    def text(self) -> str | None:
+        """The output text (content and reasoning), if the reader was asked to keep it."""
+        return None if self._text is None else "".join(self._text)
+
+    def output_digest(self) -> str | None:
+        """SHA-256 of the kept text and the tool calls: equal answers, equal digests."""
+        if self._text is None:
+            return None
+        h = hashlib.sha256("".join(self._text).encode())
+        for call in self.tool_calls:
+            h.update(b"\0" + call.name.encode() + b"\0" + call.arguments.encode())
+        return h.hexdigest()
+
+    def output_tokens(self) -> tuple[int, bool]:
+        """Output token count and whether it is an estimate (no ``usage`` was sent)."""
+        if self.usage and isinstance(self.usage.get("completion_tokens"), int):
+            return self.usage["completion_tokens"], False
+        # Roughly four characters per token for English; tool-call JSON is counted too.
+        chars = self.content_chars + sum(len(s[0]) + len(s[1]) for s in self._calls.values())
+        return max(len(self.token_chunk_ns), round(chars / 4)), True
+
+
+def _obj(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{what} is not a JSON object: {value!r:.80}")
+    return value
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ProtocolError(f"{what} is not a string: {value!r:.80}")
+    return value
+
+
+def _error_message(data: bytes) -> str:
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data[:200].decode("utf-8", "replace")
+    if isinstance(obj, dict):
+        inner = obj.get("error", obj)
+        if isinstance(inner, dict):
+            return str(inner.get("message") or inner)
+        return str(inner)
+    return str(obj)
