@@ -87,4 +87,3 @@ class Accounting:
         if self._jsonl is not None:
             self._jsonl.flush()
         return interval, (start - self.t0_ns) / 1e9, (now_ns - start) / 1e9
-

@@ -30,16 +30,50 @@ MAX_RETRY_AFTER_S = 30.0
 class LoopHost(Protocol):
     """What the loops need of the runner."""
 
-    clock: Clock
-    load: LoadSpec
-    seed: int
-    t0_ns: int
-    arrival_start_ns: int
-    end_ns: int | None
-    stop_event: asyncio.Event
-    abort_event: asyncio.Event
-    extras: set[asyncio.Task[None]]
-    """Units started beside the schedule (bursts); drained with the others."""
+    @property
+    def clock(self) -> Clock:
+        """The clock of the schedule."""
+        ...
+
+    @property
+    def load(self) -> LoadSpec:
+        """The load to offer."""
+        ...
+
+    @property
+    def seed(self) -> int:
+        """The seed of the arrival process."""
+        ...
+
+    @property
+    def t0_ns(self) -> int:
+        """The run's start."""
+        ...
+
+    @property
+    def arrival_start_ns(self) -> int:
+        """Open loop: when the arrival schedule starts."""
+        ...
+
+    @property
+    def end_ns(self) -> int | None:
+        """When scheduling ends, for a duration-bound run."""
+        ...
+
+    @property
+    def stop_event(self) -> asyncio.Event:
+        """Set when scheduling stops."""
+        ...
+
+    @property
+    def abort_event(self) -> asyncio.Event:
+        """Set when in-flight units are to be cancelled without grace."""
+        ...
+
+    @property
+    def extras(self) -> set[asyncio.Task[None]]:
+        """Units started beside the schedule (bursts); drained with the others."""
+        ...
 
     def take_index(self, intended_ns: int) -> int | None:
         """The next unit's index, or None when the plan has ended."""
@@ -145,7 +179,9 @@ async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None
         task.add_done_callback(tasks.discard)
 
 
-async def _arrival(host: LoopHost, index: int, intended: int, cap: asyncio.Semaphore | None) -> None:
+async def _arrival(
+    host: LoopHost, index: int, intended: int, cap: asyncio.Semaphore | None
+) -> None:
     try:
         await host.run_unit(index, intended)
     finally:
@@ -160,7 +196,9 @@ async def _drain(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None:
     units are cancelled and still recorded before the cancellation goes on.
     """
     try:
-        await _first(asyncio.wait(set(tasks)) if tasks else asyncio.sleep(0), host.stop_event.wait())
+        await _first(
+            asyncio.wait(set(tasks)) if tasks else asyncio.sleep(0), host.stop_event.wait()
+        )
         pending = _pending(tasks | host.extras)
         if pending and not host.abort_event.is_set():
             try:

@@ -19,14 +19,14 @@ from typing import Any, TypeVar
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import Prompt, PromptPool
 from loadtest.engine.accounting import Accounting
-from loadtest.engine.hooks import HookResult, RunHook, UnitOfLoad, overrides
+from loadtest.engine.hooks import RunHook, UnitOfLoad, overrides
 from loadtest.engine.loops import closed_loop, open_loop
+from loadtest.engine.request_unit import RequestUnit
 from loadtest.engine.schedule import Clock, MonotonicClock
 from loadtest.engine.stop import StopState, decide, plan_stop
 from loadtest.measure.recorders import Metrics, Snapshot
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
-from loadtest.protocol.openai import build_payload
 from loadtest.transport.client import Client, ClientConfig
 
 __all__ = ["RunConfig", "RunOutcome", "Runner"]
@@ -78,7 +78,11 @@ class _Feed(RunHook):
     """The ``on_record`` callback (the dashboard's feed) as a hook."""
 
     def __init__(self, callback: Callable[[RequestRecord], None]) -> None:
-        self.on_record = callback  # type: ignore[method-assign]
+        self._callback = callback
+
+    def on_record(self, rec: RequestRecord) -> None:
+        """Hand the record on."""
+        self._callback(rec)
 
 
 class Runner:
@@ -133,11 +137,14 @@ class Runner:
         self._client: Client | None = None
         self._next_index = 0
         self._measured = 0
-        self._bodies: dict[int, bytes] = {}
         self._plan = plan_stop(self.load, self.t0_ns)
         # Per-request hook calls go only to the hooks that override them.
         self._idle_hooks = [h for h in self.hooks if overrides(h, "idle_until")]
-        self._cancel_hooks = [h for h in self.hooks if overrides(h, "cancel_order")]
+        cancel_hooks = [h for h in self.hooks if overrides(h, "cancel_order")]
+        if unit is None:
+            assert pool is not None, "a request-per-unit run needs prompts"
+            unit = RequestUnit(self.scenario, config.model, pool, cancel_hooks)
+        self._unit: UnitOfLoad = unit
         self.accounting.feeds = tuple(h.on_record for h in self.hooks if overrides(h, "on_record"))
 
     # -- control -------------------------------------------------------------------------
@@ -274,48 +281,7 @@ class Runner:
 
     async def run_unit(self, index: int, intended_ns: int) -> float | None:
         """One unit of load: a request, or a whole task in an agent scenario."""
-        if self.unit is not None:
-            return await self.unit.run_unit(self, index, intended_ns)
-        return await self._request(index, intended_ns)
-
-    async def _request(self, index: int, intended_ns: int) -> float | None:
-        assert self._client is not None
-        assert self.pool is not None, "a request-per-unit run needs prompts"
-        prompt = self.pool.draw()
-        order = None
-        for h in self._cancel_hooks:
-            if (order := h.cancel_order(intended_ns)) is not None:
-                break
-        rec = await self._client.send(
-            index=index,
-            prompt=prompt,
-            body=self._body(prompt),
-            intended_ns=intended_ns,
-            warmup=intended_ns < self._plan.warmup_end_ns,
-            cancel_after_tokens=order.after_tokens if order else None,
-            cancel_after_ms=order.after_ms if order else None,
-        )
-        self.accounting.account(rec, prompt)
-        if rec.outcome == "cancelled":
-            raise_if_cancelling()
-        return rec.retry_after_s
-
-    def _body(self, prompt: Prompt) -> bytes:
-        body = self._bodies.get(id(prompt))
-        if body is None:
-            sc = self.scenario
-            body = build_payload(
-                api=sc.api,
-                model=self.config.model,
-                messages=list(prompt.messages),
-                text=prompt.text,
-                stream=sc.stream,
-                max_tokens=prompt.max_tokens or sc.max_tokens,
-                sampling=sc.sampling,
-                tools=list(prompt.tools) or None,
-            )
-            self._bodies[id(prompt)] = body
-        return body
+        return await self._unit.run_unit(self, index, intended_ns)
 
     # -- the run -------------------------------------------------------------------------
     async def run(self) -> RunOutcome:
@@ -418,18 +384,6 @@ class Runner:
         interval, start_s, length_s = self.accounting.roll(now_ns)
         for h in self.hooks:
             h.on_interval(interval, start_s, length_s)
-
-
-def raise_if_cancelling() -> None:
-    """Re-raise a cancellation the client turned into a ``cancelled`` record.
-
-    The client never raises: cancelled from outside, it returns the request's record
-    and leaves the task's cancellation pending. Once that record is accounted for,
-    the cancellation goes on up, as asyncio means it.
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def _first_set(values: Iterable[JsonObject | None]) -> JsonObject | None:
