@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -22,6 +21,7 @@ from loadtest.features.agent.task_metrics import AgentMetrics
 from loadtest.features.agent.taskspec import AgentSpec, TaskPool
 from loadtest.features.agent.tools import ToolRunner
 from loadtest.features.agent.trace import TraceWriter
+from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import StreamReader, build_payload
 from loadtest.report.atomic import LineLog
@@ -99,9 +99,7 @@ class AgentDriver(RunHook):
         warmup = ctx.warming_up_at(intended_ns)
         client = ctx.client
 
-        async def ask(
-            messages: list[dict[str, Any]], at_ns: int
-        ) -> tuple[RequestRecord, StreamReader]:
+        async def ask(messages: list[JsonObject], at_ns: int) -> tuple[RequestRecord, StreamReader]:
             prompt = Prompt(
                 id=task.id,
                 source=task.source,
@@ -151,7 +149,7 @@ class AgentDriver(RunHook):
             raise asyncio.CancelledError  # the task's record is written: now go on up
         return rec
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """The ``agent`` section of summary.json."""
         assert self._ctx is not None, "the run has not started"
         m = self._ctx.metrics
