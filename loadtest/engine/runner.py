@@ -313,12 +313,19 @@ class Runner:
                 t.cancel()
             await asyncio.gather(*timers, return_exceptions=True)
             self._roll(_perf())
+            # Every hook finishes and the file closes even when one hook fails.
+            failures: list[Exception] = []
             for h in self.hooks:
-                await h.on_finish()
+                try:
+                    await h.on_finish()
+                except Exception as exc:
+                    failures.append(exc)
             self.accounting.close()
             if self._client is not None:
                 self.stale_retries = self._client.stale_retries
             self._client = None
+            if failures:
+                raise failures[0]
         return self._outcome(_perf())
 
     def _client_config(self) -> ClientConfig:
