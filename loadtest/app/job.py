@@ -24,12 +24,15 @@ from typing import Any
 from loadtest.app.deployment import Deployment, plan_deployment, say
 from loadtest.config.scenario import Scenario, load_scenario
 from loadtest.datasets import PromptPool, build_pool
+from loadtest.engine.gc_policy import QuietGc
+from loadtest.engine.hooks import RunHook
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.errors import UsageError
 from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.taskspec import TaskPool, build_tasks
 from loadtest.measure.slo import parse_slo_flag
 from loadtest.report import build_summary, render_faults, render_table, write_results
+from loadtest.report.hlog import HlogHook
 from loadtest.report.table import render_agent
 from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
 from loadtest.transport.client import discover_model
@@ -274,8 +277,13 @@ async def _prepare(
     if isinstance(pool, TaskPool):
         assert scenario.agent is not None
         agent = AgentDriver(scenario.agent, pool, scenario.seed)
-        return Runner(cfg, None, rig=dep.rig, agent=agent)
-    return Runner(cfg, pool, rig=dep.rig)
+        return Runner(cfg, None, hooks=[*_edge_hooks(), dep.rig, agent], unit=agent)
+    return Runner(cfg, pool, hooks=[*_edge_hooks(), dep.rig])
+
+
+def _edge_hooks() -> list[RunHook]:
+    """What the command line adds to every run: the interval log and the GC policy."""
+    return [HlogHook(), QuietGc()]
 
 
 def _load(scenario: Scenario) -> tuple[PromptPool | TaskPool, dict[str, int]]:

@@ -31,8 +31,10 @@ def worker_run(
 ) -> dict[str, Any]:
     """Run one worker's share; returns its result (see the module docstring)."""
     from loadtest.datasets import build_pool
+    from loadtest.engine.gc_policy import QuietGc
     from loadtest.engine.runner import Runner
     from loadtest.measure.merge import encode_metrics
+    from loadtest.report.hlog import HlogHook
     from loadtest.transport.auth import tls_context
 
     ship = bool(payload.get("ship_files"))
@@ -45,7 +47,7 @@ def worker_run(
 
     async def main() -> dict[str, Any]:
         pool, _ = build_pool(cfg.scenario)
-        runner = Runner(cfg, pool)
+        runner = Runner(cfg, pool, hooks=[HlogHook(), QuietGc()])
         if stop_count is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
