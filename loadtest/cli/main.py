@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
+import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import fields, replace
-from typing import Any
+from typing import Any, NoReturn
 
-from loadtest.cli.flags import add_run_flags, run_options
+from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
 from loadtest.sim.model import SimConfig
 
@@ -21,39 +23,55 @@ EXIT_SLO_MISSED = 1
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+    """Errors as one short paragraph: the error once, a suggestion, the usage line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message}\n{_usage_line(self)}")
+
+    def unknown(self, extras: Sequence[str]) -> NoReturn:
+        """Refuse unrecognized arguments, suggesting the closest known flag."""
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        known = [o for a in self._actions for o in a.option_strings]
+        for word in extras:
+            if word.startswith("-"):
+                close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+                if close:
+                    message += f"; did you mean {close[0]}?"
+                    break
+        self.error(message)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _usage_line(p: argparse.ArgumentParser) -> str:
+    # argparse wraps the usage over many lines; one line keeps the error one paragraph.
+    return " ".join(p.format_usage().split()) + f" (more: {p.prog} --help)"
+
+
+def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     p = _Parser(
         prog="loadtest",
         description="Load and robustness tests for OpenAI-compatible LLM endpoints.",
     )
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    out, runs = _Parser(add_help=False), _Parser(add_help=False)
+    add_output_flags(out)
+    add_output_flags(runs)
+    add_run_flags(runs)
 
-    run = sub.add_parser("run", help="run a scenario against an endpoint (default: simulator)")
-    add_run_flags(run)
-    run.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
+    run = sub.add_parser(
+        "run",
+        parents=[runs],
+        help="run a scenario against an endpoint (default: simulator)",
+    )
+    add_load_flags(run)
     run.add_argument(
         "--check",
         action="store_true",
         help="validate the scenario and flags, print the plan and exit (no load)",
     )
-    run.add_argument(
-        "--record-outputs",
-        action="store_true",
-        help="write a digest and the head of every answer into requests.jsonl "
-        "(for the output-equivalence check of compare)",
-    )
-    run.add_argument(
-        "--record-chunks",
-        action="store_true",
-        help="write every token chunk's time into requests.jsonl",
-    )
 
-    sweep = sub.add_parser("sweep", help="one run per load step: capacity table, knee, SLOs")
-    add_run_flags(sweep, single_load=False)
+    sweep = sub.add_parser(
+        "sweep", parents=[runs], help="one run per load step: capacity table, knee, SLOs"
+    )
     steps = sweep.add_mutually_exclusive_group(required=True)
     steps.add_argument("--concurrency", metavar="N,N,...", help="closed-loop steps, e.g. 1,2,4,8")
     steps.add_argument("--rates", metavar="R,R,...", help="open-loop steps in requests/s")
@@ -65,7 +83,9 @@ def _parser() -> argparse.ArgumentParser:
         "lowest (default: 0.5)",
     )
 
-    sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")
+    sim = sub.add_parser(
+        "sim", parents=[out], help="serve the simulated OpenAI-compatible endpoint"
+    )
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     sim.add_argument(
@@ -74,16 +94,20 @@ def _parser() -> argparse.ArgumentParser:
         help="serve a speculative deployment: a draft process and a target process",
     )
     cmp = sub.add_parser(
-        "compare", help="baseline against candidate runs: statistics, figures, equivalence"
+        "compare",
+        parents=[out],
+        help="baseline against candidate runs: statistics, figures, equivalence",
     )
     cmp.add_argument("run_a", help="baseline: a run folder, or a folder of run folders")
     cmp.add_argument("run_b", help="candidate: a run folder, or a folder of run folders")
     cmp.add_argument("--json", help="also write the comparison to this JSON file")
 
     ab = sub.add_parser(
-        "ab", help="run baseline and candidate endpoints interleaved, then compare them"
+        "ab",
+        parents=[runs],
+        help="run baseline and candidate endpoints interleaved, then compare them",
     )
-    add_run_flags(ab)
+    add_load_flags(ab)
     ab.add_argument("--baseline", help="baseline base URL (default: the built-in simulator)")
     ab.add_argument("--candidate", help="candidate base URL (default: the built-in simulator)")
     ab.add_argument("--repeat", type=int, default=1, help="runs per side (default: 1)")
@@ -93,17 +117,18 @@ def _parser() -> argparse.ArgumentParser:
         help="keep the scenario's sampling instead of temperature 0 (no equivalence check)",
     )
 
-    view = sub.add_parser("view", help="open a finished run in the dashboard")
+    view = sub.add_parser("view", parents=[out], help="open a finished run in the dashboard")
     view.add_argument("folder", help="out/<run-id>")
 
     rep = sub.add_parser(
-        "report", help="one self-contained HTML file for a run, sweep or ab folder"
+        "report", parents=[out], help="one self-contained HTML file for a run, sweep or ab folder"
     )
     rep.add_argument("folder", help="out/<run-id>, a sweep folder or an ab folder")
     rep.add_argument("--out", help="the HTML file (default: FOLDER/report.html)")
 
     llama = sub.add_parser(
         "serve-llama",
+        parents=[out],
         help="serve llama.cpp (xllamacpp) with Gemma 3 270M on loopback (extra: llama)",
     )
     llama.add_argument("--host", default="127.0.0.1")
@@ -119,13 +144,24 @@ def _parser() -> argparse.ArgumentParser:
     defaults = SimConfig()
     for f in fields(SimConfig):
         default = getattr(defaults, f.name)
-        sim.add_argument(
-            f"--{f.name.replace('_', '-')}",
-            type=_flag if isinstance(default, bool) else type(default),
-            default=default,
-            help=f"(default: {default})",
-        )
-    return p
+        flag = f"--{f.name.replace('_', '-')}"
+        if isinstance(default, bool):
+            # A switch (--prefix-cache, --no-prefix-cache); "--prefix-cache false" still
+            # reads, since sim_args writes every field with its value.
+            sim.add_argument(
+                flag,
+                nargs="?",
+                const=True,
+                type=_flag,
+                default=default,
+                help=f"(default: {default})",
+            )
+            sim.add_argument(
+                f"--no-{flag[2:]}", dest=f.name, action="store_false", help=argparse.SUPPRESS
+            )
+            continue
+        sim.add_argument(flag, type=type(default), default=default, help=f"(default: {default})")
+    return p, dict(sub.choices)
 
 
 def _flag(text: str) -> bool:
@@ -139,7 +175,11 @@ def _flag(text: str) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     try:
-        args = _parser().parse_args(argv)
+        parser, subs = _parser()
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            subs.get(args.command, parser).unknown(extras)
+        configure_logging(args.verbose - args.quiet)
         if args.command == "sim":
             return _sim(args)
         if args.command == "serve-llama":
@@ -153,12 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "view":
             from loadtest.tui import view_run
 
-            view_run(args.folder)
+            view_run(_existing(args.folder))
             return EXIT_OK
         if args.command == "report":
             from loadtest.report.html import write_report
 
-            print(f"report: {write_report(args.folder, args.out)}")
+            print(f"report: {write_report(_existing(args.folder), args.out)}")
             return EXIT_OK
         return _run(args)
     except (UsageError, ScenarioError) as exc:
@@ -171,6 +211,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Only before the load starts (prompt loading): the run itself handles SIGINT.
         print("loadtest: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+_HANDLERS: list[logging.Handler] = []
+"""The handler the last ``main`` call installed, replaced by the next one."""
+
+
+def configure_logging(verbosity: int) -> None:
+    """Messages of the ``loadtest`` logger on stderr, plain; ``verbosity`` from -v/-q."""
+    logger = logging.getLogger("loadtest")
+    for old in _HANDLERS:
+        logger.removeHandler(old)
+    handler = logging.StreamHandler(sys.stderr)  # the stderr of this call (tests swap it)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    _HANDLERS[:] = [handler]
+    logger.addHandler(handler)
+    logger.setLevel(
+        logging.DEBUG if verbosity > 0 else logging.INFO if verbosity == 0 else logging.WARNING
+    )
+    logger.propagate = False
+
+
+def _existing(folder: str) -> str:
+    from pathlib import Path
+
+    if not Path(folder).exists():
+        raise UsageError(f"{folder}: no such file or folder")
+    return folder
 
 
 def _run(args: argparse.Namespace) -> int:
