@@ -77,11 +77,12 @@ def check_job(options: RunOptions) -> str:
     lines = [
         f"scenario {scenario.name} ({scenario.path}): valid",
         f"  load: {shape}, {bound}, warm-up {load.warmup_s:g} s",
-        "  sources:",
+        "  sources (max_tokens: --max-tokens, over every prompt's own):"
+        if scenario.max_tokens_override
+        else "  sources:",
         *(
             f"    {s.kind}:{s.category} weight {s.weight:g}, max_tokens "
             f"{scenario.max_tokens if s.max_tokens is None else s.max_tokens}"
-            + (" (--max-tokens, over every prompt's own)" if scenario.max_tokens_override else "")
             for s in scenario.sources
         ),
         f"  timeouts: total {t.total_s:g} s, first byte {t.first_byte_s:g} s, "

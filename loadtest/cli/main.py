@@ -28,17 +28,41 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message}\n{_usage_line(self)}")
 
+    def refuse_unknown(self, words: Sequence[str]) -> None:
+        """``unknown`` for the words that look like flags this parser does not have."""
+        known = {o for a in self._actions for o in a.option_strings}
+        # argparse takes unique prefixes (--dur for --duration): those are not strays.
+        strays = [
+            w
+            for w in words
+            if w.startswith("-")
+            and not _is_number(w)
+            and not any(k.startswith(w.split("=", 1)[0]) for k in known)
+        ]
+        if strays:
+            self.unknown(strays)
+
     def unknown(self, extras: Sequence[str]) -> NoReturn:
         """Refuse unrecognized arguments, suggesting the closest known flag."""
         message = f"unrecognized arguments: {' '.join(extras)}"
-        known = [o for a in self._actions for o in a.option_strings]
+        # Compared without dashes: every flag shares "--", which would make any two alike.
+        known = {o.lstrip("-"): o for a in self._actions for o in a.option_strings}
         for word in extras:
             if word.startswith("-"):
-                close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+                typed = word.split("=", 1)[0].lstrip("-")
+                close = difflib.get_close_matches(typed, list(known), n=1)
                 if close:
-                    message += f"; did you mean {close[0]}?"
+                    message += f"; did you mean {known[close[0]]}?"
                     break
         self.error(message)
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
 
 
 def _usage_line(p: argparse.ArgumentParser) -> str:
@@ -176,7 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     try:
         parser, subs = _parser()
-        args, extras = parser.parse_known_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        if words and words[0] in subs:
+            # A mistyped flag first: it is often why a required one seems missing.
+            subs[words[0]].refuse_unknown(words[1:])
+        args, extras = parser.parse_known_args(words)
         if extras:
             subs.get(args.command, parser).unknown(extras)
         configure_logging(args.verbose - args.quiet)
@@ -236,7 +264,7 @@ def _existing(folder: str) -> str:
     from pathlib import Path
 
     if not Path(folder).exists():
-        raise UsageError(f"{folder}: no such file or folder")
+        raise UsageError(f"{folder}: the path does not exist")
     return folder
 
 
