@@ -53,10 +53,14 @@ class Progress:
         return text
 
 
-def say(notes: Sequence[str]) -> None:
-    """Notes before the load starts (which endpoint, which defaults were taken)."""
+def say(notes: Sequence[str], *, warn: bool = False) -> None:
+    """Notes before the load starts (which endpoint, which defaults were taken).
+
+    ``warn`` for what weakens the run (no TLS check): said even with ``-q``, and by
+    Python's last-resort handler when no one set logging up (a library caller).
+    """
     for n in notes:
-        log.info("%s", n)
+        log.log(logging.WARNING if warn else logging.INFO, "%s", n)
 
 
 def stop_notice() -> None:

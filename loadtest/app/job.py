@@ -92,7 +92,7 @@ def check_job(options: RunOptions) -> str:
         f"  SLOs: {', '.join(f'{t.label} <= {t.limit:g}' for t in scenario.slo.thresholds)}"
         if scenario.slo.thresholds
         else "  SLOs: none",
-        *(f"  {n}" for n in start_notes(scenario, options, key)),
+        *(f"  {n.text}" for n in start_notes(scenario, options, key)),
     ]
     return "\n".join(lines)
 
@@ -133,7 +133,8 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
 def _plan(options: RunOptions) -> _Plan:
     scenario = resolve_scenario(options)
     key, tls = resolve_access(scenario, options)
-    say(start_notes(scenario, options, key))
+    for note in start_notes(scenario, options, key):
+        say([note.text], warn=note.warn)
     if options.workers > 1 or options.ray is not None:
         # Checked before the prompts load: a bad split should not wait for data sets.
         split_load(scenario.load, options.workers, scenario.seed)

@@ -20,6 +20,7 @@ from loadtest.measure.slo import parse_slo_flag
 from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
 
 __all__ = [
+    "Note",
     "RunOptions",
     "apply_overrides",
     "default_scenario_path",
@@ -209,17 +210,27 @@ def resolve_access(
     return resolve_api_key(spec), tls
 
 
-def start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One thing to tell before the load starts; ``warn`` for what weakens the run."""
+
+    text: str
+    warn: bool = False
+
+
+def start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> list[Note]:
     """What the user should know before the load starts (defaults taken, TLS, key)."""
     load = scenario.load
     notes = []
     if scenario.bound_defaulted and options.duration is None and options.requests is None:
         notes.append(
-            f"no duration or request count given: running {load.duration_s:g} s of load "
-            "(set [load] duration_s or requests, or pass --duration or --requests)"
+            Note(
+                f"no duration or request count given: running {load.duration_s:g} s of load "
+                "(set [load] duration_s or requests, or pass --duration or --requests)"
+            )
         )
     if options.insecure:
-        notes.append("--insecure: the endpoint's TLS certificate is NOT verified")
+        notes.append(Note("--insecure: the endpoint's TLS certificate is NOT verified", True))
     if key is not None:
         source = (
             "given"
@@ -228,5 +239,5 @@ def start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> lis
             if options.api_key_file or scenario.auth.api_key_file
             else f"${options.api_key_env or scenario.auth.api_key_env}"
         )
-        notes.append(f"API key: from {source}")
+        notes.append(Note(f"API key: from {source}"))
     return notes

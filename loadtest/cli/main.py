@@ -241,19 +241,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-_HANDLERS: list[logging.Handler] = []
-"""The handler the last ``main`` call installed, replaced by the next one."""
+class _Stderr(logging.Handler):
+    """Plain messages on whatever ``sys.stderr`` is when they are emitted."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # logging must never break the run
+            self.handleError(record)
+
+
+_HANDLER = _Stderr()
 
 
 def configure_logging(verbosity: int) -> None:
-    """Messages of the ``loadtest`` logger on stderr, plain; ``verbosity`` from -v/-q."""
+    """The ``loadtest`` logger's messages on stderr; ``verbosity`` from -v (+) and -q (-)."""
     logger = logging.getLogger("loadtest")
-    for old in _HANDLERS:
-        logger.removeHandler(old)
-    handler = logging.StreamHandler(sys.stderr)  # the stderr of this call (tests swap it)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    _HANDLERS[:] = [handler]
-    logger.addHandler(handler)
+    if _HANDLER not in logger.handlers:
+        logger.addHandler(_HANDLER)
     logger.setLevel(
         logging.DEBUG if verbosity > 0 else logging.INFO if verbosity == 0 else logging.WARNING
     )
