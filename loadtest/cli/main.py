@@ -1,17 +1,17 @@
-"""Command-line entry point: argument parsing and sub-commands only; no logic here."""
+"""Command-line entry point: the sub-commands' parsers and their dispatch; no logic here."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import difflib
-import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import fields, replace
-from typing import Any, NoReturn
+from typing import Any
 
 from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
+from loadtest.cli.logs import configure_logging
+from loadtest.cli.parser import Parser
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
 from loadtest.sim.model import SimConfig
 
@@ -22,61 +22,13 @@ EXIT_SLO_MISSED = 1
 """A completed run that missed an SLO: 1, as CI gates expect of a failed check."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """Errors as one short paragraph: the error once, a suggestion, the usage line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}\n{_usage_line(self)}")
-
-    def refuse_unknown(self, words: Sequence[str]) -> None:
-        """``unknown`` for the words that look like flags this parser does not have."""
-        known = {o for a in self._actions for o in a.option_strings}
-        # argparse takes unique prefixes (--dur for --duration): those are not strays.
-        strays = [
-            w
-            for w in words
-            if w.startswith("-")
-            and not _is_number(w)
-            and not any(k.startswith(w.split("=", 1)[0]) for k in known)
-        ]
-        if strays:
-            self.unknown(strays)
-
-    def unknown(self, extras: Sequence[str]) -> NoReturn:
-        """Refuse unrecognized arguments, suggesting the closest known flag."""
-        message = f"unrecognized arguments: {' '.join(extras)}"
-        # Compared without dashes: every flag shares "--", which would make any two alike.
-        known = {o.lstrip("-"): o for a in self._actions for o in a.option_strings}
-        for word in extras:
-            if word.startswith("-"):
-                typed = word.split("=", 1)[0].lstrip("-")
-                close = difflib.get_close_matches(typed, list(known), n=1)
-                if close:
-                    message += f"; did you mean {known[close[0]]}?"
-                    break
-        self.error(message)
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
-
-
-def _usage_line(p: argparse.ArgumentParser) -> str:
-    # argparse wraps the usage over many lines; one line keeps the error one paragraph.
-    return " ".join(p.format_usage().split()) + f" (more: {p.prog} --help)"
-
-
-def _parser() -> tuple[_Parser, dict[str, _Parser]]:
-    p = _Parser(
+def _parser() -> tuple[Parser, dict[str, Parser]]:
+    p = Parser(
         prog="loadtest",
         description="Load and robustness tests for OpenAI-compatible LLM endpoints.",
     )
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    out, runs = _Parser(add_help=False), _Parser(add_help=False)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    out, runs = Parser(add_help=False), Parser(add_help=False)
     add_output_flags(out)
     add_output_flags(runs)
     add_run_flags(runs)
@@ -239,30 +191,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Only before the load starts (prompt loading): the run itself handles SIGINT.
         print("loadtest: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-class _Stderr(logging.Handler):
-    """Plain messages on whatever ``sys.stderr`` is when they are emitted."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            sys.stderr.write(self.format(record) + "\n")
-        except Exception:  # logging must never break the run
-            self.handleError(record)
-
-
-_HANDLER = _Stderr()
-
-
-def configure_logging(verbosity: int) -> None:
-    """The ``loadtest`` logger's messages on stderr; ``verbosity`` from -v (+) and -q (-)."""
-    logger = logging.getLogger("loadtest")
-    if _HANDLER not in logger.handlers:
-        logger.addHandler(_HANDLER)
-    logger.setLevel(
-        logging.DEBUG if verbosity > 0 else logging.INFO if verbosity == 0 else logging.WARNING
-    )
-    logger.propagate = False
 
 
 def _existing(folder: str) -> str:
