@@ -29,6 +29,7 @@ from loadtest.errors import UsageError
 from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.taskspec import TaskPool, build_tasks
 from loadtest.measure.slo import parse_slo_flag
+from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.report.table import render_agent
 from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
@@ -212,7 +213,7 @@ def check_job(options: RunOptions) -> str:
     return "\n".join(lines)
 
 
-def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
+def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     """Run a whole job; returns the summary, the run directory and whether it was stopped."""
     scenario = _scenario(options)
     key, tls = _access(scenario, options)
@@ -239,7 +240,7 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
             runner, outcome = _run_plain(lambda: _prepare(*runner_args), options.uvloop)
     finally:
         deployment.stop()
-    extra = {"prompt_load_s": round(prompt_load_s, 3)}
+    extra: RunExtra = {"prompt_load_s": round(prompt_load_s, 3)}
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
     summary = finish_run(runner.config, outcome, counts, extra, runner.stale_retries)
@@ -341,9 +342,9 @@ def finish_run(
     cfg: RunConfig,
     outcome: RunOutcome,
     counts: dict[str, int],
-    extra: dict[str, Any],
+    extra: RunExtra,
     stale_retries: int,
-) -> dict[str, Any]:
+) -> Summary:
     """Build, write and print the summary of a run (one process, or merged workers)."""
     summary = build_summary(
         run_id=cfg.run_dir.name,
@@ -356,19 +357,17 @@ def finish_run(
         measured_s=outcome.measured_s,
         interrupted=outcome.interrupted,
         prompts=counts,
+        extra=extra,
+        faults=outcome.faults,
+        server=outcome.server,
+        agent=outcome.agent,
+        stale_retries=stale_retries,
     )
-    summary["run"].update(extra)
-    summary["faults"] = list(outcome.faults)
-    summary["server"] = outcome.server
-    summary["server_timings"] = outcome.metrics.server_timings.summary()
-    summary["requests"]["resent_stale_connection"] = stale_retries
-    if outcome.agent is not None:
-        summary["agent"] = outcome.agent
     write_results(cfg.run_dir, summary, outcome.metrics)
     print(render_table(summary))
-    if summary.get("agent"):
+    if "agent" in summary:
         print(render_agent(summary["agent"]))
     if summary.get("faults"):
-        print(render_faults(summary["faults"]))
+        print(render_faults(summary.get("faults", [])))
     print(f"\nresults: {cfg.run_dir}")
     return summary

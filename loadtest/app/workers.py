@@ -33,6 +33,7 @@ import orjson
 from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.errors import UsageError
 from loadtest.measure.recorders import Metrics, MetricSet
+from loadtest.model.summary import Summary
 
 if TYPE_CHECKING:
     from loadtest.app.job import RunOptions
@@ -256,7 +257,7 @@ def run_workers_job(
     counts: dict[str, int],
     run_dir: Path,
     prompt_load_s: float,
-) -> tuple[dict[str, Any], Path, bool]:
+) -> tuple[Summary, Path, bool]:
     """``--workers N`` (or ``--ray``): the endpoint and model here, the load in N
     workers, merged into the files and summary of one run."""
     import asyncio

@@ -28,6 +28,8 @@ from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.faults.rig import FaultRig
 from loadtest.measure.recorders import Metrics, Snapshot
 from loadtest.model.record import RequestRecord
+from loadtest.model.summary import AgentBlock, ServerBlock
+from loadtest.model.verdict import FaultVerdict
 from loadtest.protocol.openai import build_payload
 from loadtest.report.atomic import LineLog
 from loadtest.report.hlog import HlogWriter
@@ -71,11 +73,11 @@ class RunOutcome:
     duration_s: float
     measured_s: float
     interrupted: bool
-    faults: tuple[dict[str, Any], ...] = ()
+    faults: tuple[FaultVerdict, ...] = ()
     """One verdict entry per fault window (empty without a fault plan)."""
-    server: dict[str, Any] | None = None
+    server: ServerBlock | None = None
     """Scraped server metrics: acceptance rate and peaks (None when not scraped)."""
-    agent: dict[str, Any] | None = None
+    agent: AgentBlock | None = None
     """Task-level figures of an agent scenario (None otherwise)."""
 
 

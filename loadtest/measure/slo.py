@@ -138,9 +138,10 @@ def parse_slo_flag(text: str) -> tuple[Threshold, ...]:
     return tuple(out)
 
 
-def stat_of(metrics: Mapping[str, Mapping[str, object]], metric: str, stat: str) -> float | None:
+def stat_of(metrics: Mapping[str, object], metric: str, stat: str) -> float | None:
     """``metrics[metric][stat]`` as a number, or None where the run has no such value."""
-    v = metrics.get(metric, {}).get(stat)
+    block = metrics.get(metric)
+    v = block.get(stat) if isinstance(block, Mapping) else None
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
@@ -152,9 +153,7 @@ def check(t: Threshold, value: float | None) -> SloCheck:
     return {"slo": t.label, "limit": t.limit, "value": value, "met": met, "verdict": verdict}
 
 
-def evaluate(
-    spec: SLOSpec, metrics: Mapping[str, Mapping[str, object]], error_rate: float
-) -> SloBlock:
+def evaluate(spec: SLOSpec, metrics: Mapping[str, object], error_rate: float) -> SloBlock:
     """The ``slo`` block of summary.json: one check per threshold, and whether all met."""
     checks = [
         check(t, error_rate if t.stat is None else stat_of(metrics, t.metric, t.stat))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from hdrh.histogram import HdrHistogram
 
 from loadtest.model.record import RequestRecord
-from loadtest.model.summary import ServerTimings
+from loadtest.model.summary import ServerTimingsBlock
 
 __all__ = ["ServerTimings"]
 
@@ -55,7 +55,7 @@ class ServerTimings:
             self.draft_n += draft_n
             self.draft_accepted += accepted
 
-    def summary(self) -> ServerTimings | None:
+    def summary(self) -> ServerTimingsBlock | None:
         """The ``server_timings`` section of summary.json (None without any timings)."""
         if not self.responses:
             return None

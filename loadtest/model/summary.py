@@ -15,6 +15,7 @@ from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
 __all__ = [
     "AgentBlock",
     "AgentCategory",
+    "AgentSteps",
     "CategoryBlock",
     "LoadBlock",
     "MetricStats",
@@ -24,13 +25,16 @@ __all__ = [
     "RunBlock",
     "RunExtra",
     "ServerBlock",
-    "ServerTimings",
+    "ServerTimingsBlock",
+    "StatKey",
     "Summary",
     "ThroughputBlock",
     "ToolCallsBlock",
 ]
 
 Outcome = Literal["ok", "failed", "cancelled"]
+StatKey = Literal["count", "min", "mean", "p50", "p90", "p95", "p99", "p999", "max"]
+"""The keys of ``MetricStats``."""
 
 
 
@@ -154,7 +158,7 @@ class Percentiles(TypedDict, total=False):
     p99: float
 
 
-class ServerTimings(TypedDict):
+class ServerTimingsBlock(TypedDict):
     """Timings the server reported in its answers (llama.cpp's ``timings``)."""
 
     responses: int
@@ -164,6 +168,15 @@ class ServerTimings(TypedDict):
     draft_tokens: int
     draft_accepted: int
     acceptance_rate: float | None
+
+
+class AgentSteps(TypedDict):
+    """Latencies and step counts of a set of agent tasks."""
+
+    time_to_valid_call_ms: MetricStats
+    task_ms: MetricStats
+    steps: MetricStats
+    retries: MetricStats
 
 
 class AgentCategory(TypedDict):
@@ -177,7 +190,7 @@ class AgentCategory(TypedDict):
     retries: NotRequired[MetricStats]
 
 
-class AgentBlock(TypedDict):
+class AgentBlock(AgentSteps):
     """The ``agent`` section: tasks, their outcomes and step latencies."""
 
     tasks: int
@@ -190,10 +203,6 @@ class AgentBlock(TypedDict):
     completion_rate: float | None
     validity_rate: float | None
     expected_match_rate: float | None
-    time_to_valid_call_ms: MetricStats
-    task_ms: MetricStats
-    steps: MetricStats
-    retries: MetricStats
     time_shares: dict[str, Percentiles]
     by_category: dict[str, AgentCategory]
 
@@ -210,9 +219,9 @@ class Summary(TypedDict):
     tool_calls: ToolCallsBlock
     by_category: dict[str, CategoryBlock]
     out_of_range_values: int
-    driver: DriverHealth
+    driver: NotRequired[DriverHealth]  # absent from summaries written before it existed
     slo: SloBlock
     faults: NotRequired[list[FaultVerdict]]
     server: NotRequired[ServerBlock | None]
-    server_timings: NotRequired[ServerTimings | None]
+    server_timings: NotRequired[ServerTimingsBlock | None]
     agent: NotRequired[AgentBlock]

@@ -19,12 +19,16 @@ from loadtest.model.json import JsonObject
 __all__ = [
     "STATE_OF",
     "Acceptance",
+    "CancelFigures",
     "DriverHealth",
     "DriverVerdict",
     "FaultVerdict",
     "FaultVerdictWord",
     "Goodput",
+    "Observed",
     "PhaseStats",
+    "RequestRow",
+    "RestartFigures",
     "SloBlock",
     "SloCheck",
     "SloVerdict",
@@ -73,6 +77,56 @@ class Acceptance(TypedDict):
     before: float | None
     during: float | None
     after: float | None
+
+
+class RequestRow(TypedDict):
+    """The fields of a ``requests.jsonl`` line the verdicts read (times in ms from t0)."""
+
+    sent_ms: float
+    end_ms: float
+    first_token_ms: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    outcome: str
+    warmup: bool
+    error_class: str | None
+    injected_cancel: NotRequired[bool | None]
+    cancel_close_ms: NotRequired[float | None]
+
+
+class Observed(TypedDict, total=False):
+    """What the fault rig saw of one window as it played it (seconds from t0)."""
+
+    start_s: float
+    end_s: float
+    skipped: str
+    error: str
+    stopped_s: float
+    spawned_s: float
+    ready_s: float
+    time_to_ready_s: float
+    start_action: JsonObject
+    end_action: JsonObject
+    burst: int
+    settle: str
+    settled_s: float | None
+    running_excess: int | float | None
+
+
+class CancelFigures(TypedDict):
+    """Injected cancellations of a cancel window and how fast their streams closed."""
+
+    injected_cancels: int
+    cancel_close_p50_ms: float | None
+    cancel_close_max_ms: float | None
+
+
+class RestartFigures(TypedDict):
+    """Requests a restart caught in flight, and the first token after it."""
+
+    caught_in_flight: int
+    caught_failed: int
+    time_to_first_token_s: float | None
 
 
 class FaultVerdict(TypedDict):
@@ -124,7 +178,7 @@ class SloCheck(TypedDict):
     limit: float
     value: float | None
     met: bool
-    verdict: SloVerdict
+    verdict: NotRequired[SloVerdict]  # absent from summaries written before it existed
 
 
 class Goodput(TypedDict):

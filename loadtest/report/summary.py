@@ -66,9 +66,7 @@ DRIVER_METRICS = ("client_lag_ms", "dispatch_lag_ms", "itl_ms")
 """The metrics ``driver_health`` reads."""
 
 
-def driver_health(
-    metrics: Mapping[str, Mapping[str, object]], kernel_share: float | None = None
-) -> DriverHealth:
+def driver_health(metrics: Mapping[str, object], kernel_share: float | None = None) -> DriverHealth:
     """Whether loadtest itself kept up, from the ``metrics`` block of a summary.
 
     ``kernel_share`` is the share of measured requests whose arrivals the kernel
@@ -203,8 +201,13 @@ def build_summary(
         "prompts": prompts,
         "seed": scenario.seed,
     }
-    if extra:
-        run.update(extra)
+    extra = extra or {}
+    if "prompt_load_s" in extra:
+        run["prompt_load_s"] = extra["prompt_load_s"]
+    if "target_time_to_ready_s" in extra:
+        run["target_time_to_ready_s"] = extra["target_time_to_ready_s"]
+    if "workers" in extra:
+        run["workers"] = extra["workers"]
     requests: RequestsBlock = {
         "sent": sent,
         "ok": metrics.outcomes["ok"],

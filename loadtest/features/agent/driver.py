@@ -20,6 +20,7 @@ from loadtest.features.agent.taskspec import AgentSpec, TaskPool
 from loadtest.features.agent.tools import ToolRunner
 from loadtest.features.agent.trace import TraceWriter
 from loadtest.model.record import RequestRecord
+from loadtest.model.summary import AgentBlock
 from loadtest.protocol.openai import StreamReader, build_payload
 from loadtest.report.atomic import LineLog
 
@@ -117,7 +118,7 @@ class AgentDriver:
         self._trace.add(rec)
         return rec
 
-    def summary(self, runner: Runner) -> dict[str, Any]:
+    def summary(self, runner: Runner) -> AgentBlock:
         """The ``agent`` section of summary.json."""
         m = runner.metrics
         return self.metrics.summary(m.total, m.by_category, m.tool_stats)
