@@ -258,6 +258,7 @@ def _ab(args: argparse.Namespace) -> int:
     base = run_options(args, tui=False, temperature=None if args.keep_sampling else 0.0)
     name = Path(base.scenario).stem if base.scenario else "mixed"
     endpoints = {"baseline": args.baseline, "candidate": args.candidate}
+
     def run(options: RunOptions) -> tuple[JsonObject, Path, bool]:
         summary, folder, stopped = run_job(options)
         return as_json(summary), folder, stopped  # ab reads the summary untyped, for now

@@ -100,6 +100,7 @@ def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
         return out
     out["engine"] = ok[-1].get("engine")
     out["acceptance_rate"] = acceptance(ok[0], ok[-1])
+
     def peak(field: str, rows: list[dict[str, Any]]) -> float | None:
         return max((r[field] for r in rows if field in r), default=None)
 

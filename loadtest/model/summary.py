@@ -37,7 +37,6 @@ StatKey = Literal["count", "min", "mean", "p50", "p90", "p95", "p99", "p999", "m
 """The keys of ``MetricStats``."""
 
 
-
 class MetricStats(TypedDict):
     """count/min/mean/p50/p90/p95/p99/p999/max of one histogram (only count when empty)."""
 

@@ -117,9 +117,7 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
             ],
         )
     )
-    rows = [
-        (m, *(s.get(k) for k in _STATS)) for m, s in summary["metrics"].items() if s["count"]
-    ]
+    rows = [(m, *(s.get(k) for k in _STATS)) for m, s in summary["metrics"].items() if s["count"]]
     page.add("<h2>Latency (ms)</h2>" + _table(("metric", *_STATS), rows))
     slo = summary["slo"]
     if slo["checks"]:

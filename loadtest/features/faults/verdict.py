@@ -277,8 +277,7 @@ def _verdict(
             ratio = dv / bv
             if ratio > plan.max_degradation:
                 reasons.append(
-                    f"{name} p95 grew {ratio:.1f}x in the window "
-                    f"(bound {plan.max_degradation:g}x)"
+                    f"{name} p95 grew {ratio:.1f}x in the window (bound {plan.max_degradation:g}x)"
                 )
     if has_after and b["ttft_p50_ms"] is not None and e["recovery_s"] is None:
         reasons.append("latency did not come back within 10% of before by the end of the run")
