@@ -9,7 +9,6 @@ as the server counted it per response.
 
 from __future__ import annotations
 
-
 from hdrh.histogram import HdrHistogram
 
 from loadtest.model.record import RequestRecord

@@ -24,8 +24,8 @@ from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
 
 __all__ = [
     "BUSY_MS",
-    "PERCENTILES",
     "DRIVER_METRICS",
+    "PERCENTILES",
     "SCHEMA_VERSION",
     "build_summary",
     "driver_health",
