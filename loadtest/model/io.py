@@ -26,6 +26,7 @@ __all__ = [
     "load_summary",
     "parse_summary",
     "summary_schema",
+    "summary_schema_bytes",
 ]
 
 T = TypeVar("T")
@@ -86,3 +87,8 @@ def summary_schema() -> JsonObject:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "loadtest summary.json"
     return schema
+
+
+def summary_schema_bytes() -> bytes:
+    """``docs/summary.schema.json`` as it is checked in (sorted, indented, newline)."""
+    return orjson.dumps(summary_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

@@ -63,7 +63,8 @@ class RunVerdicts:
     """The SLO checks and the driver's health, as ``report.summary.judge_run`` says."""
 
     slo: SloBlock
-    driver: DriverHealth
+    driver: DriverHealth | None
+    """None in summaries written before the driver was judged."""
     provisional: bool = False
 
 
@@ -245,7 +246,7 @@ def render_verdicts(f: Frame) -> str:
     """The SLO checks, goodput and whether the driver kept up, as the summary says them."""
     v = f.verdicts
     if v is None:
-        return "SLOs: judged at the end of the run"
+        return "SLOs and driver: not judged yet"
     so_far = " (so far)" if v.provisional else ""
     lines = []
     for c in v.slo["checks"]:
@@ -257,8 +258,8 @@ def render_verdicts(f: Frame) -> str:
         lines.append(f"goodput: {good['requests']} requests ({good['share']:.0%} of ok){so_far}")
     if not lines:
         lines.append("no SLOs set")
-    busy = v.driver["busy"]
-    lines.append(f"driver: {'BUSY' if busy else 'kept up'}{so_far}")
+    if v.driver is not None:
+        lines.append(f"driver: {'BUSY' if v.driver['busy'] else 'kept up'}{so_far}")
     return "\n".join(lines)
 
 

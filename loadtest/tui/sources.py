@@ -328,10 +328,9 @@ class ReplaySource:
 
     def _verdicts(self) -> RunVerdicts | None:
         """The summary's SLO checks and driver health, on the run's last interval."""
-        driver = self.summary.get("driver")
-        if self.position < self.n - 1 or driver is None:
+        if self.position < self.n - 1:
             return None
-        return RunVerdicts(self.summary["slo"], driver)
+        return RunVerdicts(self.summary["slo"], self.summary.get("driver"))
 
 
 def _lines(path: Path) -> list[bytes]:
