@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -246,7 +247,7 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
         host, port = draft.url.removeprefix("http://").split(":")
         proxy = FaultProxy(host, int(port))
         await proxy.start()
-        target_cfg = SimConfig(**{**_sim_fields(spec), "draft_url": proxy.url})
+        target_cfg = dataclasses.replace(spec, draft_url=proxy.url)
         async with InProcessSim(target_cfg) as target:
             rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
 
@@ -289,7 +290,3 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
     judged = [f.faults[0] for f in running if f.faults and f.faults[0].verdict is not None]
     assert judged and all(r.provisional for r in judged)
     assert all(f.verdicts is None or f.verdicts.provisional for f in running)
-
-
-def _sim_fields(cfg: object) -> dict[str, object]:
-    return {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}  # type: ignore[attr-defined]
