@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from loadtest.features.faults.verdict import after_span_s
 from loadtest.measure.recorders import bucket_arrays
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
@@ -23,6 +24,7 @@ __all__ = [
     "Frame",
     "RunVerdicts",
     "fault_row",
+    "fault_rows",
     "log_buckets",
     "percentile_rows",
     "progress",
@@ -281,6 +283,24 @@ def render_server(f: Frame) -> str:
         if v is not None:
             parts.append(f"{label} {v:.3g}" if isinstance(v, float) else f"{label} {v}")
     return "   ".join(parts) or "no server metrics scraped"
+
+
+def fault_rows(
+    entries: Sequence[FaultVerdict], now_s: float, provisional: bool
+) -> tuple[FaultRow, ...]:
+    """Timeline rows of judged windows as of ``now_s``: the state from the same after-phase
+    the verdicts use, the verdict as the judge gave it.
+
+    A provisional verdict (live) shows from the window's start; a final one replayed
+    shows once its window has ended, as it would have appeared.
+    """
+    rows = []
+    for e in entries:
+        start, end = e["start_s"], e["end_s"]
+        state = fault_state(start, end, after_span_s(start, end), now_s)
+        shown = state != "upcoming" if provisional else state == "ended"
+        rows.append(fault_row(e, state, provisional, shown))
+    return tuple(rows)
 
 
 def fault_state(start_s: float, end_s: float, after_s: float, now_s: float) -> str:

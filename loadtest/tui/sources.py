@@ -9,7 +9,6 @@ drives the load. The replay source reads ``histograms.hlog``, ``requests.jsonl``
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TypedDict
 
@@ -33,7 +32,7 @@ from loadtest.tui.frame import (
     FaultRow,
     Frame,
     RunVerdicts,
-    fault_row,
+    fault_rows,
     fault_state,
     log_buckets,
     percentile_rows,
@@ -89,24 +88,6 @@ def _server_view(samples: list[JsonObject]) -> JsonObject | None:
     last = dict(ok[-1])
     last["acceptance_rate"] = acceptance(ok[-2], ok[-1]) if len(ok) > 1 else None
     return last
-
-
-def fault_rows(
-    entries: Sequence[FaultVerdict], now_s: float, provisional: bool
-) -> tuple[FaultRow, ...]:
-    """Timeline rows of judged windows as of ``now_s``: the state from the same after-phase
-    the verdicts use, the verdict as the judge gave it.
-
-    A provisional verdict (live) shows from the window's start; a final one replayed
-    shows once its window has ended, as it would have appeared.
-    """
-    rows = []
-    for e in entries:
-        start, end = e["start_s"], e["end_s"]
-        state = fault_state(start, end, after_span_s(start, end), now_s)
-        shown = state != "upcoming" if provisional else state == "ended"
-        rows.append(fault_row(e, state, provisional, shown))
-    return tuple(rows)
 
 
 class LiveSource:
