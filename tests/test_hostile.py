@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from loadtest.app.job import RunOptions, run_job
+from loadtest.model.summary import Summary
 from tests.conftest import read_jsonl
 from tests.hostile import ECHO_MODES, HostileServer
 
@@ -78,7 +79,7 @@ def _scenario(tmp: Path, requests: int = 4, concurrency: int = 4) -> str:
     return str(path)
 
 
-def _run(tmp: Path, endpoint: str, **kw: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _run(tmp: Path, endpoint: str, **kw: Any) -> tuple[Summary, list[dict[str, Any]]]:
     requests = kw.pop("requests", 4)
     concurrency = kw.pop("concurrency", 4)
     options = RunOptions(

@@ -15,7 +15,6 @@ import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loadtest.app.console import say, use_tui
 from loadtest.app.deployment import Deployment, plan_deployment
@@ -34,6 +33,7 @@ from loadtest.datasets import PromptPool, build_pool
 from loadtest.engine.runner import RunConfig, RunOutcome
 from loadtest.errors import UsageError
 from loadtest.features.agent.taskspec import TaskPool, build_tasks
+from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.report.table import render_agent
 from loadtest.transport.client import discover_model
@@ -97,7 +97,7 @@ def check_job(options: RunOptions) -> str:
     return "\n".join(lines)
 
 
-def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
+def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     """Run a whole job; returns the summary, the run directory and whether it was stopped."""
     plan = _plan(options)
     options = plan.options
@@ -121,7 +121,7 @@ def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
             )
     finally:
         deployment.stop()
-    extra: dict[str, Any] = {"prompt_load_s": round(plan.prompt_load_s, 3)}
+    extra: RunExtra = {"prompt_load_s": round(plan.prompt_load_s, 3)}
     if sharded:
         extra["workers"] = options.workers
     if deployment.rig.initial_ready_s is not None:
@@ -202,9 +202,9 @@ def finish_run(
     cfg: RunConfig,
     outcome: RunOutcome,
     counts: dict[str, int],
-    extra: dict[str, Any],
+    extra: RunExtra,
     stale_retries: int,
-) -> dict[str, Any]:
+) -> Summary:
     """Build, write and print the summary of a run (one process, or merged workers)."""
     summary = build_summary(
         run_id=cfg.run_dir.name,
@@ -217,20 +217,18 @@ def finish_run(
         measured_s=outcome.measured_s,
         interrupted=outcome.interrupted,
         prompts=counts,
+        extra=extra,
+        faults=outcome.faults,
+        server=outcome.server,
+        agent=outcome.agent,
+        stale_retries=stale_retries,
     )
-    summary["run"].update(extra)
-    summary["faults"] = list(outcome.faults)
-    summary["server"] = outcome.server
-    summary["server_timings"] = outcome.metrics.server_timings.summary()
-    summary["requests"]["resent_stale_connection"] = stale_retries
-    if outcome.agent is not None:
-        summary["agent"] = outcome.agent
     write_results(cfg.run_dir, summary, outcome.metrics)
     # The results table is the product: stdout, whatever the log level.
     print(render_table(summary))
-    if summary.get("agent"):
+    if "agent" in summary:
         print(render_agent(summary["agent"]))
     if summary.get("faults"):
-        print(render_faults(summary["faults"]))
+        print(render_faults(summary.get("faults", [])))
     print(f"\nresults: {cfg.run_dir}")
     return summary

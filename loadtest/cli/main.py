@@ -219,6 +219,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     from loadtest.app.job import run_job
     from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep
+    from loadtest.model.summary import Summary
 
     kind = "concurrency" if args.concurrency else "rate"
     plan = SweepPlan(
@@ -226,7 +227,7 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     base = run_options(args)
 
-    def step(load: float, out: Path) -> tuple[dict[str, Any], bool]:
+    def step(load: float, out: Path) -> tuple[Summary, bool]:
         over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
         summary, _, interrupted = run_job(replace(base, out=str(out), **over))
         return summary, interrupted
@@ -273,7 +274,9 @@ def _ab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from loadtest.app.ab import run_ab
-    from loadtest.app.job import run_job
+    from loadtest.app.job import RunOptions, run_job
+    from loadtest.model.io import as_json
+    from loadtest.model.json import JsonObject
     from loadtest.report.compare import render_comparison
 
     if args.endpoint:
@@ -283,7 +286,12 @@ def _ab(args: argparse.Namespace) -> int:
     base = run_options(args, tui=False, temperature=None if args.keep_sampling else 0.0)
     name = Path(base.scenario).stem if base.scenario else "mixed"
     endpoints = {"baseline": args.baseline, "candidate": args.candidate}
-    result, folder, stopped = run_ab(base, endpoints, args.repeat, name, run_job)
+
+    def run(options: RunOptions) -> tuple[JsonObject, Path, bool]:
+        summary, folder, stopped = run_job(options)
+        return as_json(summary), folder, stopped  # ab reads the summary untyped, for now
+
+    result, folder, stopped = run_ab(base, endpoints, args.repeat, name, run)
     if "metrics" in result:
         print(render_comparison(result))
     print(f"\ncomparison: {folder / 'comparison.json'}")
