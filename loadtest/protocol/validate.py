@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from loadtest.protocol.openai import ToolCall
+from loadtest.protocol.schema import repaired
 
 __all__ = ["ToolCallVerdict", "ToolValidator", "matches_expected"]
 
@@ -53,8 +54,9 @@ class ToolValidator:
             for tool in tools:
                 fn = tool.get("function", {})
                 try:
+                    # An enum that contradicts its type is a hint (protocol.schema).
                     found[fn.get("name", "")] = Draft202012Validator(
-                        fn.get("parameters") or {"type": "object"}
+                        repaired(fn.get("parameters") or {"type": "object"})
                     )
                 except SchemaError:
                     found[fn.get("name", "")] = None  # an unusable schema checks JSON only

@@ -17,57 +17,10 @@ from typing import Any
 import orjson
 
 from loadtest.errors import UsageError
+from loadtest.sim.arguments import WORDS as _WORDS
+from loadtest.sim.arguments import fake_arguments
 
 __all__ = ["ResponsePlan", "SimConfig", "fake_arguments", "plan_response"]
-
-_WORDS = [
-    "the",
-    "model",
-    "answers",
-    "with",
-    "tokens",
-    "that",
-    "arrive",
-    "one",
-    "after",
-    "another",
-    "while",
-    "the",
-    "server",
-    "keeps",
-    "its",
-    "slots",
-    "busy",
-    "and",
-    "the",
-    "client",
-    "measures",
-    "every",
-    "gap",
-    "between",
-    "them",
-    "so",
-    "that",
-    "a",
-    "stall",
-    "or",
-    "a",
-    "burst",
-    "shows",
-    "up",
-    "in",
-    "the",
-    "histogram",
-    "rather",
-    "than",
-    "hiding",
-    "in",
-    "an",
-    "average",
-    "value",
-    "of",
-    "latency",
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,40 +228,3 @@ def _prompt_chars(request: dict[str, Any]) -> int:
             content = m.get("content")
             total += len(content) if isinstance(content, str) else len(str(content or ""))
     return total
-
-
-def fake_arguments(schema: dict[str, Any], rng: random.Random, depth: int = 0) -> Any:
-    """A value that satisfies a (simple) JSON Schema: types, enums, required, items."""
-    if schema.get("enum"):
-        return rng.choice(schema["enum"])
-    for key in ("anyOf", "oneOf"):
-        if schema.get(key):
-            return fake_arguments(schema[key][0], rng, depth + 1)
-    kind = schema.get("type", "object" if "properties" in schema else "string")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if kind == "object":
-        props = schema.get("properties") or {}
-        required = set(schema.get("required") or ())
-        out = {}
-        for name, sub in props.items():
-            if name in required or (depth < 2 and rng.random() < 0.3):
-                out[name] = fake_arguments(sub if isinstance(sub, dict) else {}, rng, depth + 1)
-        return out
-    if kind == "array":
-        items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-        lo = int(schema.get("minItems", 1))
-        return [fake_arguments(items or {}, rng, depth + 1) for _ in range(max(lo, 1))]
-    if kind == "integer":
-        lo = int(schema.get("minimum", 1))
-        hi = int(schema.get("maximum", lo + 99))
-        return rng.randint(lo, max(lo, hi))
-    if kind == "number":
-        flo = float(schema.get("minimum", 0.0))
-        fhi = float(schema.get("maximum", flo + 100.0))
-        return round(rng.uniform(flo, fhi), 3)
-    if kind == "boolean":
-        return rng.random() < 0.5
-    if kind == "null":
-        return None
-    return _WORDS[rng.randrange(len(_WORDS))]
