@@ -18,9 +18,20 @@ import orjson
 from loadtest.errors import ProtocolError
 from loadtest.protocol.sse import Event
 
-__all__ = ["ServerError", "StreamReader", "ToolCall", "build_payload", "messages_to_text"]
+__all__ = [
+    "STEP_GAP_NS",
+    "ServerError",
+    "StreamReader",
+    "ToolCall",
+    "build_payload",
+    "messages_to_text",
+]
 
 _DONE = b"[DONE]"
+STEP_GAP_NS = 1_000_000
+"""Token chunks arriving closer together than this are one decode step: a burst of
+one-token chunks from one verify step arrives some 0.4 ms apart (llama.cpp), while
+steps are tens of ms apart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +91,7 @@ class StreamReader:
 
     __slots__ = (
         "_calls",
+        "_last_ns",
         "_text",
         "chunks",
         "client_lag_ns",
@@ -87,6 +99,7 @@ class StreamReader:
         "done",
         "finish_reason",
         "response_id",
+        "steps",
         "timings",
         "token_chunk_ns",
         "usage",
@@ -98,6 +111,10 @@ class StreamReader:
         """Data events received (token-bearing or not)."""
         self.token_chunk_ns: list[int] = []
         """Arrival time of every chunk that carried output (text, reasoning or tool call)."""
+        self.steps = 0
+        """Decode steps seen: runs of token chunks each within ``STEP_GAP_NS`` of the one
+        before (one read, or a burst of one-token chunks from one verify step)."""
+        self._last_ns = -STEP_GAP_NS - 1
         self.content_chars = 0
         self.usage: dict[str, Any] | None = None
         self.timings: dict[str, Any] | None = None
@@ -194,6 +211,11 @@ class StreamReader:
                     self._text.append(text)
                 carried = True
         if carried:
+            # One comparison per chunk: a chunk close behind the last one belongs to
+            # the same step (llama.cpp streams a verify step as a burst of chunks).
+            if now_ns - self._last_ns > STEP_GAP_NS:
+                self.steps += 1
+            self._last_ns = now_ns
             self.token_chunk_ns.append(now_ns)
 
     def _take_calls(self, calls: list[Any], now_ns: int) -> None:

@@ -81,7 +81,7 @@ def driver_health(metrics: dict[str, Any], kernel_share: float | None = None) ->
 
 
 # Counts, not latencies (they are in ``tokens_per_chunk`` and the ``agent`` section).
-_NOT_LATENCY = ("tokens_per_chunk", "task_steps", "task_retries")
+_NOT_LATENCY = ("tokens_per_chunk", "tokens_per_step", "task_steps", "task_retries")
 
 
 def _metric_block(ms: MetricSet) -> dict[str, Any]:
@@ -93,8 +93,8 @@ def _metric_block(ms: MetricSet) -> dict[str, Any]:
     return out
 
 
-def _tokens_per_chunk(ms: MetricSet) -> dict[str, Any]:
-    return metric_stats(ms.hists["tokens_per_chunk"], ms.sums["tokens_per_chunk"], scale=1e3)
+def _tokens_per_chunk(ms: MetricSet, name: str = "tokens_per_chunk") -> dict[str, Any]:
+    return metric_stats(ms.hists[name], ms.sums[name], scale=1e3)
 
 
 def build_summary(
@@ -155,6 +155,7 @@ def build_summary(
         },
         "metrics": _metric_block(metrics.total),
         "tokens_per_chunk": _tokens_per_chunk(metrics.total),
+        "tokens_per_step": _tokens_per_chunk(metrics.total, "tokens_per_step"),
         "throughput": {
             "requests_per_s": round(metrics.measured_ok / measured_s, 3) if measured_s > 0 else 0.0,
             "output_tokens_per_s": round(metrics.output_tokens / measured_s, 1)

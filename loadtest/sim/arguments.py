@@ -89,7 +89,8 @@ def fake_arguments(schema: JsonObject, rng: random.Random, depth: int = 0) -> An
                 out[name] = WORDS[rng.randrange(len(WORDS))]
         return out
     if kind == "array":
-        items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        raw = schema.get("items")
+        items: JsonObject = raw if isinstance(raw, dict) else {}
         if schema.get("enum") and "enum" not in items:
             items = {**items, "enum": schema["enum"]}  # the enum describes the items
         lo = int(schema.get("minItems", 1))

@@ -95,6 +95,10 @@ class SimConfig:
     """Keep a prefix cache: a repeated prompt prefix pays only part of its prefill."""
     prefix_hit_factor: float = 0.25
     """Share of the prefill time a prefix-cache hit still pays."""
+    step_chunks: str = "joined"
+    """How a speculative step's accepted tokens are streamed: ``joined``, one chunk
+    carrying them all (vLLM, SGLang), or ``burst``, one chunk per token written back to
+    back (llama.cpp)."""
     leak_cancelled: bool = False
     """Fault for testing the tester: keep a cancelled request's slot until it would have ended."""
 
@@ -104,6 +108,8 @@ class SimConfig:
             raise UsageError(f"sim procs must be at least 1, not {self.procs}")
         if self.role not in ("model", "draft"):
             raise UsageError(f"sim role must be 'model' or 'draft', not {self.role!r}")
+        if self.step_chunks not in ("joined", "burst"):
+            raise UsageError(f"sim step_chunks must be joined or burst, not {self.step_chunks!r}")
         if self.draft_mode not in ("ok", "garbage", "hang"):
             raise UsageError(f"draft_mode must be ok, garbage or hang, not {self.draft_mode!r}")
         rates = ("accept_tool_calls", "accept_code", "accept_chat", "accept_multilingual")

@@ -505,6 +505,7 @@ def _stream_fields(reader: StreamReader, first_byte: int | None) -> dict[str, An
         "last_token_ns": chunk_ns[-1] if chunk_ns else None,
         "token_chunk_ns": tuple(chunk_ns),
         "chunks": reader.chunks,
+        "token_steps": reader.steps,
         "prompt_tokens": prompt_tokens if isinstance(prompt_tokens, int) else None,
         "finish_reason": reader.finish_reason,
         "response_id": reader.response_id,
