@@ -7,11 +7,11 @@ Built once per response where they can be (``chunk_frame``), so a token costs on
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import orjson
 from aiohttp import web
 
+from loadtest.model.json import JsonObject
 from loadtest.sim.model import ResponsePlan
 
 __all__ = [
@@ -40,7 +40,7 @@ def usage(plan: ResponsePlan) -> dict[str, int]:
     }
 
 
-def tool_head(plan: ResponsePlan, rid: str) -> dict[str, Any]:
+def tool_head(plan: ResponsePlan, rid: str) -> JsonObject:
     return {"index": 0, "id": f"call_{rid}", "type": "function"}
 
 
@@ -83,12 +83,12 @@ def tool_first_chunk(rid: str, model: str, plan: ResponsePlan) -> bytes:
 
 
 def final_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish(plan)}
+    choice: JsonObject = {"index": 0, "finish_reason": finish(plan)}
     if chat:
         choice["delta"] = {}
     else:
         choice["text"] = ""
-    obj: dict[str, Any] = {
+    obj: JsonObject = {
         "id": rid,
         "object": "chat.completion.chunk" if chat else "text_completion",
         "created": int(time.time()),
@@ -99,7 +99,7 @@ def final_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
 
 
 def usage_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
-    obj: dict[str, Any] = {
+    obj: JsonObject = {
         "id": rid,
         "object": "chat.completion.chunk" if chat else "text_completion",
         "created": int(time.time()),

@@ -12,15 +12,15 @@ import hashlib
 import math
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from loadtest.errors import UsageError
+from loadtest.model.json import JsonObject
 from loadtest.sim.arguments import WORDS as _WORDS
 from loadtest.sim.arguments import fake_arguments
 
-__all__ = ["ResponsePlan", "SimConfig", "fake_arguments", "plan_response"]
+__all__ = ["ResponsePlan", "SimConfig", "Truth", "fake_arguments", "plan_response"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +148,23 @@ class ResponsePlan:
         return len(self.pieces)
 
 
+@dataclass(slots=True)
+class Truth:
+    """What the server knows about one request (``/sim/truth``), filled in as it goes.
+
+    Not frozen: the handler fills it in at each stage of the one request it serves.
+    """
+
+    id: str
+    received_ns: int
+    completion_tokens: int
+    category: str
+    first_token_scheduled_ns: int | None = None
+    first_token_written_ns: int | None = None
+    end_ns: int | None = None
+    outcome: str = "ok"
+
+
 def _rng_for(seed: int, body: bytes) -> random.Random:
     digest = hashlib.blake2b(body, digest_size=8, key=seed.to_bytes(8, "little", signed=True))
     return random.Random(int.from_bytes(digest.digest(), "little"))
@@ -157,7 +174,7 @@ def _lognormal(rng: random.Random, median: float, sigma: float) -> float:
     return median * math.exp(rng.gauss(0.0, sigma)) if sigma > 0 else median
 
 
-def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> ResponsePlan:
+def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponsePlan:
     """Decide the whole response to ``request`` (whose raw bytes are ``body``)."""
     rng = _rng_for(cfg.seed, body)
     prompt_chars = _prompt_chars(request)
@@ -207,7 +224,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> Respo
     )
 
 
-def tool_results(request: dict[str, Any]) -> int:
+def tool_results(request: JsonObject) -> int:
     """Tool results since the last user message, not counting rejections.
 
     A rejection is the error loadtest sends back for an invalid call (a JSON object with
@@ -224,7 +241,7 @@ def tool_results(request: dict[str, Any]) -> int:
     return n
 
 
-def _prompt_chars(request: dict[str, Any]) -> int:
+def _prompt_chars(request: JsonObject) -> int:
     prompt = request.get("prompt")
     if isinstance(prompt, str):
         return len(prompt)

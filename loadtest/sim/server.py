@@ -28,9 +28,10 @@ import orjson
 from aiohttp import web
 
 from loadtest._compat import kernel_stamps
+from loadtest.model.json import JsonObject
 from loadtest.sim.engine import SpecEngine
 from loadtest.sim.frames import error_response
-from loadtest.sim.model import ResponsePlan, SimConfig, plan_response
+from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
 from loadtest.sim.prometheus import Sample, metrics_handler
 from loadtest.sim.speculation import infer_category
 from loadtest.sim.streaming import StreamShape, sleep_until, stream_response, timed, whole_response
@@ -47,7 +48,7 @@ class SimServer:
 
     def __init__(self, config: SimConfig) -> None:
         self.config = config
-        self.truth: collections.deque[dict[str, Any]] = collections.deque(maxlen=_TRUTH_KEEP)
+        self.truth: collections.deque[Truth] = collections.deque(maxlen=_TRUTH_KEEP)
         self.running = 0
         self.waiting = 0
         self.served = 0
@@ -88,7 +89,7 @@ class SimServer:
 
     async def health(self, request: web.Request) -> web.Response:
         """``GET /health``: status, running requests, and the pid (one of ``procs``)."""
-        body: dict[str, Any] = {"status": "ok", "running": self.running, "pid": os.getpid()}
+        body: JsonObject = {"status": "ok", "running": self.running, "pid": os.getpid()}
         if self.engine is not None:
             body["speculating"] = self.engine.speculating
         return web.json_response(body)
@@ -173,7 +174,7 @@ class SimServer:
         await asyncio.shield(self._warming)
         self._warm = True
 
-    def _prefill_ns(self, plan: ResponsePlan, req: dict[str, Any]) -> int:
+    def _prefill_ns(self, plan: ResponsePlan, req: JsonObject) -> int:
         """TTFT after the prefix cache: a repeated prefix pays only part of its prefill."""
         if not self.config.prefix_cache:
             return plan.ttft_ns
@@ -205,19 +206,15 @@ class SimServer:
             return error_response(400, "'prompt' must be a string")
         plan = plan_response(self.config, raw, req)
         rid = self._next_id("chatcmpl" if chat else "cmpl")
-        truth: dict[str, Any] = {
-            "id": rid,
-            "received_ns": received,
-            "first_token_scheduled_ns": None,
-            "first_token_written_ns": None,
-            "end_ns": None,
-            "completion_tokens": plan.completion_tokens,
-            "category": infer_category(req),
-            "outcome": "ok",
-        }
+        truth = Truth(
+            id=rid,
+            received_ns=received,
+            completion_tokens=plan.completion_tokens,
+            category=infer_category(req),
+        )
         self.truth.append(truth)
         if plan.fail_status is not None:
-            truth["outcome"] = "error"
+            truth.outcome = "error"
             return error_response(plan.fail_status, "simulated server error")
         self._cool_if_idle()
         self.waiting += 1
@@ -234,10 +231,10 @@ class SimServer:
         try:
             await self._warm_up()
             ttft = self._prefill_ns(plan, req) + (_perf() - received)
-            truth["first_token_scheduled_ns"] = received + ttft
+            truth.first_token_scheduled_ns = received + ttft
             if req.get("stream"):
                 include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-                source = self._source(plan, received, ttft, truth["category"], rid)
+                source = self._source(plan, received, ttft, truth.category, rid)
                 steps = None if self.engine is None else self.config.step_chunks
                 shape = StreamShape(rid, self.config.model, chat, include_usage, steps)
                 return await stream_response(request, plan, shape, truth, source)
@@ -257,10 +254,10 @@ class SimServer:
                 self._release()
             self.served += 1
             self._last_active = time.monotonic()
-            truth["end_ns"] = _perf()
+            truth.end_ns = _perf()
 
-    def _gone(self, truth: dict[str, Any]) -> None:
-        truth["outcome"] = "client_gone"
+    def _gone(self, truth: Truth) -> None:
+        truth.outcome = "client_gone"
         self.cancelled += 1
 
     def _release(self) -> None:
@@ -296,7 +293,7 @@ class SimServer:
         }.get(category, cfg.accept_chat)
 
 
-def _prefix_text(req: dict[str, Any]) -> bytes:
+def _prefix_text(req: JsonObject) -> bytes:
     """The first 1 KB of the prompt: what a prefix cache would find again."""
     prompt = req.get("prompt")
     if isinstance(prompt, str):

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import orjson
 from aiohttp import web
 
+from loadtest.model.json import JsonObject
 from loadtest.sim.frames import (
     chunk_frame,
     final_chunk,
@@ -27,7 +27,7 @@ from loadtest.sim.frames import (
     usage,
     usage_chunk,
 )
-from loadtest.sim.model import ResponsePlan
+from loadtest.sim.model import ResponsePlan, Truth
 
 __all__ = ["StreamShape", "sleep_until", "stream_response", "timed", "whole_response"]
 
@@ -61,14 +61,14 @@ async def timed(plan: ResponsePlan, start: int, cap: int) -> AsyncIterator[int]:
 
 
 async def whole_response(
-    plan: ResponsePlan, rid: str, model: str, chat: bool, first_ns: int, truth: dict[str, Any]
+    plan: ResponsePlan, rid: str, model: str, chat: bool, first_ns: int, truth: Truth
 ) -> web.Response:
     """The non-streamed answer, sent when its last token would have been."""
     end = first_ns + plan.token_offsets_ns[-1] - plan.ttft_ns
     await sleep_until(end)
-    truth["first_token_written_ns"] = _perf()
+    truth.first_token_written_ns = _perf()
     if chat:
-        message: dict[str, Any] = {"role": "assistant", "content": None}
+        message: JsonObject = {"role": "assistant", "content": None}
         if plan.tool_name is not None:
             message["tool_calls"] = [
                 tool_head(plan, rid)
@@ -76,7 +76,7 @@ async def whole_response(
             ]
         else:
             message["content"] = "".join(plan.pieces)
-        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish(plan)}
+        choice: JsonObject = {"index": 0, "message": message, "finish_reason": finish(plan)}
         obj = "chat.completion"
     else:
         choice = {"index": 0, "text": "".join(plan.pieces), "finish_reason": finish(plan)}
@@ -113,7 +113,7 @@ async def stream_response(
     request: web.Request,
     plan: ResponsePlan,
     shape: StreamShape,
-    truth: dict[str, Any],
+    truth: Truth,
     source: AsyncIterator[int],
 ) -> web.StreamResponse:
     """Stream ``plan``'s pieces as ``source`` makes them ready, then the end."""
@@ -140,7 +140,7 @@ async def stream_response(
         else:
             parts += [head + orjson.dumps(pieces[x]) + tail for x in range(i, j)]
         if i == 0:
-            truth["first_token_written_ns"] = _perf()
+            truth.first_token_written_ns = _perf()
         if burst:
             for part in parts:  # one write per chunk, back to back, as llama.cpp sends
                 await resp.write(part)
@@ -150,7 +150,7 @@ async def stream_response(
         if i >= stop:
             break
     if plan.disconnect_after is not None:
-        truth["outcome"] = "disconnected"
+        truth.outcome = "disconnected"
         if request.transport is not None:
             request.transport.close()
         return resp

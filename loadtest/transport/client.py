@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import aiohttp
 
@@ -29,7 +28,7 @@ from loadtest.protocol.openai import StreamReader
 from loadtest.transport.config import ClientConfig
 from loadtest.transport.discover import discover_model
 from loadtest.transport.flight import Flight, InjectedCancel, inject_cancel
-from loadtest.transport.outcome import Outcomes, classify
+from loadtest.transport.outcome import Outcomes, SentFields, classify
 from loadtest.transport.reading import read_bounded, read_stream
 
 __all__ = ["Client", "ClientConfig", "discover_model"]
@@ -168,7 +167,7 @@ class Client:
             timer = asyncio.get_running_loop().call_later(
                 cancel_after_ms / 1000, inject_cancel, flight
             )
-        base: dict[str, Any] = {
+        base: SentFields = {
             "index": index,
             "prompt_id": prompt.id,
             "source": prompt.source,
@@ -253,9 +252,10 @@ class Client:
             )
 
     def _injected(
-        self, base: dict[str, Any], reader: StreamReader, first_byte: int | None, flight: Flight
+        self, base: SentFields, reader: StreamReader, first_byte: int | None, flight: Flight
     ) -> RequestRecord:
-        base = base | {"cancel_ns": flight.cancel_ns}
+        base = base.copy()
+        base["cancel_ns"] = flight.cancel_ns
         n = len(reader.token_chunk_ns)
         return self._out.failed(
             base, reader, first_byte, "cancelled", None, f"cancelled on purpose after {n} tokens"

@@ -10,20 +10,63 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 import aiohttp
 
 from loadtest.datasets import Prompt
 from loadtest.errors import ProtocolError
+from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import ServerError, StreamReader
 from loadtest.protocol.validate import ToolValidator
 from loadtest.transport.auth import redact
 
-__all__ = ["Outcomes", "classify", "describe", "retry_after_s"]
+__all__ = ["Outcomes", "SentFields", "classify", "describe", "retry_after_s"]
 
 _perf = time.perf_counter_ns
+
+
+class _Sent(TypedDict):
+    index: int
+    prompt_id: str
+    source: str
+    category: str
+    warmup: bool
+    intended_ns: int
+    sent_ns: int
+    prompt_chars: int
+
+
+class SentFields(_Sent, total=False):
+    """The record's fields known from the send (and the connection), before any answer."""
+
+    written_ns: int
+    arrival_clock: str
+    cancel_ns: int | None
+
+
+class _StreamFields(TypedDict):
+    first_byte_ns: int | None
+    client_lag_ns: int | None
+    first_token_ns: int | None
+    last_token_ns: int | None
+    token_chunk_ns: tuple[int, ...]
+    chunks: int
+    token_steps: int
+    prompt_tokens: int | None
+    finish_reason: str | None
+    response_id: str | None
+    server_timings: JsonObject | None
+
+
+class _Judged(TypedDict, total=False):
+    tool_calls: int
+    tool_call_valid: bool
+    tool_call_correct: bool | None
+    tool_call_ns: int | None
+    output_sha256: str | None
+    output_head: str
 
 
 def describe(exc: BaseException) -> str:
@@ -69,7 +112,7 @@ def retry_after_s(value: str | None) -> float | None:
     return seconds if seconds >= 0 else None
 
 
-def _stream_fields(reader: StreamReader, first_byte: int | None) -> dict[str, Any]:
+def _stream_fields(reader: StreamReader, first_byte: int | None) -> _StreamFields:
     chunk_ns: Sequence[int] = reader.token_chunk_ns
     usage = reader.usage or {}
     prompt_tokens = usage.get("prompt_tokens")
@@ -97,12 +140,12 @@ class Outcomes:
         self._validator = ToolValidator()
 
     def finished(
-        self, base: dict[str, Any], reader: StreamReader, first_byte: int, prompt: Prompt
+        self, base: SentFields, reader: StreamReader, first_byte: int, prompt: Prompt
     ) -> RequestRecord:
         """The record of an answer read to its end (judged, if it called tools)."""
         end = _perf()
         tokens, estimated = reader.output_tokens()
-        extra: dict[str, Any] = {}
+        extra: _Judged = {}
         outcome, error_class, error = "ok", None, None
         calls = reader.tool_calls
         if calls and prompt.tools:
@@ -137,7 +180,7 @@ class Outcomes:
 
     def http_error(
         self,
-        base: dict[str, Any],
+        base: SentFields,
         resp: aiohttp.ClientResponse,
         text: bytes,
         first_byte: int,
@@ -169,7 +212,7 @@ class Outcomes:
 
     def failed(
         self,
-        base: dict[str, Any],
+        base: SentFields,
         reader: StreamReader,
         first_byte: int | None,
         outcome: str,
