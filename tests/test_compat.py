@@ -20,6 +20,7 @@ from hdrh.histogram import HdrHistogram
 from loadtest._compat import arrivals, eager_send, hdr_internals, kernel_stamps, selfcheck
 from loadtest._compat.checks import CompatCheck
 from loadtest.measure import hdr
+from loadtest.transport.client import Client, ClientConfig
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SO_TIMESTAMPNS")
 
@@ -135,3 +136,9 @@ def test_eager_send_check_and_class() -> None:
     assert eager_send.self_check().ok
     cls = eager_send.eager_request_class()
     assert (cls is eager_send.EagerRequest) == (sys.version_info < (3, 12))
+
+
+async def test_the_client_records_no_fallback_here() -> None:
+    async with Client(ClientConfig(base_url="http://127.0.0.1:9")) as client:
+        fell = client.fallbacks
+    assert fell == () or not sys.platform.startswith("linux")

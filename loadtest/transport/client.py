@@ -21,7 +21,7 @@ import aiohttp
 
 from loadtest._compat.arrivals import arrival_stamps, stamping_connector
 from loadtest._compat.eager_send import eager_request_class
-from loadtest._compat.selfcheck import report
+from loadtest._compat.selfcheck import fallbacks
 from loadtest.datasets import Prompt
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import StreamReader
@@ -46,6 +46,8 @@ class Client:
         self._flights: set[Flight] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._out = Outcomes(config.api_key, config.keep_outputs)
+        self.fallbacks: tuple[str, ...] = ()
+        """Private-API hooks that failed their self-check and fell back (names)."""
         self.stale_retries = 0
         """Requests resent once because a pooled keep-alive connection had gone stale."""
         t = config.timeouts
@@ -60,8 +62,8 @@ class Client:
     async def __aenter__(self) -> Client:
         cfg = self.config
         # Every private hook checks itself once per process; a failed one logs and
-        # falls back (loadtest._compat.checks).
-        report()
+        # falls back (loadtest._compat.checks), and the run can record which.
+        self.fallbacks = fallbacks()
         # Arrival times are stamped where aiohttp receives bytes (loadtest._compat.arrivals).
         connector = stamping_connector(
             limit=cfg.concurrency, limit_per_host=0, force_close=not cfg.keepalive, ssl=cfg.ssl
