@@ -96,10 +96,10 @@ async def test_the_simulators_truth_starts_when_the_request_reached_it(
     async with InProcessSim(sim_cfg) as sim:
         await _hogged_run(sim.url, tmp_path, 2, records)
         assert sim.server is not None
-        truth = {t["id"]: t for t in sim.server.truth}
+        truth = {t.id: t for t in sim.server.truth}
     assert len(records) == 5 and all(r.outcome == "ok" for r in records)
     for r in records:
         t = truth[r.response_id or ""]
-        assert r.written_ns is not None and r.written_ns <= t["received_ns"]
+        assert r.written_ns is not None and r.written_ns <= t.received_ns
         if kernel_stamping:
-            assert t["received_ns"] - r.written_ns < HOG_S * 1e9 / 5
+            assert t.received_ns - r.written_ns < HOG_S * 1e9 / 5

@@ -19,7 +19,13 @@ write, says when the request itself left (``write_ms`` after the send began).
 aiohttp has no public hook for this; ``TCPConnector`` builds its protocols through the
 private ``_factory``. ``stamping_connector`` replaces it only when it looks as expected,
 and says whether it did (``stamps_arrivals``), so a changed aiohttp degrades to the
-reader's clock rather than breaking.
+reader's clock rather than breaking; ``self_check`` says up front whether this aiohttp is
+one the hook was verified against (``VERIFIED_AIOHTTP``), and a failed check is logged.
+
+The handler also honours what the server says about keeping the connection
+(``keep_alive``): a ``Keep-Alive: timeout=N`` makes the pooled connection count as gone
+a little before the server would drop it, so aiohttp opens a fresh one rather than
+writing a request into a dead socket (and resending it: time that lands in the send).
 """
 
 from __future__ import annotations
@@ -33,10 +39,70 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from loadtest._compat import kernel_stamps
+from loadtest._compat.checks import CompatCheck, warn_once
 
-__all__ = ["StampingHandler", "arrival_stamps", "stamping_connector", "stamps_arrivals"]
+__all__ = [
+    "VERIFIED_AIOHTTP",
+    "StampingHandler",
+    "arrival_stamps",
+    "keepalive_s",
+    "self_check",
+    "stamping_connector",
+    "stamps_arrivals",
+]
 
 _perf = time.perf_counter_ns
+VERIFIED_AIOHTTP = ((3, 9), (3, 14))
+"""First and last aiohttp (major, minor) whose connector and protocol the hook was read
+against (pyproject.toml pins below the next minor)."""
+_HANDLER_PARTS = ("connection_made", "data_received", "is_connected", "set_response_params")
+
+
+def _version(text: str) -> tuple[int, int]:
+    parts = text.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+@functools.cache
+def self_check() -> CompatCheck:
+    """Whether this aiohttp builds protocols through ``_factory`` as the hook expects."""
+    name = "arrivals"
+    first, last = VERIFIED_AIOHTTP
+    if not first <= _version(aiohttp.__version__) <= last:
+        return CompatCheck(name, False, f"aiohttp {aiohttp.__version__} not verified")
+    if "_factory" not in aiohttp.BaseConnector.__init__.__code__.co_names:
+        return CompatCheck(name, False, "BaseConnector no longer sets _factory")
+    missing = [a for a in _HANDLER_PARTS if not hasattr(ResponseHandler, a)]
+    if missing:
+        return CompatCheck(name, False, "ResponseHandler lacks " + ", ".join(missing))
+    if "_protocol" not in aiohttp.ClientResponse.start.__code__.co_names:
+        return CompatCheck(name, False, "ClientResponse no longer keeps _protocol")
+    return CompatCheck(name, True, f"aiohttp {aiohttp.__version__} connector _factory")
+
+
+def keepalive_s(header: str | None) -> tuple[float | None, bool]:
+    """(idle timeout, last request) from a ``Keep-Alive`` header value.
+
+    ``timeout=5, max=100``: the server drops the connection after 5 s idle and serves
+    at most 100 more requests on it; ``max`` of 0 or 1 means this is (nearly) the last.
+    """
+    if not header:
+        return None, False
+    timeout: float | None = None
+    last = False
+    for part in header.split(","):
+        key, _, value = part.strip().partition("=")
+        try:
+            if key.lower() == "timeout":
+                timeout = float(value)
+            elif key.lower() == "max":
+                last = int(value) <= 1
+        except ValueError:
+            continue
+    return timeout, last
 
 
 class StampingHandler(ResponseHandler):
@@ -50,6 +116,41 @@ class StampingHandler(ResponseHandler):
     tx_ns: int = 0
     """``perf_counter_ns`` of the latest write to the transport (0: none, or a transport
     that cannot be wrapped, such as uvloop's)."""
+    idle_until_ns: int = 0
+    """When the server will have dropped this connection if it stays idle (0: unknown)."""
+    uses: int = 0
+    """Requests that have taken this connection (``keep_alive`` checks it is still its)."""
+
+    def keep_alive(self, header: str | None, use: int) -> None:
+        """Note the server's ``Keep-Alive`` header of the response just read.
+
+        ``use`` is ``uses`` when the response began: if the pool has lent the connection
+        on since, the next response speaks for it instead. The server counts idle time
+        from its last write and this runs after the reader saw the end, so the deadline
+        keeps a margin (a quarter of the timeout, at most 1 s).
+        """
+        if use != self.uses:
+            return
+        timeout, last = keepalive_s(header)
+        if last:
+            self.force_close()  # the server serves no more requests on it
+            self.idle_until_ns = 1
+        elif timeout is not None:
+            margin = min(timeout / 4, 1.0)
+            self.idle_until_ns = _perf() + int((timeout - margin) * 1e9)
+
+    def set_response_params(self, *args: Any, **kwargs: Any) -> None:
+        """aiohttp calls this as it takes the connection for a request: busy again."""
+        self.idle_until_ns = 0
+        self.uses += 1
+        super().set_response_params(*args, **kwargs)
+
+    def is_connected(self) -> bool:
+        """False once idle past the server's keep-alive: the pool then opens a new one."""
+        until = self.idle_until_ns
+        if until and _perf() >= until:
+            return False
+        return super().is_connected()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Have the kernel stamp reads where it can; wrap writes so each one is stamped."""
@@ -84,6 +185,10 @@ class StampingHandler(ResponseHandler):
 def stamping_connector(**kwargs: Any) -> aiohttp.TCPConnector:
     """A ``TCPConnector(**kwargs)`` whose connections stamp arrivals where it can."""
     connector = aiohttp.TCPConnector(**kwargs)
+    check = self_check()
+    if not check.ok:
+        warn_once(check)
+        return connector
     factory = getattr(connector, "_factory", None)
     if isinstance(factory, functools.partial) and factory.func is ResponseHandler:
         connector._factory = functools.partial(  # type: ignore[assignment]

@@ -9,17 +9,23 @@ clock started when the send began.
 ``EagerRequest`` runs that first step at once, as 3.12 would: ``write_bytes`` steps the
 body-writing coroutine until it first waits (for a small body: until the request is
 written) and hands the task the rest. Nothing else about the request changes.
+``self_check`` confirms aiohttp still writes the body from ``write_bytes`` as a
+coroutine; if not, sessions use aiohttp's own request class (and a warning says so).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections.abc import Coroutine, Generator
 from typing import Any
 
 from aiohttp import ClientRequest
 
-__all__ = ["EagerRequest", "eager_request_class", "start_eagerly"]
+from loadtest._compat.checks import CompatCheck, warn_once
+
+__all__ = ["EagerRequest", "eager_request_class", "self_check", "start_eagerly"]
 
 
 class _Waiting:
@@ -84,6 +90,24 @@ class EagerRequest(ClientRequest):
         return start_eagerly(super().write_bytes(*args, **kwargs))
 
 
+@functools.cache
+def self_check() -> CompatCheck:
+    """Whether aiohttp's request still writes its body from the coroutine overridden."""
+    name = "eager_send"
+    write = getattr(ClientRequest, "write_bytes", None)
+    if write is None or not inspect.iscoroutinefunction(write):
+        return CompatCheck(name, False, "ClientRequest.write_bytes is not a coroutine")
+    if "write_bytes" not in ClientRequest.send.__code__.co_names:
+        return CompatCheck(name, False, "ClientRequest.send no longer calls write_bytes")
+    return CompatCheck(name, True, "ClientRequest.send starts write_bytes as a task")
+
+
 def eager_request_class() -> type[ClientRequest]:
     """The request class for sessions: ``EagerRequest`` where Python starts tasks lazily."""
-    return ClientRequest if sys.version_info >= (3, 12) else EagerRequest
+    if sys.version_info >= (3, 12):
+        return ClientRequest  # aiohttp starts the task eagerly itself
+    check = self_check()
+    if not check.ok:
+        warn_once(check)
+        return ClientRequest
+    return EagerRequest

@@ -17,19 +17,30 @@ own clock. Under TLS the stamp is taken on the socket transport beneath, when th
 ciphertext arrives. Linux turns stamping on a moment after the first socket of the
 machine asks for it, so the very first reads may carry no stamp: those, like any read
 without one, are stamped when the loop read them, which is late but never early.
+
+``self_check`` says whether this Python's transport is the one the reader was written
+against (``VERIFIED_PYTHON``: the versions whose ``selector_events`` were read line by
+line); elsewhere ``install`` declines, with a warning, and arrivals are stamped by the
+loop (``arrival_clock`` says which clock each record used). ``set_protocol``, which
+asyncio calls when a connection changes hands (``start_tls``, upgrades), resets the read
+callback; ``install`` wraps it so the stamping reader follows the new protocol.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import struct
 import sys
 import time
+from asyncio import selector_events
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["ArrivalHolder", "install", "kernel_stamp"]
+from loadtest._compat.checks import CompatCheck, warn_once
+
+__all__ = ["VERIFIED_PYTHON", "ArrivalHolder", "install", "kernel_stamp", "self_check"]
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 """Linux's option number; Python's socket module does not name it."""
@@ -39,6 +50,17 @@ _SOL_SOCKET = socket.SOL_SOCKET
 _perf = time.perf_counter_ns
 _wall = time.time_ns
 _NEEDED = ("_read_ready_cb", "_conn_lost", "_fatal_error", "_read_ready__on_eof", "max_size")
+VERIFIED_PYTHON = ((3, 11), (3, 13))
+"""First and last Python (major, minor) whose asyncio socket transport the reader copies."""
+_CLASS_PARTS = (
+    "_read_ready",
+    "_read_ready__data_received",
+    "_read_ready__get_buffer",
+    "_read_ready__on_eof",
+    "_fatal_error",
+    "set_protocol",
+    "max_size",
+)
 
 
 class ArrivalHolder(Protocol):
@@ -64,6 +86,30 @@ def kernel_stamp(ancdata: list[tuple[int, int, bytes]]) -> int:
     return now
 
 
+@functools.cache
+def self_check() -> CompatCheck:
+    """Whether ``install`` may replace asyncio's read callback on this Python."""
+    name = "kernel_stamps"
+    if not sys.platform.startswith("linux") or not _CMSG_SPACE:
+        return CompatCheck(name, False, f"no SO_TIMESTAMPNS on {sys.platform}")
+    first, last = VERIFIED_PYTHON
+    if not first <= sys.version_info[:2] <= last:
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return CompatCheck(name, False, f"asyncio of Python {version} not verified")
+    cls = getattr(selector_events, "_SelectorSocketTransport", None)
+    if cls is None:
+        return CompatCheck(name, False, "asyncio has no _SelectorSocketTransport")
+    missing = [a for a in _CLASS_PARTS if not hasattr(cls, a)]
+    if missing:
+        return CompatCheck(name, False, "_SelectorSocketTransport lacks " + ", ".join(missing))
+    # The read dispatches through the callback, and set_protocol resets it: the two
+    # facts the reader and the set_protocol wrapper rely on.
+    for method in ("_read_ready", "set_protocol"):
+        if "_read_ready_cb" not in getattr(cls, method).__code__.co_names:
+            return CompatCheck(name, False, f"{method} no longer uses _read_ready_cb")
+    return CompatCheck(name, True, "asyncio _SelectorSocketTransport read callback")
+
+
 def _socket_transport(transport: asyncio.BaseTransport) -> Any:
     ssl_protocol = getattr(transport, "_ssl_protocol", None)
     if ssl_protocol is not None:
@@ -76,8 +122,12 @@ def install(transport: asyncio.BaseTransport, holder: ArrivalHolder) -> bool:
 
     Call it from the protocol's ``connection_made``: the transport has not read yet.
     """
+    check = self_check()
+    if not check.ok:
+        warn_once(check)
+        return False
     raw = _socket_transport(transport)
-    if not sys.platform.startswith("linux") or not _CMSG_SPACE or raw is None:
+    if raw is None:
         return False
     sock = getattr(raw, "_sock", None)
     if not isinstance(sock, socket.socket) or not all(hasattr(raw, a) for a in _NEEDED):
@@ -88,6 +138,16 @@ def install(transport: asyncio.BaseTransport, holder: ArrivalHolder) -> bool:
         return False
     buffered = isinstance(raw.get_protocol(), asyncio.BufferedProtocol)
     raw._read_ready_cb = _reader(raw, sock, holder, buffered)
+    set_protocol = raw.set_protocol
+
+    def stamped_set_protocol(protocol: asyncio.BaseProtocol) -> None:
+        # asyncio's set_protocol puts its own read callback back; without this the
+        # stamps would silently stop at the first change of protocol (start_tls).
+        set_protocol(protocol)
+        fresh = isinstance(protocol, asyncio.BufferedProtocol)
+        raw._read_ready_cb = _reader(raw, sock, holder, fresh)
+
+    raw.set_protocol = stamped_set_protocol
     return True
 
 

@@ -2,7 +2,9 @@
 
 hdrh is pure Python: recording costs ~1.6 µs a value and reading a percentile walks
 23,552 counts. Here the same arithmetic runs on whole arrays, with results identical to
-hdrh's own (tested), so recording and reading stay cheap beside the load.
+hdrh's own (tested), so recording and reading stay cheap beside the load. The parts that
+touch hdrh's private layout live in ``loadtest._compat.hdr_internals``, which checks
+itself once; where that check fails, every function here takes hdrh's own (slower) path.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from collections.abc import Sequence
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
+
+from loadtest._compat import hdr_internals as _hi
+from loadtest._compat.checks import warn_once
 
 __all__ = [
     "add_into",
@@ -31,6 +36,13 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(_LOWEST, _HIGHEST, _DIGITS)
 
 
+def _fast() -> bool:
+    check = _hi.self_check()
+    if not check.ok:
+        warn_once(check)
+    return check.ok
+
+
 def bucket_arrays(hist: HdrHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lowest value, highest equivalent value, count) of every non-empty bucket, in µs.
 
@@ -38,19 +50,18 @@ def bucket_arrays(hist: HdrHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarra
     on a full histogram); reading the counts array with numpy costs well under 1 ms, so
     drawing stays cheap beside the load. The arithmetic is hdrh's ``get_value_from_index``.
     """
-    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
-    idx = np.flatnonzero(counts)
-    half_mag = hist.sub_bucket_half_count_magnitude
-    half = hist.sub_bucket_half_count
-    bucket = (idx >> half_mag) - 1
-    sub = (idx & (half - 1)) + half
-    low_bucket = bucket < 0
-    sub = np.where(low_bucket, sub - half, sub)
-    bucket = np.where(low_bucket, 0, bucket)
-    shift = bucket + hist.unit_magnitude
-    lowest = sub.astype(np.int64) << shift
-    highest = lowest + (np.int64(1) << shift) - 1
-    return lowest, highest, counts[idx].astype(np.int64)
+    if _fast():
+        return _hi.bucket_arrays(hist)
+    rows = [
+        (
+            hist.get_lowest_equivalent_value(v.value_iterated_to),
+            hist.get_highest_equivalent_value(v.value_iterated_to),
+            v.count_at_value_iterated_to,
+        )
+        for v in hist.get_recorded_iterator()
+    ]
+    table = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    return table[:, 0], table[:, 1], table[:, 2]
 
 
 def fast_percentile(hist: HdrHistogram, q: float) -> int:
@@ -60,6 +71,8 @@ def fast_percentile(hist: HdrHistogram, q: float) -> int:
     a stall like that once a second in the event loop shows up in the latency it
     measures. Returns 0 for an empty histogram.
     """
+    if not _fast():
+        return int(hist.get_value_at_percentile(q)) if hist.get_total_count() else 0
     _, highest, counts = bucket_arrays(hist)
     if not len(counts):
         return 0
@@ -74,55 +87,34 @@ _MAX_EXPANSION = 100_000
 itself, one by one, rather than expanded into an array."""
 
 
-def _indices(hist: HdrHistogram, v: np.ndarray) -> np.ndarray:
-    """Counts-array index of each non-negative value: hdrh's ``_counts_index_for``."""
-    _, exp = np.frexp((v | hist.sub_bucket_mask).astype(np.float64))
-    bucket = exp.astype(np.int64) - hist.unit_magnitude - (hist.sub_bucket_half_count_magnitude + 1)
-    sub = v >> (bucket + hist.unit_magnitude)
-    idx: np.ndarray = (
-        ((bucket + 1) << hist.sub_bucket_half_count_magnitude) + sub - hist.sub_bucket_half_count
-    )
-    return idx
-
-
-def _fitting(hist: HdrHistogram, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Which values fit (``fits``), and every value's counts index (0's for the others)."""
-    ok = v >= 0
-    idx = _indices(hist, np.where(ok, v, 0))
-    ok &= idx < hist.counts_len
-    return ok, idx
-
-
 def fits(hist: HdrHistogram, v: np.ndarray) -> np.ndarray:
     """Which integer values ``hist.record_value`` would accept (0 <= v, within range)."""
-    return _fitting(hist, v)[0]
-
-
-def _add_at(hist: HdrHistogram, idx: np.ndarray, v: np.ndarray) -> None:
-    """Count values ``v`` (all fitting) at their counts-array indices ``idx``."""
-    if v.size == 0:
-        return
-    view = np.ctypeslib.as_array(hist.counts)  # the ctypes array itself, not a copy
-    np.add.at(view, idx, 1)
-    hist.total_count += int(v.size)
-    hist.min_value = min(hist.min_value, int(v.min()))
-    hist.max_value = max(hist.max_value, int(v.max()))
+    if _fast():
+        return _hi.fitting(hist, v)[0]
+    top = hist.get_highest_equivalent_value(hist.highest_trackable_value)
+    ok: np.ndarray = (v >= 0) & (v <= top)
+    return ok
 
 
 def _add_counts(hist: HdrHistogram, v: np.ndarray) -> None:
-    """Record values already known to fit."""
-    _add_at(hist, _indices(hist, v), v)
+    """Record values already known to fit (fast path only)."""
+    _hi.add_at(hist, _hi.indices(hist, v), v)
 
 
 def record_array(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:
     """Record an int64 array; returns which values fitted (the others are skipped)."""
     # The indices are computed once, for the check and the counting both: this runs
     # for every metric at every roll, inside the event loop.
-    ok, idx = _fitting(hist, values)
+    if not _fast():
+        ok = fits(hist, values)
+        for value in values[ok].tolist():
+            hist.record_value(value)
+        return ok
+    ok, idx = _hi.fitting(hist, values)
     if ok.all():
-        _add_at(hist, idx, values)
+        _hi.add_at(hist, idx, values)
     else:
-        _add_at(hist, idx[ok], values[ok])
+        _hi.add_at(hist, idx[ok], values[ok])
     return ok
 
 
@@ -132,7 +124,7 @@ def add_into(dst: HdrHistogram, src: HdrHistogram) -> None:
     hdrh adds the counts arrays in C, but at ~40 µs a pair; a roll merges some thirty
     pairs inside the event loop, and numpy does each in ~7 µs.
     """
-    same = (
+    same = _fast() and (
         dst.counts_len == src.counts_len
         and dst.unit_magnitude == src.unit_magnitude
         and dst.sub_bucket_count == src.sub_bucket_count
@@ -142,8 +134,8 @@ def add_into(dst: HdrHistogram, src: HdrHistogram) -> None:
         dst.add(src)
         return
     if src.get_total_count():
-        view = np.ctypeslib.as_array(dst.counts)
-        np.add(view, np.ctypeslib.as_array(src.counts), out=view)
+        view = _hi.counts_view(dst)
+        np.add(view, _hi.counts_view(src), out=view)
         dst.total_count += src.get_total_count()
         dst.max_value = max(dst.max_value, src.get_max_value())
         dst.min_value = min(dst.get_min_value(), src.get_min_value())
@@ -178,6 +170,10 @@ def record_corrected_many(
     v = np.asarray(values, dtype=np.int64)
     e = np.asarray(expected, dtype=np.int64)
     ok = fits(hist, v)
+    if not _fast():
+        for value, interval in zip(v[ok].tolist(), e[ok].tolist(), strict=True):
+            hist.record_corrected_value(value, interval)
+        return ok
     v, e = v[ok], e[ok]
     reps = np.where((e > 0) & (v > e), -(-v // np.maximum(e, 1)), 1)
     huge = reps > _MAX_EXPANSION

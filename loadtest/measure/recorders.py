@@ -70,7 +70,10 @@ class MetricSet:
     """
 
     NAMES = (
-        METRICS + tuple(f"{m}_corrected" for m in CORRECTED) + ("tokens_per_chunk",) + AGENT_METRICS
+        METRICS
+        + tuple(f"{m}_corrected" for m in CORRECTED)
+        + ("tokens_per_chunk", "tokens_per_step")
+        + AGENT_METRICS
     )
 
     def __init__(self) -> None:
@@ -318,6 +321,8 @@ class Metrics:
         if chunks and rec.output_tokens:
             # Stored x1000 so the integer histogram keeps three decimals.
             ms.record("tokens_per_chunk", 1000 * rec.output_tokens / len(chunks))
+        if rec.token_steps and rec.output_tokens:
+            ms.record("tokens_per_step", 1000 * rec.output_tokens / rec.token_steps)
 
     def _chunk_gaps(self, rec: RequestRecord) -> list[int]:
         # Computed once per record although two sets (interval, category) record them.

@@ -63,6 +63,8 @@ class RequestRecord:
     last_token_ns: int | None = None
     token_chunk_ns: tuple[int, ...] = ()
     chunks: int = 0
+    token_steps: int = 0
+    """Decode steps the token chunks arrived in (``StreamReader.steps``)."""
     output_tokens: int = 0
     tokens_estimated: bool = False
     prompt_tokens: int | None = None
@@ -138,6 +140,7 @@ class RequestRecord:
             "tpot_ms": dur(self.tpot_ns),
             "chunks": self.chunks,
             "token_chunks": len(self.token_chunk_ns),
+            "token_steps": self.token_steps,
             "output_tokens": self.output_tokens,
             "tokens_estimated": self.tokens_estimated,
             "prompt_tokens": self.prompt_tokens,

@@ -214,6 +214,8 @@ class Summary(TypedDict):
     requests: RequestsBlock
     metrics: dict[str, MetricStats]
     tokens_per_chunk: MetricStats
+    tokens_per_step: NotRequired[MetricStats]
+    """Tokens per verify step: chunks of one read or a sub-millisecond burst, grouped."""
     throughput: ThroughputBlock
     tool_calls: ToolCallsBlock
     by_category: dict[str, CategoryBlock]

@@ -16,11 +16,23 @@ from typing import Any
 import orjson
 
 from loadtest.errors import ProtocolError
+from loadtest.model.json import JsonObject
 from loadtest.protocol.sse import Event
 
-__all__ = ["ServerError", "StreamReader", "ToolCall", "build_payload", "messages_to_text"]
+__all__ = [
+    "STEP_GAP_NS",
+    "ServerError",
+    "StreamReader",
+    "ToolCall",
+    "build_payload",
+    "messages_to_text",
+]
 
 _DONE = b"[DONE]"
+STEP_GAP_NS = 1_000_000
+"""Token chunks arriving closer together than this are one decode step: a burst of
+one-token chunks from one verify step arrives some 0.4 ms apart (llama.cpp), while
+steps are tens of ms apart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +55,7 @@ class ServerError(Exception):
         self.status = status
 
 
-def messages_to_text(messages: list[dict[str, Any]]) -> str:
+def messages_to_text(messages: list[JsonObject]) -> str:
     """Flatten chat messages into one prompt for the legacy completions API."""
     parts = [f"{m.get('role', 'user')}: {m.get('content') or ''}" for m in messages]
     return "\n".join(parts) + "\nassistant:"
@@ -53,15 +65,15 @@ def build_payload(
     *,
     api: str,
     model: str,
-    messages: list[dict[str, Any]],
+    messages: list[JsonObject],
     text: str | None,
     stream: bool,
     max_tokens: int,
-    sampling: dict[str, Any],
-    tools: list[dict[str, Any]] | None,
+    sampling: JsonObject,
+    tools: list[JsonObject] | None,
 ) -> bytes:
     """Serialise one request body for ``/v1/chat/completions`` or ``/v1/completions``."""
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream}
+    body: JsonObject = {"model": model, "max_tokens": max_tokens, "stream": stream}
     if api == "chat":
         body["messages"] = messages
         if tools:
@@ -80,6 +92,7 @@ class StreamReader:
 
     __slots__ = (
         "_calls",
+        "_last_ns",
         "_text",
         "chunks",
         "client_lag_ns",
@@ -87,6 +100,7 @@ class StreamReader:
         "done",
         "finish_reason",
         "response_id",
+        "steps",
         "timings",
         "token_chunk_ns",
         "usage",
@@ -98,9 +112,13 @@ class StreamReader:
         """Data events received (token-bearing or not)."""
         self.token_chunk_ns: list[int] = []
         """Arrival time of every chunk that carried output (text, reasoning or tool call)."""
+        self.steps = 0
+        """Decode steps seen: runs of token chunks each within ``STEP_GAP_NS`` of the one
+        before (one read, or a burst of one-token chunks from one verify step)."""
+        self._last_ns = -STEP_GAP_NS - 1
         self.content_chars = 0
-        self.usage: dict[str, Any] | None = None
-        self.timings: dict[str, Any] | None = None
+        self.usage: JsonObject | None = None
+        self.timings: JsonObject | None = None
         self.finish_reason: str | None = None
         self.response_id: str | None = None
         self.done = False
@@ -145,7 +163,7 @@ class StreamReader:
         self._take(obj, now_ns, streamed=False)
         self.done = True
 
-    def _take(self, obj: dict[str, Any], now_ns: int, *, streamed: bool) -> None:
+    def _take(self, obj: JsonObject, now_ns: int, *, streamed: bool) -> None:
         if "error" in obj and "choices" not in obj:
             raise ServerError(_error_message(orjson.dumps(obj["error"])))
         if self.response_id is None:
@@ -194,6 +212,11 @@ class StreamReader:
                     self._text.append(text)
                 carried = True
         if carried:
+            # One comparison per chunk: a chunk close behind the last one belongs to
+            # the same step (llama.cpp streams a verify step as a burst of chunks).
+            if now_ns - self._last_ns > STEP_GAP_NS:
+                self.steps += 1
+            self._last_ns = now_ns
             self.token_chunk_ns.append(now_ns)
 
     def _take_calls(self, calls: list[Any], now_ns: int) -> None:
@@ -249,7 +272,7 @@ class StreamReader:
         return max(len(self.token_chunk_ns), round(chars / 4)), True
 
 
-def _obj(value: Any, what: str) -> dict[str, Any]:
+def _obj(value: Any, what: str) -> JsonObject:
     if not isinstance(value, dict):
         raise ProtocolError(f"{what} is not a JSON object: {value!r:.80}")
     return value

@@ -18,7 +18,9 @@ import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from loadtest.model.json import JsonObject
 from loadtest.protocol.openai import ToolCall
+from loadtest.protocol.schema import repaired
 
 __all__ = ["ToolCallVerdict", "ToolValidator", "matches_expected"]
 
@@ -43,9 +45,7 @@ class ToolValidator:
     def __init__(self) -> None:
         self._cache: dict[int, dict[str, Draft202012Validator | None]] = {}
 
-    def _validators(
-        self, tools: Sequence[dict[str, Any]]
-    ) -> dict[str, Draft202012Validator | None]:
+    def _validators(self, tools: Sequence[JsonObject]) -> dict[str, Draft202012Validator | None]:
         key = id(tools)
         found = self._cache.get(key)
         if found is None:
@@ -53,8 +53,9 @@ class ToolValidator:
             for tool in tools:
                 fn = tool.get("function", {})
                 try:
+                    # An enum that contradicts its type is a hint (protocol.schema).
                     found[fn.get("name", "")] = Draft202012Validator(
-                        fn.get("parameters") or {"type": "object"}
+                        repaired(fn.get("parameters") or {"type": "object"})
                     )
                 except SchemaError:
                     found[fn.get("name", "")] = None  # an unusable schema checks JSON only
@@ -65,8 +66,8 @@ class ToolValidator:
     def judge(
         self,
         calls: list[ToolCall],
-        tools: Sequence[dict[str, Any]],
-        expected: Sequence[dict[str, Any]] | None,
+        tools: Sequence[JsonObject],
+        expected: Sequence[JsonObject] | None,
         name_map: Sequence[tuple[str, str]] = (),
     ) -> ToolCallVerdict:
         """Judge the assembled calls of one response against the offered tools."""
@@ -115,7 +116,7 @@ def _check(call: ToolCall, validators: dict[str, Draft202012Validator | None]) -
     return None
 
 
-def matches_expected(calls: Sequence[tuple[str, Any]], expected: Sequence[dict[str, Any]]) -> bool:
+def matches_expected(calls: Sequence[tuple[str, Any]], expected: Sequence[JsonObject]) -> bool:
     """True when the calls match BFCL's ground truth, in any order.
 
     Each expected entry is ``{function: {param: [allowed values]}}``; an allowed value
@@ -134,7 +135,7 @@ def matches_expected(calls: Sequence[tuple[str, Any]], expected: Sequence[dict[s
     return True
 
 
-def _one_matches(name: str, args: Any, want: dict[str, Any]) -> bool:
+def _one_matches(name: str, args: Any, want: JsonObject) -> bool:
     if len(want) != 1 or name not in want or not isinstance(args, dict):
         return False
     spec = want[name]

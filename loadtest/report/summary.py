@@ -100,7 +100,7 @@ def driver_health(metrics: Mapping[str, object], kernel_share: float | None = No
 
 
 # Counts, not latencies (they are in ``tokens_per_chunk`` and the ``agent`` section).
-_NOT_LATENCY = ("tokens_per_chunk", "task_steps", "task_retries")
+_NOT_LATENCY = ("tokens_per_chunk", "tokens_per_step", "task_steps", "task_retries")
 
 
 def metrics_block(ms: MetricSet, names: Collection[str] | None = None) -> dict[str, MetricStats]:
@@ -112,8 +112,8 @@ def metrics_block(ms: MetricSet, names: Collection[str] | None = None) -> dict[s
     }
 
 
-def _tokens_per_chunk(ms: MetricSet) -> MetricStats:
-    return metric_stats(ms.hists["tokens_per_chunk"], ms.sums["tokens_per_chunk"], scale=1e3)
+def _tokens_per_chunk(ms: MetricSet, name: str = "tokens_per_chunk") -> MetricStats:
+    return metric_stats(ms.hists[name], ms.sums[name], scale=1e3)
 
 
 def error_rate(metrics: Metrics) -> float:
@@ -226,6 +226,7 @@ def build_summary(
         "requests": requests,
         "metrics": block,
         "tokens_per_chunk": _tokens_per_chunk(metrics.total),
+        "tokens_per_step": _tokens_per_chunk(metrics.total, "tokens_per_step"),
         "throughput": {
             "requests_per_s": round(metrics.measured_ok / measured_s, 3) if measured_s > 0 else 0.0,
             "output_tokens_per_s": round(metrics.output_tokens / measured_s, 1)

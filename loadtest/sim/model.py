@@ -12,62 +12,15 @@ import hashlib
 import math
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
 from loadtest.errors import UsageError
+from loadtest.model.json import JsonObject
+from loadtest.sim.arguments import WORDS as _WORDS
+from loadtest.sim.arguments import fake_arguments
 
-__all__ = ["ResponsePlan", "SimConfig", "fake_arguments", "plan_response"]
-
-_WORDS = [
-    "the",
-    "model",
-    "answers",
-    "with",
-    "tokens",
-    "that",
-    "arrive",
-    "one",
-    "after",
-    "another",
-    "while",
-    "the",
-    "server",
-    "keeps",
-    "its",
-    "slots",
-    "busy",
-    "and",
-    "the",
-    "client",
-    "measures",
-    "every",
-    "gap",
-    "between",
-    "them",
-    "so",
-    "that",
-    "a",
-    "stall",
-    "or",
-    "a",
-    "burst",
-    "shows",
-    "up",
-    "in",
-    "the",
-    "histogram",
-    "rather",
-    "than",
-    "hiding",
-    "in",
-    "an",
-    "average",
-    "value",
-    "of",
-    "latency",
-]
+__all__ = ["ResponsePlan", "SimConfig", "Truth", "fake_arguments", "plan_response"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +95,10 @@ class SimConfig:
     """Keep a prefix cache: a repeated prompt prefix pays only part of its prefill."""
     prefix_hit_factor: float = 0.25
     """Share of the prefill time a prefix-cache hit still pays."""
+    step_chunks: str = "joined"
+    """How a speculative step's accepted tokens are streamed: ``joined``, one chunk
+    carrying them all (vLLM, SGLang), or ``burst``, one chunk per token written back to
+    back (llama.cpp)."""
     leak_cancelled: bool = False
     """Fault for testing the tester: keep a cancelled request's slot until it would have ended."""
 
@@ -151,6 +108,8 @@ class SimConfig:
             raise UsageError(f"sim procs must be at least 1, not {self.procs}")
         if self.role not in ("model", "draft"):
             raise UsageError(f"sim role must be 'model' or 'draft', not {self.role!r}")
+        if self.step_chunks not in ("joined", "burst"):
+            raise UsageError(f"sim step_chunks must be joined or burst, not {self.step_chunks!r}")
         if self.draft_mode not in ("ok", "garbage", "hang"):
             raise UsageError(f"draft_mode must be ok, garbage or hang, not {self.draft_mode!r}")
         rates = ("accept_tool_calls", "accept_code", "accept_chat", "accept_multilingual")
@@ -189,6 +148,23 @@ class ResponsePlan:
         return len(self.pieces)
 
 
+@dataclass(slots=True)
+class Truth:
+    """What the server knows about one request (``/sim/truth``), filled in as it goes.
+
+    Not frozen: the handler fills it in at each stage of the one request it serves.
+    """
+
+    id: str
+    received_ns: int
+    completion_tokens: int
+    category: str
+    first_token_scheduled_ns: int | None = None
+    first_token_written_ns: int | None = None
+    end_ns: int | None = None
+    outcome: str = "ok"
+
+
 def _rng_for(seed: int, body: bytes) -> random.Random:
     digest = hashlib.blake2b(body, digest_size=8, key=seed.to_bytes(8, "little", signed=True))
     return random.Random(int.from_bytes(digest.digest(), "little"))
@@ -198,7 +174,7 @@ def _lognormal(rng: random.Random, median: float, sigma: float) -> float:
     return median * math.exp(rng.gauss(0.0, sigma)) if sigma > 0 else median
 
 
-def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> ResponsePlan:
+def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponsePlan:
     """Decide the whole response to ``request`` (whose raw bytes are ``body``)."""
     rng = _rng_for(cfg.seed, body)
     prompt_chars = _prompt_chars(request)
@@ -248,7 +224,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: dict[str, Any]) -> Respo
     )
 
 
-def tool_results(request: dict[str, Any]) -> int:
+def tool_results(request: JsonObject) -> int:
     """Tool results since the last user message, not counting rejections.
 
     A rejection is the error loadtest sends back for an invalid call (a JSON object with
@@ -265,7 +241,7 @@ def tool_results(request: dict[str, Any]) -> int:
     return n
 
 
-def _prompt_chars(request: dict[str, Any]) -> int:
+def _prompt_chars(request: JsonObject) -> int:
     prompt = request.get("prompt")
     if isinstance(prompt, str):
         return len(prompt)
@@ -275,40 +251,3 @@ def _prompt_chars(request: dict[str, Any]) -> int:
             content = m.get("content")
             total += len(content) if isinstance(content, str) else len(str(content or ""))
     return total
-
-
-def fake_arguments(schema: dict[str, Any], rng: random.Random, depth: int = 0) -> Any:
-    """A value that satisfies a (simple) JSON Schema: types, enums, required, items."""
-    if schema.get("enum"):
-        return rng.choice(schema["enum"])
-    for key in ("anyOf", "oneOf"):
-        if schema.get(key):
-            return fake_arguments(schema[key][0], rng, depth + 1)
-    kind = schema.get("type", "object" if "properties" in schema else "string")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if kind == "object":
-        props = schema.get("properties") or {}
-        required = set(schema.get("required") or ())
-        out = {}
-        for name, sub in props.items():
-            if name in required or (depth < 2 and rng.random() < 0.3):
-                out[name] = fake_arguments(sub if isinstance(sub, dict) else {}, rng, depth + 1)
-        return out
-    if kind == "array":
-        items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-        lo = int(schema.get("minItems", 1))
-        return [fake_arguments(items or {}, rng, depth + 1) for _ in range(max(lo, 1))]
-    if kind == "integer":
-        lo = int(schema.get("minimum", 1))
-        hi = int(schema.get("maximum", lo + 99))
-        return rng.randint(lo, max(lo, hi))
-    if kind == "number":
-        flo = float(schema.get("minimum", 0.0))
-        fhi = float(schema.get("maximum", flo + 100.0))
-        return round(rng.uniform(flo, fhi), 3)
-    if kind == "boolean":
-        return rng.random() < 0.5
-    if kind == "null":
-        return None
-    return _WORDS[rng.randrange(len(_WORDS))]

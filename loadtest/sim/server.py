@@ -9,8 +9,8 @@ With ``draft_url`` set, the server is the target of a speculative deployment: it
 tokens come from ``SpecEngine`` steps instead of a fixed schedule, and ``/metrics``
 carries the speculative counters under vLLM's names.
 
-Tokens that fall due together are written in one ``write`` (up to ``max_batch``
-chunks), so a fast configuration is limited by the socket, not by one syscall per chunk.
+The bytes on the wire are ``loadtest.sim.frames``; when they are written,
+``loadtest.sim.streaming``.
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ import orjson
 from aiohttp import web
 
 from loadtest._compat import kernel_stamps
+from loadtest.model.json import JsonObject
 from loadtest.sim.engine import SpecEngine
-from loadtest.sim.model import ResponsePlan, SimConfig, plan_response
+from loadtest.sim.frames import error_response
+from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
 from loadtest.sim.prometheus import Sample, metrics_handler
 from loadtest.sim.speculation import infer_category
+from loadtest.sim.streaming import StreamShape, sleep_until, stream_response, timed, whole_response
 
 __all__ = ["SIM_KEY", "SimServer", "build_app", "stamp_arrivals"]
 
@@ -45,7 +48,7 @@ class SimServer:
 
     def __init__(self, config: SimConfig) -> None:
         self.config = config
-        self.truth: collections.deque[dict[str, Any]] = collections.deque(maxlen=_TRUTH_KEEP)
+        self.truth: collections.deque[Truth] = collections.deque(maxlen=_TRUTH_KEEP)
         self.running = 0
         self.waiting = 0
         self.served = 0
@@ -86,7 +89,7 @@ class SimServer:
 
     async def health(self, request: web.Request) -> web.Response:
         """``GET /health``: status, running requests, and the pid (one of ``procs``)."""
-        body: dict[str, Any] = {"status": "ok", "running": self.running, "pid": os.getpid()}
+        body: JsonObject = {"status": "ok", "running": self.running, "pid": os.getpid()}
         if self.engine is not None:
             body["speculating"] = self.engine.speculating
         return web.json_response(body)
@@ -171,7 +174,7 @@ class SimServer:
         await asyncio.shield(self._warming)
         self._warm = True
 
-    def _prefill_ns(self, plan: ResponsePlan, req: dict[str, Any]) -> int:
+    def _prefill_ns(self, plan: ResponsePlan, req: JsonObject) -> int:
         """TTFT after the prefix cache: a repeated prefix pays only part of its prefill."""
         if not self.config.prefix_cache:
             return plan.ttft_ns
@@ -194,29 +197,25 @@ class SimServer:
         try:
             req = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            return _error(400, "request body is not JSON")
+            return error_response(400, "request body is not JSON")
         if not isinstance(req, dict):
-            return _error(400, "request body must be a JSON object")
+            return error_response(400, "request body must be a JSON object")
         if chat and not isinstance(req.get("messages"), list):
-            return _error(400, "'messages' must be a list")
+            return error_response(400, "'messages' must be a list")
         if not chat and not isinstance(req.get("prompt"), str):
-            return _error(400, "'prompt' must be a string")
+            return error_response(400, "'prompt' must be a string")
         plan = plan_response(self.config, raw, req)
         rid = self._next_id("chatcmpl" if chat else "cmpl")
-        truth: dict[str, Any] = {
-            "id": rid,
-            "received_ns": received,
-            "first_token_scheduled_ns": None,
-            "first_token_written_ns": None,
-            "end_ns": None,
-            "completion_tokens": plan.completion_tokens,
-            "category": infer_category(req),
-            "outcome": "ok",
-        }
+        truth = Truth(
+            id=rid,
+            received_ns=received,
+            completion_tokens=plan.completion_tokens,
+            category=infer_category(req),
+        )
         self.truth.append(truth)
         if plan.fail_status is not None:
-            truth["outcome"] = "error"
-            return _error(plan.fail_status, "simulated server error")
+            truth.outcome = "error"
+            return error_response(plan.fail_status, "simulated server error")
         self._cool_if_idle()
         self.waiting += 1
         try:
@@ -232,12 +231,15 @@ class SimServer:
         try:
             await self._warm_up()
             ttft = self._prefill_ns(plan, req) + (_perf() - received)
-            truth["first_token_scheduled_ns"] = received + ttft
+            truth.first_token_scheduled_ns = received + ttft
             if req.get("stream"):
                 include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-                source = self._source(plan, received, ttft, truth["category"], rid)
-                return await self._stream(request, plan, rid, chat, include_usage, truth, source)
-            return await self._whole(plan, rid, chat, received + ttft, truth)
+                source = self._source(plan, received, ttft, truth.category, rid)
+                steps = None if self.engine is None else self.config.step_chunks
+                shape = StreamShape(rid, self.config.model, chat, include_usage, steps)
+                return await stream_response(request, plan, shape, truth, source)
+            first_ns = received + ttft
+            return await whole_response(plan, rid, self.config.model, chat, first_ns, truth)
         except (ConnectionResetError, asyncio.CancelledError):
             self._gone(truth)
             if self.config.leak_cancelled:
@@ -252,10 +254,10 @@ class SimServer:
                 self._release()
             self.served += 1
             self._last_active = time.monotonic()
-            truth["end_ns"] = _perf()
+            truth.end_ns = _perf()
 
-    def _gone(self, truth: dict[str, Any]) -> None:
-        truth["outcome"] = "client_gone"
+    def _gone(self, truth: Truth) -> None:
+        truth.outcome = "client_gone"
         self.cancelled += 1
 
     def _release(self) -> None:
@@ -273,10 +275,10 @@ class SimServer:
         """Yield the end index of the pieces to write next, when they are due."""
         if self.engine is None:
             shift = ttft - plan.ttft_ns  # queueing, warm-up and prefix cache move it all
-            async for j in _timed(plan, received + shift, self.config.max_batch):
+            async for j in timed(plan, received + shift, self.config.max_batch):
                 yield j
             return
-        await _sleep_until(received + ttft)
+        await sleep_until(received + ttft)
         yield 1
         seed = int.from_bytes(hashlib.blake2b(rid.encode(), digest_size=8).digest(), "little")
         async for j in self.engine.decode(plan.completion_tokens, self._accept(category), seed):
@@ -290,213 +292,13 @@ class SimServer:
             "multilingual": cfg.accept_multilingual,
         }.get(category, cfg.accept_chat)
 
-    async def _whole(
-        self, plan: ResponsePlan, rid: str, chat: bool, first_ns: int, truth: dict[str, Any]
-    ) -> web.Response:
-        end = first_ns + plan.token_offsets_ns[-1] - plan.ttft_ns
-        await _sleep_until(end)
-        truth["first_token_written_ns"] = _perf()
-        cfg = self.config
-        usage = _usage(plan)
-        if chat:
-            message: dict[str, Any] = {"role": "assistant", "content": None}
-            if plan.tool_name is not None:
-                message["tool_calls"] = [
-                    _tool_head(plan, rid)
-                    | {"function": {"name": plan.tool_name, "arguments": plan.tool_arguments}}
-                ]
-            else:
-                message["content"] = "".join(plan.pieces)
-            choice: dict[str, Any] = {
-                "index": 0,
-                "message": message,
-                "finish_reason": _finish(plan),
-            }
-            obj = "chat.completion"
-        else:
-            choice = {"index": 0, "text": "".join(plan.pieces), "finish_reason": _finish(plan)}
-            obj = "text_completion"
-        body = {
-            "id": rid,
-            "object": obj,
-            "created": int(time.time()),
-            "model": cfg.model,
-            "choices": [choice],
-            "usage": usage,
-        }
-        return web.Response(body=orjson.dumps(body), content_type="application/json")
 
-    async def _stream(
-        self,
-        request: web.Request,
-        plan: ResponsePlan,
-        rid: str,
-        chat: bool,
-        include_usage: bool,
-        truth: dict[str, Any],
-        source: AsyncIterator[int],
-    ) -> web.StreamResponse:
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await resp.prepare(request)
-        head, tail = _chunk_frame(rid, self.config.model, chat, plan)
-        pieces = plan.pieces
-        stop = len(pieces) if plan.disconnect_after is None else plan.disconnect_after
-        i = 0
-        async for ready in source:
-            j = min(ready, stop)
-            if j <= i:
-                continue
-            parts = []
-            if i == 0 and plan.tool_name is not None:
-                parts.append(_tool_first_chunk(rid, self.config.model, plan))
-            parts += [head + orjson.dumps(pieces[x]) + tail for x in range(i, j)]
-            if i == 0:
-                truth["first_token_written_ns"] = _perf()
-            await resp.write(b"".join(parts))
-            i = j
-            if i >= stop:
-                break
-        if plan.disconnect_after is not None:
-            truth["outcome"] = "disconnected"
-            if request.transport is not None:
-                request.transport.close()
-            return resp
-        end = _final_chunk(rid, self.config.model, chat, plan)
-        if include_usage:
-            end += _usage_chunk(rid, self.config.model, chat, plan)
-        await resp.write(end + b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
-
-
-async def _sleep_until(due_ns: int) -> None:
-    delay = due_ns - _perf()
-    if delay > 0:
-        await asyncio.sleep(delay / 1e9)
-
-
-async def _timed(plan: ResponsePlan, start: int, cap: int) -> AsyncIterator[int]:
-    """The plain model's schedule: pieces fall due at their planned offsets.
-
-    Pieces already due are handed out together (up to ``cap``), so a fast configuration
-    costs one write per batch rather than one per token.
-    """
-    offsets = plan.token_offsets_ns
-    n = len(offsets)
-    i = 0
-    while i < n:
-        await _sleep_until(start + offsets[i])
-        now = _perf()
-        j = i + 1
-        while j < n and j - i < cap and start + offsets[j] <= now:
-            j += 1
-        yield j
-        i = j
-
-
-def _prefix_text(req: dict[str, Any]) -> bytes:
+def _prefix_text(req: JsonObject) -> bytes:
     """The first 1 KB of the prompt: what a prefix cache would find again."""
     prompt = req.get("prompt")
     if isinstance(prompt, str):
         return prompt[:1024].encode()
     return orjson.dumps(req.get("messages"))[:1024]
-
-
-def _finish(plan: ResponsePlan) -> str:
-    if plan.tool_name is not None:
-        return "tool_calls"
-    return "length"
-
-
-def _usage(plan: ResponsePlan) -> dict[str, int]:
-    return {
-        "prompt_tokens": plan.prompt_tokens,
-        "completion_tokens": plan.completion_tokens,
-        "total_tokens": plan.prompt_tokens + plan.completion_tokens,
-    }
-
-
-def _tool_head(plan: ResponsePlan, rid: str) -> dict[str, Any]:
-    return {"index": 0, "id": f"call_{rid}", "type": "function"}
-
-
-def _chunk_frame(rid: str, model: str, chat: bool, plan: ResponsePlan) -> tuple[bytes, bytes]:
-    """The bytes around each piece's JSON string, built once per response."""
-    created = int(time.time())
-    if not chat:
-        head = (
-            f'data: {{"id":"{rid}","object":"text_completion","created":{created},'
-            f'"model":"{model}","choices":[{{"index":0,"text":'
-        )
-        return head.encode(), b',"finish_reason":null}]}\n\n'
-    head = (
-        f'data: {{"id":"{rid}","object":"chat.completion.chunk","created":{created},'
-        f'"model":"{model}","choices":[{{"index":0,"delta":'
-    )
-    if plan.tool_name is not None:
-        return (head + '{"tool_calls":[{"index":0,"function":{"arguments":').encode(), (
-            b'}}]},"finish_reason":null}]}\n\n'
-        )
-    return (head + '{"content":').encode(), b'},"finish_reason":null}]}\n\n'
-
-
-def _tool_first_chunk(rid: str, model: str, plan: ResponsePlan) -> bytes:
-    call = _tool_head(plan, rid) | {"function": {"name": plan.tool_name, "arguments": ""}}
-    obj = {
-        "id": rid,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "delta": {"role": "assistant", "tool_calls": [call]},
-                "finish_reason": None,
-            }
-        ],
-    }
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-
-def _final_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
-    choice: dict[str, Any] = {"index": 0, "finish_reason": _finish(plan)}
-    if chat:
-        choice["delta"] = {}
-    else:
-        choice["text"] = ""
-    obj: dict[str, Any] = {
-        "id": rid,
-        "object": "chat.completion.chunk" if chat else "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [choice],
-    }
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-
-def _usage_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
-    obj: dict[str, Any] = {
-        "id": rid,
-        "object": "chat.completion.chunk" if chat else "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [],
-        "usage": _usage(plan),
-    }
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
-
-
-def _error(status: int, message: str) -> web.Response:
-    body = {
-        "error": {
-            "message": message,
-            "type": "server_error" if status >= 500 else "invalid_request_error",
-            "code": status,
-        }
-    }
-    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
 SIM_KEY: web.AppKey[SimServer] = web.AppKey("sim", SimServer)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+
+from loadtest.model.json import JsonObject
 
 __all__ = [
     "CATEGORIES",
@@ -26,7 +27,7 @@ CATEGORIES = ("tool_calls", "code", "multilingual", "chat")
 _CODE_MARKERS = ("```", "def ", "class ", "function ", "#include", "import ", "return ")
 
 
-def infer_category(request: dict[str, Any]) -> str:
+def infer_category(request: JsonObject) -> str:
     """The category the target sees in a request: what the draft's acceptance hinges on.
 
     A real server knows nothing of loadtest's categories, so the simulator guesses from
@@ -45,7 +46,7 @@ def infer_category(request: dict[str, Any]) -> str:
     return "chat"
 
 
-def _text(request: dict[str, Any]) -> str:
+def _text(request: JsonObject) -> str:
     prompt = request.get("prompt")
     if isinstance(prompt, str):
         return prompt

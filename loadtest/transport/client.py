@@ -8,96 +8,32 @@ but an attribute store.
 
 Whatever the server sends, ``send`` returns a record: redirects are not followed (they
 would hide the endpoint actually measured), a body that is not an event stream is a
-``protocol`` failure, events and bodies are size-bounded, and any text the server sends
-back passes through ``auth.redact`` so an echoed API key never reaches the results.
+``protocol`` failure, events and bodies are size-bounded (``transport.reading``), and
+every failure maps to an error class (``transport.outcome``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 
 from loadtest._compat.arrivals import arrival_stamps, stamping_connector
 from loadtest._compat.eager_send import eager_request_class
-from loadtest.config.scenario import TimeoutSpec
+from loadtest._compat.selfcheck import fallbacks
 from loadtest.datasets import Prompt
-from loadtest.errors import EndpointError, ProtocolError
 from loadtest.model.record import RequestRecord
-from loadtest.protocol.openai import ServerError, StreamReader
-from loadtest.protocol.sse import DEFAULT_MAX_EVENT_BYTES, SSEParser
-from loadtest.protocol.validate import ToolValidator
-from loadtest.transport.auth import redact
-from loadtest.transport.urls import api_root
+from loadtest.protocol.openai import StreamReader
+from loadtest.transport.config import ClientConfig
+from loadtest.transport.discover import discover_model
+from loadtest.transport.flight import Flight, InjectedCancel, inject_cancel
+from loadtest.transport.outcome import Outcomes, SentFields, classify
+from loadtest.transport.reading import read_bounded, read_stream
 
 __all__ = ["Client", "ClientConfig", "discover_model"]
 
 _perf = time.perf_counter_ns
-
-MAX_BODY_BYTES = 16 << 20
-"""The largest non-streamed body read; a longer one fails as ``protocol``."""
-_STREAM_TYPES = ("text/event-stream", "application/octet-stream")
-
-
-@dataclass(frozen=True, slots=True)
-class ClientConfig:
-    """How to reach the endpoint."""
-
-    base_url: str
-    api: str = "chat"
-    stream: bool = True
-    timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
-    concurrency: int = 0
-    """Connection pool size; 0 means unlimited."""
-    keepalive: bool = True
-    api_key: str | None = field(default=None, repr=False)
-    ssl: ssl.SSLContext | bool = True
-    """aiohttp's ``ssl=``: True verifies, a context trusts a private CA, False trusts all."""
-    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
-    keep_outputs: bool = False
-    """Digest each answer (text and tool calls) into the record, for output equivalence."""
-
-    @property
-    def url(self) -> str:
-        """The full URL requests are posted to."""
-        return api_root(self.base_url) + (
-            "/chat/completions" if self.api == "chat" else "/completions"
-        )
-
-
-class _Flight:
-    __slots__ = (
-        "cancel_after_tokens",
-        "cancel_ns",
-        "deadline_ns",
-        "end_by_ns",
-        "phase",
-        "task",
-        "timed_out",
-    )
-
-    def __init__(self, task: asyncio.Task[Any], deadline_ns: int, end_by_ns: int) -> None:
-        self.task = task
-        self.deadline_ns = deadline_ns
-        self.end_by_ns = end_by_ns
-        self.phase = "first byte"
-        self.timed_out: str | None = None
-        self.cancel_after_tokens: int | None = None
-        self.cancel_ns: int | None = None
-
-
-class _InjectedCancel(Exception):
-    """Raised inside the read loop when a planned mid-stream cancellation is due."""
-
-
-def _inject_cancel(flight: _Flight) -> None:
-    flight.cancel_ns = _perf()
-    flight.task.cancel()
 
 
 class Client:
@@ -107,9 +43,11 @@ class Client:
         self.config = config
         self._session: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
-        self._flights: set[_Flight] = set()
+        self._flights: set[Flight] = set()
         self._watchdog: asyncio.Task[None] | None = None
-        self._validator = ToolValidator()
+        self._out = Outcomes(config.api_key, config.keep_outputs)
+        self.fallbacks: tuple[str, ...] = ()
+        """Private-API hooks that failed their self-check and fell back (names)."""
         self.stale_retries = 0
         """Requests resent once because a pooled keep-alive connection had gone stale."""
         t = config.timeouts
@@ -123,6 +61,9 @@ class Client:
 
     async def __aenter__(self) -> Client:
         cfg = self.config
+        # Every private hook checks itself once per process; a failed one logs and
+        # falls back (loadtest._compat.checks), and the run can record which.
+        self.fallbacks = fallbacks()
         # Arrival times are stamped where aiohttp receives bytes (loadtest._compat.arrivals).
         connector = stamping_connector(
             limit=cfg.concurrency, limit_per_host=0, force_close=not cfg.keepalive, ssl=cfg.ssl
@@ -220,15 +161,15 @@ class Client:
         task = asyncio.current_task()
         assert task is not None
         sent = _perf()
-        flight = _Flight(task, sent + self._first_byte_ns, sent + self._total_ns)
+        flight = Flight(task, sent + self._first_byte_ns, sent + self._total_ns)
         self._flights.add(flight)
         flight.cancel_after_tokens = cancel_after_tokens
         timer = None
         if cancel_after_ms is not None:
             timer = asyncio.get_running_loop().call_later(
-                cancel_after_ms / 1000, _inject_cancel, flight
+                cancel_after_ms / 1000, inject_cancel, flight
             )
-        base: dict[str, Any] = {
+        base: SentFields = {
             "index": index,
             "prompt_id": prompt.id,
             "source": prompt.source,
@@ -248,28 +189,33 @@ class Client:
                 base["arrival_clock"] = (
                     "reader" if stamps is None else "kernel" if stamps.kernel else "loop"
                 )
+                use = 0 if stamps is None else stamps.uses
                 if resp.status >= 300:
                     text = await resp.content.read(2048)
-                    return self._http_error(base, resp, text, first_byte, reader)
+                    return self._out.http_error(base, resp, text, first_byte, reader)
                 if self.config.stream:
-                    await self._read_stream(resp, reader, flight)
+                    cfg = self.config
+                    await read_stream(resp, reader, flight, self._between_ns, cfg.max_event_bytes)
                 else:
-                    data = await _read_bounded(resp)
+                    data = await read_bounded(resp)
                     now = _perf()
                     at = now if stamps is None else stamps.rx_ns
                     reader.client_lag_ns = now - at
                     reader.on_body(data, at)
-            return self._finish(base, reader, first_byte, prompt)
-        except _InjectedCancel:
+                if stamps is not None:
+                    # The server's keep-alive terms: no request into a connection it dropped.
+                    stamps.keep_alive(resp.headers.get("Keep-Alive"), use)
+            return self._out.finished(base, reader, first_byte, prompt)
+        except InjectedCancel:
             return self._injected(base, reader, first_byte, flight)
         except asyncio.CancelledError:
             if flight.cancel_ns is not None:
                 task.uncancel()
                 return self._injected(base, reader, first_byte, flight)
             if flight.timed_out is None:
-                return self._failed(base, reader, first_byte, "cancelled", None, "cancelled")
+                return self._out.failed(base, reader, first_byte, "cancelled", None, "cancelled")
             task.uncancel()
-            return self._failed(
+            return self._out.failed(
                 base,
                 reader,
                 first_byte,
@@ -277,28 +223,9 @@ class Client:
                 "timeout",
                 f"no data within the {flight.timed_out} timeout",
             )
-        except ProtocolError as exc:
-            return self._failed(base, reader, first_byte, "failed", "protocol", str(exc))
-        except ServerError as exc:
-            return self._failed(base, reader, first_byte, "failed", "server_error", str(exc))
-        except (aiohttp.ServerTimeoutError, TimeoutError) as exc:
-            return self._failed(base, reader, first_byte, "failed", "timeout", _msg(exc))
-        except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
-            why = f"{_msg(exc)}; trust its CA with --ca-bundle FILE, or pass --insecure"
-            return self._failed(base, reader, first_byte, "failed", "tls", why)
-        except aiohttp.ClientConnectorError as exc:
-            return self._failed(base, reader, first_byte, "failed", "connect", _msg(exc))
-        except (
-            aiohttp.ServerDisconnectedError,
-            aiohttp.ClientPayloadError,
-            aiohttp.ClientOSError,
-            ConnectionError,
-        ) as exc:
-            return self._failed(base, reader, first_byte, "failed", "disconnected", _msg(exc))
-        except aiohttp.ClientResponseError as exc:
-            return self._failed(base, reader, first_byte, "failed", "protocol", _msg(exc))
         except Exception as exc:
-            return self._failed(base, reader, first_byte, "failed", "client", _msg(exc))
+            error_class, why = classify(exc)
+            return self._out.failed(base, reader, first_byte, "failed", error_class, why)
         finally:
             self._flights.discard(flight)
             if timer is not None:
@@ -327,217 +254,11 @@ class Client:
             )
 
     def _injected(
-        self, base: dict[str, Any], reader: StreamReader, first_byte: int | None, flight: _Flight
+        self, base: SentFields, reader: StreamReader, first_byte: int | None, flight: Flight
     ) -> RequestRecord:
-        base = base | {"cancel_ns": flight.cancel_ns}
+        base = base.copy()
+        base["cancel_ns"] = flight.cancel_ns
         n = len(reader.token_chunk_ns)
-        return self._failed(
+        return self._out.failed(
             base, reader, first_byte, "cancelled", None, f"cancelled on purpose after {n} tokens"
         )
-
-    async def _read_stream(
-        self, resp: aiohttp.ClientResponse, reader: StreamReader, flight: _Flight
-    ) -> None:
-        ctype = resp.content_type
-        if ctype not in _STREAM_TYPES:
-            await self._not_a_stream(resp, ctype)
-        parser = SSEParser(self.config.max_event_bytes)
-        between = self._between_ns
-        feed = parser.feed
-        on_event = reader.on_event
-        stamps = arrival_stamps(resp)
-        reader.client_lag_ns = lag = 0
-        async for data in resp.content.iter_any():
-            now = _perf()
-            at = now if stamps is None else stamps.rx_ns
-            if now - at > lag:
-                reader.client_lag_ns = lag = now - at
-            # The first-byte timeout runs until the first *data*, not the headers: many
-            # servers send headers at once and the first chunk only after prefill.
-            flight.deadline_ns = now + between
-            flight.phase = "between chunks"
-            for event in feed(data):
-                on_event(event, at)
-            stop_at = flight.cancel_after_tokens
-            if stop_at is not None and len(reader.token_chunk_ns) >= stop_at:
-                flight.cancel_ns = _perf()
-                resp.close()  # drop the connection, as a user closing the tab would
-                raise _InjectedCancel
-        if not reader.done and not reader.chunks and (parser.pending or parser.lines):
-            raise ProtocolError(
-                f"the stream had {parser.lines} lines but no `data:` events; is it SSE?"
-            )
-        if not reader.done and (parser.pending or reader.finish_reason is None):
-            raise aiohttp.ServerDisconnectedError("stream ended before [DONE]")
-
-    async def _not_a_stream(self, resp: aiohttp.ClientResponse, ctype: str) -> None:
-        """Raise the right error for a 2xx answer to ``stream: true`` that is no stream."""
-        if ctype == "application/json":
-            reader = StreamReader()
-            reader.on_body(await _read_bounded(resp), _perf())  # an error object raises here
-            raise ProtocolError(
-                "the server answered stream=true with one JSON body; does it support streaming?"
-            )
-        raise ProtocolError(f"expected text/event-stream, got content type {ctype!r}")
-
-    def _finish(
-        self, base: dict[str, Any], reader: StreamReader, first_byte: int, prompt: Prompt
-    ) -> RequestRecord:
-        end = _perf()
-        tokens, estimated = reader.output_tokens()
-        extra: dict[str, Any] = {}
-        outcome, error_class, error = "ok", None, None
-        calls = reader.tool_calls
-        if calls and prompt.tools:
-            verdict = self._validator.judge(
-                calls, prompt.tools, prompt.expected_calls, prompt.name_map
-            )
-            extra = {
-                "tool_calls": verdict.calls,
-                "tool_call_valid": verdict.valid,
-                "tool_call_correct": verdict.correct,
-                "tool_call_ns": verdict.first_valid_ns,
-            }
-            if not verdict.valid:
-                outcome, error_class, error = "failed", "invalid_output", verdict.problem
-        elif calls:
-            extra = {"tool_calls": len(calls)}
-        if self.config.keep_outputs:
-            extra["output_sha256"] = reader.output_digest()
-            extra["output_head"] = (reader.text or "")[:200]
-        return RequestRecord(
-            **base,
-            **_stream_fields(reader, first_byte),
-            **extra,
-            end_ns=end,
-            outcome=outcome,
-            error_class=error_class,
-            error=error,
-            status=200,
-            output_tokens=tokens,
-            tokens_estimated=estimated,
-        )
-
-    def _http_error(
-        self,
-        base: dict[str, Any],
-        resp: aiohttp.ClientResponse,
-        text: bytes,
-        first_byte: int,
-        reader: StreamReader,
-    ) -> RequestRecord:
-        status = resp.status
-        detail = text[:300].decode("utf-8", "replace")
-        retry_after = None
-        if status < 400:
-            cls = "redirect"
-            where = resp.headers.get("Location", "nowhere")
-            detail = f"redirected to {where}; point --endpoint at the final address"
-        elif status == 429:
-            cls = "rate_limited"
-            retry_after = _retry_after_s(resp.headers.get("Retry-After"))
-        else:
-            cls = "http_4xx" if status < 500 else "http_5xx"
-        return RequestRecord(
-            **base,
-            **_stream_fields(reader, first_byte),
-            end_ns=_perf(),
-            outcome="failed",
-            error_class=cls,
-            error=redact(f"HTTP {status}: {detail}", self.config.api_key),
-            status=status,
-            retry_after_s=retry_after,
-        )
-
-    def _failed(
-        self,
-        base: dict[str, Any],
-        reader: StreamReader,
-        first_byte: int | None,
-        outcome: str,
-        error_class: str | None,
-        error: str,
-    ) -> RequestRecord:
-        tokens, estimated = reader.output_tokens()
-        return RequestRecord(
-            **base,
-            **_stream_fields(reader, first_byte),
-            end_ns=_perf(),
-            outcome=outcome,
-            error_class=error_class,
-            error=redact(error, self.config.api_key),
-            output_tokens=tokens,
-            tokens_estimated=estimated,
-        )
-
-
-async def _read_bounded(resp: aiohttp.ClientResponse) -> bytes:
-    body = await resp.content.read(MAX_BODY_BYTES + 1)
-    while len(body) <= MAX_BODY_BYTES and not resp.content.at_eof():
-        more = await resp.content.read(MAX_BODY_BYTES + 1 - len(body))
-        if not more:
-            break
-        body += more
-    if len(body) > MAX_BODY_BYTES:
-        raise ProtocolError(f"response body exceeds {MAX_BODY_BYTES} bytes")
-    return body
-
-
-def _retry_after_s(value: str | None) -> float | None:
-    """Retry-After in seconds (the HTTP-date form is rare from LLM servers: ignored)."""
-    if value is None:
-        return None
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 else None
-
-
-def _stream_fields(reader: StreamReader, first_byte: int | None) -> dict[str, Any]:
-    chunk_ns: Sequence[int] = reader.token_chunk_ns
-    usage = reader.usage or {}
-    prompt_tokens = usage.get("prompt_tokens")
-    return {
-        "first_byte_ns": first_byte,
-        "client_lag_ns": reader.client_lag_ns,
-        "first_token_ns": chunk_ns[0] if chunk_ns else None,
-        "last_token_ns": chunk_ns[-1] if chunk_ns else None,
-        "token_chunk_ns": tuple(chunk_ns),
-        "chunks": reader.chunks,
-        "prompt_tokens": prompt_tokens if isinstance(prompt_tokens, int) else None,
-        "finish_reason": reader.finish_reason,
-        "response_id": reader.response_id,
-        "server_timings": reader.timings,
-    }
-
-
-def _msg(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-async def discover_model(
-    base_url: str,
-    api_key: str | None = None,
-    timeout_s: float = 10.0,
-    tls: ssl.SSLContext | bool = True,
-) -> str:
-    """The first model id ``GET /v1/models`` lists; ``EndpointError`` when unreachable."""
-    url = api_root(base_url) + "/models"
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
-            session.get(url, headers=headers, ssl=tls, allow_redirects=False) as resp,
-        ):
-            if resp.status != 200:
-                raise EndpointError(
-                    f"{url} answered HTTP {resp.status}; name the model with --model"
-                )
-            data = await resp.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise EndpointError(redact(f"cannot reach {url}: {_msg(exc)}", api_key)) from exc
-    models = data.get("data") if isinstance(data, dict) else None
-    if not models or not isinstance(models[0], dict) or "id" not in models[0]:
-        raise EndpointError(f"{url} lists no model; name the model with --model")
-    return str(models[0]["id"])

@@ -1,0 +1,162 @@
+"""Writing one simulated answer: a whole JSON body, or an SSE stream as tokens fall due.
+
+A token source yields how many of the plan's pieces are ready, each time more are. The
+plain model's source (``timed``) hands out pieces already due together, written in one
+``write`` (up to ``max_batch`` chunks), so a fast configuration is limited by the socket,
+not by one syscall per chunk. A speculative step's source yields once per verify step:
+its accepted tokens go out either ``joined`` (one chunk carrying them all, as vLLM and
+SGLang stream) or as a ``burst`` of one-token chunks written back to back (llama.cpp).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import orjson
+from aiohttp import web
+
+from loadtest.model.json import JsonObject
+from loadtest.sim.frames import (
+    chunk_frame,
+    final_chunk,
+    finish,
+    tool_first_chunk,
+    tool_head,
+    usage,
+    usage_chunk,
+)
+from loadtest.sim.model import ResponsePlan, Truth
+
+__all__ = ["StreamShape", "sleep_until", "stream_response", "timed", "whole_response"]
+
+_perf = time.perf_counter_ns
+
+
+async def sleep_until(due_ns: int) -> None:
+    """Sleep until ``perf_counter_ns`` reaches ``due_ns`` (not at all if it has)."""
+    delay = due_ns - _perf()
+    if delay > 0:
+        await asyncio.sleep(delay / 1e9)
+
+
+async def timed(plan: ResponsePlan, start: int, cap: int) -> AsyncIterator[int]:
+    """The plain model's schedule: pieces fall due at their planned offsets.
+
+    Pieces already due are handed out together (up to ``cap``), so a fast configuration
+    costs one write per batch rather than one per token.
+    """
+    offsets = plan.token_offsets_ns
+    n = len(offsets)
+    i = 0
+    while i < n:
+        await sleep_until(start + offsets[i])
+        now = _perf()
+        j = i + 1
+        while j < n and j - i < cap and start + offsets[j] <= now:
+            j += 1
+        yield j
+        i = j
+
+
+async def whole_response(
+    plan: ResponsePlan, rid: str, model: str, chat: bool, first_ns: int, truth: Truth
+) -> web.Response:
+    """The non-streamed answer, sent when its last token would have been."""
+    end = first_ns + plan.token_offsets_ns[-1] - plan.ttft_ns
+    await sleep_until(end)
+    truth.first_token_written_ns = _perf()
+    if chat:
+        message: JsonObject = {"role": "assistant", "content": None}
+        if plan.tool_name is not None:
+            message["tool_calls"] = [
+                tool_head(plan, rid)
+                | {"function": {"name": plan.tool_name, "arguments": plan.tool_arguments}}
+            ]
+        else:
+            message["content"] = "".join(plan.pieces)
+        choice: JsonObject = {"index": 0, "message": message, "finish_reason": finish(plan)}
+        obj = "chat.completion"
+    else:
+        choice = {"index": 0, "text": "".join(plan.pieces), "finish_reason": finish(plan)}
+        obj = "text_completion"
+    body = {
+        "id": rid,
+        "object": obj,
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": usage(plan),
+    }
+    return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+class StreamShape:
+    """How one stream is framed: who it is, and how a step's tokens are chunked."""
+
+    __slots__ = ("chat", "include_usage", "model", "rid", "steps")
+
+    def __init__(
+        self, rid: str, model: str, chat: bool, include_usage: bool, steps: str | None
+    ) -> None:
+        self.rid = rid
+        self.model = model
+        self.chat = chat
+        self.include_usage = include_usage
+        self.steps = steps
+        """None: the source yields due pieces (plain model); ``joined`` or ``burst``:
+        it yields once per verify step, chunked that way."""
+
+
+async def stream_response(
+    request: web.Request,
+    plan: ResponsePlan,
+    shape: StreamShape,
+    truth: Truth,
+    source: AsyncIterator[int],
+) -> web.StreamResponse:
+    """Stream ``plan``'s pieces as ``source`` makes them ready, then the end."""
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+    )
+    await resp.prepare(request)
+    rid, model, chat = shape.rid, shape.model, shape.chat
+    head, tail = chunk_frame(rid, model, chat, plan)
+    pieces = plan.pieces
+    stop = len(pieces) if plan.disconnect_after is None else plan.disconnect_after
+    joined = shape.steps == "joined"
+    burst = shape.steps == "burst"
+    i = 0
+    async for ready in source:
+        j = min(ready, stop)
+        if j <= i:
+            continue
+        parts = []
+        if i == 0 and plan.tool_name is not None:
+            parts.append(tool_first_chunk(rid, model, plan))
+        if joined:
+            parts.append(head + orjson.dumps("".join(pieces[i:j])) + tail)
+        else:
+            parts += [head + orjson.dumps(pieces[x]) + tail for x in range(i, j)]
+        if i == 0:
+            truth.first_token_written_ns = _perf()
+        if burst:
+            for part in parts:  # one write per chunk, back to back, as llama.cpp sends
+                await resp.write(part)
+        else:
+            await resp.write(b"".join(parts))
+        i = j
+        if i >= stop:
+            break
+    if plan.disconnect_after is not None:
+        truth.outcome = "disconnected"
+        if request.transport is not None:
+            request.transport.close()
+        return resp
+    end = final_chunk(rid, model, chat, plan)
+    if shape.include_usage:
+        end += usage_chunk(rid, model, chat, plan)
+    await resp.write(end + b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp

@@ -1,0 +1,98 @@
+"""The simulator's tool-call arguments satisfy every BFCL schema shipped (#17).
+
+``sim --invalid-tool-rate 0`` once produced ``number_of_adults: '3' is not of type
+'integer'``: BFCL's schemas carry enums that contradict their type. Generator and
+validator now read those schemas one way (``loadtest.protocol.schema``).
+"""
+
+from __future__ import annotations
+
+import random
+from importlib import resources
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from loadtest.datasets.bfcl import load_bfcl
+from loadtest.errors import DatasetError
+from loadtest.protocol.openai import ToolCall
+from loadtest.protocol.schema import fitting_enum, repaired
+from loadtest.protocol.validate import ToolValidator
+from loadtest.sim.model import fake_arguments
+
+pytest.importorskip("bfcl_eval")
+
+
+def _subsets() -> list[str]:
+    data = resources.files("bfcl_eval").joinpath("data")
+    return sorted(
+        p.name[len("BFCL_v4_") : -len(".json")]
+        for p in data.iterdir()
+        if p.name.startswith("BFCL_v4_")
+    )
+
+
+def _schemas() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for subset in _subsets():
+        try:
+            prompts = load_bfcl((subset,), "tool_calls", None)
+        except DatasetError:
+            continue  # a file that is not JSON lines (format_sensitivity)
+        for p in prompts:
+            for tool in p.tools or ():
+                fn = tool["function"]
+                out.append((f"{subset}:{fn['name']}", fn.get("parameters") or {}))
+    return out
+
+
+def test_every_bfcl_schema_gets_valid_arguments() -> None:
+    schemas = _schemas()
+    assert len(schemas) > 3000
+    checked = 0
+    bad: list[str] = []
+    for where, schema in schemas:
+        try:
+            validator = Draft202012Validator(repaired(schema))
+            Draft202012Validator.check_schema(schema)
+        except SchemaError:
+            continue  # Java/JavaScript subsets name types JSON Schema lacks ('String')
+        for seed in range(3):
+            args = fake_arguments(schema, random.Random(seed))
+            err = next(iter(validator.iter_errors(args)), None)
+            if err is not None:
+                bad.append(f"{where}: {err.message[:120]}")
+        checked += 1
+    assert checked > 3000
+    assert not bad, bad[:10]
+
+
+def test_the_reported_schema_gets_an_integer() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "number_of_adults": {"type": "integer", "enum": ["1", "2", "3", "dontcare"]},
+            "metrics": {"type": "array", "items": {"type": "string"}, "enum": ["a", "b"]},
+        },
+        "required": ["number_of_adults", "metrics", "undescribed"],
+    }
+    for seed in range(20):
+        args = fake_arguments(schema, random.Random(seed))
+        assert isinstance(args["number_of_adults"], int)
+        assert set(args["metrics"]) <= {"a", "b"}
+        assert "undescribed" in args
+        call = ToolCall(
+            index=0, name="f", arguments=str(args).replace("'", '"'), id=None, completed_ns=1
+        )
+        tools = ({"type": "function", "function": {"name": "f", "parameters": schema}},)
+        verdict = ToolValidator().judge([call], tools, None)
+        assert verdict.valid, verdict.problem
+
+
+def test_fitting_enum_keeps_values_of_the_type() -> None:
+    assert fitting_enum({"type": "integer", "enum": ["1", 2]}) == [2]
+    assert fitting_enum({"type": "integer", "enum": ["1"]}) is None
+    assert fitting_enum({"enum": ["x"]}) == ["x"]
+    assert fitting_enum({"type": "boolean", "enum": [1, True]}) == [True]
