@@ -28,6 +28,7 @@ import orjson
 from aiohttp import web
 
 from loadtest._compat import kernel_stamps
+from loadtest.sim.tokenize import add_tokenize_routes
 from loadtest.sim.engine import SpecEngine
 from loadtest.sim.model import ResponsePlan, SimConfig, plan_response
 from loadtest.sim.prometheus import Sample, metrics_handler
@@ -539,6 +540,7 @@ def build_app(config: SimConfig) -> web.Application:
     app.router.add_get("/health", sim.health)
     app.router.add_get("/sim/truth", sim.truth_handler)
     app.router.add_get("/metrics", metrics_handler(sim.samples))
+    add_tokenize_routes(app)
     engine = sim.engine
     if engine is not None:
 
