@@ -76,7 +76,8 @@ def parse_length(t: Table, name: str) -> LengthSpec | None:
     mean = s.number("mean", None, strict=True)
     std = s.number("std", 0.0)
     s.finish()
-    assert lo is not None and std is not None
+    assert lo is not None
+    assert std is not None
     if dist == "uniform":
         if hi is None:
             raise s.fail("max", "a uniform length needs min and max")
@@ -118,9 +119,7 @@ WORKLOAD_KEYS: dict[str, frozenset[str]] = {
         {"input_tokens", "output_tokens", "prefix_tokens", "tokenizer", "limit"}
     ),
     "trace": frozenset({"path", "speedup", "block_size", "tokenizer", "limit"}),
-    "conversations": frozenset(
-        {"path", "max_turns", "think_time_ms", "answers", "limit"}
-    ),
+    "conversations": frozenset({"path", "max_turns", "think_time_ms", "answers", "limit"}),
 }
 """Keys each workload source kind accepts beyond the common ones."""
 

@@ -7,6 +7,9 @@ from loadtest.datasets.bfcl import load_bfcl
 from loadtest.datasets.language import LANGUAGES, detect_language
 from loadtest.datasets.prompt import Prompt, PromptPool
 from loadtest.datasets.sharegpt import load_sharegpt_rows
+from loadtest.datasets.synthetic import load_synthetic
+from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
+from loadtest.datasets.trace import read_trace, trace_prompts
 from loadtest.datasets.userfiles import (
     load_humaneval,
     load_inline,
@@ -18,8 +21,14 @@ from loadtest.errors import DatasetError
 __all__ = ["LANGUAGES", "Prompt", "PromptPool", "build_pool", "detect_language", "load_source"]
 
 
-def load_source(spec: SourceSpec) -> list[Prompt]:
-    """Load every prompt of one source, filtered as its spec says."""
+def load_source(spec: SourceSpec, tokenizer: Tokenizer | None = None) -> list[Prompt]:
+    """Load every prompt of one source, filtered as its spec says.
+
+    ``tokenizer`` (the endpoint's, where it has one) cuts synthetic and trace prompts to
+    their exact lengths; a source's own ``tokenizer`` file comes first.
+    """
+    if spec.kind in ("synthetic", "trace"):
+        return _exact(spec, tokenizer)
     if spec.kind == "sharegpt":
         return _sharegpt(spec)
     if spec.kind == "bfcl":
@@ -37,6 +46,22 @@ def load_source(spec: SourceSpec) -> list[Prompt]:
     if spec.kind == "inline":
         return load_inline(spec.prompts, spec.category)
     raise DatasetError(f"unknown prompt source kind {spec.kind!r}")
+
+
+def _exact(spec: SourceSpec, tokenizer: Tokenizer | None) -> list[Prompt]:
+    def tok() -> Tokenizer:
+        if spec.workload.tokenizer is not None or tokenizer is None:
+            return open_tokenizer(spec.workload.tokenizer, None, None)
+        return tokenizer
+
+    if spec.kind == "synthetic":
+        return load_synthetic(spec, tok())
+    assert spec.path is not None
+    entries = read_trace(spec.path, spec.limit)
+    needs = any(e.needs_tokenizer for e in entries)
+    return trace_prompts(
+        entries, tok() if needs else None, spec.workload.block_size, str(spec.path)
+    )
 
 
 def _sharegpt(spec: SourceSpec) -> list[Prompt]:
@@ -77,12 +102,14 @@ def _sharegpt(spec: SourceSpec) -> list[Prompt]:
     return prompts
 
 
-def build_pool(scenario: Scenario) -> tuple[PromptPool, dict[str, int]]:
+def build_pool(
+    scenario: Scenario, tokenizer: Tokenizer | None = None
+) -> tuple[PromptPool, dict[str, int]]:
     """Load every source of a scenario into a seeded pool; also returns counts by source."""
     groups = []
     counts: dict[str, int] = {}
     for spec in scenario.sources:
-        prompts = load_source(spec)
+        prompts = load_source(spec, tokenizer)
         if spec.max_tokens is not None:
             from dataclasses import replace
 

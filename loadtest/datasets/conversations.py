@@ -119,7 +119,9 @@ def _packaged() -> list[Conversation]:
         ) from exc
     with dataset_path() as data_path:
         st = data_path.stat()
-        cached = cache_dir() / f"sharegpt-conv-v{_CACHE_VERSION}-{st.st_size}-{int(st.st_mtime)}.json"
+        cached = (
+            cache_dir() / f"sharegpt-conv-v{_CACHE_VERSION}-{st.st_size}-{int(st.st_mtime)}.json"
+        )
         if cached.exists():
             try:
                 rows = orjson.loads(cached.read_bytes())

@@ -66,6 +66,10 @@ class PromptPool:
         group = self._groups[min(g, len(self._groups) - 1)]
         return group[self._rng.randrange(len(group))]
 
+    def prompts(self) -> list[Prompt]:
+        """Every prompt of every source."""
+        return [p for g in self._groups for p in g]
+
     @property
     def size(self) -> int:
         """Number of distinct prompts across all sources."""

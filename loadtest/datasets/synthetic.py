@@ -18,7 +18,7 @@ from loadtest.datasets.sharegpt import load_sharegpt_rows
 from loadtest.datasets.tokenizer import Tokenizer, cut_to_tokens
 from loadtest.errors import DatasetError
 
-__all__ = ["Corpus", "DEFAULT_SYNTHETIC_PROMPTS", "exact_prompt", "load_synthetic"]
+__all__ = ["DEFAULT_SYNTHETIC_PROMPTS", "Corpus", "exact_prompt", "load_synthetic"]
 
 DEFAULT_SYNTHETIC_PROMPTS = 256
 """Prompts a synthetic source makes when it names no ``limit``."""

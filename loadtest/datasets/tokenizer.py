@@ -98,7 +98,7 @@ class EndpointTokenizer:
             self._root + path, data=json.dumps(body).encode(), headers=headers, method="POST"
         )
         try:
-            with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
                 answer = json.loads(resp.read())
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise DatasetError(f"{self._root}{path}: {exc}") from exc

@@ -148,7 +148,9 @@ def _prompt(
         return replace(base, messages=e.messages)
     if e.prompt is not None:
         return replace(base, messages=({"role": "user", "content": e.prompt},), text=e.prompt)
-    assert tok is not None and corpus is not None and e.input_length is not None
+    assert tok is not None
+    assert corpus is not None
+    assert e.input_length is not None
     n = e.input_length
     ids: list[int] = []
     for h in e.hash_ids:
@@ -158,6 +160,4 @@ def _prompt(
         ids += corpus.slice(random.Random(h).randrange(len(corpus.ids)), block_size)
     ids = ids[:n] + corpus.slice(rng.randrange(len(corpus.ids)), max(0, n - len(ids)) + _SLACK)
     text = exact_prompt(tok, ids, n, f"{origin}:{e.line}")
-    return replace(
-        base, messages=({"role": "user", "content": text},), text=text, input_tokens=n
-    )
+    return replace(base, messages=({"role": "user", "content": text},), text=text, input_tokens=n)

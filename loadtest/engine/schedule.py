@@ -75,7 +75,9 @@ class ArrivalPlan:
     """Mode ``trace``: the recorded send times, in order (the plan ends after the last)."""
 
     def __post_init__(self) -> None:
-        if self.mode == "trace" and any(b < a for a, b in zip(self.offsets_ns, self.offsets_ns[1:])):
+        if self.mode == "trace" and any(
+            b < a for a, b in zip(self.offsets_ns, self.offsets_ns[1:], strict=False)
+        ):
             raise ValueError("trace offsets must not go back in time")
         if self.mode not in OPEN_LOOP_MODES:
             raise ValueError(f"mode must be one of {OPEN_LOOP_MODES}, got {self.mode!r}")

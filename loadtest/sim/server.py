@@ -28,11 +28,11 @@ import orjson
 from aiohttp import web
 
 from loadtest._compat import kernel_stamps
-from loadtest.sim.tokenize import add_tokenize_routes
 from loadtest.sim.engine import SpecEngine
 from loadtest.sim.model import ResponsePlan, SimConfig, plan_response
 from loadtest.sim.prometheus import Sample, metrics_handler
 from loadtest.sim.speculation import infer_category
+from loadtest.sim.tokenize import add_tokenize_routes
 
 __all__ = ["SIM_KEY", "SimServer", "build_app", "stamp_arrivals"]
 
