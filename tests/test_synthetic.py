@@ -29,7 +29,9 @@ def synthetic(n_in: object = 100, n_out: object = 20, prefix: int = 0, **kw: obj
     src = {"kind": "synthetic", "input_tokens": n_in, "output_tokens": n_out, "limit": 12}
     if prefix:
         src["prefix_tokens"] = prefix
-    return make_scenario({"mode": "closed", "concurrency": 4, "requests": 24}, sources=[{**src, **kw}])
+    return make_scenario(
+        {"mode": "closed", "concurrency": 4, "requests": 24}, sources=[{**src, **kw}]
+    )
 
 
 async def run_workload(sim: InProcessSim, sc: Scenario, run_dir: Path) -> Workload:

@@ -190,6 +190,8 @@ def prepare_workload(
             rate=len(offsets) / span_s,
             trace_offsets_ns=offsets,
             requests=len(offsets),
+            # A trace keeps its own times: an in-flight cap only where an open mode set one.
+            concurrency=0 if scenario.load.mode == "closed" else scenario.load.concurrency,
             # The trace is the bound, unless the scenario cuts it short.
             duration_s=None if scenario.bound_defaulted else scenario.load.duration_s,
         )
