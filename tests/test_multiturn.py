@@ -18,7 +18,7 @@ from loadtest.features.workload import plan_lines, prepare_workload
 from loadtest.sim import InProcessSim
 from tests.conftest import FAST_SIM, make_scenario, read_jsonl
 
-CONVS = [
+CONVS: list[dict[str, Any]] = [
     {
         "id": f"c{i}",
         "conversations": [
@@ -117,6 +117,6 @@ async def test_the_server_answers_go_into_the_history(tmp_path: Path) -> None:
 def test_the_plan_names_turns_and_answers(tmp_path: Path) -> None:
     line = plan_lines(scenario(tmp_path, max_turns=2, think_time_ms=500.0))[0]
     assert "3 from" in line and "turns 2..2" in line and "think 500 ms" in line
+    sc = scenario(tmp_path)
     with pytest.raises(DatasetError, match="only source"):
-        sc = scenario(tmp_path)
         prepare_workload(replace(sc, sources=sc.sources * 2), "m", None)

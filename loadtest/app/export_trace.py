@@ -25,11 +25,11 @@ def trace_lines(requests_jsonl: Path) -> list[JsonObject]:
     except OSError as exc:
         raise UsageError(f"{requests_jsonl}: cannot read ({exc.strerror})") from exc
     rows = []
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
+    for lineno, text in enumerate(raw.splitlines(), start=1):
+        if not text.strip():
             continue
         try:
-            row = orjson.loads(line)
+            row = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
             raise UsageError(f"{requests_jsonl}:{lineno}: not JSON ({exc})") from exc
         if isinstance(row, dict) and isinstance(row.get("intended_ms"), int | float):
