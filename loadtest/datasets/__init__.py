@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets.bfcl import load_bfcl
+from loadtest.datasets.conversations import load_conversations
 from loadtest.datasets.language import LANGUAGES, detect_language
 from loadtest.datasets.prompt import Prompt, PromptPool
 from loadtest.datasets.sharegpt import load_sharegpt_rows
@@ -45,6 +46,17 @@ def load_source(spec: SourceSpec, tokenizer: Tokenizer | None = None) -> list[Pr
         )
     if spec.kind == "inline":
         return load_inline(spec.prompts, spec.category)
+    if spec.kind == "conversations":
+        # The first user turn of each: the whole conversation runs as a unit of load.
+        return [
+            Prompt(
+                id=c.id,
+                source="conversations",
+                category=spec.category,
+                messages=({"role": "user", "content": c.users[0]},),
+            )
+            for c in load_conversations(spec.path, spec.limit, 0)
+        ]
     raise DatasetError(f"unknown prompt source kind {spec.kind!r}")
 
 
@@ -109,6 +121,13 @@ def build_pool(
     groups = []
     counts: dict[str, int] = {}
     for spec in scenario.sources:
+        if spec.kind in ("trace", "conversations"):
+            # Drawn at random from a pool, a trace would lose its order and a
+            # conversation its turns: they run as units of load (features.workload).
+            raise DatasetError(
+                f"{scenario.path}: a {spec.kind} source runs through "
+                "loadtest.features.workload.workload_for, not a prompt pool"
+            )
         prompts = load_source(spec, tokenizer)
         if spec.max_tokens is not None:
             from dataclasses import replace

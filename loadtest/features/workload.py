@@ -16,7 +16,7 @@ import orjson
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets import Prompt, PromptPool, build_pool, load_source
 from loadtest.datasets.conversations import load_conversations
-from loadtest.datasets.tokenizer import Tokenizer
+from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
 from loadtest.datasets.trace import read_trace
 from loadtest.engine.hooks import HookResult, RunContext, RunHook, UnitOfLoad
 from loadtest.engine.request_unit import raise_if_cancelling
@@ -31,9 +31,11 @@ __all__ = [
     "LengthReport",
     "TraceReplay",
     "Workload",
+    "apply_workload_flags",
     "needs_tokenizer",
     "plan_lines",
     "prepare_workload",
+    "workload_for",
 ]
 
 WORKLOAD_KINDS = ("synthetic", "trace", "conversations")
@@ -153,6 +155,37 @@ class Workload:
     unit: UnitOfLoad | None
     hooks: tuple[RunHook, ...]
     counts: dict[str, int]
+
+
+def apply_workload_flags(
+    scenario: Scenario, tokenizer: str | None = None, speedup: float | None = None
+) -> Scenario:
+    """``--tokenizer PATH`` and ``--speedup F`` over every workload source of a scenario."""
+    sources = []
+    for s in scenario.sources:
+        w = s.workload
+        if tokenizer is not None and s.kind in ("synthetic", "trace"):
+            w = replace(w, tokenizer=Path(tokenizer))
+        if speedup is not None and s.kind == "trace":
+            if not speedup > 0:
+                raise DatasetError(f"--speedup must be a positive number, got {speedup!r}")
+            w = replace(w, speedup=speedup)
+        sources.append(replace(s, workload=w))
+    return replace(scenario, sources=tuple(sources))
+
+
+def workload_for(
+    scenario: Scenario, endpoint: str, model: str, api_key: str | None = None
+) -> Workload | None:
+    """``prepare_workload`` with the endpoint's tokenizer where a source needs one.
+
+    Blocking (tokenizer calls are plain HTTP): call it before the run, off the loop
+    (``asyncio.to_thread``) when the endpoint is served from the same loop.
+    """
+    if not any(s.kind in WORKLOAD_KINDS for s in scenario.sources):
+        return None
+    tok = open_tokenizer(None, endpoint, model, api_key) if needs_tokenizer(scenario) else None
+    return prepare_workload(scenario, model, tok)
 
 
 def _kinds(scenario: Scenario) -> set[str]:
