@@ -157,3 +157,19 @@ def _bpe_tokenizer(tmp: Path) -> Path:
     path = tmp / "tokenizer.json"
     tok.save(str(path))
     return path
+
+
+async def test_the_run_command_path_finds_the_endpoint_tokenizer(tmp_path: Path) -> None:
+    from loadtest.features.workload import apply_workload_flags, workload_for
+
+    sc = synthetic(40, 8)
+    assert workload_for(make_scenario({"mode": "closed"}), "http://127.0.0.1:9", "m") is None
+    async with InProcessSim(EXACT_SIM) as sim:
+        wl = await asyncio.to_thread(workload_for, sc, sim.url + "/v1", "sim-llm")
+    assert wl is not None
+    assert wl.pool is not None
+    assert {p.input_tokens for p in wl.pool.prompts()} == {40}
+    flagged = apply_workload_flags(sc, tokenizer="tok.json", speedup=3.0)
+    assert flagged.sources[0].workload.tokenizer == Path("tok.json")
+    with pytest.raises(DatasetError, match="tok.json"):
+        workload_for(flagged, sim.url, "sim-llm")  # the file does not exist
