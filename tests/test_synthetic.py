@@ -171,5 +171,5 @@ async def test_the_run_command_path_finds_the_endpoint_tokenizer(tmp_path: Path)
     assert {p.input_tokens for p in wl.pool.prompts()} == {40}
     flagged = apply_workload_flags(sc, tokenizer="tok.json", speedup=3.0)
     assert flagged.sources[0].workload.tokenizer == Path("tok.json")
-    with pytest.raises(DatasetError, match="tok.json"):
+    with pytest.raises(DatasetError, match=r"tok\.json"):
         workload_for(flagged, sim.url, "sim-llm")  # the file does not exist
