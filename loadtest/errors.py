@@ -9,7 +9,8 @@
     │   └── MissingPackageError   a data package is not installed (names the pip command)
     ├── MissingExtraError         an optional extra (e.g. loadtest[llama]) is not installed
     ├── EndpointError             the endpoint (or the built-in simulator) cannot be reached
-    └── ProtocolError             a server sent bytes that break the SSE or OpenAI protocol
+    ├── ProtocolError             a server sent bytes that break the SSE or OpenAI protocol
+    └── ResultFileError           a summary.json is unreadable or invalid (names file and field)
 
 Failures of single requests during a load run are *not* raised to the user: the client
 maps them to an outcome class in the request's record, so every request is accounted for.
@@ -74,3 +75,10 @@ class EndpointError(LoadtestError):
 
 class ProtocolError(LoadtestError):
     """A server sent bytes that break the SSE or OpenAI streaming protocol."""
+
+
+class ResultFileError(LoadtestError):
+    """A result file (``summary.json``) is unreadable or breaks its schema.
+
+    The message names the file and the field (``$.requests.sent``).
+    """

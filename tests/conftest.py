@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+from jsonschema import Draft202012Validator
 
 from loadtest._compat import kernel_stamps
 from loadtest.config.scenario import Scenario, parse_scenario
@@ -113,3 +114,42 @@ async def run_against(
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line of a JSONL file."""
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+_SUMMARY_SCHEMA = Path(__file__).resolve().parent.parent / "docs" / "summary.schema.json"
+
+
+@pytest.fixture(scope="session")
+def summary_validator() -> Draft202012Validator:
+    """The published JSON Schema of summary.json, checked once per session."""
+    schema = orjson.loads(_SUMMARY_SCHEMA.read_bytes())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+@pytest.fixture(autouse=True)
+def _summaries_match_the_schema(
+    request: pytest.FixtureRequest, summary_validator: Draft202012Validator
+) -> Iterator[None]:
+    """Every summary.json a test writes under its tmp_path validates against the schema."""
+    # Asked for before the test runs, so tmp_path is torn down after this check.
+    tmp: Path | None = (
+        request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    )
+    yield
+    if tmp is None:
+        return
+    for path in tmp.rglob("summary.json"):
+        try:
+            data = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError:
+            continue  # a test that writes a broken file on purpose
+        errors = sorted(summary_validator.iter_errors(data), key=lambda e: e.json_path)
+        if errors and not _deliberately_broken(path):
+            lines = [f"{e.json_path}: {e.message}" for e in errors[:5]]
+            pytest.fail(f"{path} breaks docs/summary.schema.json:\n" + "\n".join(lines))
+
+
+def _deliberately_broken(path: Path) -> bool:
+    # Tests of the error messages write bad summaries on purpose, beside a marker.
+    return (path.parent / ".invalid-on-purpose").exists()

@@ -83,7 +83,8 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
     assert drafted_per_s(start, end) < before_rate / 20
     assert window["during"]["requests"] > 0
     # Plain decoding is slower than speculation: TPOT during the outage is worse.
-    assert window["during"]["tpot_p50_ms"] > window["before"]["tpot_p50_ms"]
+    during, before = window["during"]["tpot_p50_ms"], window["before"]["tpot_p50_ms"]
+    assert during is not None and before is not None and during > before
     assert outcome.server is not None and outcome.server["engine"] == "loadtest-sim"
     assert (tmp_path / "metrics.jsonl").exists()
 
@@ -140,7 +141,7 @@ async def test_leaked_slots_fail_the_cancel_window(tmp_path: Path) -> None:
     (window,) = outcome.faults
     assert window["injected_cancels"] > 0
     assert window["verdict"] == "failed"
-    assert window["running_excess"] > 0
+    assert (window.get("running_excess") or 0) > 0
     assert "kept slots" in window["reason"]
 
 
@@ -212,7 +213,8 @@ async def test_restart_of_a_managed_target_accounts_for_every_request(tmp_path: 
     assert window["caught_failed"] == 4
     assert window["failed_by_class"] == {"disconnected": 4}
     assert window["time_to_ready_s"] >= 0.3  # includes the simulated weight loading
-    assert window["time_to_first_token_s"] > window["time_to_ready_s"]
+    first = window["time_to_first_token_s"]
+    assert first is not None and first > window["time_to_ready_s"]
     assert window["verdict"] in ("held", "degraded"), window["reason"]
     assert [r for r in rows if r["error_class"] == "connect"] == []  # load held while down
     _accounted(rows, {"sent": outcome.metrics.sent})

@@ -69,10 +69,8 @@ def test_flags_override_the_scenario_by_label() -> None:
 
 
 def test_evaluate_met_missed_and_missing() -> None:
-    summary = {
-        "metrics": {"ttft_ms": {"count": 3, "p95": 400.0}, "tool_call_ms": {"count": 0}},
-        "requests": {"error_rate": 0.05},
-    }
+    metrics = {"ttft_ms": {"count": 3, "p95": 400.0}, "tool_call_ms": {"count": 0}}
+    error_rate = 0.05
     spec = SLOSpec(
         (
             Threshold("ttft_ms", "p95", 500.0),
@@ -80,8 +78,10 @@ def test_evaluate_met_missed_and_missing() -> None:
             Threshold("tool_call_ms", "p95", 1000.0),
         )
     )
-    res = evaluate(spec, summary)
+    res = evaluate(spec, metrics, error_rate)
     assert [c["met"] for c in res["checks"]] == [True, False, False]
+    # No tool calls at all: the objective was not exercised (and so not met).
+    assert [c["verdict"] for c in res["checks"]] == ["met", "missed", "not_exercised"]
     assert res["met"] is False
 
 

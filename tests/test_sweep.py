@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import orjson
 import pytest
@@ -11,10 +11,12 @@ import pytest
 from loadtest.app.sweep import best_load, find_knee, parse_steps
 from loadtest.cli.main import main
 from loadtest.errors import UsageError
+from loadtest.model.sweep import SweepStep
 
 
-def _row(load: float, e2e: float | None, met: bool = True) -> dict[str, Any]:
-    return {"load": load, "e2e_ms_p50": e2e, "slo_met": met}
+def _row(load: float, e2e: float | None, met: bool = True) -> SweepStep:
+    # Only the columns the knee and the best load read.
+    return cast(SweepStep, {"load": load, "e2e_ms_p50": e2e, "slo_met": met})
 
 
 def test_the_knee_is_the_last_load_before_latency_climbs() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -220,3 +221,72 @@ def test_percentiles_read_from_the_counts_equal_hdrhs_own() -> None:
     assert n == 5000
     assert [p50, p90, p99] == [h.get_value_at_percentile(q) / 1e3 for q in (50, 90, 99)]
     assert top == h.get_max_value() / 1e3
+
+
+async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Path) -> None:
+    """A fault window under the dashboard: its verdicts, counts (fallbacks as ints), SLO
+    checks and busy flag equal summary.json's; nothing shows before the window opens."""
+    from loadtest.app.job import finish_run
+    from loadtest.features.faults.proxy import FaultProxy
+    from loadtest.features.faults.rig import FaultRig
+    from loadtest.model.io import load_summary
+    from loadtest.report.table import fault_figures
+    from loadtest.sim import SimConfig
+    from loadtest.tui.frame import render_faults, render_verdicts
+
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 4, "duration_s": 7},
+        max_tokens=48,
+        slo={"ttft_ms": {"p95": 60000.0}, "tpot_ms": {"p99": 0.001}, "error_rate": 0.5},
+        faults={"events": [{"kind": "draft_down", "at_s": 2, "duration_s": 3}]},
+    )
+    pool, counts = build_pool(sc)
+    spec = SimConfig(ttft_ms=5.0, itl_ms=3.0, ttft_sigma=0.1, itl_sigma=0.1, draft_timeout_ms=50)
+    frames: list[Frame] = []
+    async with InProcessSim(SimConfig(role="draft", draft_token_ms=0.2)) as draft:
+        host, port = draft.url.removeprefix("http://").split(":")
+        proxy = FaultProxy(host, int(port))
+        await proxy.start()
+        target_cfg = dataclasses.replace(spec, draft_url=proxy.url)
+        async with InProcessSim(target_cfg) as target:
+            rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
+
+            async def prepare() -> Runner:
+                cfg = RunConfig(sc, target.url, "sim-llm", tmp_path / "run")
+                return Runner(cfg, pool, hooks=[rig])
+
+            app = Dashboard(prepare, refresh_s=0.1)
+            async with app.run_test(size=(120, 48)) as pilot:
+                while app.outcome is None and app.error is None:
+                    await pilot.pause(0.2)
+                    if app.last_frame is not None:
+                        frames.append(app.last_frame)
+        await proxy.close()
+    assert app.error is None and app.runner is not None and app.outcome is not None
+    summary = finish_run(app.runner.config, app.outcome, counts, {}, app.runner.stale_retries)
+    on_disk = load_summary(app.runner.config.run_dir)
+    assert on_disk["faults"] == summary["faults"]
+    last = app.last_frame
+    assert last is not None and last.phase == "ended"
+    (row,), (entry,) = last.faults, on_disk["faults"]
+    assert (row.state, row.provisional) == ("ended", False)
+    assert (row.verdict, row.reason) == (entry["verdict"], entry["reason"])
+    assert row.figures == tuple(fault_figures(entry))
+    fallbacks = entry.get("fallbacks")
+    assert isinstance(fallbacks, int) and fallbacks >= 1
+    assert f"fallbacks {fallbacks}" in render_faults(last)
+    assert f"fallbacks {fallbacks}.0" not in render_faults(last)
+    assert last.verdicts is not None and not last.verdicts.provisional
+    assert last.verdicts.slo == on_disk["slo"]
+    assert [c["met"] for c in on_disk["slo"]["checks"]] == [True, False, True]
+    assert "driver" in on_disk and last.verdicts.driver == on_disk["driver"]
+    text = render_verdicts(last)
+    assert "tpot_ms.p99 <= 0.001" in text and "MISSED" in text and "so far" not in text
+    # While the run went on: no verdict or count before the window opened, and the
+    # provisional ones said so.
+    early = [f for f in frames if f.faults and f.faults[0].state == "upcoming"]
+    assert early and all(not f.faults[0].figures and f.faults[0].verdict is None for f in early)
+    running = [f for f in frames if f.phase != "ended"]
+    judged = [f.faults[0] for f in running if f.faults and f.faults[0].verdict is not None]
+    assert judged and all(r.provisional for r in judged)
+    assert all(f.verdicts is None or f.verdicts.provisional for f in running)

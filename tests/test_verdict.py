@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.verdict import judge_windows, recovery_s
+from loadtest.model.verdict import FaultVerdict, RequestRow
 
 
-def _row(sent_ms: float, ttft: float = 10.0, tpot: float = 5.0, **kw: Any) -> dict[str, Any]:
+def _row(sent_ms: float, ttft: float = 10.0, tpot: float = 5.0, **kw: Any) -> RequestRow:
     row = {
         "sent_ms": sent_ms,
         "end_ms": sent_ms + 100,
@@ -21,12 +22,12 @@ def _row(sent_ms: float, ttft: float = 10.0, tpot: float = 5.0, **kw: Any) -> di
         "injected_cancel": False,
         "cancel_close_ms": None,
     }
-    return row | kw
+    return cast(RequestRow, row | kw)
 
 
 def _rows(
     slow_from: float, slow_to: float, factor: float, fail_at: float | None = None
-) -> list[dict[str, Any]]:
+) -> list[RequestRow]:
     rows = []
     for i in range(300):  # one request every 100 ms for 30 s
         t = i * 100.0
@@ -37,7 +38,7 @@ def _rows(
     return rows
 
 
-def _judge(rows: list[dict[str, Any]], **plan: Any) -> dict[str, Any]:
+def _judge(rows: list[RequestRow], **plan: Any) -> FaultVerdict:
     ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
     (entry,) = judge_windows(FaultPlan(events=(ev,), **plan), [{}], rows, [])
     return entry

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.app.job import RunOptions
+from loadtest.app.options import RunOptions
 from loadtest.report.atomic import write_atomic
 from loadtest.report.compare import RunData, compare_runs, load_run
 

@@ -19,11 +19,12 @@ import io
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from loadtest.errors import UsageError
+from loadtest.model.summary import StatKey, Summary
+from loadtest.model.sweep import CapacityResult, SweepStep
 from loadtest.report.atomic import write_atomic
 
 __all__ = [
@@ -35,9 +36,6 @@ __all__ = [
     "render_capacity",
     "run_sweep",
 ]
-
-_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tool_call_ms")
-_PCTS = ("p50", "p95", "p99")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -68,35 +66,50 @@ def parse_steps(text: str, kind: str) -> tuple[float, ...]:
     return tuple(steps)
 
 
-def capacity_rows(
-    loads: Sequence[float], summaries: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[SweepStep]:
     """One flat row per step: load, throughput, goodput, error rate, percentiles."""
     rows = []
     for load, s in zip(loads, summaries, strict=True):
-        slo = s.get("slo", {})
+        slo = s["slo"]
         good = slo.get("goodput")
-        row: dict[str, Any] = {
-            "load": load,
-            "requests": s["requests"]["sent"],
-            "requests_per_s": s["throughput"]["requests_per_s"],
-            "output_tokens_per_s": s["throughput"]["output_tokens_per_s"],
-            "goodput_per_s": good["per_s"] if good else None,
-            "error_rate": s["requests"]["error_rate"],
-            "slo_met": slo.get("met", True),
-            "run_id": s["run"]["id"],
-        }
-        for m in _METRICS:
-            stats = s["metrics"].get(m, {})
-            for p in _PCTS:
-                row[f"{m}_{p}"] = stats.get(p)
-        rows.append(row)
+
+        def p(metric: str, pct: StatKey, s: Summary = s) -> float | None:
+            stats = s["metrics"].get(metric)
+            return None if stats is None else stats.get(pct)
+
+        rows.append(
+            SweepStep(
+                load=load,
+                requests=s["requests"]["sent"],
+                requests_per_s=s["throughput"]["requests_per_s"],
+                output_tokens_per_s=s["throughput"]["output_tokens_per_s"],
+                goodput_per_s=good["per_s"] if good else None,
+                error_rate=s["requests"]["error_rate"],
+                slo_met=slo["met"],
+                run_id=s["run"]["id"],
+                ttft_ms_p50=p("ttft_ms", "p50"),
+                ttft_ms_p95=p("ttft_ms", "p95"),
+                ttft_ms_p99=p("ttft_ms", "p99"),
+                tpot_ms_p50=p("tpot_ms", "p50"),
+                tpot_ms_p95=p("tpot_ms", "p95"),
+                tpot_ms_p99=p("tpot_ms", "p99"),
+                itl_ms_p50=p("itl_ms", "p50"),
+                itl_ms_p95=p("itl_ms", "p95"),
+                itl_ms_p99=p("itl_ms", "p99"),
+                e2e_ms_p50=p("e2e_ms", "p50"),
+                e2e_ms_p95=p("e2e_ms", "p95"),
+                e2e_ms_p99=p("e2e_ms", "p99"),
+                tool_call_ms_p50=p("tool_call_ms", "p50"),
+                tool_call_ms_p95=p("tool_call_ms", "p95"),
+                tool_call_ms_p99=p("tool_call_ms", "p99"),
+            )
+        )
     return rows
 
 
-def find_knee(rows: Sequence[dict[str, Any]], tolerance: float = 0.5) -> float | None:
+def find_knee(rows: Sequence[SweepStep], tolerance: float = 0.5) -> float | None:
     """The last load before median e2e latency exceeded (1 + tolerance) x its lowest."""
-    lat = [(r["load"], r.get("e2e_ms_p50")) for r in rows]
+    lat = [(r["load"], r["e2e_ms_p50"]) for r in rows]
     known = [v for _, v in lat if v is not None]
     if len(known) < 2:
         return None
@@ -109,7 +122,7 @@ def find_knee(rows: Sequence[dict[str, Any]], tolerance: float = 0.5) -> float |
     return knee
 
 
-def best_load(rows: Sequence[dict[str, Any]]) -> float | None:
+def best_load(rows: Sequence[SweepStep]) -> float | None:
     """The highest load whose step, and every step below it, met every SLO."""
     best = None
     for r in rows:
@@ -119,14 +132,14 @@ def best_load(rows: Sequence[dict[str, Any]]) -> float | None:
     return best
 
 
-def render_capacity(result: dict[str, Any]) -> str:
+def render_capacity(result: CapacityResult) -> str:
     """The capacity table as printed at the end of a sweep."""
     kind = result["kind"]
     cols = ("req/s", "tok/s", "good/s", "TTFT p95", "e2e p50", "e2e p99")
     head = f"{kind:>12}" + "".join(f"{c:>10}" for c in cols) + "  SLO"
     lines = [head, "-" * len(head)]
 
-    def f(v: Any) -> str:
+    def f(v: float | None) -> str:
         return f"{v:>10.1f}" if isinstance(v, int | float) else f"{'-':>10}"
 
     for r in result["steps"]:
@@ -144,7 +157,7 @@ def render_capacity(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_capacity(folder: Path, result: dict[str, Any]) -> None:
+def write_capacity(folder: Path, result: CapacityResult) -> None:
     """``capacity.json`` (everything) and ``capacity.csv`` (the table), atomically."""
     write_atomic(folder / "capacity.json", orjson.dumps(result, option=orjson.OPT_INDENT_2))
     text = io.StringIO(newline="")
@@ -159,8 +172,8 @@ def run_sweep(
     plan: SweepPlan,
     out: Path,
     name: str,
-    run_step: Callable[[float, Path], tuple[dict[str, Any], bool]],
-) -> tuple[dict[str, Any], Path, bool]:
+    run_step: Callable[[float, Path], tuple[Summary, bool]],
+) -> tuple[CapacityResult, Path, bool]:
     """Run every step through ``run_step(load, out_dir)``; returns (result, folder, stopped).
 
     A step stopped by Ctrl-C ends the sweep; the steps done so far are still written.
@@ -168,7 +181,7 @@ def run_sweep(
     folder = out / (time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-sweep-{name}")
     folder.mkdir(parents=True, exist_ok=True)
     loads: list[float] = []
-    summaries: list[dict[str, Any]] = []
+    summaries: list[Summary] = []
     stopped = False
     for i, load in enumerate(plan.steps):
         summary, interrupted = run_step(load, folder / f"step-{i:02d}-{load:g}")
@@ -178,7 +191,7 @@ def run_sweep(
             stopped = True
             break
     rows = capacity_rows(loads, summaries)
-    result = {
+    result: CapacityResult = {
         "kind": plan.kind,
         "steps": rows,
         "best_load": best_load(rows),

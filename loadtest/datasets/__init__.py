@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets.bfcl import load_bfcl
 from loadtest.datasets.conversations import load_conversations
@@ -129,9 +131,11 @@ def build_pool(
                 "loadtest.features.workload.workload_for, not a prompt pool"
             )
         prompts = load_source(spec, tokenizer)
-        if spec.max_tokens is not None:
-            from dataclasses import replace
-
+        if scenario.max_tokens_override:
+            # --max-tokens is the last word, over a prompt's own value too (and over an
+            # exact output length's min_tokens, which must not exceed it).
+            prompts = [_capped(p, scenario.max_tokens) for p in prompts]
+        elif spec.max_tokens is not None:
             prompts = [
                 p if p.max_tokens is not None else replace(p, max_tokens=spec.max_tokens)
                 for p in prompts
@@ -139,3 +143,10 @@ def build_pool(
         counts[f"{spec.kind}:{spec.category}"] = len(prompts)
         groups.append((spec.weight, prompts))
     return PromptPool(groups, scenario.seed), counts
+
+
+def _capped(p: Prompt, max_tokens: int) -> Prompt:
+    sampling = p.sampling
+    if sampling and "min_tokens" in sampling:
+        sampling = {**sampling, "min_tokens": max_tokens}
+    return replace(p, max_tokens=max_tokens, sampling=sampling)

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from loadtest.model.json import JsonObject
+from loadtest.model.summary import AgentBlock, ServerBlock
+from loadtest.model.verdict import FaultVerdict
 
 if TYPE_CHECKING:
     # Types only: features subclass ``RunHook`` from modules that the scenario's own
@@ -44,9 +46,9 @@ class CancelOrder:
 class HookResult:
     """What a hook hands to the run's outcome (``RunOutcome`` fields of the same names)."""
 
-    faults: tuple[JsonObject, ...] = ()
-    server: JsonObject | None = None
-    agent: JsonObject | None = None
+    faults: tuple[FaultVerdict, ...] = ()
+    server: ServerBlock | None = None
+    agent: AgentBlock | None = None
 
 
 class RunContext(Protocol):

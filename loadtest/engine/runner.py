@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import Prompt, PromptPool
@@ -27,12 +27,15 @@ from loadtest.engine.stop import StopState, decide, plan_stop
 from loadtest.measure.recorders import Metrics, Snapshot
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
+from loadtest.model.summary import AgentBlock, ServerBlock
+from loadtest.model.verdict import FaultVerdict
 from loadtest.transport.client import Client, ClientConfig
 
 __all__ = ["RunConfig", "RunOutcome", "Runner"]
 
 _perf = time.perf_counter_ns
 _H = TypeVar("_H", bound=RunHook)
+_T = TypeVar("_T")
 
 _PAUSE_POLL_NS = 50_000_000
 
@@ -66,11 +69,11 @@ class RunOutcome:
     duration_s: float
     measured_s: float
     interrupted: bool
-    faults: tuple[dict[str, Any], ...] = ()
+    faults: tuple[FaultVerdict, ...] = ()
     """One verdict entry per fault window (empty without a fault plan)."""
-    server: dict[str, Any] | None = None
+    server: ServerBlock | None = None
     """Scraped server metrics: acceptance rate and peaks (None when not scraped)."""
-    agent: dict[str, Any] | None = None
+    agent: AgentBlock | None = None
     """Task-level figures of an agent scenario (None otherwise)."""
 
 
@@ -393,5 +396,5 @@ class Runner:
             h.on_interval(interval, start_s, length_s)
 
 
-def _first_set(values: Iterable[JsonObject | None]) -> JsonObject | None:
+def _first_set(values: Iterable[_T | None]) -> _T | None:
     return next((v for v in values if v is not None), None)

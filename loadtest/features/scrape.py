@@ -12,11 +12,13 @@ import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
+
+from loadtest.model.summary import ServerBlock
 
 __all__ = ["FIELDS", "Scraper", "acceptance", "parse_metrics", "summarize_samples"]
 
@@ -80,23 +82,42 @@ def acceptance(first: dict[str, Any], last: dict[str, Any]) -> float | None:
     return accepted / drafted if drafted > 0 else None
 
 
-def summarize_samples(samples: list[dict[str, Any]]) -> dict[str, Any]:
+PeakKey = Literal[
+    "running_peak",
+    "waiting_peak",
+    "kv_cache_usage_peak",
+    "gpu_memory_mib_peak",
+    "gpu_power_w_peak",
+    "target_rss_mib_peak",
+]
+
+
+def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
     """Acceptance over the run and the peak of each gauge."""
     ok = [s for s in samples if s.get("ok")]
-    out: dict[str, Any] = {"samples": len(samples), "scraped": len(ok)}
+    out: ServerBlock = {"samples": len(samples), "scraped": len(ok)}
     if not ok:
         return out
     out["engine"] = ok[-1].get("engine")
     out["acceptance_rate"] = acceptance(ok[0], ok[-1])
-    for field in ("running", "waiting", "kv_cache_usage", "gpu_memory_mib", "gpu_power_w"):
-        values = [s[field] for s in ok if field in s]
-        if values:
-            out[f"{field}_peak"] = max(values)
-    rss = [s["target_rss_mib"] for s in samples if "target_rss_mib" in s]
-    if rss:
-        out["target_rss_mib_peak"] = max(rss)
+
+    def peak(field: str, rows: list[dict[str, Any]]) -> float | None:
+        return max((r[field] for r in rows if field in r), default=None)
+
+    peaks: tuple[tuple[PeakKey, float | None], ...] = (
+        ("running_peak", peak("running", ok)),
+        ("waiting_peak", peak("waiting", ok)),
+        ("kv_cache_usage_peak", peak("kv_cache_usage", ok)),
+        ("gpu_memory_mib_peak", peak("gpu_memory_mib", ok)),
+        ("gpu_power_w_peak", peak("gpu_power_w", ok)),
+        ("target_rss_mib_peak", peak("target_rss_mib", samples)),
+    )
+    for key, value in peaks:
+        if value is not None:
+            out[key] = value
     if "fallbacks" in ok[-1]:
-        out["fallbacks"] = ok[-1]["fallbacks"] - ok[0].get("fallbacks", 0)
+        # A count: the counter is parsed as a float, the summary prints it as one.
+        out["fallbacks"] = round(ok[-1]["fallbacks"] - ok[0].get("fallbacks", 0))
     return out
 
 

@@ -10,22 +10,26 @@ whatever the percentile says), per second: the throughput a user would call usef
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from loadtest.config.toml_tables import Table
 from loadtest.errors import UsageError
 from loadtest.model.record import CORRECTED, METRICS, RequestRecord
+from loadtest.model.verdict import SloBlock, SloCheck, SloVerdict
 
 __all__ = [
     "SLO_METRICS",
     "SLO_STATS",
     "SLOSpec",
     "Threshold",
+    "check",
     "evaluate",
     "parse_slo_flag",
     "parse_slo_table",
     "request_values",
+    "stat_of",
 ]
 
 SLO_METRICS = (
@@ -134,23 +138,27 @@ def parse_slo_flag(text: str) -> tuple[Threshold, ...]:
     return tuple(out)
 
 
-def evaluate(spec: SLOSpec, summary: dict[str, Any]) -> dict[str, Any]:
+def stat_of(metrics: Mapping[str, object], metric: str, stat: str) -> float | None:
+    """``metrics[metric][stat]`` as a number, or None where the run has no such value."""
+    block = metrics.get(metric)
+    v = block.get(stat) if isinstance(block, Mapping) else None
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def check(t: Threshold, value: float | None) -> SloCheck:
+    """One threshold judged against the run's value: the only place an SLO is judged."""
+    # A metric with no values (no tool calls at all) cannot be said to meet it.
+    met = value is not None and value <= t.limit
+    verdict: SloVerdict = "not_exercised" if value is None else "met" if met else "missed"
+    return {"slo": t.label, "limit": t.limit, "value": value, "met": met, "verdict": verdict}
+
+
+def evaluate(spec: SLOSpec, metrics: Mapping[str, object], error_rate: float) -> SloBlock:
     """The ``slo`` block of summary.json: one check per threshold, and whether all met."""
-    checks = []
-    for t in spec.thresholds:
-        if t.stat is None:
-            value = summary["requests"]["error_rate"]
-        else:
-            value = summary["metrics"].get(t.metric, {}).get(t.stat)
-        checks.append(
-            {
-                "slo": t.label,
-                "limit": t.limit,
-                "value": value,
-                # A metric with no values (no tool calls at all) cannot be said to meet it.
-                "met": value is not None and value <= t.limit,
-            }
-        )
+    checks = [
+        check(t, error_rate if t.stat is None else stat_of(metrics, t.metric, t.stat))
+        for t in spec.thresholds
+    ]
     return {"checks": checks, "met": all(c["met"] for c in checks)}
 
 

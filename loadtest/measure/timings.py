@@ -9,11 +9,10 @@ as the server counted it per response.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hdrh.histogram import HdrHistogram
 
 from loadtest.model.record import RequestRecord
+from loadtest.model.summary import ServerTimingsBlock
 
 __all__ = ["ServerTimings"]
 
@@ -54,7 +53,7 @@ class ServerTimings:
             self.draft_n += draft_n
             self.draft_accepted += accepted
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> ServerTimingsBlock | None:
         """The ``server_timings`` section of summary.json (None without any timings)."""
         if not self.responses:
             return None

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from loadtest.measure.recorders import Metrics
+from loadtest.model.io import dump_summary
+from loadtest.model.summary import Summary
 from loadtest.report.atomic import write_atomic
 from loadtest.report.summary import PERCENTILES
 
@@ -18,7 +18,11 @@ __all__ = ["write_results"]
 _CSV_STATS = ("count", "min", "mean", *(k for k, _ in PERCENTILES), "max")
 
 
-def write_results(run_dir: Path, summary: dict[str, Any], metrics: Metrics) -> list[Path]:
+def _cell(stats: Mapping[str, object], key: str) -> object:
+    return stats.get(key, "")
+
+
+def write_results(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:
     """Write the end-of-run files beside ``requests.jsonl`` and ``histograms.hlog``.
 
     Each is written atomically, and summary.json last: its presence means the run's
@@ -39,8 +43,7 @@ def write_results(run_dir: Path, summary: dict[str, Any], metrics: Metrics) -> l
     rows += [(cat, block["metrics"]) for cat, block in summary["by_category"].items()]
     for cat, block in rows:
         for metric, stats in block.items():
-            w.writerow([cat, metric, *(stats.get(k, "") for k in _CSV_STATS)])
+            w.writerow([cat, metric, *(_cell(stats, k) for k in _CSV_STATS)])
     written.append(write_atomic(run_dir / "summary.csv", text.getvalue()))
-    summary_bytes = orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-    written.append(write_atomic(run_dir / "summary.json", summary_bytes))
+    written.append(write_atomic(run_dir / "summary.json", dump_summary(summary)))
     return written

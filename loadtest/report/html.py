@@ -19,6 +19,10 @@ from hdrh.histogram import HdrHistogram
 
 from loadtest.errors import UsageError
 from loadtest.measure.recorders import new_histogram
+from loadtest.model.io import load_capacity, load_summary
+from loadtest.model.json import JsonObject
+from loadtest.model.summary import StatKey, Summary
+from loadtest.model.sweep import CapacityResult
 from loadtest.report.atomic import write_atomic
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
@@ -79,7 +83,7 @@ class _Page:
         )
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> JsonObject:
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
@@ -89,10 +93,10 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-_STATS = ("count", "p50", "p90", "p95", "p99", "max")
+_STATS: tuple[StatKey, ...] = ("count", "p50", "p90", "p95", "p99", "max")
 
 
-def _run_section(page: _Page, folder: Path, summary: dict[str, Any]) -> None:
+def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
     run, req = summary["run"], summary["requests"]
     page.add(
         _table(
@@ -101,8 +105,8 @@ def _run_section(page: _Page, folder: Path, summary: dict[str, Any]) -> None:
                 ("scenario", run["scenario"]),
                 ("endpoint", run["endpoint"]),
                 ("model", run["model"]),
-                ("started", run.get("started_at")),
-                ("measured seconds", run.get("measured_s")),
+                ("started", run["started_at"]),
+                ("measured seconds", run["measured_s"]),
                 (
                     "sent / ok / failed / cancelled",
                     f"{req['sent']} / {req['ok']} / {req['failed']} / {req['cancelled']}",
@@ -113,12 +117,10 @@ def _run_section(page: _Page, folder: Path, summary: dict[str, Any]) -> None:
             ],
         )
     )
-    rows = [
-        (m, *(s.get(k) for k in _STATS)) for m, s in summary["metrics"].items() if s.get("count")
-    ]
+    rows = [(m, *(s.get(k) for k in _STATS)) for m, s in summary["metrics"].items() if s["count"]]
     page.add("<h2>Latency (ms)</h2>" + _table(("metric", *_STATS), rows))
-    slo = summary.get("slo") or {}
-    if slo.get("checks"):
+    slo = summary["slo"]
+    if slo["checks"]:
         checks = [(c["slo"], c["limit"], c["value"], _met(c["met"])) for c in slo["checks"]]
         body = _table(("objective", "limit", "value", "met"), checks)
         page.add("<h2>SLOs</h2>" + _unescape_marks(body))
@@ -132,16 +134,16 @@ def _run_section(page: _Page, folder: Path, summary: dict[str, Any]) -> None:
     if faults:
         frows = [
             (
-                f.get("name") or f["kind"],
+                f["name"] or f["kind"],
                 f["kind"],
                 f["start_s"],
                 f["end_s"],
-                (f.get("before") or {}).get("ttft_p95_ms"),
-                (f.get("during") or {}).get("ttft_p95_ms"),
-                (f.get("after") or {}).get("ttft_p95_ms"),
-                f.get("recovery_s"),
+                f["before"]["ttft_p95_ms"],
+                f["during"]["ttft_p95_ms"],
+                f["after"]["ttft_p95_ms"],
+                f["recovery_s"],
                 f["verdict"],
-                f.get("reason"),
+                f["reason"],
             )
             for f in faults
         ]
@@ -183,7 +185,7 @@ def _merged(hlogs: Sequence[Path], metric: str) -> HdrHistogram:
     return total
 
 
-def _sweep_section(page: _Page, folder: Path, result: dict[str, Any]) -> None:
+def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
     rows = [
         (
             r["load"],
@@ -223,7 +225,7 @@ def _sweep_section(page: _Page, folder: Path, result: dict[str, Any]) -> None:
     page.plot(percentile_figure(hists, "ttft_ms"), "ttft-percentiles", "TTFT per step")
 
 
-def _comparison_section(page: _Page, folder: Path, c: dict[str, Any]) -> None:
+def _comparison_section(page: _Page, folder: Path, c: JsonObject) -> None:
     from loadtest.report.compare import SIDE_FIELDS
 
     a, b = c["a"], c["b"]
@@ -277,7 +279,7 @@ def write_report(path: str | Path, out: str | Path | None = None) -> Path:
     folder = Path(path)
     target = Path(out) if out else folder / "report.html"
     if (folder / "capacity.json").exists():
-        result = _load(folder / "capacity.json")
+        result = load_capacity(folder / "capacity.json")
         title = f"Capacity sweep: {folder.name}"
         page = _Page(folder, title)
         _sweep_section(page, folder, result)
@@ -289,7 +291,7 @@ def write_report(path: str | Path, out: str | Path | None = None) -> Path:
         page = _Page(folder, title)
         _comparison_section(page, folder, c)
     elif (folder / "summary.json").exists():
-        summary = _load(folder / "summary.json")
+        summary = load_summary(folder / "summary.json")
         title = f"Run {summary['run']['id']}"
         page = _Page(folder, title)
         _run_section(page, folder, summary)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -20,6 +19,9 @@ matplotlib.use("Agg")  # never a window: reports are written from terminals and 
 import matplotlib.pyplot as plt
 from hdrh.histogram import HdrHistogram
 from matplotlib.figure import Figure
+
+from loadtest.model.sweep import CapacityResult, step_stat
+from loadtest.model.verdict import FaultVerdict
 
 __all__ = ["capacity_figure", "percentile_figure", "save_figure", "timeline_figure"]
 
@@ -37,7 +39,7 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
 
 
 def capacity_figure(
-    result: dict[str, Any], metrics: Sequence[str] = ("ttft_ms", "e2e_ms")
+    result: CapacityResult, metrics: Sequence[str] = ("ttft_ms", "e2e_ms")
 ) -> Figure:
     """p50 and p95 of ``metrics`` against achieved requests/s, one point per sweep step."""
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False)
@@ -45,20 +47,21 @@ def capacity_figure(
     x = [r["requests_per_s"] for r in rows]
     for ax, m in zip(axes[0], metrics, strict=True):
         for p, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
-            y = [r.get(f"{m}_{p}") for r in rows]
+            y = [step_stat(r, m, p) for r in rows]
             pts = [(a, b) for a, b in zip(x, y, strict=True) if b is not None]
             if pts:
                 ax.plot(*zip(*pts, strict=True), style, label=p)
         for r in rows:
-            if r.get(f"{m}_p50") is not None:
+            p50 = step_stat(r, m, "p50")
+            if p50 is not None:
                 ax.annotate(
                     f"{r['load']:g}",
-                    (r["requests_per_s"], r[f"{m}_p50"]),
+                    (r["requests_per_s"], p50),
                     fontsize=8,
                     textcoords="offset points",
                     xytext=(3, 3),
                 )
-        if result.get("knee") is not None:
+        if result["knee"] is not None:
             knee = next(r for r in rows if r["load"] == result["knee"])
             ax.axvline(knee["requests_per_s"], color="grey", linestyle=":", label="knee")
         ax.set_xlabel("achieved requests/s")
@@ -100,7 +103,7 @@ def percentile_figure(hists: dict[str, HdrHistogram], metric: str) -> Figure:
 
 def timeline_figure(
     intervals: dict[str, list[tuple[float, float, HdrHistogram]]],
-    faults: Sequence[dict[str, Any]] = (),
+    faults: Sequence[FaultVerdict] = (),
 ) -> Figure:
     """Completed requests/s and TTFT p95 per interval, fault windows shaded."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
@@ -122,7 +125,7 @@ def timeline_figure(
         for ax in (top, bottom):
             ax.axvspan(f["start_s"], f["end_s"], color="orange", alpha=0.2)
         top.annotate(
-            f"{f.get('name') or f['kind']}: {f.get('verdict', '')}",
+            f"{f['name'] or f['kind']}: {f['verdict']}",
             (f["start_s"], 0),
             xycoords=("data", "axes fraction"),
             fontsize=8,

@@ -3,51 +3,70 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
 
 from hdrh.histogram import HdrHistogram
 
 from loadtest.config.scenario import Scenario
 from loadtest.measure.recorders import Metrics, MetricSet
-from loadtest.measure.slo import evaluate
+from loadtest.measure.slo import SLOSpec, evaluate, stat_of
 from loadtest.model.record import ERROR_CLASSES
+from loadtest.model.summary import (
+    AgentBlock,
+    MetricStats,
+    RequestsBlock,
+    RunBlock,
+    RunExtra,
+    ServerBlock,
+    Summary,
+)
+from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
 
 __all__ = [
     "BUSY_MS",
+    "DRIVER_METRICS",
     "PERCENTILES",
     "SCHEMA_VERSION",
     "build_summary",
     "driver_health",
+    "error_rate",
+    "judge_run",
     "metric_stats",
+    "metrics_block",
 ]
 
 SCHEMA_VERSION = 1
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
 
 
-def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> dict[str, Any]:
+def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> MetricStats:
     """count/min/mean/p50/p90/p95/p99/p999/max of one histogram, in ms (``scale`` µs)."""
     n = hist.get_total_count()
     if n == 0:
         return {"count": 0}
-    out: dict[str, Any] = {
+    p = {key: round(hist.get_value_at_percentile(q) / scale, 3) for key, q in PERCENTILES}
+    return {
         "count": n,
         "min": round(hist.get_min_value() / scale, 3),
         # The running sum is exact; HdrHistogram's own mean is slow and bucketed.
         "mean": round(total_us / n / scale, 3),
+        "p50": p["p50"],
+        "p90": p["p90"],
+        "p95": p["p95"],
+        "p99": p["p99"],
+        "p999": p["p999"],
+        "max": round(hist.get_max_value() / scale, 3),
     }
-    for key, q in PERCENTILES:
-        out[key] = round(hist.get_value_at_percentile(q) / scale, 3)
-    out["max"] = round(hist.get_max_value() / scale, 3)
-    return out
 
 
 BUSY_MS = 5.0
 """A p99 dispatch or client lag above this says the driver, not only the endpoint, was
 measured: its loop was too busy to send on time or to read what had arrived."""
+DRIVER_METRICS = ("client_lag_ms", "dispatch_lag_ms", "itl_ms")
+"""The metrics ``driver_health`` reads."""
 
 
-def driver_health(metrics: dict[str, Any], kernel_share: float | None = None) -> dict[str, Any]:
+def driver_health(metrics: Mapping[str, object], kernel_share: float | None = None) -> DriverHealth:
     """Whether loadtest itself kept up, from the ``metrics`` block of a summary.
 
     ``kernel_share`` is the share of measured requests whose arrivals the kernel
@@ -57,11 +76,11 @@ def driver_health(metrics: dict[str, Any], kernel_share: float | None = None) ->
     Elsewhere any client lag over ``BUSY_MS`` is in the token times. A busy loop also
     sends late, which the dispatch lag shows either way.
     """
-    client = metrics.get("client_lag_ms", {}).get("p99")
-    dispatch = metrics.get("dispatch_lag_ms", {}).get("p99")
+    client = stat_of(metrics, "client_lag_ms", "p99")
+    dispatch = stat_of(metrics, "dispatch_lag_ms", "p99")
     bar: float | None = BUSY_MS
     if kernel_share is not None and kernel_share >= 1.0:
-        gap = metrics.get("itl_ms", {}).get("p50")
+        gap = stat_of(metrics, "itl_ms", "p50")
         bar = None if gap is None else max(BUSY_MS, gap / 2)
     busy = (client is not None and bar is not None and client > bar) or (
         dispatch is not None and dispatch > BUSY_MS
@@ -84,17 +103,54 @@ def driver_health(metrics: dict[str, Any], kernel_share: float | None = None) ->
 _NOT_LATENCY = ("tokens_per_chunk", "task_steps", "task_retries")
 
 
-def _metric_block(ms: MetricSet) -> dict[str, Any]:
-    out = {}
-    for name, hist in ms.hists.items():
-        if name in _NOT_LATENCY:
-            continue
-        out[name] = metric_stats(hist, ms.sums[name])
-    return out
+def metrics_block(ms: MetricSet, names: Collection[str] | None = None) -> dict[str, MetricStats]:
+    """The latency stats of ``ms`` (only ``names`` when given: the dashboard's cheap path)."""
+    return {
+        name: metric_stats(hist, ms.sums[name])
+        for name, hist in ms.hists.items()
+        if name not in _NOT_LATENCY and (names is None or name in names)
+    }
 
 
-def _tokens_per_chunk(ms: MetricSet) -> dict[str, Any]:
+def _tokens_per_chunk(ms: MetricSet) -> MetricStats:
     return metric_stats(ms.hists["tokens_per_chunk"], ms.sums["tokens_per_chunk"], scale=1e3)
+
+
+def error_rate(metrics: Metrics) -> float:
+    """Failed requests over sent ones (0 when none was sent)."""
+    sent = metrics.sent
+    return round(metrics.outcomes["failed"] / sent, 6) if sent else 0.0
+
+
+def judge_run(
+    metrics: Metrics,
+    spec: SLOSpec,
+    measured_s: float,
+    block: Mapping[str, MetricStats] | None = None,
+) -> tuple[DriverHealth, SloBlock]:
+    """The driver's health and the SLO checks of a run: the one place both are judged.
+
+    The summary passes its full ``metrics`` block; the dashboard passes none and gets
+    the few histograms the two verdicts read (percentiles cost time on the event loop).
+    Both read the same histograms the same way, so the dashboard's final frame and
+    summary.json agree.
+    """
+    if block is None:
+        names = {*DRIVER_METRICS, *(t.metric for t in spec.thresholds if t.stat)}
+        block = metrics_block(metrics.total, names)
+    kernel_share = metrics.kernel_stamped / metrics.measured_ok if metrics.measured_ok else None
+    driver = driver_health(block, kernel_share)
+    slo = evaluate(spec, block, error_rate(metrics))
+    if metrics.goodput_limits:
+        slo["goodput"] = {
+            "limits": metrics.goodput_limits,
+            "requests": metrics.goodput,
+            "per_s": round(metrics.goodput / measured_s, 3) if measured_s > 0 else 0.0,
+            "share": round(metrics.goodput / metrics.measured_ok, 4)
+            if metrics.measured_ok
+            else 0.0,
+        }
+    return driver, slo
 
 
 def build_summary(
@@ -109,51 +165,66 @@ def build_summary(
     measured_s: float,
     interrupted: bool,
     prompts: dict[str, int],
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The whole summary document; its schema is documented in the README."""
+    extra: RunExtra | None = None,
+    faults: Sequence[FaultVerdict] = (),
+    server: ServerBlock | None = None,
+    agent: AgentBlock | None = None,
+    stale_retries: int | None = None,
+) -> Summary:
+    """The whole summary document; its schema is ``docs/summary.schema.json``."""
     load = scenario.load
-    ok = metrics.outcomes["ok"]
     sent = metrics.sent
-    errors = {k: metrics.errors[k] for k in ERROR_CLASSES if metrics.errors[k]}
     tool = metrics.tool_stats
-    summary: dict[str, Any] = {
+    block = metrics_block(metrics.total)
+    driver, slo = judge_run(metrics, scenario.slo, measured_s, block)
+    run: RunBlock = {
+        "id": run_id,
+        "scenario": scenario.name,
+        "scenario_path": scenario.path,
+        "endpoint": endpoint,
+        "model": model,
+        "api": scenario.api,
+        "stream": scenario.stream,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_wall)),
+        "duration_s": round(duration_s, 3),
+        "measured_s": round(measured_s, 3),
+        "interrupted": interrupted,
+        "load": {
+            "mode": load.mode,
+            "concurrency": load.concurrency,
+            "rate": load.rate if load.mode != "closed" else None,
+            "burstiness": load.burstiness if load.mode == "gamma" else None,
+            "duration_s": load.duration_s,
+            "requests": load.requests,
+            "warmup_s": load.warmup_s,
+        },
+        "prompts": prompts,
+        "seed": scenario.seed,
+    }
+    extra = extra or {}
+    if "prompt_load_s" in extra:
+        run["prompt_load_s"] = extra["prompt_load_s"]
+    if "target_time_to_ready_s" in extra:
+        run["target_time_to_ready_s"] = extra["target_time_to_ready_s"]
+    if "workers" in extra:
+        run["workers"] = extra["workers"]
+    requests: RequestsBlock = {
+        "sent": sent,
+        "ok": metrics.outcomes["ok"],
+        "failed": metrics.outcomes["failed"],
+        "cancelled": metrics.outcomes["cancelled"],
+        "warmup": metrics.warmup_requests,
+        "errors": {k: metrics.errors[k] for k in ERROR_CLASSES if metrics.errors[k]},
+        "error_rate": error_rate(metrics),
+        "tokens_estimated": metrics.estimated_token_requests,
+    }
+    if stale_retries is not None:
+        requests["resent_stale_connection"] = stale_retries
+    summary: Summary = {
         "schema": SCHEMA_VERSION,
-        "run": {
-            "id": run_id,
-            "scenario": scenario.name,
-            "scenario_path": scenario.path,
-            "endpoint": endpoint,
-            "model": model,
-            "api": scenario.api,
-            "stream": scenario.stream,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_wall)),
-            "duration_s": round(duration_s, 3),
-            "measured_s": round(measured_s, 3),
-            "interrupted": interrupted,
-            "load": {
-                "mode": load.mode,
-                "concurrency": load.concurrency,
-                "rate": load.rate if load.mode != "closed" else None,
-                "burstiness": load.burstiness if load.mode == "gamma" else None,
-                "duration_s": load.duration_s,
-                "requests": load.requests,
-                "warmup_s": load.warmup_s,
-            },
-            "prompts": prompts,
-            "seed": scenario.seed,
-        },
-        "requests": {
-            "sent": sent,
-            "ok": ok,
-            "failed": metrics.outcomes["failed"],
-            "cancelled": metrics.outcomes["cancelled"],
-            "warmup": metrics.warmup_requests,
-            "errors": errors,
-            "error_rate": round(metrics.outcomes["failed"] / sent, 6) if sent else 0.0,
-            "tokens_estimated": metrics.estimated_token_requests,
-        },
-        "metrics": _metric_block(metrics.total),
+        "run": run,
+        "requests": requests,
+        "metrics": block,
         "tokens_per_chunk": _tokens_per_chunk(metrics.total),
         "throughput": {
             "requests_per_s": round(metrics.measured_ok / measured_s, 3) if measured_s > 0 else 0.0,
@@ -169,23 +240,16 @@ def build_summary(
             "correct": tool["correct"],
         },
         "by_category": {
-            cat: {"metrics": _metric_block(ms), "tokens_per_chunk": _tokens_per_chunk(ms)}
+            cat: {"metrics": metrics_block(ms), "tokens_per_chunk": _tokens_per_chunk(ms)}
             for cat, ms in sorted(metrics.by_category.items())
         },
         "out_of_range_values": metrics.total.out_of_range,
+        "driver": driver,
+        "slo": slo,
+        "faults": list(faults),
+        "server": server,
+        "server_timings": metrics.server_timings.summary(),
     }
-    kernel_share = metrics.kernel_stamped / metrics.measured_ok if metrics.measured_ok else None
-    summary["driver"] = driver_health(summary["metrics"], kernel_share)
-    summary["slo"] = evaluate(scenario.slo, summary)
-    if metrics.goodput_limits:
-        summary["slo"]["goodput"] = {
-            "limits": metrics.goodput_limits,
-            "requests": metrics.goodput,
-            "per_s": round(metrics.goodput / measured_s, 3) if measured_s > 0 else 0.0,
-            "share": round(metrics.goodput / metrics.measured_ok, 4)
-            if metrics.measured_ok
-            else 0.0,
-        }
-    if extra:
-        summary.update(extra)
+    if agent is not None:
+        summary["agent"] = agent
     return summary

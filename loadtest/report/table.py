@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Literal
 
-__all__ = ["render_agent", "render_faults", "render_table"]
+from loadtest.model.summary import AgentBlock, StatKey, Summary
+from loadtest.model.verdict import FaultVerdict
+
+__all__ = ["fault_figures", "render_agent", "render_faults", "render_table"]
 
 
-def render_agent(agent: dict[str, Any]) -> str:
+def render_agent(agent: AgentBlock) -> str:
     """Task outcomes, steps, retries and where task time went, as text."""
     rate = agent["completion_rate"]
     lines = [
@@ -19,21 +23,36 @@ def render_agent(agent: dict[str, Any]) -> str:
         * bool(agent["errors"]),
     ]
     steps, retries = agent["steps"], agent["retries"]
-    if steps.get("count"):
+    if steps["count"]:
         lines.append(
-            f"steps per task: mean {steps['mean']:.1f}  max {steps['max']:.0f}   "
-            f"retries per task: mean {retries['mean']:.2f}  max {retries['max']:.0f}"
+            f"steps per task: mean {steps.get('mean', 0):.1f}  max {steps.get('max', 0):.0f}   "
+            f"retries per task: mean {retries.get('mean', 0):.2f}  "
+            f"max {retries.get('max', 0):.0f}"
         )
-    if agent.get("validity_rate") is not None:
-        lines.append(f"valid calls: {agent['validity_rate']:.1%} of responses with calls")
-    if agent.get("expected_match_rate") is not None:
-        lines.append(f"calls matching the expected function: {agent['expected_match_rate']:.1%}")
-    shares = agent.get("time_shares") or {}
+    validity, expected = agent["validity_rate"], agent["expected_match_rate"]
+    if validity is not None:
+        lines.append(f"valid calls: {validity:.1%} of responses with calls")
+    if expected is not None:
+        lines.append(f"calls matching the expected function: {expected:.1%}")
+    shares = agent["time_shares"]
     if shares:
-        parts = "  ".join(f"{p} {v['p50']:.1%}/{v['p95']:.1%}" for p, v in shares.items())
+        parts = "  ".join(
+            f"{p} {v.get('p50', 0):.1%}/{v.get('p95', 0):.1%}" for p, v in shares.items()
+        )
         lines.append(f"share of task time (p50/p95): {parts}")
     return "\n".join(lines)
 
+
+FigureKey = Literal[
+    "injected_cancels",
+    "cancel_close_p50_ms",
+    "settled_s",
+    "time_to_ready_s",
+    "time_to_first_token_s",
+    "caught_in_flight",
+    "fallbacks",
+    "recovery_s",
+]
 
 _ROWS = (
     ("TTFT", "ttft_ms"),
@@ -48,10 +67,10 @@ _ROWS = (
     ("dispatch lag", "dispatch_lag_ms"),
     ("client lag (reading)", "client_lag_ms"),
 )
-_COLS = ("count", "p50", "p90", "p99", "p999", "max")
+_COLS: tuple[StatKey, ...] = ("count", "p50", "p90", "p99", "p999", "max")
 
 
-def render_table(summary: dict[str, Any]) -> str:
+def render_table(summary: Summary) -> str:
     """Requests, throughput and the latency percentiles of a summary, as text."""
     r = summary["requests"]
     t = summary["throughput"]
@@ -69,11 +88,13 @@ def render_table(summary: dict[str, Any]) -> str:
         f"throughput: {t['requests_per_s']:.2f} req/s  {t['output_tokens_per_s']:.1f} "
         f"output tokens/s over {run['measured_s']:.1f} s",
     ]
-    tpc = summary.get("tokens_per_chunk", {})
-    if tpc.get("count"):
-        lines.append(f"tokens per chunk: mean {tpc['mean']:.2f}  p50 {tpc['p50']:.2f}")
-    tc = summary.get("tool_calls", {})
-    if tc.get("responses_with_calls"):
+    tpc = summary["tokens_per_chunk"]
+    if tpc["count"]:
+        lines.append(
+            f"tokens per chunk: mean {tpc.get('mean', 0):.2f}  p50 {tpc.get('p50', 0):.2f}"
+        )
+    tc = summary["tool_calls"]
+    if tc["responses_with_calls"]:
         lines.append(
             f"tool calls: {tc['valid']}/{tc['responses_with_calls']} valid, "
             f"{tc['correct']}/{tc['judged']} match the expected answer"
@@ -82,16 +103,19 @@ def render_table(summary: dict[str, Any]) -> str:
     lines += ["", head, "-" * len(head)]
     metrics = summary["metrics"]
     for label, key in _ROWS:
-        stats = metrics.get(key, {})
-        if not stats.get("count"):
+        stats = metrics.get(key)
+        if not stats or not stats["count"]:
             continue
-        cells = "".join(f"{stats[c]:>10}" if c == "count" else f"{stats[c]:>10.2f}" for c in _COLS)
+        cells = "".join(
+            f"{stats.get(c):>10}" if c == "count" else f"{stats.get(c, 0.0):>10.2f}" for c in _COLS
+        )
         lines.append(f"{label:<26}{cells}")
-    advice = summary.get("driver", {}).get("advice")
+    driver = summary.get("driver")
+    advice = driver["advice"] if driver else None
     if advice:
         lines.append(f"warning: {advice}")
-    slo = summary.get("slo", {})
-    for check in slo.get("checks", []):
+    slo = summary["slo"]
+    for check in slo["checks"]:
         mark = "met" if check["met"] else "MISSED"
         lines.append(f"SLO {check['slo']} <= {check['limit']:g}: {check['value']} {mark}")
     good = slo.get("goodput")
@@ -107,7 +131,29 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-def render_faults(faults: list[dict[str, Any]]) -> str:
+_FIGURES: tuple[FigureKey, ...] = (
+    "injected_cancels",
+    "cancel_close_p50_ms",
+    "settled_s",
+    "time_to_ready_s",
+    "time_to_first_token_s",
+    "caught_in_flight",
+    "fallbacks",
+    "recovery_s",
+)
+
+
+def fault_figures(f: FaultVerdict) -> list[str]:
+    """``name value`` of each figure a window has: counts as ints, times as they are."""
+    out = []
+    for k in _FIGURES:
+        v = f.get(k)
+        if v is not None:
+            out.append(f"{k} {v}")
+    return out
+
+
+def render_faults(faults: Sequence[FaultVerdict]) -> str:
     """One block per fault window: verdict, reason and before/during/after latency."""
     lines = ["", "faults"]
     for f in faults:
@@ -121,24 +167,12 @@ def render_faults(faults: list[dict[str, Any]]) -> str:
             f"{_ms(d['ttft_p95_ms'])} / {_ms(a['ttft_p95_ms'])}   TPOT p95 "
             f"{_ms(b['tpot_p95_ms'])} / {_ms(d['tpot_p95_ms'])} / {_ms(a['tpot_p95_ms'])}"
         )
-        acc = f.get("acceptance", {})
-        if any(v is not None for v in acc.values()):
-            cells = " / ".join("-" if v is None else f"{v:.2f}" for v in acc.values())
+        acc = f["acceptance"]
+        rates = (acc["before"], acc["during"], acc["after"])
+        if any(v is not None for v in rates):
+            cells = " / ".join("-" if v is None else f"{v:.2f}" for v in rates)
             lines.append(f"    draft acceptance before/during/after {cells}")
-        extra = [
-            f"{k} {f[k]}"
-            for k in (
-                "injected_cancels",
-                "cancel_close_p50_ms",
-                "settled_s",
-                "time_to_ready_s",
-                "time_to_first_token_s",
-                "caught_in_flight",
-                "fallbacks",
-                "recovery_s",
-            )
-            if f.get(k) is not None
-        ]
+        extra = fault_figures(f)
         if extra:
             lines.append("    " + "  ".join(extra))
     return "\n".join(lines)

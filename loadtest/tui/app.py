@@ -30,6 +30,7 @@ from loadtest.tui.frame import (
     render_header,
     render_histogram,
     render_server,
+    render_verdicts,
 )
 from loadtest.tui.sources import LiveSource, ReplaySource
 
@@ -66,6 +67,7 @@ class Dashboard(App[None]):
     #histogram { width: 1fr; border: round $accent; padding: 0 1; }
     #faults { height: auto; max-height: 8; border: round $accent; padding: 0 1; }
     #server { height: 3; border: round $accent; padding: 0 1; }
+    #verdicts { height: auto; max-height: 6; border: round $accent; padding: 0 1; }
     #help { height: auto; display: none; background: $panel; padding: 0 1; }
     #help.shown { display: block; }
     """
@@ -131,6 +133,7 @@ class Dashboard(App[None]):
                     yield Sparkline([0.0], id="ttft")
                 yield Static("", id="histogram")
             yield Static("", id="faults")
+            yield Static("", id="verdicts")
             yield Static("", id="server")
         yield Footer()
 
@@ -155,8 +158,12 @@ class Dashboard(App[None]):
         assert self._prepare is not None
         try:
             self.runner = await self._prepare()
-            self.source = LiveSource(self.runner)
+            live = LiveSource(self.runner)
+            self.source = live
             self.outcome = await self.runner.run()
+            # The last frame shows the final verdicts: those the summary prints.
+            live.finish(self.outcome)
+            self.refresh_view()
         except BaseException as exc:  # shown after the app closes
             self.error = exc
         finally:
@@ -190,6 +197,7 @@ class Dashboard(App[None]):
         width = max(8, self.query_one("#histogram", Static).size.width - 30)
         self._text("#histogram", render_histogram(f, width))
         self._text("#faults", render_faults(f))
+        self._text("#verdicts", render_verdicts(f))
         self._text("#server", render_server(f))
 
     def _changed(self, key: str, value: object) -> bool:

@@ -8,17 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from loadtest.features.faults.verdict import after_span_s
 from loadtest.measure.recorders import bucket_arrays
+from loadtest.model.json import JsonObject
+from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
+from loadtest.report.table import fault_figures
 
 __all__ = [
     "DASH_METRICS",
     "FaultRow",
     "Frame",
+    "RunVerdicts",
+    "fault_row",
+    "fault_rows",
     "log_buckets",
     "percentile_rows",
     "progress",
@@ -27,6 +33,7 @@ __all__ = [
     "render_header",
     "render_histogram",
     "render_server",
+    "render_verdicts",
 ]
 
 DASH_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms", "client_lag_ms")
@@ -47,6 +54,36 @@ class FaultRow:
     """``upcoming``, ``active``, ``recovering`` (its after-phase runs) or ``ended``."""
     verdict: str | None = None
     reason: str | None = None
+    figures: tuple[str, ...] = ()
+    """``name value`` of the window's figures, as the printed summary shows them."""
+    provisional: bool = False
+    """The verdict of the rows so far: the run goes on, the final one may differ."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunVerdicts:
+    """The SLO checks and the driver's health, as ``report.summary.judge_run`` says."""
+
+    slo: SloBlock
+    driver: DriverHealth | None
+    """None in summaries written before the driver was judged."""
+    provisional: bool = False
+
+
+def fault_row(entry: FaultVerdict, state: str, provisional: bool, shown: bool) -> FaultRow:
+    """The timeline row of a judged window (``judge_windows``' entry, or the summary's);
+    its verdict and figures only when ``shown``."""
+    return FaultRow(
+        entry["name"] or entry["kind"],
+        entry["kind"],
+        entry["start_s"],
+        entry["end_s"],
+        state,
+        entry["verdict"] if shown else None,
+        entry["reason"] if shown else None,
+        tuple(fault_figures(entry)) if shown else (),
+        provisional and shown,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +112,8 @@ class Frame:
     tok_rate: tuple[float, ...] = ()
     ttft_p95: tuple[float, ...] = ()
     faults: tuple[FaultRow, ...] = ()
-    server: Mapping[str, Any] | None = None
+    server: JsonObject | None = None
+    verdicts: RunVerdicts | None = None
 
 
 def percentile_rows(hists: Mapping[str, HdrHistogram]) -> tuple[PercentileRow, ...]:
@@ -194,11 +232,36 @@ def render_faults(f: Frame) -> str:
     lines = []
     for w in f.faults:
         verdict = f"  {w.verdict.upper()}" if w.verdict else ""
+        if w.verdict and w.provisional:
+            verdict += " (so far)"
         lines.append(
             f"{w.name:<18} {w.kind:<10} {w.start_s:6.1f}-{w.end_s:<6.1f}s {w.state:<10}{verdict}"
         )
         if w.reason and w.verdict:
             lines.append(f"    {w.reason}")
+        if w.figures:
+            lines.append("    " + "  ".join(w.figures))
+    return "\n".join(lines)
+
+
+def render_verdicts(f: Frame) -> str:
+    """The SLO checks, goodput and whether the driver kept up, as the summary says them."""
+    v = f.verdicts
+    if v is None:
+        return "SLOs and driver: not judged yet"
+    so_far = " (so far)" if v.provisional else ""
+    lines = []
+    for c in v.slo["checks"]:
+        value = "-" if c["value"] is None else f"{c['value']:g}"
+        mark = "met" if c["met"] else "MISSED"
+        lines.append(f"SLO {c['slo']} <= {c['limit']:g}: {value} {mark}{so_far}")
+    good = v.slo.get("goodput")
+    if good:
+        lines.append(f"goodput: {good['requests']} requests ({good['share']:.0%} of ok){so_far}")
+    if not lines:
+        lines.append("no SLOs set")
+    if v.driver is not None:
+        lines.append(f"driver: {'BUSY' if v.driver['busy'] else 'kept up'}{so_far}")
     return "\n".join(lines)
 
 
@@ -211,7 +274,6 @@ def render_server(f: Frame) -> str:
         ("running", "running"),
         ("waiting", "waiting"),
         ("kv_cache_usage", "KV cache use"),
-        ("fallbacks", "draft fallbacks"),
         ("target_rss_mib", "target RSS MiB"),
         ("gpu_power_w", "GPU power W"),
     )
@@ -221,6 +283,24 @@ def render_server(f: Frame) -> str:
         if v is not None:
             parts.append(f"{label} {v:.3g}" if isinstance(v, float) else f"{label} {v}")
     return "   ".join(parts) or "no server metrics scraped"
+
+
+def fault_rows(
+    entries: Sequence[FaultVerdict], now_s: float, provisional: bool
+) -> tuple[FaultRow, ...]:
+    """Timeline rows of judged windows as of ``now_s``: the state from the same after-phase
+    the verdicts use, the verdict as the judge gave it.
+
+    A provisional verdict (live) shows from the window's start; a final one replayed
+    shows once its window has ended, as it would have appeared.
+    """
+    rows = []
+    for e in entries:
+        start, end = e["start_s"], e["end_s"]
+        state = fault_state(start, end, after_span_s(start, end), now_s)
+        shown = state != "upcoming" if provisional else state == "ended"
+        rows.append(fault_row(e, state, provisional, shown))
+    return tuple(rows)
 
 
 def fault_state(start_s: float, end_s: float, after_s: float, now_s: float) -> str:

@@ -10,22 +10,30 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import orjson
 from hdrh.histogram import HdrHistogram
 
-from loadtest.engine.runner import Runner
-from loadtest.errors import UsageError
+from loadtest.config.scenario import Scenario
+from loadtest.engine.runner import Runner, RunOutcome
+from loadtest.errors import ResultFileError, UsageError
 from loadtest.features.faults.rig import FaultRig
+from loadtest.features.faults.verdict import after_span_s
 from loadtest.features.scrape import acceptance
 from loadtest.measure.recorders import Metrics, fast_percentile, new_histogram, record_many
+from loadtest.model.io import load_summary
+from loadtest.model.json import JsonObject
+from loadtest.model.verdict import FaultVerdict
 from loadtest.report.hlog import read_intervals
+from loadtest.report.summary import judge_run
 from loadtest.tui.frame import (
     DASH_METRICS,
     FaultRow,
     Frame,
+    RunVerdicts,
+    fault_rows,
     fault_state,
     log_buckets,
     percentile_rows,
@@ -36,12 +44,27 @@ from loadtest.tui.frame import (
 __all__ = ["LiveSource", "ReplaySource", "WorkersSource"]
 
 
-def _after_span(start_s: float, end_s: float) -> float:
-    # The same after-phase the verdicts use (faults.verdict): 5..30 s.
-    return min(max(end_s - start_s, 5.0), 30.0)
+JUDGE_EVERY_S = 5.0
+"""How often the live dashboard re-judges: each judgement reads requests.jsonl again."""
 
 
-def _metrics_view(m: Metrics, in_flight: int, metric: str, category: str) -> dict[str, Any]:
+class MetricsView(TypedDict):
+    """The ``Frame`` fields that come from a ``Metrics``."""
+
+    sent: int
+    ok: int
+    failed: int
+    cancelled: int
+    in_flight: int
+    errors: dict[str, int]
+    category: str
+    categories: tuple[str, ...]
+    metric: str
+    percentiles: tuple[tuple[str, int, float | None, float | None, float | None, float | None], ...]
+    buckets: tuple[tuple[float, float, int], ...]
+
+
+def _metrics_view(m: Metrics, in_flight: int, metric: str, category: str) -> MetricsView:
     """The ``Frame`` fields that come from a ``Metrics``: counters and distributions."""
     hists = m.total.hists if category == "all" else m.category(category).hists
     return {
@@ -59,7 +82,7 @@ def _metrics_view(m: Metrics, in_flight: int, metric: str, category: str) -> dic
     }
 
 
-def _server_view(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _server_view(samples: list[JsonObject]) -> JsonObject | None:
     ok = [s for s in samples if s.get("ok")]
     if not ok:
         return None
@@ -69,12 +92,27 @@ def _server_view(samples: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 class LiveSource:
-    """Frames of a running ``Runner``."""
+    """Frames of a running ``Runner``.
+
+    Every verdict on screen comes from the function that writes it into summary.json
+    (``judge_windows`` through the rig, ``judge_run``): during the run on what has
+    happened so far (marked ``so far``), and after it, from the run's outcome, so the
+    last frame says what the printed summary says.
+    """
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
-        self._verdicts: dict[int, dict[str, Any]] = {}
-        self._judged_at = 0.0
+        self._faults: tuple[FaultVerdict, ...] = ()
+        self._verdicts: RunVerdicts | None = None
+        self._judged_at: float | None = None
+        self._final = False
+
+    def finish(self, outcome: RunOutcome) -> None:
+        """The run is over: show its final verdicts (those of its summary)."""
+        self._faults = outcome.faults
+        driver, slo = judge_run(outcome.metrics, self.runner.scenario.slo, outcome.measured_s)
+        self._verdicts = RunVerdicts(slo, driver)
+        self._final = True
 
     def frame(self, metric: str, category: str) -> Frame:
         """The run as it is now."""
@@ -89,7 +127,9 @@ class LiveSource:
         # Not runner.snapshot(): its percentiles walk hdrh's counts in pure Python.
         in_flight = r.in_flight
         phase = (
-            "paused"
+            "ended"
+            if self._final
+            else "paused"
             if r.paused
             else "stopping"
             if r.stopping
@@ -97,6 +137,7 @@ class LiveSource:
             if r.warming_up
             else "measuring"
         )
+        self._judge(elapsed)
         return Frame(
             scenario=sc.name,
             endpoint=r.config.endpoint,
@@ -109,49 +150,49 @@ class LiveSource:
             req_rate=series(m.rate_history),
             tok_rate=series(m.token_rate_history),
             ttft_p95=series(m.ttft_p95_history),
-            faults=self._faults(elapsed),
+            faults=self._fault_rows(elapsed),
             server=self._server(),
+            verdicts=self._verdicts,
         )
 
-    def _server(self) -> dict[str, Any] | None:
+    def _server(self) -> JsonObject | None:
         rig = self.runner.hook(FaultRig)
         if rig is None or rig.scraper is None:
             return None
         return _server_view(rig.scraper.samples[-2:])
 
-    def _faults(self, now_s: float) -> tuple[FaultRow, ...]:
+    def _judge(self, now_s: float) -> None:
+        """Provisional verdicts of the run so far, every ``JUDGE_EVERY_S`` once measuring."""
+        r = self.runner
+        if self._final or r.warming_up or not r.t0_ns:
+            return
+        t = time.monotonic()
+        if self._judged_at is not None and t - self._judged_at < JUDGE_EVERY_S:
+            return
+        self._judged_at = t
+        measured_s = max(now_s - r.scenario.load.warmup_s, 1e-9)
+        driver, slo = judge_run(r.metrics, r.scenario.slo, measured_s)
+        self._verdicts = RunVerdicts(slo, driver, provisional=True)
+        rig = r.hook(FaultRig)
+        if rig is not None and rig.plan.events and any("start_s" in o for o in rig.observed):
+            self._faults, _ = rig.judge(r.config.run_dir)
+
+    def _fault_rows(self, now_s: float) -> tuple[FaultRow, ...]:
+        if self._faults:
+            return fault_rows(self._faults, float("inf") if self._final else now_s, not self._final)
         rig = self.runner.hook(FaultRig)
-        if rig is None or not rig.plan.events:
+        if rig is None:
             return ()
-        rows = []
-        due = False
-        for i, ev in enumerate(rig.plan.events):
-            obs = rig.observed[i]
-            start = obs.get("start_s", ev.at_s)
-            end = obs.get("end_s", ev.at_s + ev.duration_s)
-            state = fault_state(start, end, _after_span(start, end), now_s)
-            verdict = self._verdicts.get(i)
-            due |= state == "ended" and verdict is None
-            rows.append(
-                FaultRow(
-                    ev.label,
-                    ev.kind,
-                    start,
-                    end,
-                    state,
-                    verdict["verdict"] if verdict else None,
-                    verdict["reason"] if verdict else None,
-                )
+        return tuple(  # not judged yet: the timeline alone
+            FaultRow(
+                ev.label,
+                ev.kind,
+                ev.at_s,
+                ev.end_s,
+                fault_state(ev.at_s, ev.end_s, after_span_s(ev.at_s, ev.end_s), now_s),
             )
-        # A window is judged once its after-phase is over (one read of requests.jsonl),
-        # at most every 5 s: the verdict then shows while the run goes on.
-        if due and time.monotonic() - self._judged_at > 5.0:
-            self._judged_at = time.monotonic()
-            entries, _ = rig.judge(self.runner.config.run_dir)
-            for i, row in enumerate(rows):
-                if row.state == "ended":
-                    self._verdicts[i] = entries[i]
-        return tuple(rows)
+            for ev in rig.plan.events
+        )
 
 
 class ReplaySource:
@@ -161,12 +202,12 @@ class ReplaySource:
         folder = Path(run_dir)
         self.folder = folder
         try:
-            self.summary = orjson.loads((folder / "summary.json").read_bytes())
+            self.summary = load_summary(folder / "summary.json")
             self.intervals = read_intervals(folder / "histograms.hlog")
-        except (OSError, orjson.JSONDecodeError, ValueError) as exc:
+        except (OSError, ResultFileError, ValueError) as exc:
             raise UsageError(f"{folder}: not a finished loadtest run ({exc})") from exc
-        self.rows = [orjson.loads(line) for line in _lines(folder / "requests.jsonl")]
-        self.samples = [orjson.loads(line) for line in _lines(folder / "metrics.jsonl")]
+        self.rows: list[JsonObject] = [orjson.loads(x) for x in _lines(folder / "requests.jsonl")]
+        self.samples: list[JsonObject] = [orjson.loads(x) for x in _lines(folder / "metrics.jsonl")]
         self.n = max((len(v) for v in self.intervals.values()), default=0)
         if self.n == 0:
             raise UsageError(f"{folder / 'histograms.hlog'}: holds no intervals")
@@ -259,28 +300,19 @@ class ReplaySource:
             ),
             faults=self._faults(t),
             server=_server_view([s for s in self.samples if s.get("t_s", 0) <= t][-2:]),
+            verdicts=self._verdicts(),
         )
 
     def _faults(self, t: float) -> tuple[FaultRow, ...]:
         if self.position == self.n - 1:
             t = float("inf")  # the run is over: every window has its final verdict
-        rows = []
-        for f in self.summary.get("faults") or []:
-            start, end = f["start_s"], f["end_s"]
-            state = fault_state(start, end, _after_span(start, end), t)
-            done = state == "ended"
-            rows.append(
-                FaultRow(
-                    f.get("name") or f["kind"],
-                    f["kind"],
-                    start,
-                    end,
-                    state,
-                    f.get("verdict") if done else None,
-                    f.get("reason") if done else None,
-                )
-            )
-        return tuple(rows)
+        return fault_rows(self.summary.get("faults") or [], t, provisional=False)
+
+    def _verdicts(self) -> RunVerdicts | None:
+        """The summary's SLO checks and driver health, on the run's last interval."""
+        if self.position < self.n - 1:
+            return None
+        return RunVerdicts(self.summary["slo"], self.summary.get("driver"))
 
 
 def _lines(path: Path) -> list[bytes]:
@@ -293,7 +325,7 @@ def _lines(path: Path) -> list[bytes]:
 class WorkersSource:
     """Frames of a ``--workers`` run: each worker's ``live.json``, merged."""
 
-    def __init__(self, dirs: list[Path], scenario: Any, endpoint: str, model: str) -> None:
+    def __init__(self, dirs: list[Path], scenario: Scenario, endpoint: str, model: str) -> None:
         self.dirs = dirs
         self.scenario = scenario
         self.endpoint = endpoint

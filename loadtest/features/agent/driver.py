@@ -23,6 +23,7 @@ from loadtest.features.agent.tools import ToolRunner
 from loadtest.features.agent.trace import TraceWriter
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
+from loadtest.model.summary import AgentBlock
 from loadtest.protocol.openai import StreamReader, build_payload
 from loadtest.report.atomic import LineLog
 
@@ -149,7 +150,7 @@ class AgentDriver(RunHook):
             raise asyncio.CancelledError  # the task's record is written: now go on up
         return rec
 
-    def summary(self) -> JsonObject:
+    def summary(self) -> AgentBlock:
         """The ``agent`` section of summary.json."""
         assert self._ctx is not None, "the run has not started"
         m = self._ctx.metrics

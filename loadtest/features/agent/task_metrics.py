@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
 from loadtest.features.agent.session import PARTS, TaskRecord
 from loadtest.measure.recorders import MetricSet
+from loadtest.model.summary import AgentBlock, AgentCategory, AgentSteps
 
 __all__ = ["AgentMetrics"]
 
@@ -63,11 +63,11 @@ class AgentMetrics:
 
     def summary(
         self, total: MetricSet, by_category: dict[str, MetricSet], tool_stats: Counter[str]
-    ) -> dict[str, Any]:
+    ) -> AgentBlock:
         """The ``agent`` section of summary.json."""
         from loadtest.report.summary import metric_stats
 
-        def block(ms: MetricSet) -> dict[str, Any]:
+        def block(ms: MetricSet) -> AgentSteps:
             return {
                 "time_to_valid_call_ms": metric_stats(
                     ms.hists["valid_call_ms"], ms.sums["valid_call_ms"]
@@ -79,7 +79,7 @@ class AgentMetrics:
 
         ended = self.ended
         calls = tool_stats["responses_with_calls"]
-        out: dict[str, Any] = {
+        out: AgentBlock = {
             "tasks": ended,
             "completed": self.outcomes["completed"],
             "failed": self.outcomes["failed"],
@@ -101,13 +101,15 @@ class AgentMetrics:
                 for p, h in self.shares.items()
                 if h.get_total_count()
             },
-            "by_category": {
-                cat: {
-                    "tasks": sum(c.values()),
-                    "completed": c["completed"],
-                    **(block(by_category[cat]) if cat in by_category else {}),
-                }
-                for cat, c in sorted(self.by_category.items())
-            },
+            "by_category": {},
         }
+        for cat, c in sorted(self.by_category.items()):
+            row: AgentCategory = {"tasks": sum(c.values()), "completed": c["completed"]}
+            if cat in by_category:
+                b = block(by_category[cat])
+                row["time_to_valid_call_ms"] = b["time_to_valid_call_ms"]
+                row["task_ms"] = b["task_ms"]
+                row["steps"] = b["steps"]
+                row["retries"] = b["retries"]
+            out["by_category"][cat] = row
         return out

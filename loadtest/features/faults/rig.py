@@ -25,6 +25,9 @@ from loadtest.features.faults.proxy import FaultProxy, Toxic
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.faults.verdict import judge_windows
 from loadtest.features.scrape import Scraper, summarize_samples
+from loadtest.model.json import JsonObject
+from loadtest.model.summary import ServerBlock
+from loadtest.model.verdict import FaultVerdict, Observed, RequestRow
 
 __all__ = ["CancelOrder", "FaultRig"]
 
@@ -50,7 +53,7 @@ class FaultRig(RunHook):
         self.metrics_url = metrics_url
         self.placeholders = dict(placeholders or {})
         self.scraper: Scraper | None = None
-        self.observed: list[dict[str, Any]] = [{} for _ in plan.events]
+        self.observed: list[Observed] = [{} for _ in plan.events]
         self.initial_ready_s: float | None = None
         self.t0_ns = _perf()
         self._rng = random.Random(seed ^ 0x5EED)
@@ -115,11 +118,12 @@ class FaultRig(RunHook):
         if self.proxy is not None:
             await self.proxy.close()
 
-    def judge(self, run_dir: Path) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+    def judge(self, run_dir: Path) -> tuple[tuple[FaultVerdict, ...], ServerBlock | None]:
         """Verdicts per window and the server summary, from the rows on disk.
 
         Nothing per request was kept in memory: the rows are read back from
-        ``requests.jsonl``, keeping only the fields the verdicts need.
+        ``requests.jsonl``, keeping only the fields the verdicts need. The dashboard
+        calls this too, during the run, for its provisional verdicts.
         """
         samples = self.scraper.samples if self.scraper is not None else []
         server = summarize_samples(samples) if self.scraper is not None else None
@@ -127,23 +131,24 @@ class FaultRig(RunHook):
             server["note"] = self.scraper.unavailable
         if not self.plan.events:
             return (), server
-        keep = (
-            "sent_ms",
-            "end_ms",
-            "first_token_ms",
-            "ttft_ms",
-            "tpot_ms",
-            "outcome",
-            "warmup",
-            "error_class",
-            "injected_cancel",
-            "cancel_close_ms",
-        )
-        rows = []
-        with open(run_dir / "requests.jsonl", "rb") as f:
+        rows: list[RequestRow] = []
+        with contextlib.suppress(FileNotFoundError), open(run_dir / "requests.jsonl", "rb") as f:
             for line in f:
                 r = orjson.loads(line)
-                rows.append({k: r.get(k) for k in keep})
+                rows.append(
+                    {
+                        "sent_ms": r["sent_ms"],
+                        "end_ms": r["end_ms"],
+                        "first_token_ms": r.get("first_token_ms"),
+                        "ttft_ms": r.get("ttft_ms"),
+                        "tpot_ms": r.get("tpot_ms"),
+                        "outcome": r["outcome"],
+                        "warmup": bool(r.get("warmup")),
+                        "error_class": r.get("error_class"),
+                        "injected_cancel": r.get("injected_cancel"),
+                        "cancel_close_ms": r.get("cancel_close_ms"),
+                    }
+                )
         return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
 
     # -- questions from the runner's hot path --------------------------------------------
@@ -218,7 +223,7 @@ class FaultRig(RunHook):
         finally:
             obs.setdefault("end_s", self._rel_s())
 
-    async def _toxic(self, ev: FaultEvent, obs: dict[str, Any]) -> None:
+    async def _toxic(self, ev: FaultEvent, obs: Observed) -> None:
         if self.proxy is None:
             obs["skipped"] = (
                 "no fault proxy in front of a draft: set [faults].proxy_upstream to your "
@@ -239,7 +244,7 @@ class FaultRig(RunHook):
             await self.proxy.set(Toxic())
             obs["end_s"] = self._rel_s()
 
-    async def _restart(self, ev: FaultEvent, obs: dict[str, Any]) -> None:
+    async def _restart(self, ev: FaultEvent, obs: Observed) -> None:
         if self.target is None:
             obs["error"] = "no managed target to restart: add a [target] table"
             return
@@ -260,7 +265,7 @@ class FaultRig(RunHook):
 
     async def _hook(
         self, command: str | None, url: str | None, method: str, body: str
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         if command:
             return await run_command(self._fill(command))
         assert url is not None
@@ -271,7 +276,7 @@ class FaultRig(RunHook):
             text = text.replace("{" + key + "}", value)
         return text
 
-    async def _settle(self, ev: FaultEvent, obs: dict[str, Any], control: RunContext) -> None:
+    async def _settle(self, ev: FaultEvent, obs: Observed, control: RunContext) -> None:
         """After the cancel window: does the endpoint's running count fall back?
 
         A healthy server never runs more requests than the client has open; cancelled

@@ -16,14 +16,23 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 
 from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
 from loadtest.features.scrape import acceptance
+from loadtest.model.json import JsonObject
+from loadtest.model.verdict import (
+    CancelFigures,
+    FaultVerdict,
+    FaultVerdictWord,
+    Observed,
+    PhaseStats,
+    RequestRow,
+    RestartFigures,
+)
 
-__all__ = ["judge_windows", "phase_stats", "recovery_s"]
+__all__ = ["after_span_s", "judge_windows", "phase_stats", "recovery_s"]
 
 _SLACK_MS = 0.5  # absolute slack on "back within 10%": timer noise on fast endpoints
 
@@ -32,13 +41,13 @@ def _pct(values: Sequence[float], q: float) -> float | None:
     return round(float(np.percentile(values, q)), 3) if values else None
 
 
-def phase_stats(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def phase_stats(rows: Iterable[RequestRow]) -> PhaseStats:
     """Counts and p50/p95 of TTFT and TPOT of a set of rows (injected cancels apart)."""
     rows = list(rows)
     counts = Counter(r["outcome"] for r in rows)
     lat = [r for r in rows if r["outcome"] == "ok"]
-    ttft = [r["ttft_ms"] for r in lat if r.get("ttft_ms") is not None]
-    tpot = [r["tpot_ms"] for r in lat if r.get("tpot_ms") is not None]
+    ttft = [r["ttft_ms"] for r in lat if r["ttft_ms"] is not None]
+    tpot = [r["tpot_ms"] for r in lat if r["tpot_ms"] is not None]
     return {
         "requests": len(rows),
         "ok": counts["ok"],
@@ -52,11 +61,11 @@ def phase_stats(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def recovery_s(
-    rows: Sequence[dict[str, Any]], end_ms: float, before: dict[str, Any], tolerance: float
+    rows: Sequence[RequestRow], end_ms: float, before: PhaseStats, tolerance: float
 ) -> float | None:
     """Seconds after ``end_ms`` until the median TTFT and TPOT of a 1 s slice of sends
     are back within ``tolerance`` of the level before; None if they never are."""
-    base_ttft, base_tpot = before.get("ttft_p50_ms"), before.get("tpot_p50_ms")
+    base_ttft, base_tpot = before["ttft_p50_ms"], before["tpot_p50_ms"]
     if base_ttft is None:
         return None
     last = max((r["sent_ms"] for r in rows), default=end_ms)
@@ -64,8 +73,8 @@ def recovery_s(
     while end_ms + second * 1000 <= last:
         lo, hi = end_ms + second * 1000, end_ms + (second + 1) * 1000
         ok = [r for r in rows if lo <= r["sent_ms"] < hi and r["outcome"] == "ok"]
-        ttft = [r["ttft_ms"] for r in ok if r.get("ttft_ms") is not None]
-        tpot = [r["tpot_ms"] for r in ok if r.get("tpot_ms") is not None]
+        ttft = [r["ttft_ms"] for r in ok if r["ttft_ms"] is not None]
+        tpot = [r["tpot_ms"] for r in ok if r["tpot_ms"] is not None]
         if ttft and float(np.median(ttft)) <= base_ttft * (1 + tolerance) + _SLACK_MS:
             if base_tpot is None or not tpot:
                 return float(second)
@@ -76,8 +85,8 @@ def recovery_s(
 
 
 def _between(
-    samples: Sequence[dict[str, Any]], a_s: float, b_s: float, *, inner: bool
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    samples: Sequence[JsonObject], a_s: float, b_s: float, *, inner: bool
+) -> tuple[JsonObject | None, JsonObject | None]:
     """Two good samples bounding the span ``a_s``..``b_s``.
 
     ``inner``: the first sample at or after ``a_s`` and the last at or before ``b_s``
@@ -99,11 +108,11 @@ def _between(
     return first, last
 
 
-def _answered_s(sample: dict[str, Any]) -> float:
-    return float(sample.get("t_end_s", sample["t_s"]))
+def _answered_s(sample: JsonObject) -> float:
+    return float(sample.get("t_end_s") or sample["t_s"])
 
 
-def _acceptance(samples: Sequence[dict[str, Any]], a_s: float, b_s: float) -> float | None:
+def _acceptance(samples: Sequence[JsonObject], a_s: float, b_s: float) -> float | None:
     first, last = _between(samples, a_s, b_s, inner=True)
     if first is None or last is None or first is last:
         return None
@@ -113,29 +122,38 @@ def _acceptance(samples: Sequence[dict[str, Any]], a_s: float, b_s: float) -> fl
 
 def judge_windows(
     plan: FaultPlan,
-    observed: Sequence[dict[str, Any]],
-    rows: Sequence[dict[str, Any]],
-    samples: Sequence[dict[str, Any]],
-) -> list[dict[str, Any]]:
-    """One ``summary.json`` ``faults`` entry per event of ``plan``."""
-    measured = [r for r in rows if not r.get("warmup")]
+    observed: Sequence[Observed],
+    rows: Sequence[RequestRow],
+    samples: Sequence[JsonObject],
+) -> list[FaultVerdict]:
+    """One ``summary.json`` ``faults`` entry per event of ``plan``.
+
+    The only judge of fault windows: the summary calls it once at the end, and the
+    dashboard calls it on the rows so far for its provisional verdicts.
+    """
+    measured = [r for r in rows if not r["warmup"]]
     return [
         _judge(plan, ev, obs, measured, samples)
         for ev, obs in zip(plan.events, observed, strict=True)
     ]
 
 
+def after_span_s(start_s: float, end_s: float) -> float:
+    """How long the before and after phases of a window last: its length, in 5..30 s."""
+    return min(max(end_s - start_s, 5.0), 30.0)
+
+
 def _judge(
     plan: FaultPlan,
     ev: FaultEvent,
-    obs: dict[str, Any],
-    rows: Sequence[dict[str, Any]],
-    samples: Sequence[dict[str, Any]],
-) -> dict[str, Any]:
+    obs: Observed,
+    rows: Sequence[RequestRow],
+    samples: Sequence[JsonObject],
+) -> FaultVerdict:
     start_s = float(obs.get("start_s", ev.at_s))
     end_s = float(obs.get("end_s", ev.end_s))
     start, end = start_s * 1000, end_s * 1000
-    span = min(max(end - start, 5000.0), 30000.0)
+    span = after_span_s(start_s, end_s) * 1000
     before = [r for r in rows if start - span <= r["sent_ms"] < start]
     during = [r for r in rows if start <= r["sent_ms"] < end]
     after_all = [r for r in rows if r["sent_ms"] >= end]
@@ -143,15 +161,16 @@ def _judge(
     overlap_failed = [
         r for r in rows if r["outcome"] == "failed" and r["sent_ms"] < end and r["end_ms"] >= start
     ]
-    entry: dict[str, Any] = {
+    before_stats = phase_stats(before)
+    entry: FaultVerdict = {
         "name": ev.label,
         "kind": ev.kind,
         "start_s": round(start_s, 3),
         "end_s": round(end_s, 3),
         "started_in_window": len(during),
         "failed_overlapping": len(overlap_failed),
-        "failed_by_class": dict(Counter(r["error_class"] for r in overlap_failed)),
-        "before": phase_stats(before),
+        "failed_by_class": dict(Counter(r["error_class"] or "client" for r in overlap_failed)),
+        "before": before_stats,
         "during": phase_stats(r for r in during if not r.get("injected_cancel")),
         "after": phase_stats(after),
         "acceptance": {
@@ -159,25 +178,58 @@ def _judge(
             "during": _acceptance(samples, start_s, end_s),
             "after": _acceptance(samples, end_s, end_s + span / 1000),
         },
+        "recovery_s": recovery_s(after_all, end, before_stats, plan.recovery_tolerance),
+        "verdict": "inconclusive",
+        "reason": "",
     }
-    b = entry["before"]
-    entry["recovery_s"] = recovery_s(after_all, end, b, plan.recovery_tolerance)
-    entry.update({k: v for k, v in obs.items() if k not in ("start_s", "end_s")})
+    _add_observed(entry, obs)
     if ev.kind == "cancel":
-        entry.update(_cancel_figures(during))
+        c = _cancel_figures(during)
+        entry["injected_cancels"] = c["injected_cancels"]
+        entry["cancel_close_p50_ms"] = c["cancel_close_p50_ms"]
+        entry["cancel_close_max_ms"] = c["cancel_close_max_ms"]
     if ev.kind == "restart":
-        entry.update(_restart_figures(rows, start, obs))
+        r = _restart_figures(rows, start)
+        entry["caught_in_flight"] = r["caught_in_flight"]
+        entry["caught_failed"] = r["caught_failed"]
+        entry["time_to_first_token_s"] = r["time_to_first_token_s"]
     if ev.kind in PROXY_TOXICS:
-        entry["fallbacks"] = _delta(samples, "fallbacks", start_s, end_s)
-    verdict, reason = _verdict(plan, ev, entry, bool(after))
-    entry["verdict"] = verdict
-    entry["reason"] = reason
+        entry["fallbacks"] = _count_delta(samples, "fallbacks", start_s, end_s)
+    entry["verdict"], entry["reason"] = _verdict(plan, ev, entry, bool(after))
     return entry
 
 
-def _cancel_figures(during: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _add_observed(e: FaultVerdict, obs: Observed) -> None:
+    """What the rig saw goes into the entry as it is (TypedDicts do not merge)."""
+    if "skipped" in obs:
+        e["skipped"] = obs["skipped"]
+    if "error" in obs:
+        e["error"] = obs["error"]
+    if "stopped_s" in obs:
+        e["stopped_s"] = obs["stopped_s"]
+    if "spawned_s" in obs:
+        e["spawned_s"] = obs["spawned_s"]
+    if "ready_s" in obs:
+        e["ready_s"] = obs["ready_s"]
+    if "time_to_ready_s" in obs:
+        e["time_to_ready_s"] = obs["time_to_ready_s"]
+    if "start_action" in obs:
+        e["start_action"] = obs["start_action"]
+    if "end_action" in obs:
+        e["end_action"] = obs["end_action"]
+    if "burst" in obs:
+        e["burst"] = obs["burst"]
+    if "settle" in obs:
+        e["settle"] = obs["settle"]
+    if "settled_s" in obs:
+        e["settled_s"] = obs["settled_s"]
+    if "running_excess" in obs:
+        e["running_excess"] = obs["running_excess"]
+
+
+def _cancel_figures(during: Sequence[RequestRow]) -> CancelFigures:
     cancelled = [r for r in during if r.get("injected_cancel")]
-    close = [r["cancel_close_ms"] for r in cancelled if r.get("cancel_close_ms") is not None]
+    close = [c for r in cancelled if (c := r.get("cancel_close_ms")) is not None]
     return {
         "injected_cancels": len(cancelled),
         "cancel_close_p50_ms": _pct(close, 50),
@@ -185,14 +237,12 @@ def _cancel_figures(during: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _restart_figures(
-    rows: Sequence[dict[str, Any]], start: float, obs: dict[str, Any]
-) -> dict[str, Any]:
+def _restart_figures(rows: Sequence[RequestRow], start: float) -> RestartFigures:
     caught = [r for r in rows if r["sent_ms"] < start <= r["end_ms"]]
     firsts = [
-        r["first_token_ms"]
+        f
         for r in rows
-        if r["outcome"] == "ok" and r["sent_ms"] >= start and r.get("first_token_ms") is not None
+        if r["outcome"] == "ok" and r["sent_ms"] >= start and (f := r["first_token_ms"]) is not None
     ]
     return {
         "caught_in_flight": len(caught),
@@ -202,8 +252,8 @@ def _restart_figures(
 
 
 def _verdict(
-    plan: FaultPlan, ev: FaultEvent, e: dict[str, Any], has_after: bool
-) -> tuple[str, str]:
+    plan: FaultPlan, ev: FaultEvent, e: FaultVerdict, has_after: bool
+) -> tuple[FaultVerdictWord, str]:
     if "skipped" in e:
         return "skipped", e["skipped"]
     if "error" in e:
@@ -219,28 +269,32 @@ def _verdict(
         )
     reasons = []
     b, d = e["before"], e["during"]
-    for metric in ("ttft_p95_ms", "tpot_p95_ms"):
-        if b.get(metric) and d.get(metric):
-            ratio = d[metric] / b[metric]
+    for name, bv, dv in (
+        ("TTFT", b["ttft_p95_ms"], d["ttft_p95_ms"]),
+        ("TPOT", b["tpot_p95_ms"], d["tpot_p95_ms"]),
+    ):
+        if bv and dv:
+            ratio = dv / bv
             if ratio > plan.max_degradation:
                 reasons.append(
-                    f"{metric[:4].upper()} p95 grew {ratio:.1f}x in the window "
-                    f"(bound {plan.max_degradation:g}x)"
+                    f"{name} p95 grew {ratio:.1f}x in the window (bound {plan.max_degradation:g}x)"
                 )
-    if has_after and b.get("ttft_p50_ms") is not None and e["recovery_s"] is None:
+    if has_after and b["ttft_p50_ms"] is not None and e["recovery_s"] is None:
         reasons.append("latency did not come back within 10% of before by the end of the run")
     if reasons:
         return "degraded", "; ".join(reasons)
     if not e["started_in_window"] and ev.kind not in ("idle", "restart"):
         return "held", "no failures (but no request started in the window)"
     what = "kept serving"
-    if e.get("fallbacks"):
-        what = f"fell back to plain decoding ({e['fallbacks']:g} fallbacks)"
+    fallbacks = e.get("fallbacks")
+    if fallbacks:
+        what = f"fell back to plain decoding ({fallbacks} fallbacks)"
     return "held", f"no failures; the endpoint {what} within the latency bound"
 
 
-def _delta(samples: Sequence[dict[str, Any]], field: str, a_s: float, b_s: float) -> float | None:
+def _count_delta(samples: Sequence[JsonObject], field: str, a_s: float, b_s: float) -> int | None:
+    """How much the counter ``field`` rose over the span (a count: an int)."""
     first, last = _between(samples, a_s, b_s, inner=False)
     if first is None or last is None or field not in first or field not in last:
         return None
-    return float(last[field]) - float(first[field])
+    return round(float(last[field]) - float(first[field]))

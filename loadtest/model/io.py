@@ -1,0 +1,94 @@
+"""Reading and writing ``summary.json`` through the model, and its JSON Schema.
+
+Every reader goes through ``load_summary``: a file that is not JSON or breaks the model
+fails here, once, with the file and the field named, instead of as a ``KeyError`` deep
+in a report. ``summary_schema`` is generated from the same types, so the published
+schema (``docs/summary.schema.json``) cannot drift from what the code writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypeVar, cast
+
+import msgspec
+import orjson
+
+from loadtest.errors import ResultFileError
+from loadtest.model.json import JsonObject
+from loadtest.model.summary import Summary
+from loadtest.model.sweep import CapacityResult
+
+__all__ = [
+    "as_json",
+    "dump_summary",
+    "load_capacity",
+    "load_summary",
+    "parse_summary",
+    "summary_schema",
+    "summary_schema_bytes",
+]
+
+T = TypeVar("T")
+
+
+def _parse(data: bytes | JsonObject, kind: type[T], source: str, what: str) -> T:
+    try:
+        if isinstance(data, bytes):
+            return msgspec.json.decode(data, type=kind)
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
+        # msgspec says "Expected `int`, got `str` - at `$.requests.sent`".
+        raise ResultFileError(f"{source}: not a loadtest {what}: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise ResultFileError(f"{source}: not JSON: {exc}") from exc
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ResultFileError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from exc
+
+
+def parse_summary(data: bytes | JsonObject, source: str = "summary.json") -> Summary:
+    """A summary from JSON bytes or an already decoded object; ``ResultFileError`` naming
+    ``source`` and the offending field when it breaks the model."""
+    return _parse(data, Summary, source, "summary")
+
+
+def load_summary(path: str | Path) -> Summary:
+    """Read and validate a ``summary.json`` (or a run folder holding one)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "summary.json"
+    return parse_summary(_read(p, "summary"), str(p))
+
+
+def load_capacity(path: str | Path) -> CapacityResult:
+    """Read and validate a sweep's ``capacity.json``."""
+    p = Path(path)
+    return _parse(_read(p, "capacity table"), CapacityResult, str(p), "capacity table")
+
+
+def dump_summary(summary: Summary) -> bytes:
+    """The bytes of ``summary.json``: indented, keys sorted (stable diffs between runs)."""
+    return orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+
+def as_json(summary: Summary) -> JsonObject:
+    """The summary as free-form JSON, for the readers not yet typed (compare, ab)."""
+    return cast(JsonObject, summary)
+
+
+def summary_schema() -> JsonObject:
+    """The JSON Schema (2020-12) of ``summary.json``, generated from ``Summary``."""
+    schema = msgspec.json.schema(Summary)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "loadtest summary.json"
+    return schema
+
+
+def summary_schema_bytes() -> bytes:
+    """``docs/summary.schema.json`` as it is checked in (sorted, indented, newline)."""
+    return orjson.dumps(summary_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

@@ -1,0 +1,226 @@
+"""The ``summary.json`` document as types: what the run writes and every reader reads.
+
+TypedDicts (see ``model.verdict`` for why): the summary *is* the JSON file, so the same
+object is built, written, validated on read (``model.io.load_summary``) and turned into
+the published JSON Schema (``docs/summary.schema.json``), with nothing in between.
+Keys that only some runs have (faults, an agent, a scraped server) are ``NotRequired``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
+
+__all__ = [
+    "AgentBlock",
+    "AgentCategory",
+    "AgentSteps",
+    "CategoryBlock",
+    "LoadBlock",
+    "MetricStats",
+    "Outcome",
+    "Percentiles",
+    "RequestsBlock",
+    "RunBlock",
+    "RunExtra",
+    "ServerBlock",
+    "ServerTimingsBlock",
+    "StatKey",
+    "Summary",
+    "ThroughputBlock",
+    "ToolCallsBlock",
+]
+
+Outcome = Literal["ok", "failed", "cancelled"]
+StatKey = Literal["count", "min", "mean", "p50", "p90", "p95", "p99", "p999", "max"]
+"""The keys of ``MetricStats``."""
+
+
+class MetricStats(TypedDict):
+    """count/min/mean/p50/p90/p95/p99/p999/max of one histogram (only count when empty)."""
+
+    count: int
+    min: NotRequired[float]
+    mean: NotRequired[float]
+    p50: NotRequired[float]
+    p90: NotRequired[float]
+    p95: NotRequired[float]
+    p99: NotRequired[float]
+    p999: NotRequired[float]
+    max: NotRequired[float]
+
+
+class LoadBlock(TypedDict):
+    """The load the scenario asked for."""
+
+    mode: str
+    concurrency: int | None
+    rate: float | None
+    burstiness: float | None
+    duration_s: float | None
+    requests: int | None
+    warmup_s: float
+
+
+class RunBlock(TypedDict):
+    """What was run, against what, when and for how long."""
+
+    id: str
+    scenario: str
+    scenario_path: str | None
+    endpoint: str
+    model: str
+    api: str
+    stream: bool
+    started_at: str
+    duration_s: float
+    measured_s: float
+    interrupted: bool
+    load: LoadBlock
+    prompts: dict[str, int]
+    seed: int | None
+    # Added by the orchestrator (``RunExtra``).
+    prompt_load_s: NotRequired[float]
+    target_time_to_ready_s: NotRequired[float]
+    workers: NotRequired[int]
+
+
+class RunExtra(TypedDict, total=False):
+    """What the orchestrator adds to the ``run`` block."""
+
+    prompt_load_s: float
+    target_time_to_ready_s: float
+    workers: int
+
+
+class RequestsBlock(TypedDict):
+    """Outcome counts, failures by class and the error rate."""
+
+    sent: int
+    ok: int
+    failed: int
+    cancelled: int
+    warmup: int
+    errors: dict[str, int]
+    error_rate: float
+    tokens_estimated: int
+    resent_stale_connection: NotRequired[int]
+
+
+class ThroughputBlock(TypedDict):
+    """Requests and output tokens per measured second."""
+
+    requests_per_s: float
+    output_tokens_per_s: float
+    output_tokens: int
+
+
+class ToolCallsBlock(TypedDict):
+    """How many answers called tools, and how many calls were valid and correct."""
+
+    responses_with_calls: int
+    valid: int
+    judged: int
+    correct: int
+
+
+class CategoryBlock(TypedDict):
+    """The latencies of one prompt category."""
+
+    metrics: dict[str, MetricStats]
+    tokens_per_chunk: MetricStats
+
+
+class ServerBlock(TypedDict):
+    """The scraped ``/metrics`` of the endpoint over the run: acceptance and peaks."""
+
+    samples: int
+    scraped: int
+    engine: NotRequired[str | None]
+    acceptance_rate: NotRequired[float | None]
+    running_peak: NotRequired[float]
+    waiting_peak: NotRequired[float]
+    kv_cache_usage_peak: NotRequired[float]
+    gpu_memory_mib_peak: NotRequired[float]
+    gpu_power_w_peak: NotRequired[float]
+    target_rss_mib_peak: NotRequired[float]
+    fallbacks: NotRequired[int]
+    note: NotRequired[str]
+
+
+class Percentiles(TypedDict, total=False):
+    """Some of p50/p95/p99, in ms."""
+
+    p50: float
+    p95: float
+    p99: float
+
+
+class ServerTimingsBlock(TypedDict):
+    """Timings the server reported in its answers (llama.cpp's ``timings``)."""
+
+    responses: int
+    prompt_ms: Percentiles
+    client_overhead_ms: Percentiles
+    decode_tokens_per_s: float | None
+    draft_tokens: int
+    draft_accepted: int
+    acceptance_rate: float | None
+
+
+class AgentSteps(TypedDict):
+    """Latencies and step counts of a set of agent tasks."""
+
+    time_to_valid_call_ms: MetricStats
+    task_ms: MetricStats
+    steps: MetricStats
+    retries: MetricStats
+
+
+class AgentCategory(TypedDict):
+    """Tasks of one category of an agent run."""
+
+    tasks: int
+    completed: int
+    time_to_valid_call_ms: NotRequired[MetricStats]
+    task_ms: NotRequired[MetricStats]
+    steps: NotRequired[MetricStats]
+    retries: NotRequired[MetricStats]
+
+
+class AgentBlock(AgentSteps):
+    """The ``agent`` section: tasks, their outcomes and step latencies."""
+
+    tasks: int
+    completed: int
+    failed: int
+    step_limit: int
+    cancelled: int
+    warmup: int
+    errors: dict[str, int]
+    completion_rate: float | None
+    validity_rate: float | None
+    expected_match_rate: float | None
+    time_shares: dict[str, Percentiles]
+    by_category: dict[str, AgentCategory]
+
+
+class Summary(TypedDict):
+    """The whole ``summary.json``; its fields are documented in the README."""
+
+    schema: int
+    run: RunBlock
+    requests: RequestsBlock
+    metrics: dict[str, MetricStats]
+    tokens_per_chunk: MetricStats
+    throughput: ThroughputBlock
+    tool_calls: ToolCallsBlock
+    by_category: dict[str, CategoryBlock]
+    out_of_range_values: int
+    driver: NotRequired[DriverHealth]  # absent from summaries written before it existed
+    slo: SloBlock
+    faults: NotRequired[list[FaultVerdict]]
+    server: NotRequired[ServerBlock | None]
+    server_timings: NotRequired[ServerTimingsBlock | None]
+    agent: NotRequired[AgentBlock]

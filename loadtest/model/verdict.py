@@ -1,0 +1,217 @@
+"""Verdict types: fault windows, SLO checks, the driver's own health.
+
+Each verdict word maps onto one of four states (``VerdictState``): positive, negative,
+``inconclusive`` (the run could not tell) and ``not_exercised`` (nothing was tried).
+The words stay the ones users and summary.json already know (``held``, ``met``,
+``busy``...); ``STATE_OF`` says which state each means, so no reader guesses.
+
+TypedDicts, not dataclasses: these are blocks of summary.json, written as JSON and read
+back by key by our readers and by users' scripts; a TypedDict is that JSON, checked by
+mypy, with no conversion layer that could drift from the file.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+from loadtest.model.json import JsonObject
+
+__all__ = [
+    "STATE_OF",
+    "Acceptance",
+    "CancelFigures",
+    "DriverHealth",
+    "DriverVerdict",
+    "FaultVerdict",
+    "FaultVerdictWord",
+    "Goodput",
+    "Observed",
+    "PhaseStats",
+    "RequestRow",
+    "RestartFigures",
+    "SloBlock",
+    "SloCheck",
+    "SloVerdict",
+    "VerdictState",
+    "driver_verdict",
+]
+
+VerdictState = Literal["positive", "negative", "inconclusive", "not_exercised"]
+"""The four states every verdict has room for."""
+
+FaultVerdictWord = Literal["held", "degraded", "failed", "inconclusive", "skipped"]
+"""``degraded`` and ``failed`` are the negative state at two severities."""
+SloVerdict = Literal["met", "missed", "inconclusive", "not_exercised"]
+DriverVerdict = Literal["kept_up", "busy", "inconclusive", "not_exercised"]
+
+STATE_OF: dict[str, VerdictState] = {
+    "held": "positive",
+    "degraded": "negative",
+    "failed": "negative",
+    "skipped": "not_exercised",
+    "met": "positive",
+    "missed": "negative",
+    "kept_up": "positive",
+    "busy": "negative",
+    "inconclusive": "inconclusive",
+    "not_exercised": "not_exercised",
+}
+
+
+class PhaseStats(TypedDict):
+    """Counts and p50/p95 TTFT and TPOT of the requests sent in one phase of a window."""
+
+    requests: int
+    ok: int
+    failed: int
+    cancelled: int
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p95_ms: float | None
+
+
+class Acceptance(TypedDict):
+    """Draft acceptance rate before, during and after a window (None: not measured)."""
+
+    before: float | None
+    during: float | None
+    after: float | None
+
+
+class RequestRow(TypedDict):
+    """The fields of a ``requests.jsonl`` line the verdicts read (times in ms from t0)."""
+
+    sent_ms: float
+    end_ms: float
+    first_token_ms: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    outcome: str
+    warmup: bool
+    error_class: str | None
+    injected_cancel: NotRequired[bool | None]
+    cancel_close_ms: NotRequired[float | None]
+
+
+class Observed(TypedDict, total=False):
+    """What the fault rig saw of one window as it played it (seconds from t0)."""
+
+    start_s: float
+    end_s: float
+    skipped: str
+    error: str
+    stopped_s: float
+    spawned_s: float
+    ready_s: float
+    time_to_ready_s: float
+    start_action: JsonObject
+    end_action: JsonObject
+    burst: int
+    settle: str
+    settled_s: float | None
+    running_excess: int | float | None
+
+
+class CancelFigures(TypedDict):
+    """Injected cancellations of a cancel window and how fast their streams closed."""
+
+    injected_cancels: int
+    cancel_close_p50_ms: float | None
+    cancel_close_max_ms: float | None
+
+
+class RestartFigures(TypedDict):
+    """Requests a restart caught in flight, and the first token after it."""
+
+    caught_in_flight: int
+    caught_failed: int
+    time_to_first_token_s: float | None
+
+
+class FaultVerdict(TypedDict):
+    """One ``faults`` entry of summary.json: what a window did and how it was judged."""
+
+    name: str
+    kind: str
+    start_s: float
+    end_s: float
+    started_in_window: int
+    failed_overlapping: int
+    failed_by_class: dict[str, int]
+    before: PhaseStats
+    during: PhaseStats
+    after: PhaseStats
+    acceptance: Acceptance
+    recovery_s: float | None
+    verdict: FaultVerdictWord
+    reason: str
+    # What the rig observed, by kind.
+    skipped: NotRequired[str]
+    error: NotRequired[str]
+    stopped_s: NotRequired[float]
+    spawned_s: NotRequired[float]
+    ready_s: NotRequired[float]
+    time_to_ready_s: NotRequired[float]
+    start_action: NotRequired[JsonObject]
+    end_action: NotRequired[JsonObject]
+    burst: NotRequired[int]
+    settle: NotRequired[str]
+    settled_s: NotRequired[float | None]
+    running_excess: NotRequired[int | float | None]
+    # cancel windows
+    injected_cancels: NotRequired[int]
+    cancel_close_p50_ms: NotRequired[float | None]
+    cancel_close_max_ms: NotRequired[float | None]
+    # restart windows
+    caught_in_flight: NotRequired[int]
+    caught_failed: NotRequired[int]
+    time_to_first_token_s: NotRequired[float | None]
+    # proxy windows: draft fallbacks counted by the server inside the window
+    fallbacks: NotRequired[int | None]
+
+
+class SloCheck(TypedDict):
+    """One objective: its limit, the run's value, and whether it was met."""
+
+    slo: str
+    limit: float
+    value: float | None
+    met: bool
+    verdict: NotRequired[SloVerdict]  # absent from summaries written before it existed
+
+
+class Goodput(TypedDict):
+    """Requests that met every per-request limit, in total, per second and as a share."""
+
+    limits: dict[str, float]
+    requests: int
+    per_s: float
+    share: float
+
+
+class SloBlock(TypedDict):
+    """The ``slo`` block: every check and whether all were met."""
+
+    checks: list[SloCheck]
+    met: bool
+    goodput: NotRequired[Goodput]
+
+
+class DriverHealth(TypedDict):
+    """Whether loadtest itself kept up (the ``driver`` block)."""
+
+    client_lag_p99_ms: float | None
+    dispatch_lag_p99_ms: float | None
+    kernel_stamped_share: float | None
+    busy: bool
+    advice: str | None
+
+
+def driver_verdict(health: DriverHealth) -> DriverVerdict:
+    """The driver block's state: ``busy``, ``kept_up``, or ``not_exercised`` (no lag seen)."""
+    if health["busy"]:
+        return "busy"
+    if health["client_lag_p99_ms"] is None and health["dispatch_lag_p99_ms"] is None:
+        return "not_exercised"
+    return "kept_up"
