@@ -8,6 +8,7 @@ change in one place.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import ssl
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from loadtest.engine.hooks import RunHook
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.taskspec import TaskPool
+from loadtest.features.workload import workload_for
 from loadtest.report.hlog import HlogHook
 from loadtest.transport.client import discover_model
 
@@ -45,7 +47,7 @@ def run_in_process(
     scenario: Scenario,
     dep: Deployment,
     options: RunOptions,
-    pool: PromptPool | TaskPool,
+    pool: PromptPool | TaskPool | None,
     run_dir: Path,
     tls: ssl.SSLContext | bool,
     *,
@@ -71,6 +73,14 @@ def run_in_process(
             tls=tls,
             record_outputs=options.record_outputs,
         )
+        if pool is None:  # a workload: its prompts are cut with the endpoint's tokenizer
+            wl = await asyncio.to_thread(
+                workload_for, scenario, dep.endpoint, model, options.api_key
+            )
+            assert wl is not None
+            cfg = dataclasses.replace(cfg, scenario=wl.scenario)
+            hooks = [*edge_hooks(), dep.rig, *wl.hooks]
+            return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
         if isinstance(pool, TaskPool):
             assert scenario.agent is not None
             agent = AgentDriver(scenario.agent, pool, scenario.seed)

@@ -33,6 +33,7 @@ from loadtest.datasets import PromptPool, build_pool
 from loadtest.engine.runner import RunConfig, RunOutcome
 from loadtest.errors import UsageError
 from loadtest.features.agent.taskspec import TaskPool, build_tasks
+from loadtest.features.workload import is_workload, plan_lines
 from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.report.table import render_agent
@@ -55,7 +56,7 @@ class _Plan:
     scenario: Scenario
     options: RunOptions
     """With the resolved API key in ``api_key``."""
-    pool: PromptPool | TaskPool
+    pool: PromptPool | TaskPool | None
     counts: dict[str, int]
     prompt_load_s: float
     run_dir: Path
@@ -92,6 +93,7 @@ def check_job(options: RunOptions) -> str:
         f"  SLOs: {', '.join(f'{t.label} <= {t.limit:g}' for t in scenario.slo.thresholds)}"
         if scenario.slo.thresholds
         else "  SLOs: none",
+        *plan_lines(scenario),
         *(f"  {n.text}" for n in start_notes(scenario, options, key)),
     ]
     return "\n".join(lines)
@@ -156,8 +158,14 @@ def _run_id(name: str) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-{name}"
 
 
-def _load(scenario: Scenario) -> tuple[PromptPool | TaskPool, dict[str, int]]:
-    """The prompts of a scenario, or the tasks of an agent scenario, with counts."""
+def _load(scenario: Scenario) -> tuple[PromptPool | TaskPool | None, dict[str, int]]:
+    """The prompts of a scenario, or the tasks of an agent scenario, with counts.
+
+    None for a workload (synthetic lengths, a trace, conversations): its prompts need
+    the endpoint's tokenizer, so they are built once the endpoint is up.
+    """
+    if is_workload(scenario):
+        return None, {}
     if scenario.agent is None:
         return build_pool(scenario)
     tasks = build_tasks(scenario.tasks, scenario.seed)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from loadtest.config.scenario import LoadSpec, Scenario, TimeoutSpec, load_scenario
 from loadtest.errors import UsageError
+from loadtest.features.workload import apply_workload_flags
 from loadtest.measure.slo import parse_slo_flag
 from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
 
@@ -73,6 +74,10 @@ class RunOptions:
     """``--first-byte-timeout`` (``[timeouts] first_byte_s``)."""
     chunk_timeout: float | None = None
     """``--chunk-timeout``: the longest gap between chunks (``[timeouts] between_chunks_s``)."""
+    tokenizer: str | None = None
+    """``--tokenizer``: a tokenizer.json for synthetic and trace sources."""
+    speedup: float | None = None
+    """``--speedup``: a trace's clock runs this many times faster."""
 
 
 _PACKAGE_SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -193,7 +198,8 @@ def resolve_scenario(options: RunOptions) -> Scenario:
                 f"--endpoint must be an http:// or https:// URL with a host, "
                 f"e.g. http://127.0.0.1:8000; got {options.endpoint!r}"
             )
-    return apply_overrides(load_scenario(scenario_path(options.scenario)), options)
+    scenario = apply_overrides(load_scenario(scenario_path(options.scenario)), options)
+    return apply_workload_flags(scenario, options.tokenizer, options.speedup)
 
 
 def resolve_access(

@@ -34,6 +34,7 @@ from loadtest.app.worker_main import WorkerJob, WorkerResult, read_result
 from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import UsageError
+from loadtest.features.workload import is_workload
 from loadtest.measure.recorders import Metrics, MetricSet
 
 __all__ = [
@@ -114,6 +115,7 @@ def check_splittable(scenario: Scenario) -> None:
             ("[faults]", bool(scenario.faults.events)),
             ("[target]", scenario.target is not None),
             ("agent sessions", scenario.agent is not None),
+            ("workload sources", is_workload(scenario)),
         )
         if present
     ]

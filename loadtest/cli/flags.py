@@ -121,6 +121,18 @@ def _timeout_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--chunk-timeout", type=float, metavar="S", help="longest gap between two chunks"
     )
+    w = p.add_argument_group("workloads")
+    w.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="a tokenizer.json for synthetic and trace sources (default: the endpoint's /tokenize)",
+    )
+    w.add_argument(
+        "--speedup",
+        type=float,
+        metavar="F",
+        help="replay a trace F times faster (0.5: twice as slow)",
+    )
 
 
 def _access_flags(p: argparse.ArgumentParser) -> None:
@@ -177,5 +189,7 @@ def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
         timeout=args.timeout,
         first_byte_timeout=args.first_byte_timeout,
         chunk_timeout=args.chunk_timeout,
+        tokenizer=args.tokenizer,
+        speedup=args.speedup,
     )
     return dataclasses.replace(options, **over)

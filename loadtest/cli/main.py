@@ -102,6 +102,12 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     rep.add_argument("folder", help="out/<run-id>, a sweep folder or an ab folder")
     rep.add_argument("--out", help="the HTML file (default: FOLDER/report.html)")
 
+    exp = sub.add_parser(
+        "export-trace", parents=[out], help="a finished run's requests as a replayable trace"
+    )
+    exp.add_argument("folder", help="out/<run-id>")
+    exp.add_argument("-o", "--out", help="the trace file (default: FOLDER/trace.jsonl)")
+
     llama = sub.add_parser(
         "serve-llama",
         parents=[out],
@@ -174,6 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from loadtest.tui import view_run
 
             view_run(_existing(args.folder))
+            return EXIT_OK
+        if args.command == "export-trace":
+            from loadtest.app.export_trace import export_trace
+
+            print(f"trace: {export_trace(args.folder, args.out)}")
             return EXIT_OK
         if args.command == "report":
             from loadtest.report.html import write_report

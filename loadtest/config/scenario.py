@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.config.toml_tables import Table
+from loadtest.config.workload_tables import WORKLOAD_KEYS, WorkloadKeys, parse_workload_keys
 from loadtest.errors import ScenarioError
 from loadtest.features.agent.taskspec import AgentSpec, TaskSource, parse_agent, parse_tasks
 from loadtest.features.faults.plan import (
@@ -39,7 +40,10 @@ LOAD_MODES = ("closed", "constant", "poisson", "gamma")
 DEFAULT_DURATION_S = 30.0
 """The measured duration of a run whose scenario and flags name no bound."""
 APIS = ("chat", "completions")
-SOURCE_KINDS = ("sharegpt", "bfcl", "humaneval", "jsonl", "sharegpt-file", "inline")
+SOURCE_KINDS = (
+    *("sharegpt", "bfcl", "humaneval", "jsonl", "sharegpt-file", "inline"),
+    *("synthetic", "trace", "conversations"),
+)
 
 # Keys each prompt source accepts beyond the common ones.
 _SOURCE_KEYS: dict[str, frozenset[str]] = {
@@ -51,6 +55,7 @@ _SOURCE_KEYS: dict[str, frozenset[str]] = {
     "jsonl": frozenset({"path", "limit"}),
     "sharegpt-file": frozenset({"path", "min_prompt_chars", "max_prompt_chars", "limit"}),
     "inline": frozenset({"prompts"}),
+    **WORKLOAD_KEYS,
 }
 _COMMON_SOURCE_KEYS = frozenset({"kind", "category", "weight", "max_tokens"})
 
@@ -71,6 +76,8 @@ class SourceSpec:
     max_prompt_chars: int = 1_000_000
     limit: int | None = None
     prompts: tuple[str, ...] = ()
+    workload: WorkloadKeys = field(default_factory=WorkloadKeys)
+    """Token lengths, trace replay and conversation keys (synthetic/trace/conversations)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +100,8 @@ class LoadSpec:
     keepalive: bool = True
     """False: a new connection per request (every request pays connection setup)."""
     """On stop, how long in-flight requests may finish before they are cancelled."""
+    trace_offsets_ns: tuple[int, ...] = ()
+    """Mode ``trace`` (set by a trace source, not in TOML): the recorded send times."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +243,7 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
     weight = t.number("weight", 1.0, strict=True)
     max_tokens = t.integer("max_tokens", None, minimum=1)
     path_value = t.get("path", str, None, "a file path")
-    if kind in ("jsonl", "sharegpt-file") and path_value is None:
+    if kind in ("jsonl", "sharegpt-file", "trace") and path_value is None:
         raise t.fail("path", f"a {kind} source needs a path")
     file_path = None
     if path_value is not None:
@@ -257,6 +266,7 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
         max_prompt_chars=_i(t.integer("max_prompt_chars", 1_000_000, minimum=1)),
         limit=t.integer("limit", None, minimum=1),
         prompts=prompts,
+        workload=parse_workload_keys(t, kind, base),
     )
     t.finish(_COMMON_SOURCE_KEYS | _SOURCE_KEYS[kind])
     return spec

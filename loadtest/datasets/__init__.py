@@ -6,9 +6,13 @@ from dataclasses import replace
 
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets.bfcl import load_bfcl
+from loadtest.datasets.conversations import load_conversations
 from loadtest.datasets.language import LANGUAGES, detect_language
 from loadtest.datasets.prompt import Prompt, PromptPool
 from loadtest.datasets.sharegpt import load_sharegpt_rows
+from loadtest.datasets.synthetic import load_synthetic
+from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
+from loadtest.datasets.trace import read_trace, trace_prompts
 from loadtest.datasets.userfiles import (
     load_humaneval,
     load_inline,
@@ -20,8 +24,14 @@ from loadtest.errors import DatasetError
 __all__ = ["LANGUAGES", "Prompt", "PromptPool", "build_pool", "detect_language", "load_source"]
 
 
-def load_source(spec: SourceSpec) -> list[Prompt]:
-    """Load every prompt of one source, filtered as its spec says."""
+def load_source(spec: SourceSpec, tokenizer: Tokenizer | None = None) -> list[Prompt]:
+    """Load every prompt of one source, filtered as its spec says.
+
+    ``tokenizer`` (the endpoint's, where it has one) cuts synthetic and trace prompts to
+    their exact lengths; a source's own ``tokenizer`` file comes first.
+    """
+    if spec.kind in ("synthetic", "trace"):
+        return _exact(spec, tokenizer)
     if spec.kind == "sharegpt":
         return _sharegpt(spec)
     if spec.kind == "bfcl":
@@ -38,7 +48,34 @@ def load_source(spec: SourceSpec) -> list[Prompt]:
         )
     if spec.kind == "inline":
         return load_inline(spec.prompts, spec.category)
+    if spec.kind == "conversations":
+        # The first user turn of each: the whole conversation runs as a unit of load.
+        return [
+            Prompt(
+                id=c.id,
+                source="conversations",
+                category=spec.category,
+                messages=({"role": "user", "content": c.users[0]},),
+            )
+            for c in load_conversations(spec.path, spec.limit, 0)
+        ]
     raise DatasetError(f"unknown prompt source kind {spec.kind!r}")
+
+
+def _exact(spec: SourceSpec, tokenizer: Tokenizer | None) -> list[Prompt]:
+    def tok() -> Tokenizer:
+        if spec.workload.tokenizer is not None or tokenizer is None:
+            return open_tokenizer(spec.workload.tokenizer, None, None)
+        return tokenizer
+
+    if spec.kind == "synthetic":
+        return load_synthetic(spec, tok())
+    assert spec.path is not None
+    entries = read_trace(spec.path, spec.limit)
+    needs = any(e.needs_tokenizer for e in entries)
+    return trace_prompts(
+        entries, tok() if needs else None, spec.workload.block_size, str(spec.path)
+    )
 
 
 def _sharegpt(spec: SourceSpec) -> list[Prompt]:
@@ -79,15 +116,25 @@ def _sharegpt(spec: SourceSpec) -> list[Prompt]:
     return prompts
 
 
-def build_pool(scenario: Scenario) -> tuple[PromptPool, dict[str, int]]:
+def build_pool(
+    scenario: Scenario, tokenizer: Tokenizer | None = None
+) -> tuple[PromptPool, dict[str, int]]:
     """Load every source of a scenario into a seeded pool; also returns counts by source."""
     groups = []
     counts: dict[str, int] = {}
     for spec in scenario.sources:
-        prompts = load_source(spec)
+        if spec.kind in ("trace", "conversations"):
+            # Drawn at random from a pool, a trace would lose its order and a
+            # conversation its turns: they run as units of load (features.workload).
+            raise DatasetError(
+                f"{scenario.path}: a {spec.kind} source runs through "
+                "loadtest.features.workload.workload_for, not a prompt pool"
+            )
+        prompts = load_source(spec, tokenizer)
         if scenario.max_tokens_override:
-            # --max-tokens is the last word, over a prompt's own value too.
-            prompts = [replace(p, max_tokens=scenario.max_tokens) for p in prompts]
+            # --max-tokens is the last word, over a prompt's own value too (and over an
+            # exact output length's min_tokens, which must not exceed it).
+            prompts = [_capped(p, scenario.max_tokens) for p in prompts]
         elif spec.max_tokens is not None:
             prompts = [
                 p if p.max_tokens is not None else replace(p, max_tokens=spec.max_tokens)
@@ -96,3 +143,10 @@ def build_pool(scenario: Scenario) -> tuple[PromptPool, dict[str, int]]:
         counts[f"{spec.kind}:{spec.category}"] = len(prompts)
         groups.append((spec.weight, prompts))
     return PromptPool(groups, scenario.seed), counts
+
+
+def _capped(p: Prompt, max_tokens: int) -> Prompt:
+    sampling = p.sampling
+    if sampling and "min_tokens" in sampling:
+        sampling = {**sampling, "min_tokens": max_tokens}
+    return replace(p, max_tokens=max_tokens, sampling=sampling)

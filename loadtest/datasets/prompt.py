@@ -7,6 +7,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from loadtest.model.json import JsonObject
+
 __all__ = ["Prompt", "PromptPool"]
 
 
@@ -28,6 +30,11 @@ class Prompt:
     """Sent tool name -> original name, where a name had to be made API-safe."""
     max_tokens: int | None = None
     language: str | None = None
+    sampling: JsonObject | None = None
+    """Body fields of this prompt's requests over the scenario's ``sampling`` (a fixed
+    output length: ``ignore_eos``, ``min_tokens``)."""
+    input_tokens: int | None = None
+    """The prompt's exact length in tokens, where a source cut it to one."""
 
     @property
     def chars(self) -> int:
@@ -58,6 +65,10 @@ class PromptPool:
         g = bisect.bisect_right(self._cum, self._rng.random() * self._total)
         group = self._groups[min(g, len(self._groups) - 1)]
         return group[self._rng.randrange(len(group))]
+
+    def prompts(self) -> list[Prompt]:
+        """Every prompt of every source."""
+        return [p for g in self._groups for p in g]
 
     @property
     def size(self) -> int:

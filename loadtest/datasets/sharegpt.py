@@ -19,7 +19,7 @@ import orjson
 from loadtest.datasets.language import detect_language
 from loadtest.errors import DatasetError, MissingPackageError
 
-__all__ = ["cache_dir", "load_sharegpt_rows", "parse_sharegpt_bytes"]
+__all__ = ["cache_dir", "load_sharegpt_rows", "parse_items", "parse_sharegpt_bytes"]
 
 _ITEM_SEP = b"\n  },\n  {"
 _CACHE_VERSION = 1
@@ -41,13 +41,7 @@ def parse_sharegpt_bytes(raw: bytes, origin: str) -> tuple[list[dict[str, Any]],
     A truncated or malformed item is skipped and counted, not fatal; a file that is not
     a JSON list at all is a ``DatasetError`` naming ``origin``.
     """
-    try:
-        items = orjson.loads(raw)
-        skipped = 0
-    except orjson.JSONDecodeError:
-        items, skipped = _parse_items_leniently(raw, origin)
-    if not isinstance(items, list):
-        raise DatasetError(f"{origin}: expected a JSON list of conversations")
+    items, skipped = parse_items(raw, origin)
     rows = []
     for item in items:
         row = _first_turn(item)
@@ -56,6 +50,18 @@ def parse_sharegpt_bytes(raw: bytes, origin: str) -> tuple[list[dict[str, Any]],
         else:
             rows.append(row)
     return rows, skipped
+
+
+def parse_items(raw: bytes, origin: str) -> tuple[list[Any], int]:
+    """The items of a ShareGPT JSON list, leniently (a cut-short file loses its tail only)."""
+    try:
+        items = orjson.loads(raw)
+        skipped = 0
+    except orjson.JSONDecodeError:
+        items, skipped = _parse_items_leniently(raw, origin)
+    if not isinstance(items, list):
+        raise DatasetError(f"{origin}: expected a JSON list of conversations")
+    return items, skipped
 
 
 def _parse_items_leniently(raw: bytes, origin: str) -> tuple[list[Any], int]:

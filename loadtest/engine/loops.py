@@ -149,7 +149,7 @@ async def open_loop(host: LoopHost) -> None:
 
 async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None:
     load = host.load
-    plan = ArrivalPlan(load.mode, load.rate, load.burstiness)
+    plan = ArrivalPlan(load.mode, load.rate, load.burstiness, load.trace_offsets_ns)
     cap = asyncio.Semaphore(load.concurrency) if load.concurrency > 0 else None
     ceiling: Any = None
     if load.rate_ceiling:

@@ -60,7 +60,7 @@ class RequestUnit:
                 text=prompt.text,
                 stream=sc.stream,
                 max_tokens=prompt.max_tokens or sc.max_tokens,
-                sampling=sc.sampling,
+                sampling={**sc.sampling, **prompt.sampling} if prompt.sampling else sc.sampling,
                 tools=list(prompt.tools) or None,
             )
             self._bodies[id(prompt)] = body

@@ -12,7 +12,7 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,9 +22,10 @@ __all__ = [
     "MonotonicClock",
     "arrival_offsets_ns",
     "pace",
+    "trace_offsets_ns",
 ]
 
-OPEN_LOOP_MODES = ("constant", "poisson", "gamma")
+OPEN_LOOP_MODES = ("constant", "poisson", "gamma", "trace")
 
 
 class Clock(Protocol):
@@ -70,8 +71,14 @@ class ArrivalPlan:
     mode: str
     rate: float
     burstiness: float = 1.0
+    offsets_ns: tuple[int, ...] = ()
+    """Mode ``trace``: the recorded send times, in order (the plan ends after the last)."""
 
     def __post_init__(self) -> None:
+        if self.mode == "trace" and any(
+            b < a for a, b in zip(self.offsets_ns, self.offsets_ns[1:], strict=False)
+        ):
+            raise ValueError("trace offsets must not go back in time")
         if self.mode not in OPEN_LOOP_MODES:
             raise ValueError(f"mode must be one of {OPEN_LOOP_MODES}, got {self.mode!r}")
         if not (self.rate > 0 and math.isfinite(self.rate)):
@@ -81,7 +88,13 @@ class ArrivalPlan:
 
 
 def arrival_offsets_ns(plan: ArrivalPlan, seed: int) -> Iterator[int]:
-    """Yield intended send times in ns from the start, first one at 0, forever."""
+    """Yield intended send times in ns from the start, first one at 0, forever.
+
+    A trace plan yields its own offsets and ends with them.
+    """
+    if plan.mode == "trace":
+        yield from plan.offsets_ns
+        return
     rng = random.Random(seed)
     mean_gap = 1e9 / plan.rate
     t = 0.0
@@ -95,6 +108,16 @@ def arrival_offsets_ns(plan: ArrivalPlan, seed: int) -> Iterator[int]:
     while True:
         yield round(t)
         t += rng.gammavariate(shape, scale)
+
+
+def trace_offsets_ns(timestamps_ms: Sequence[float], speedup: float = 1.0) -> tuple[int, ...]:
+    """A trace's timestamps (ms, in order) as offsets from its first one, ``speedup`` x faster."""
+    if not (speedup > 0 and math.isfinite(speedup)):
+        raise ValueError(f"speedup must be a positive number, got {speedup!r}")
+    if not timestamps_ms:
+        return ()
+    first = timestamps_ms[0]
+    return tuple(round((t - first) * 1e6 / speedup) for t in timestamps_ms)
 
 
 async def pace(

@@ -35,6 +35,7 @@ from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
 from loadtest.sim.prometheus import Sample, metrics_handler
 from loadtest.sim.speculation import infer_category
 from loadtest.sim.streaming import StreamShape, sleep_until, stream_response, timed, whole_response
+from loadtest.sim.tokenize import add_tokenize_routes
 
 __all__ = ["SIM_KEY", "SimServer", "build_app", "stamp_arrivals"]
 
@@ -341,6 +342,7 @@ def build_app(config: SimConfig) -> web.Application:
     app.router.add_get("/health", sim.health)
     app.router.add_get("/sim/truth", sim.truth_handler)
     app.router.add_get("/metrics", metrics_handler(sim.samples))
+    add_tokenize_routes(app)
     engine = sim.engine
     if engine is not None:
 

@@ -1,0 +1,153 @@
+"""Multi-turn chat as a unit of load: one conversation replayed turn by turn.
+
+Each turn sends the whole history so far; the history carries the server's own answer
+(``answers = "server"``) or the recorded one (``"recorded"``: every run sends the same
+bytes). Between an answer and the next turn the user thinks ``think_time_ms``; the next
+turn's intended time is the answer's end plus that, so its lag is its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from loadtest.config.scenario import Scenario, SourceSpec
+from loadtest.datasets.conversations import Conversation
+from loadtest.datasets.prompt import Prompt
+from loadtest.engine.hooks import HookResult, RunContext, RunHook
+from loadtest.engine.request_unit import raise_if_cancelling
+from loadtest.model.json import JsonObject
+from loadtest.protocol.openai import build_payload
+
+__all__ = ["MultiTurn", "TurnRow"]
+
+_perf = time.perf_counter_ns
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    """TTFT of one turn number across conversations (ms, measured requests only)."""
+
+    turn: int
+    requests: int
+    ttft_p50_ms: float
+    ttft_p90_ms: float
+    ttft_max_ms: float
+    prompt_tokens_mean: float | None
+
+
+def _q(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+class MultiTurn(RunHook):
+    """Replays conversations: unit ``i`` is conversation ``i`` (mod their number)."""
+
+    def __init__(
+        self, scenario: Scenario, model: str, convs: list[Conversation], spec: SourceSpec
+    ) -> None:
+        self._scenario = scenario
+        self._model = model
+        self._convs = convs
+        self._spec = spec
+        self._requests = 0
+        self._ttft: dict[int, list[float]] = {}
+        self._prompt_tokens: dict[int, list[int]] = {}
+        self._done_ms: list[float] = []
+        self.completed = 0
+        self.failed = 0
+
+    async def run_unit(self, ctx: RunContext, index: int, intended_ns: int) -> float | None:
+        """Run conversation ``index``; returns a Retry-After if a turn was told one."""
+        conv = self._convs[index % len(self._convs)]
+        w = self._spec.workload
+        turns = conv.turns if w.max_turns is None else min(conv.turns, w.max_turns)
+        warmup = ctx.warming_up_at(intended_ns)
+        messages: list[JsonObject] = []
+        at = intended_ns
+        for k in range(turns):
+            messages.append({"role": "user", "content": conv.users[k]})
+            prompt = Prompt(
+                id=f"{conv.id}#{k + 1}",
+                source="conversations",
+                category=self._spec.category,
+                messages=tuple(messages),
+            )
+            self._requests += 1
+            rec, reader = await ctx.client.exchange(
+                index=self._requests - 1,
+                prompt=prompt,
+                body=self._body(messages),
+                intended_ns=at,
+                warmup=warmup,
+            )
+            ctx.account(rec, prompt, {"turn": k + 1, "conversation": conv.id, "unit": index})
+            if rec.outcome != "ok":
+                self.failed += 1
+                if rec.outcome == "cancelled":
+                    raise_if_cancelling()
+                return rec.retry_after_s
+            if not warmup and rec.first_token_ns is not None:
+                self._ttft.setdefault(k + 1, []).append((rec.first_token_ns - rec.sent_ns) / 1e6)
+                if rec.prompt_tokens is not None:
+                    self._prompt_tokens.setdefault(k + 1, []).append(rec.prompt_tokens)
+            answer = reader.text if w.answers == "server" else conv.answers[k]
+            messages.append({"role": "assistant", "content": answer or ""})
+            at = _perf()
+            if w.think_time_ms > 0 and k + 1 < turns:
+                at += int(w.think_time_ms * 1e6)
+                await asyncio.sleep(w.think_time_ms / 1e3)
+        self.completed += 1
+        if not warmup:
+            self._done_ms.append((_perf() - intended_ns) / 1e6)
+        return None
+
+    def _body(self, messages: list[JsonObject]) -> bytes:
+        sc = self._scenario
+        return build_payload(
+            api=sc.api,
+            model=self._model,
+            messages=messages,
+            text=None,
+            stream=sc.stream,
+            max_tokens=self._spec.max_tokens or sc.max_tokens,
+            sampling=sc.sampling,
+            tools=None,
+        )
+
+    def table(self) -> list[TurnRow]:
+        """TTFT by turn number."""
+        rows = []
+        for turn in sorted(self._ttft):
+            v = sorted(self._ttft[turn])
+            pt = self._prompt_tokens.get(turn)
+            rows.append(
+                TurnRow(
+                    turn=turn,
+                    requests=len(v),
+                    ttft_p50_ms=round(_q(v, 0.5), 3),
+                    ttft_p90_ms=round(_q(v, 0.9), 3),
+                    ttft_max_ms=round(v[-1], 3),
+                    prompt_tokens_mean=round(sum(pt) / len(pt), 1) if pt else None,
+                )
+            )
+        return rows
+
+    def result(self, run_dir: Path) -> HookResult:
+        """Write ``multiturn.json``: the per-turn TTFT table and conversation times."""
+        done = sorted(self._done_ms)
+        block = {
+            "conversations_completed": self.completed,
+            "conversations_failed": self.failed,
+            "conversation_ms_p50": round(_q(done, 0.5), 3) if done else None,
+            "conversation_ms_p90": round(_q(done, 0.9), 3) if done else None,
+            "ttft_by_turn": [
+                {k: getattr(r, k) for k in TurnRow.__dataclass_fields__} for r in self.table()
+            ],
+        }
+        (run_dir / "multiturn.json").write_bytes(orjson.dumps(block, option=orjson.OPT_INDENT_2))
+        return HookResult()

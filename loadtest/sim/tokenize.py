@@ -1,0 +1,71 @@
+"""``/tokenize`` and ``/detokenize`` for the simulator, in llama.cpp's format.
+
+The simulator counts a prompt as one token per four characters, so its tokenizer
+does too: a token is a run of four characters, ids handed out as pieces are first
+seen. Exact-length workloads can then be checked against its ``prompt_tokens``.
+"""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+__all__ = ["add_tokenize_routes"]
+
+_PIECE = 4
+_MAX_VOCAB = 2_000_000
+
+
+class _Vocabulary:
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.pieces: list[str] = []
+
+    def encode(self, text: str) -> list[int] | None:
+        out = []
+        for i in range(0, len(text), _PIECE):
+            piece = text[i : i + _PIECE]
+            tid = self.ids.get(piece)
+            if tid is None:
+                if len(self.pieces) >= _MAX_VOCAB:
+                    return None
+                tid = self.ids[piece] = len(self.pieces)
+                self.pieces.append(piece)
+            out.append(tid)
+        return out
+
+
+async def _body(request: web.Request) -> dict[str, object] | None:
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def add_tokenize_routes(app: web.Application) -> None:
+    """Serve ``POST /tokenize`` and ``POST /detokenize`` on ``app``."""
+    vocab = _Vocabulary()
+
+    async def tokenize(request: web.Request) -> web.Response:
+        body = await _body(request)
+        text = None if body is None else body.get("content", body.get("prompt"))
+        if not isinstance(text, str):
+            return web.json_response({"error": "'content' must be a string"}, status=400)
+        ids = vocab.encode(text)
+        if ids is None:
+            return web.json_response({"error": "vocabulary full"}, status=503)
+        return web.Response(body=orjson.dumps({"tokens": ids}), content_type="application/json")
+
+    async def detokenize(request: web.Request) -> web.Response:
+        body = await _body(request)
+        ids = None if body is None else body.get("tokens")
+        if not isinstance(ids, list) or not all(
+            isinstance(t, int) and 0 <= t < len(vocab.pieces) for t in ids
+        ):
+            return web.json_response({"error": "'tokens' must be known token ids"}, status=400)
+        text = "".join(vocab.pieces[t] for t in ids)
+        return web.Response(body=orjson.dumps({"content": text}), content_type="application/json")
+
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/detokenize", detokenize)
