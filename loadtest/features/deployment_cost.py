@@ -24,6 +24,8 @@ import aiohttp
 import orjson
 import psutil
 
+from loadtest.errors import EndpointError, UsageError
+
 __all__ = [
     "ColdStart",
     "EnergyMeter",
@@ -90,7 +92,7 @@ class RssSampler:
 
     def __init__(self, pid: int, interval_s: float = 0.1) -> None:
         if interval_s <= 0:
-            raise ValueError(f"interval_s must be positive, not {interval_s}")
+            raise UsageError(f"interval_s must be positive, not {interval_s}")
         self._proc = psutil.Process(pid)
         self._interval = interval_s
         self._samples: list[int] = []
@@ -98,25 +100,26 @@ class RssSampler:
         self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
 
     def _loop(self) -> None:
-        while True:
+        while not self._stop.wait(self._interval):
             try:
                 self._samples.append(_tree_rss(self._proc))
             except psutil.Error:
                 return  # the process ended: the samples so far are the record
-            if self._stop.wait(self._interval):
-                return
 
     def start(self) -> RssSampler:
-        """Begin sampling (returns self for chaining)."""
+        """Take a first sample now, then sample on a thread (returns self for chaining)."""
+        try:
+            self._samples.append(_tree_rss(self._proc))
+        except psutil.Error as exc:
+            raise EndpointError(f"process {self._proc.pid} is gone: {exc}") from exc
         self._thread.start()
         return self
 
     def stop(self) -> MemoryUse:
-        """Stop sampling and summarize; raises ``RuntimeError`` if no sample was taken."""
+        """Stop sampling and summarize (``start`` made sure of one sample)."""
         self._stop.set()
-        self._thread.join()
-        if not self._samples:
-            raise RuntimeError(f"no memory sample of process {self._proc.pid}")
+        if self._thread.is_alive():
+            self._thread.join()
         return MemoryUse(
             steady_bytes=int(statistics.median(self._samples)),
             peak_bytes=max(self._samples),
@@ -236,7 +239,7 @@ async def _until_ready(
 ) -> float:
     while time.monotonic() - t0 < timeout_s:
         if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode} before it was ready")
+            raise EndpointError(f"the server exited with {proc.returncode} before it was ready")
         try:
             async with s.get(base_url + "/health") as r:
                 if r.status == 200:
@@ -244,7 +247,7 @@ async def _until_ready(
         except aiohttp.ClientError:
             pass
         await asyncio.sleep(0.02)
-    raise TimeoutError(f"the server was not ready within {timeout_s} s")
+    raise EndpointError(f"the server was not ready within {timeout_s} s")
 
 
 async def _first_token(
