@@ -12,6 +12,7 @@ total energy. Where neither is readable the result is ``None`` with the reason, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import subprocess
 import threading
@@ -80,10 +81,9 @@ class EnergyUse:
 def _tree_rss(proc: psutil.Process) -> int:
     total = proc.memory_info().rss
     for child in proc.children(recursive=True):
-        try:
+        # A child that ended between listing and reading holds nothing now.
+        with contextlib.suppress(psutil.Error):
             total += child.memory_info().rss
-        except psutil.Error:
-            pass  # a child that ended between listing and reading holds nothing now
     return total
 
 
@@ -144,10 +144,18 @@ def _nvml_mj() -> int | None:
         pynvml.nvmlInit()
         try:
             n = pynvml.nvmlDeviceGetCount()
-            return sum(
-                int(pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(i)))
-                for i in range(n)
-            ) if n else None
+            return (
+                sum(
+                    int(
+                        pynvml.nvmlDeviceGetTotalEnergyConsumption(
+                            pynvml.nvmlDeviceGetHandleByIndex(i)
+                        )
+                    )
+                    for i in range(n)
+                )
+                if n
+                else None
+            )
         finally:
             pynvml.nvmlShutdown()
     except Exception:  # ImportError, or any NVML error: the machine cannot tell
@@ -218,7 +226,11 @@ async def measure_cold_start(
     Returns the timings and the running process (the caller stops it).
     """
     t0 = time.monotonic()
-    proc = subprocess.Popen(list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Popen returns once forked (it waits on nothing); a Popen, not an asyncio process, so
+    # that the caller can stop the server from synchronous code as well.
+    proc = subprocess.Popen(  # noqa: ASYNC220
+        list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         async with aiohttp.ClientSession() as s:
             ready_s = await _until_ready(s, proc, base_url, t0, timeout_s)
