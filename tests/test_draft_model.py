@@ -105,3 +105,21 @@ def test_the_draft_defaults_are_llama_cpps_own() -> None:
 
     d = xllamacpp.CommonParams().speculative.draft
     assert (d.n_max, d.n_min, d.p_min) == (DRAFT_MAX, DRAFT_MIN, pytest.approx(DRAFT_P_MIN))
+
+
+def test_serve_llama_flags_default_to_the_options_defaults() -> None:
+    from loadtest.cli.main import _parser
+
+    args = _parser().parse_args(["serve-llama", "--spec", "draft"])
+    d = LlamaOptions()
+    assert (args.draft_max, args.draft_min, args.draft_p_min) == (
+        d.draft_max,
+        d.draft_min,
+        d.draft_p_min,
+    )
+    assert (args.draft_layers, args.draft) == (d.draft_layers, d.draft)
+    assert (args.parallel, args.threads, args.ctx_per_slot) == (
+        d.parallel,
+        d.threads,
+        d.ctx_per_slot,
+    )
