@@ -19,9 +19,13 @@ from loadtest.errors import MissingExtraError, UsageError
 
 __all__ = ["DEFAULT_DRAFT_LAYERS", "build_early_exit", "ensure_early_exit", "file_sha256"]
 
-DEFAULT_DRAFT_LAYERS = 4
-"""Blocks kept by default: 4 of the target's 18, roughly a fifth of its per-token work
-besides the (shared) output head, while still agreeing with it often enough to draft."""
+DEFAULT_DRAFT_LAYERS = 12
+"""Blocks kept by default, of the target's 18: the shallowest exit tried whose drafts the
+target accepts often. On two prompts at temperature 0 (32 tokens, 3 drafted per step),
+4 and 9 blocks were accepted 0 times, 12 blocks 61%, 14 58%, 16 80%: the blocks before
+the last third do not yet speak the output head's language. No early exit of this model
+is much cheaper than the target: the shared 262,144 x 640 output head is about 60% of a
+token's multiply-adds, and 12 blocks plus the head are ~88% of the target's."""
 
 _SKIPPED_FIELDS = ("GGUF.", "general.architecture")
 """Fields the writer makes itself (header counts, version, the architecture key)."""

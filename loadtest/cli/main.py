@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
         "--draft-p-min", type=float, default=0.0, help="draft: least confidence to go on (0.0)"
     )
     llama.add_argument(
-        "--draft-layers", type=int, default=4, help="--spec draft: blocks the early exit keeps"
+        "--draft-layers", type=int, default=12, help="--spec draft: blocks the early exit keeps"
     )
     llama.add_argument(
         "--draft", default=None, help="--spec draft: a draft GGUF, or 'target' (self-draft)"
