@@ -25,7 +25,7 @@ target accepts often. On two prompts at temperature 0 (32 tokens, 3 drafted per 
 4 and 9 blocks were accepted 0 times, 12 blocks 61%, 14 58%, 16 80%: the blocks before
 the last third do not yet speak the output head's language. No early exit of this model
 is much cheaper than the target: the shared 262,144 x 640 output head is about 60% of a
-token's multiply-adds, and 12 blocks plus the head are ~88% of the target's."""
+token's multiply-adds, and 12 blocks plus the head are about 87% of the target's."""
 
 _SKIPPED_FIELDS = ("GGUF.", "general.architecture")
 """Fields the writer makes itself (header counts, version, the architecture key)."""
