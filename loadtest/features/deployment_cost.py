@@ -61,7 +61,11 @@ class ColdStart:
 
 @dataclass(frozen=True, slots=True)
 class EnergyUse:
-    """Energy over a span, or why it cannot be told on this machine."""
+    """Energy over a span, or why it cannot be told on this machine.
+
+    The counters are the machine's (CPU packages, GPUs), not the process's: on a machine
+    shared with other work the figure includes that work.
+    """
 
     joules: float | None
     source: str | None
@@ -143,19 +147,12 @@ def _nvml_mj() -> int | None:
 
         pynvml.nvmlInit()
         try:
-            n = pynvml.nvmlDeviceGetCount()
-            return (
-                sum(
-                    int(
-                        pynvml.nvmlDeviceGetTotalEnergyConsumption(
-                            pynvml.nvmlDeviceGetHandleByIndex(i)
-                        )
-                    )
-                    for i in range(n)
-                )
-                if n
-                else None
-            )
+            handles = [
+                pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
+            ]
+            if not handles:
+                return None
+            return sum(int(pynvml.nvmlDeviceGetTotalEnergyConsumption(h)) for h in handles)
         finally:
             pynvml.nvmlShutdown()
     except Exception:  # ImportError, or any NVML error: the machine cannot tell
@@ -166,6 +163,7 @@ class EnergyMeter:
     """Energy between ``start`` and ``stop`` from RAPL and NVML, where readable."""
 
     def __init__(self, powercap: Path = POWERCAP) -> None:
+        self._powercap = powercap
         self._zones = _rapl_zones(powercap)
         self._rapl0: list[int] | None = None
         self._nvml0: int | None = None
@@ -177,7 +175,7 @@ class EnergyMeter:
         self._why = []
         self._t0 = time.monotonic()
         if not self._zones:
-            self._why.append("no RAPL zones under /sys/class/powercap")
+            self._why.append(f"no RAPL zones under {self._powercap}")
         else:
             try:
                 self._rapl0 = _read_rapl(self._zones)
