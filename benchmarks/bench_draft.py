@@ -10,7 +10,11 @@ where the machine exposes it, the energy are measured. It prints per mode: TTFT,
 and end-to-end p50/p95, the acceptance per category from llama.cpp's own per-response
 counters, RSS steady/peak and what the draft adds over the baseline, cold start, energy
 (or why not) and whether each output equals the baseline's (divergent prompts listed).
-Requests go one at a time so that batching cannot change a greedy output.
+Requests go one at a time so that batching across requests cannot change a greedy
+output. A draft mode can still diverge from the baseline where every draft is accepted
+(the self-draft did, on 2 of 12 prompts): verification scores several tokens in one
+batch, whose kernels round differently from one-token decoding, and a near tie flips.
+RSS counts a file mapped twice twice: the self-draft's figure overstates its real cost.
 Needs the extra ``loadtest[llama]``. A benchmark: it prints figures, asserts nothing.
 """
 
