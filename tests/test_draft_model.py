@@ -110,7 +110,7 @@ def test_the_draft_defaults_are_llama_cpps_own() -> None:
 def test_serve_llama_flags_default_to_the_options_defaults() -> None:
     from loadtest.cli.main import _parser
 
-    args = _parser().parse_args(["serve-llama", "--spec", "draft"])
+    args = _parser()[0].parse_args(["serve-llama", "--spec", "draft"])
     d = LlamaOptions()
     assert (args.draft_max, args.draft_min, args.draft_p_min) == (
         d.draft_max,
