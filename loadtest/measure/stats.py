@@ -252,7 +252,9 @@ def compare_samples(
         diff, low, high, p = _bootstrap(xa, xb, pct, resamples, 1 - ALPHA, seed)
         a_at, b_at, _ = _at(xa, xb, pct)
         lines.append(
-            PercentileDiff(pct, a_at, b_at, diff, low, high, p, None, threshold_ms(a_at, min_effect))
+            PercentileDiff(
+                pct, a_at, b_at, diff, low, high, p, None, threshold_ms(a_at, min_effect)
+            )
         )
     untested = MetricComparison(xa.size, xb.size, tuple(lines), rank_test(xa, xb), "not exercised")
     (judged,) = judge_family([untested])
