@@ -10,7 +10,13 @@ import orjson
 import pytest
 
 from loadtest.cli.main import main
-from loadtest.report.compare import RunData, compare_runs, load_run, render_comparison
+from loadtest.report.compare import (
+    RunData,
+    compare_runs,
+    line_verdict,
+    load_run,
+    render_comparison,
+)
 from loadtest.report.compare_checks import CacheUse, LoadShape, SideCounts, findings
 from loadtest.report.equivalence import equivalence, equivalence_failed
 from loadtest.sim import SimConfig
@@ -77,11 +83,12 @@ def test_compare_of_unlike_load_shapes_says_so_and_marks_verdicts_confounded(
     assert code == 1
     text = capsys.readouterr().out
     assert text.splitlines()[0].startswith(
-        "NOTE: load shapes differ (A: closed loop, concurrency 8"
+        "NOTE: load shapes differ (A: closed loop, concurrency 8;"
     )
     assert "arrivals at 50 req/s" in text.splitlines()[0]
     c = orjson.loads(report.read_bytes())
     assert c["confounded"] is True and c["blocking"] is False
+    assert line_verdict(c, {"verdict": "slower"}) == "slower (confounded)"
     for line in text.splitlines():
         if line.rstrip().endswith(("faster", "slower")):
             pytest.fail(f"an unconfounded verdict under unlike loads: {line}")

@@ -148,8 +148,8 @@ def findings(a: SideCounts, b: SideCounts, metrics: Sequence[str]) -> list[Findi
         out.append(
             Finding(
                 "load shapes differ",
-                f"load shapes differ ({a.name}: {'; '.join(sorted(map(str, set(a.shapes))))}, "
-                f"{b.name}: {'; '.join(sorted(map(str, set(b.shapes))))}): latency depends "
+                f"load shapes differ ({a.name}: {' + '.join(sorted(map(str, set(a.shapes))))}; "
+                f"{b.name}: {' + '.join(sorted(map(str, set(b.shapes))))}): latency depends "
                 "on the load, so the verdicts below are marked confounded, not attributed "
                 "to the deployment",
                 False,
