@@ -349,11 +349,13 @@ def render_comparison(c: JsonObject) -> str:
             f"({eq['match_rate']:.1%}); {eq['attributed']} diverge only on B"
         )
         for side, own in eq["own_divergence"].items():
-            if own["prompts_repeated"]:
-                lines.append(
-                    f"  {side.upper()}'s own repeatability: {own['divergent']} of "
-                    f"{own['prompts_repeated']} repeated prompts answered differently"
-                )
+            lines.append(
+                f"  {side.upper()}'s own repeatability: {own['divergent']} of "
+                f"{own['prompts_repeated']} repeated prompts answered differently"
+                if own["prompts_repeated"]
+                else f"  {side.upper()}'s own repeatability: not measured (no prompt answered "
+                "twice; ab --repeat 2 sends every prompt twice per side)"
+            )
         for d in eq["divergent"][:10]:
             whose = " (A diverges too)" if d["own_a"] else ""
             lines.append(

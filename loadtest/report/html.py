@@ -269,7 +269,9 @@ def _comparison_section(page: _Page, folder: Path, c: dict[str, Any]) -> None:
     if eq:
         page.add(
             f"<h2>Output equivalence</h2><p>{eq['matching']} of {eq['prompts_compared']} "
-            f"prompts answered identically ({eq['match_rate']:.1%}).</p>"
+            f"prompts answered identically ({eq['match_rate']:.1%}); "
+            f"{_esc(eq.get('attributed', '–'))} diverge only on B (the baseline answered "
+            "them alike every time).</p>"
         )
         if eq["divergent"]:
             page.add(
