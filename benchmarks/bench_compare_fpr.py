@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_compare_fpr              # 50 comparisons, ~5 minutes
     python -m benchmarks.bench_compare_fpr --pairs 60 --requests 60
+    python -m benchmarks.bench_compare_fpr --keep DIR     # then --reuse DIR: compare again
 
 Two simulators with the same configuration (different seeds: the same distributions,
 independent draws, as two replicas of one deployment would be) each serve N short runs,
@@ -73,10 +74,16 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT * 100, metavar="PCT")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--keep", metavar="DIR", help="make the runs in DIR and keep them")
+    parser.add_argument("--reuse", metavar="DIR", help="compare the runs kept in DIR again")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        made = _runs(args, Path(tmp))
+        if args.reuse:
+            made = {s: sorted((Path(args.reuse) / s).iterdir()) for s in ("a", "b")}
+            args.pairs = len(made["a"])
+        else:
+            made = _runs(args, Path(args.keep or tmp))
         ran_s = time.monotonic() - started
         flagged: list[str] = []
         lines_flagged = lines = 0

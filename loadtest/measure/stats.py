@@ -29,6 +29,7 @@ __all__ = [
     "ALPHA",
     "MIN_EFFECT",
     "MIN_SAMPLES",
+    "MIN_TAIL",
     "MetricComparison",
     "PercentileDiff",
     "Verdict",
@@ -52,6 +53,10 @@ MIN_EFFECT = 0.02
 """Smallest difference worth a verdict, as a fraction of A's value (``--min-effect``)."""
 MIN_SAMPLES = 10
 """Fewest values per side before a metric is tested at all."""
+MIN_TAIL = 5
+"""Fewest values per side above a percentile before its line is tested: p99 of 40 values
+is their maximum, whose bootstrap interval is far too narrow (resamples can never exceed
+it), so p95 needs 100 values and p99 500; below that the line says ``too few samples``."""
 RESOLUTION = 1e-3
 """Relative resolution of the HDR recorders (3 significant digits): nothing finer is real."""
 RESOLUTION_MS = 1e-4
@@ -249,8 +254,15 @@ def compare_samples(
         return MetricComparison(xa.size, xb.size, unknown, None, "too few samples")
     lines = []
     for pct in pcts:
-        diff, low, high, p = _bootstrap(xa, xb, pct, resamples, 1 - ALPHA, seed)
         a_at, b_at, _ = _at(xa, xb, pct)
+        if min(xa.size, xb.size) * (1 - pct / 100) < MIN_TAIL:
+            lines.append(
+                PercentileDiff(
+                    pct, a_at, b_at, b_at - a_at, -math.inf, math.inf, verdict="too few samples"
+                )
+            )
+            continue
+        diff, low, high, p = _bootstrap(xa, xb, pct, resamples, 1 - ALPHA, seed)
         lines.append(
             PercentileDiff(
                 pct, a_at, b_at, diff, low, high, p, None, threshold_ms(a_at, min_effect)
