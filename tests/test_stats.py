@@ -7,6 +7,7 @@ import pytest
 
 from loadtest.measure.stats import (
     bootstrap_diff,
+    compare_groups,
     compare_samples,
     format_p,
     holm,
@@ -122,3 +123,20 @@ def test_p_values_print_with_their_magnitude() -> None:
     assert format_p(3e-7) == "< 0.0001"
     assert format_p(0.01234) == "0.0123"
     assert format_p(None) == "-"
+
+
+def test_a_run_that_moved_as_a_whole_is_not_a_difference_but_a_steady_one_is() -> None:
+    rng = np.random.default_rng(11)
+
+    def run(median: float) -> np.ndarray:
+        return rng.normal(median, 1.0, 300)
+
+    # A's second run was 12% slower throughout (a neighbour's load): its requests are not
+    # independent evidence, and pooling them would call B faster.
+    a, b = [run(50.0), run(56.0)], [run(50.0), run(50.0)]
+    pooled = compare_samples(np.concatenate(a), np.concatenate(b), (50,), resamples=400)
+    assert pooled is not None and pooled.verdict == "faster"
+    grouped = compare_groups(a, b, (50,), resamples=400)
+    assert grouped is not None and grouped.verdict == "no detectable difference"
+    steady = compare_groups([run(50.0), run(50.5)], [run(40.0), run(40.5)], (50,), resamples=400)
+    assert steady is not None and steady.verdict == "faster"

@@ -34,6 +34,7 @@ __all__ = [
     "PercentileDiff",
     "Verdict",
     "bootstrap_diff",
+    "compare_groups",
     "compare_samples",
     "format_p",
     "holm",
@@ -195,13 +196,40 @@ def _bootstrap(
         batch=max(1, min(resamples, 2_000_000 // max(1, len(xa) + len(xb)))),
         rng=np.random.default_rng(seed),
     )
-    dist = np.asarray(res.bootstrap_distribution)
+    ci = res.confidence_interval
+    return diff, float(ci.low), float(ci.high), _p_value(np.asarray(res.bootstrap_distribution))
+
+
+def _p_value(dist: np.ndarray) -> float:
+    """Two-sided bootstrap p-value of "B - A = 0" from the resampled differences."""
     # Ties at zero count against a difference (discrete data: many resamples give 0);
     # the +1s keep a p-value from being 0 with finitely many resamples.
     below, above = int(np.sum(dist <= 0)), int(np.sum(dist >= 0))
-    p = min(1.0, 2 * (min(below, above) + 1) / (dist.size + 1))
-    ci = res.confidence_interval
-    return diff, float(ci.low), float(ci.high), p
+    return min(1.0, 2 * (min(below, above) + 1) / (dist.size + 1))
+
+
+def _two_stage(
+    ga: Sequence[np.ndarray], gb: Sequence[np.ndarray], pct: float, resamples: int, seed: int
+) -> tuple[float, float, float, float]:
+    """Like ``_bootstrap`` for sides of several runs: runs are resampled, then requests."""
+    rng = np.random.default_rng(seed)
+    dist = _stage(gb, pct, resamples, rng) - _stage(ga, pct, resamples, rng)
+    diff = float(np.percentile(np.concatenate(gb), pct) - np.percentile(np.concatenate(ga), pct))
+    low, high = np.percentile(dist, [100 * ALPHA / 2, 100 * (1 - ALPHA / 2)])
+    return diff, float(low), float(high), _p_value(dist)
+
+
+def _stage(
+    groups: Sequence[np.ndarray], pct: float, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    out = np.empty(resamples)
+    k = len(groups)
+    for r in range(resamples):
+        picked = [groups[i] for i in rng.integers(0, k, k)] if k > 1 else groups
+        out[r] = np.percentile(
+            np.concatenate([g[rng.integers(0, g.size, g.size)] for g in picked]), pct
+        )
+    return out
 
 
 def rank_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
@@ -242,7 +270,38 @@ def compare_samples(
     several metrics adjusts them all again with ``judge_family``. Below ``min_samples``
     values on a side no test is trusted: the verdict says so.
     """
-    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return compare_groups(
+        [np.asarray(a, dtype=float)],
+        [np.asarray(b, dtype=float)],
+        pcts,
+        resamples=resamples,
+        seed=seed,
+        min_effect=min_effect,
+        min_samples=min_samples,
+    )
+
+
+def compare_groups(
+    a: Sequence[np.ndarray],
+    b: Sequence[np.ndarray],
+    pcts: Sequence[float] = (50, 95, 99),
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    min_effect: float = MIN_EFFECT,
+    min_samples: int = MIN_SAMPLES,
+) -> MetricComparison | None:
+    """``compare_samples`` for sides of one or more runs each (one array per run).
+
+    With several runs on a side the bootstrap resamples the runs, then the requests
+    within them: what moves a whole run (a neighbour's load, a cache's state, the
+    machine's clock) widens the interval instead of passing for a difference, as it
+    does when the requests of the runs are pooled as if independent.
+    """
+    ga = [np.asarray(g, dtype=float) for g in a if len(g)]
+    gb = [np.asarray(g, dtype=float) for g in b if len(g)]
+    xa = np.concatenate(ga) if ga else np.empty(0)
+    xb = np.concatenate(gb) if gb else np.empty(0)
     if xa.size == 0 or xb.size == 0:
         return None
     if min(xa.size, xb.size) < max(2, min_samples):
@@ -262,7 +321,10 @@ def compare_samples(
                 )
             )
             continue
-        diff, low, high, p = _bootstrap(xa, xb, pct, resamples, 1 - ALPHA, seed)
+        if len(ga) == 1 and len(gb) == 1:
+            diff, low, high, p = _bootstrap(xa, xb, pct, resamples, 1 - ALPHA, seed)
+        else:
+            diff, low, high, p = _two_stage(ga, gb, pct, resamples, seed)
         lines.append(
             PercentileDiff(
                 pct, a_at, b_at, diff, low, high, p, None, threshold_ms(a_at, min_effect)

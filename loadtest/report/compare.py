@@ -33,7 +33,7 @@ from loadtest.measure.stats import (
     MIN_EFFECT,
     MetricComparison,
     PercentileDiff,
-    compare_samples,
+    compare_groups,
     format_p,
     judge_family,
 )
@@ -256,10 +256,9 @@ def compare_runs(
     found = findings(_counts("A", a), _counts("B", b), METRICS)
     tested: list[MetricComparison] = []
     for m in METRICS:
-        xa = np.concatenate([r.samples[m] for r in a])
-        xb = np.concatenate([r.samples[m] for r in b])
-        c = compare_samples(xa, xb, resamples=resamples, min_effect=min_effect)
-        tested.append(c or _not_exercised(xa.size, xb.size))
+        ga, gb = [r.samples[m] for r in a], [r.samples[m] for r in b]
+        c = compare_groups(ga, gb, resamples=resamples, min_effect=min_effect)
+        tested.append(c or _not_exercised(sum(g.size for g in ga), sum(g.size for g in gb)))
     judged = judge_family(tested)
     result: JsonObject = {
         "findings": [f.to_json() for f in found],
