@@ -3,6 +3,7 @@
     python -m benchmarks.bench_compare_fpr              # 50 comparisons, ~5 minutes
     python -m benchmarks.bench_compare_fpr --pairs 60 --requests 60
     python -m benchmarks.bench_compare_fpr --keep DIR     # then --reuse DIR: compare again
+    python -m benchmarks.bench_compare_fpr --reuse DIR --runs-per-side 2   # as ab --repeat 2
 
 Two simulators with the same configuration (different seeds: the same distributions,
 independent draws, as two replicas of one deployment would be) each serve N short runs,
@@ -46,7 +47,7 @@ def _runs(args: argparse.Namespace, folder: Path) -> dict[str, list[Path]]:
     scenario = _scenario(folder, args.max_tokens)
     made: dict[str, list[Path]] = {"a": [], "b": []}
     try:
-        for i in range(args.pairs):
+        for i in range(args.pairs * args.runs_per_side):
             for side in ("a", "b") if i % 2 == 0 else ("b", "a"):
                 options = RunOptions(
                     scenario=str(scenario),
@@ -74,6 +75,12 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT * 100, metavar="PCT")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--runs-per-side",
+        type=int,
+        default=1,
+        help="runs pooled per side of a comparison (default: 1; needs pairs x this runs)",
+    )
     parser.add_argument("--keep", metavar="DIR", help="make the runs in DIR and keep them")
     parser.add_argument("--reuse", metavar="DIR", help="compare the runs kept in DIR again")
     args = parser.parse_args()
@@ -81,16 +88,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.reuse:
             made = {s: sorted((Path(args.reuse) / s).iterdir()) for s in ("a", "b")}
-            args.pairs = len(made["a"])
         else:
             made = _runs(args, Path(args.keep or tmp))
         ran_s = time.monotonic() - started
         flagged: list[str] = []
         lines_flagged = lines = 0
-        for i, (ra, rb) in enumerate(zip(made["a"], made["b"], strict=True)):
+        k = args.runs_per_side
+        groups = [
+            (made["a"][i : i + k], made["b"][i : i + k])
+            for i in range(0, len(made["a"]) - k + 1, k)
+        ]
+        for i, (ra, rb) in enumerate(groups):
             c = compare_runs(
-                [load_run(ra)],
-                [load_run(rb)],
+                [load_run(r) for r in ra],
+                [load_run(r) for r in rb],
                 resamples=args.resamples,
                 min_effect=args.min_effect / 100,
             )
@@ -104,8 +115,11 @@ def main() -> None:
             lines_flagged += len(called)
             if called:
                 flagged.append(f"pair {i}: {', '.join(called)}")
-    rate = len(flagged) / args.pairs
-    print(f"{args.pairs} comparisons of identical deployments ({args.requests} requests a run)")
+    rate = len(flagged) / len(groups)
+    print(
+        f"{len(groups)} comparisons of identical deployments, {k} run(s) a side "
+        f"({args.requests} requests a run)"
+    )
     print(f"flagged: {len(flagged)} ({rate:.1%}; target <= 5%)")
     print(f"lines flagged: {lines_flagged} of {lines}")
     for f in flagged:
@@ -113,7 +127,7 @@ def main() -> None:
     print(f"runs took {ran_s:.0f} s, comparisons {time.monotonic() - started - ran_s:.0f} s")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"pairs": args.pairs, "flagged": len(flagged), "rate": rate}, indent=2)
+            json.dumps({"comparisons": len(groups), "flagged": len(flagged), "rate": rate})
         )
 
 
