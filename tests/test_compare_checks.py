@@ -149,3 +149,16 @@ def test_compare_runs_refuses_a_min_effect_out_of_range(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="min-effect"):
         compare_runs([run], [run], min_effect=1.5)
     assert render_comparison is not None and load_run is not None
+
+
+def test_ab_says_which_prompt_cache_policy_both_sides_ran_under(
+    sims: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = inline_scenario(tmp_path, "requests = 12\n[sampling]\ncache_prompt = false\n")
+    out = tmp_path / "out"
+    argv = ["ab", str(scenario), "--baseline", sims["base"], "--candidate", sims["base"]]
+    main([*argv, "--out", str(out)])
+    (folder,) = out.iterdir()
+    c = orjson.loads((folder / "comparison.json").read_bytes())
+    assert c["prompt_cache"] == "cache_prompt = false sent with every request"
+    assert "prompt cache: cache_prompt = false" in capsys.readouterr().out
