@@ -38,6 +38,7 @@ import orjson
 
 from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
+from loadtest.engine.gc_policy import QuietGc
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.engine.schedule import ArrivalPlan, arrival_offsets_ns
 from loadtest.model.record import RequestRecord
@@ -66,7 +67,9 @@ async def _run(sc: Scenario, url: str, sink: list[RequestRecord] | None = None) 
     pool, _ = build_pool(sc)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = RunConfig(scenario=sc, endpoint=url, model="sim-llm", run_dir=Path(tmp))
-        runner = Runner(cfg, pool, on_record=sink.append if sink is not None else None)
+        runner = Runner(
+            cfg, pool, on_record=sink.append if sink is not None else None, hooks=[QuietGc()]
+        )
         return await runner.run()
 
 

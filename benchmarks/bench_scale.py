@@ -28,6 +28,7 @@ import psutil
 
 from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
+from loadtest.engine.gc_policy import QuietGc
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.sim import SimConfig, SimProcess
 
@@ -52,7 +53,7 @@ def _rss_mib() -> float:
 async def _streams(url: str, n: int, out: Path) -> dict[str, Any]:
     sc = _scenario({"mode": "closed", "concurrency": n, "duration_s": 3600, "ramp_up_s": 5}, 600)
     pool, _ = build_pool(sc)
-    runner = Runner(RunConfig(sc, url, "sim-llm", out), pool)
+    runner = Runner(RunConfig(sc, url, "sim-llm", out), pool, hooks=[QuietGc()])
     base = _rss_mib()
     task = asyncio.create_task(runner.run())
     t0 = time.monotonic()
@@ -95,7 +96,7 @@ def bench_streams(levels: list[int]) -> list[dict[str, Any]]:
 async def _long(url: str, requests: int, out: Path) -> list[tuple[int, float, float]]:
     sc = _scenario({"mode": "closed", "concurrency": 64, "requests": requests}, 1)
     pool, _ = build_pool(sc)
-    runner = Runner(RunConfig(sc, url, "sim-llm", out), pool)
+    runner = Runner(RunConfig(sc, url, "sim-llm", out), pool, hooks=[QuietGc()])
     task = asyncio.create_task(runner.run())
     samples = [(0, 0.0, _rss_mib())]
     t0 = time.monotonic()

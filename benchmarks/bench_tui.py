@@ -19,6 +19,7 @@ from pathlib import Path
 
 from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
+from loadtest.engine.gc_policy import QuietGc
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.sim import SimConfig, SimProcess
 from loadtest.tui import Dashboard
@@ -38,14 +39,14 @@ def _scenario(seconds: float) -> Scenario:
 
 async def _plain(sc: Scenario, url: str, out: Path) -> RunOutcome:
     pool, _ = build_pool(sc)
-    return await Runner(RunConfig(sc, url, "sim-llm", out), pool).run()
+    return await Runner(RunConfig(sc, url, "sim-llm", out), pool, hooks=[QuietGc()]).run()
 
 
 async def _dashboard(sc: Scenario, url: str, out: Path) -> RunOutcome:
     pool, _ = build_pool(sc)
 
     async def prepare() -> Runner:
-        return Runner(RunConfig(sc, url, "sim-llm", out), pool)
+        return Runner(RunConfig(sc, url, "sim-llm", out), pool, hooks=[QuietGc()])
 
     app = Dashboard(prepare)
     async with app.run_test(size=(120, 48)) as pilot:

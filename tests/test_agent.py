@@ -55,7 +55,7 @@ async def _run(
     pool = build_tasks(sc.tasks, sc.seed)
     async with InProcessSim(sim_cfg) as sim:
         driver = AgentDriver(sc.agent, pool, sc.seed)
-        runner = Runner(RunConfig(sc, sim.url, "sim-llm", tmp), None, agent=driver)
+        runner = Runner(RunConfig(sc, sim.url, "sim-llm", tmp), None, unit=driver)
         outcome = await runner.run()
     return outcome, read_jsonl(tmp / "tasks.jsonl"), read_jsonl(tmp / "requests.jsonl")
 

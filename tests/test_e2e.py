@@ -13,6 +13,7 @@ import pytest
 
 from loadtest.model.record import RequestRecord
 from loadtest.report import read_hlog
+from loadtest.report.hlog import HlogHook
 from loadtest.sim import InProcessSim, SimConfig
 from tests.conftest import FAST_SIM, make_scenario, read_jsonl, run_against, tool_source
 
@@ -175,7 +176,7 @@ async def test_client_ttft_matches_the_simulators_truth(tmp_path: Path) -> None:
 async def test_results_include_an_hlog_with_every_measured_request(tmp_path: Path) -> None:
     sc = make_scenario({"mode": "closed", "concurrency": 3, "duration_s": 1.5, "warmup_s": 0.3})
     async with InProcessSim(FAST_SIM) as sim:
-        _, out = await run_against(sim, sc, tmp_path)
+        _, out = await run_against(sim, sc, tmp_path, hooks=[HlogHook()])
     totals = read_hlog(tmp_path / "histograms.hlog")
     assert totals["e2e_ms"].get_total_count() == out.metrics.measured_ok > 0
     assert out.metrics.warmup_requests > 0

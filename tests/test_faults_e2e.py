@@ -55,7 +55,7 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
         await proxy.start()
         async with InProcessSim(SimConfig(**{**_fields(SPEC), "draft_url": proxy.url})) as target:
             rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
-            _, outcome = await run_against(target, sc, tmp_path, rig=rig)
+            _, outcome = await run_against(target, sc, tmp_path, hooks=[rig])
             assert target.server is not None and target.server.engine is not None
             engine = target.server.engine
     (window,) = outcome.faults
@@ -102,7 +102,7 @@ async def test_cancellations_free_slots_and_are_counted(tmp_path: Path) -> None:
     )
     async with InProcessSim(SimConfig(ttft_ms=3.0, itl_ms=2.0, min_output_fraction=1.0)) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
-        _, outcome = await run_against(sim, sc, tmp_path, rig=rig)
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
         assert sim.server is not None
         server_cancelled = sim.server.cancelled
     rows = read_jsonl(tmp_path / "requests.jsonl")
@@ -136,7 +136,7 @@ async def test_leaked_slots_fail_the_cancel_window(tmp_path: Path) -> None:
     leaky = SimConfig(ttft_ms=3.0, itl_ms=10.0, min_output_fraction=1.0, leak_cancelled=True)
     async with InProcessSim(leaky) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
-        _, outcome = await run_against(sim, sc, tmp_path, rig=rig)
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
     (window,) = outcome.faults
     assert window["injected_cancels"] > 0
     assert window["verdict"] == "failed"
@@ -153,7 +153,7 @@ async def test_idle_gap_then_burst(tmp_path: Path) -> None:
     cfg = SimConfig(ttft_ms=3.0, itl_ms=1.0, cold_start_ms=300.0, idle_cold_s=1.0)
     async with InProcessSim(cfg) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
-        _, outcome = await run_against(sim, sc, tmp_path, rig=rig)
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
         assert sim.server is not None
         cold_starts = sim.server.cold_starts
     rows = read_jsonl(tmp_path / "requests.jsonl")
@@ -205,7 +205,7 @@ async def test_restart_of_a_managed_target_accounts_for_every_request(tmp_path: 
 
     endpoint = _Url()
     endpoint.url = url
-    _, outcome = await run_against(endpoint, sc, tmp_path, rig=rig)  # type: ignore[arg-type]
+    _, outcome = await run_against(endpoint, sc, tmp_path, hooks=[rig])  # type: ignore[arg-type]
     rows = read_jsonl(tmp_path / "requests.jsonl")
     (window,) = outcome.faults
     assert window["caught_in_flight"] == 4  # every session had a stream open

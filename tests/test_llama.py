@@ -95,7 +95,9 @@ async def _run(url: str, tmp: Path, rig: FaultRig | None = None, **load: Any) ->
     )
     pool, _ = build_pool(sc)
     runner = Runner(
-        RunConfig(scenario=sc, endpoint=url, model=MODEL_ALIAS, run_dir=tmp), pool, rig=rig
+        RunConfig(scenario=sc, endpoint=url, model=MODEL_ALIAS, run_dir=tmp),
+        pool,
+        hooks=[rig] if rig else [],
     )
     return await runner.run()
 
@@ -202,7 +204,7 @@ async def test_restart_of_the_managed_engine_is_a_measured_cold_start(tmp_path: 
     runner = Runner(
         RunConfig(scenario=sc, endpoint=url, model=MODEL_ALIAS, run_dir=tmp_path),
         pool,
-        rig=rig,
+        hooks=[rig],
     )
     outcome = await runner.run()
     (window,) = outcome.faults

@@ -13,6 +13,10 @@ second the run also freezes what survived the second (``settle``), so no collect
 walks the open streams' objects. Reference counting frees objects at once, as always;
 cycles that became garbage are collected if a collection comes first, else when the
 run ends. Settings are restored when the last concurrent run ends.
+
+What the host process froze itself stays frozen: ``gc.unfreeze`` cannot tell its
+objects from ours, so when the host had frozen anything before the first run, the
+run's end leaves the permanent generation as it is (only thresholds are restored).
 """
 
 from __future__ import annotations
@@ -29,13 +33,15 @@ the next generation is walked; the interpreter's defaults are (700, 10, 10)."""
 
 _depth = 0
 _saved: tuple[int, int, int] | None = None
+_host_froze = False
 
 
 @contextmanager
 def quiet_gc() -> Iterator[None]:
     """Freeze what exists and raise the collector's thresholds until the block ends."""
-    global _depth, _saved
+    global _depth, _saved, _host_froze
     if _depth == 0:
+        _host_froze = gc.get_freeze_count() > 0
         gc.collect()  # garbage from before the run is not frozen in
         gc.freeze()
         _saved = gc.get_threshold()
@@ -47,7 +53,8 @@ def quiet_gc() -> Iterator[None]:
         _depth -= 1
         if _depth == 0 and _saved is not None:
             gc.set_threshold(*_saved)
-            gc.unfreeze()
+            if not _host_froze:
+                gc.unfreeze()
             _saved = None
 
 

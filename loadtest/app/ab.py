@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.app.job import RunOptions, apply_overrides, default_scenario_path
+from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
 from loadtest.config.scenario import load_scenario
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.json import JsonObject

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +21,9 @@ from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.sim import SimConfig, SimProcess
 from loadtest.sim.process import SpecDeployment, sim_command
+from loadtest.transport.urls import server_root
 
-__all__ = ["Deployment", "plan_deployment", "say"]
+__all__ = ["Deployment", "plan_deployment"]
 
 
 @dataclass
@@ -125,7 +124,7 @@ def _rig(
         host, port = _split(plan.proxy_upstream)
         lhost, lport = _split(plan.proxy_listen)
         proxy = FaultProxy(host, port, lhost, lport, seed=scenario.seed)
-    metrics_url = plan.metrics_url or endpoint.rstrip("/").removesuffix("/v1") + "/metrics"
+    metrics_url = plan.metrics_url or server_root(endpoint) + "/metrics"
     return FaultRig(
         plan,
         target=target,
@@ -134,9 +133,3 @@ def _rig(
         placeholders={"target": endpoint, **placeholders},
         seed=scenario.seed,
     )
-
-
-def say(notes: Sequence[str]) -> None:
-    """Print the deployment notes on stderr."""
-    for n in notes:
-        print(n, file=sys.stderr)

@@ -1,37 +1,41 @@
-"""One ``loadtest run``: from a scenario and flags to the files on disk.
+"""One run, from options to the files on disk, for 1..N workers.
 
-This is the glue between the pure parts and the edges: it resolves the endpoint
-(starting the built-in simulator when none is given), loads prompts, runs the load with
-or without the TUI, and writes the results. ``cli.py`` only parses arguments into
-``RunOptions``.
+The one orchestrator: plan (scenario, access, prompts) -> deployment (the user's
+endpoint, a managed target or the built-in simulator) -> the load (in this process when
+there is one worker, in N worker processes or Ray tasks otherwise) -> merge -> finish
+(summary, files, the printed table). A single-process run is the N = 1 case, not a path
+of its own: everything but the middle step is shared.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
-import signal
 import ssl
-import sys
 import time
-import urllib.parse
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.app.deployment import Deployment, plan_deployment, say
-from loadtest.config.scenario import Scenario, load_scenario
+from loadtest.app.console import say, use_tui
+from loadtest.app.deployment import Deployment, plan_deployment
+from loadtest.app.inprocess import LocalRun, run_in_process
+from loadtest.app.options import (
+    RunOptions,
+    apply_overrides,
+    default_scenario_path,
+    resolve_access,
+    resolve_scenario,
+    start_notes,
+)
+from loadtest.app.workers import check_splittable, run_workers, split_load, worker_configs
+from loadtest.config.scenario import Scenario
 from loadtest.datasets import PromptPool, build_pool
-from loadtest.engine.runner import RunConfig, Runner, RunOutcome
+from loadtest.engine.runner import RunConfig, RunOutcome
 from loadtest.errors import UsageError
-from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.taskspec import TaskPool, build_tasks
-from loadtest.measure.slo import parse_slo_flag
 from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.report.table import render_agent
-from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
 from loadtest.transport.client import discover_model
 
 __all__ = [
@@ -45,152 +49,23 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class RunOptions:
-    """The flags of ``loadtest run``; None means "as the scenario says"."""
+class _Plan:
+    """Everything decided before anything is started."""
 
-    scenario: str | None = None
-    endpoint: str | None = None
-    model: str | None = None
-    concurrency: int | None = None
-    rate: float | None = None
-    duration: float | None = None
-    requests: int | None = None
-    max_tokens: int | None = None
-    warmup: float | None = None
-    out: str = "out"
-    seed: int | None = None
-    tui: bool = True
-    api_key: str | None = field(default=None, repr=False)
-    """The key itself, for programmatic use; wins over ``api_key_env``/``api_key_file``."""
-    api_key_env: str | None = None
-    api_key_file: str | None = None
-    ca_bundle: str | None = None
-    insecure: bool = False
-    record_outputs: bool = False
-    temperature: float | None = None
-    """Overrides the scenario's sampling temperature (``ab`` uses 0)."""
-    workers: int = 1
-    """Driver processes (``--workers``); their metrics are merged."""
-    ray: str | None = None
-    """``--ray ADDRESS`` (or ``auto``): the workers run as tasks on a Ray cluster."""
-    slo: tuple[str, ...] = ()
-    """``--slo`` values (``ttft_ms.p95=500``), on top of the scenario's ``[slo]``."""
-    record_chunks: bool = False
-    keepalive: bool = True
-    uvloop: bool = False
-
-
-def default_scenario_path() -> Path:
-    """``scenarios/mixed.toml`` here, else the one beside the installed package."""
-    local = Path("scenarios/mixed.toml")
-    if local.exists():
-        return local
-    return Path(__file__).resolve().parents[2] / "scenarios" / "mixed.toml"
-
-
-def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
-    """The scenario with command-line flags applied on top."""
-    load = sc.load
-    for flag, value in (("--rate", o.rate), ("--duration", o.duration), ("--warmup", o.warmup)):
-        if value is not None and not math.isfinite(value):
-            raise UsageError(f"{flag} must be a finite number, got {value}")
-    if o.seed is not None and o.seed < 0:
-        raise UsageError(f"--seed must be 0 or more, got {o.seed}")
-    if o.warmup is not None and o.warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {o.warmup:g}")
-    if o.model is not None and not o.model.strip():
-        raise UsageError("--model must not be empty")
-    if o.rate is not None:
-        if o.rate <= 0:
-            raise UsageError("--rate must be positive")
-        mode = load.mode if load.mode != "closed" else "poisson"
-        load = dataclasses.replace(load, mode=mode, rate=o.rate, concurrency=o.concurrency or 0)
-    elif o.concurrency is not None:
-        if o.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
-        load = dataclasses.replace(load, mode="closed", concurrency=o.concurrency)
-    if o.duration is not None:
-        if o.duration <= 0:
-            raise UsageError("--duration must be positive")
-        load = dataclasses.replace(load, duration_s=o.duration, requests=None)
-    if o.requests is not None:
-        if o.requests < 1:
-            raise UsageError("--requests must be at least 1")
-        # --duration and --requests exclude each other: a count ends the run alone.
-        load = dataclasses.replace(load, requests=o.requests, duration_s=None)
-    if o.warmup is not None:
-        load = dataclasses.replace(load, warmup_s=o.warmup)
-    changes: dict[str, Any] = {"load": load}
-    if o.model is not None:
-        changes["model"] = o.model
-    if o.max_tokens is not None:
-        if o.max_tokens < 1:
-            raise UsageError("--max-tokens must be at least 1")
-        changes["max_tokens"] = o.max_tokens
-    if o.seed is not None:
-        changes["seed"] = o.seed
-    if o.temperature is not None:
-        changes["sampling"] = {**sc.sampling, "temperature": o.temperature}
-    if o.slo:
-        extra = tuple(t for text in o.slo for t in parse_slo_flag(text))
-        changes["slo"] = sc.slo.merged(extra)
-    return dataclasses.replace(sc, **changes)
-
-
-def _run_id(name: str) -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-{name}"
-
-
-def _scenario(options: RunOptions) -> Scenario:
-    if options.endpoint is not None:
-        url = urllib.parse.urlsplit(options.endpoint)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise UsageError(
-                f"--endpoint must be an http:// or https:// URL with a host, "
-                f"e.g. http://127.0.0.1:8000; got {options.endpoint!r}"
-            )
-    path = Path(options.scenario) if options.scenario else default_scenario_path()
-    return apply_overrides(load_scenario(path), options)
-
-
-def _access(scenario: Scenario, options: RunOptions) -> tuple[str | None, ssl.SSLContext | bool]:
-    """The API key and the TLS setting, from the options over the scenario's [auth]."""
-    tls = tls_context(options.ca_bundle, options.insecure)
-    if options.api_key is not None:
-        return options.api_key, tls
-    spec = AuthSpec(
-        api_key_env=options.api_key_env or scenario.auth.api_key_env,
-        api_key_file=options.api_key_file or scenario.auth.api_key_file,
-    )
-    return resolve_api_key(spec), tls
-
-
-def _start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> list[str]:
-    load = scenario.load
-    notes = []
-    if scenario.bound_defaulted and options.duration is None and options.requests is None:
-        notes.append(
-            f"no duration or request count given: running {load.duration_s:g} s of load "
-            "(set [load] duration_s or requests, or pass --duration or --requests)"
-        )
-    if options.insecure:
-        notes.append("--insecure: the endpoint's TLS certificate is NOT verified")
-    if key is not None:
-        source = (
-            "given"
-            if options.api_key is not None
-            else f"file {options.api_key_file or scenario.auth.api_key_file}"
-            if options.api_key_file or scenario.auth.api_key_file
-            else f"${options.api_key_env or scenario.auth.api_key_env}"
-        )
-        notes.append(f"API key: from {source}")
-    return notes
+    scenario: Scenario
+    options: RunOptions
+    """With the resolved API key in ``api_key``."""
+    pool: PromptPool | TaskPool
+    counts: dict[str, int]
+    prompt_load_s: float
+    run_dir: Path
+    tls: ssl.SSLContext | bool
 
 
 def check_job(options: RunOptions) -> str:
     """Validate the scenario and flags without sending anything; returns the plan."""
-    scenario = _scenario(options)
-    key, _ = _access(scenario, options)
+    scenario = resolve_scenario(options)
+    key, _ = resolve_access(scenario, options)
     load = scenario.load
     shape = (
         f"closed loop, {load.concurrency} sessions"
@@ -198,84 +73,87 @@ def check_job(options: RunOptions) -> str:
         else f"{load.mode} arrivals at {load.rate:g}/s"
     )
     bound = f"{load.duration_s:g} s" if load.duration_s is not None else f"{load.requests} requests"
+    t = scenario.timeouts
     lines = [
         f"scenario {scenario.name} ({scenario.path}): valid",
         f"  load: {shape}, {bound}, warm-up {load.warmup_s:g} s",
-        f"  sources: {', '.join(s.kind for s in scenario.sources)}",
+        "  sources (max_tokens: --max-tokens, over every prompt's own):"
+        if scenario.max_tokens_override
+        else "  sources:",
+        *(
+            f"    {s.kind}:{s.category} weight {s.weight:g}, max_tokens "
+            f"{scenario.max_tokens if s.max_tokens is None else s.max_tokens}"
+            for s in scenario.sources
+        ),
+        f"  timeouts: total {t.total_s:g} s, first byte {t.first_byte_s:g} s, "
+        f"between chunks {t.between_chunks_s:g} s, connect {t.connect_s:g} s",
         f"  endpoint: {options.endpoint or 'the built-in simulator'}",
         f"  fault events: {len(scenario.faults.events)}",
         f"  SLOs: {', '.join(f'{t.label} <= {t.limit:g}' for t in scenario.slo.thresholds)}"
         if scenario.slo.thresholds
         else "  SLOs: none",
-        *(f"  {n}" for n in _start_notes(scenario, options, key)),
+        *(f"  {n.text}" for n in start_notes(scenario, options, key)),
     ]
     return "\n".join(lines)
 
 
 def run_job(options: RunOptions) -> tuple[dict[str, Any], Path, bool]:
     """Run a whole job; returns the summary, the run directory and whether it was stopped."""
-    scenario = _scenario(options)
-    key, tls = _access(scenario, options)
-    say(_start_notes(scenario, options, key))
-    options = dataclasses.replace(options, api_key=key)
-    t_load = time.perf_counter()
-    pool, counts = _load(scenario)
-    prompt_load_s = time.perf_counter() - t_load
-    run_dir = Path(options.out) / _run_id(scenario.name)
-    if options.workers > 1 or options.ray is not None:
-        from loadtest.app.workers import run_workers_job
-
-        return run_workers_job(scenario, options, counts, run_dir, prompt_load_s)
-    deployment = plan_deployment(scenario, options.endpoint, run_dir)
+    plan = _plan(options)
+    options = plan.options
+    sharded = options.workers > 1 or options.ray is not None
+    if sharded:
+        check_splittable(plan.scenario)
+    deployment = plan_deployment(plan.scenario, options.endpoint, plan.run_dir)
     say(deployment.notes)
     try:
-        use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
-        runner_args = (scenario, deployment, options, pool, run_dir, tls)
-        if use_tui:
-            from loadtest.tui import run_with_tui
-
-            runner, outcome = run_with_tui(lambda: _prepare(*runner_args))
+        if sharded:
+            ran = _run_workers(plan, deployment)
         else:
-            runner, outcome = _run_plain(lambda: _prepare(*runner_args), options.uvloop)
+            ran = run_in_process(
+                plan.scenario,
+                deployment,
+                options,
+                plan.pool,
+                plan.run_dir,
+                plan.tls,
+                tui=use_tui(options.tui),
+            )
     finally:
         deployment.stop()
-    extra = {"prompt_load_s": round(prompt_load_s, 3)}
+    extra: dict[str, Any] = {"prompt_load_s": round(plan.prompt_load_s, 3)}
+    if sharded:
+        extra["workers"] = options.workers
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
-    summary = finish_run(runner.config, outcome, counts, extra, runner.stale_retries)
-    return summary, runner.config.run_dir, outcome.interrupted
+    summary = finish_run(ran.config, ran.outcome, plan.counts, extra, ran.stale_retries)
+    return summary, ran.config.run_dir, ran.outcome.interrupted
 
 
-async def _prepare(
-    scenario: Scenario,
-    dep: Deployment,
-    options: RunOptions,
-    pool: PromptPool | TaskPool,
-    run_dir: Path,
-    tls: ssl.SSLContext | bool,
-) -> Runner:
-    try:
-        await dep.rig.start()
-        model = scenario.model or await discover_model(dep.endpoint, options.api_key, tls=tls)
-    except BaseException:
-        await dep.rig.close()
-        raise
-    cfg = RunConfig(
+def _plan(options: RunOptions) -> _Plan:
+    scenario = resolve_scenario(options)
+    key, tls = resolve_access(scenario, options)
+    for note in start_notes(scenario, options, key):
+        say([note.text], warn=note.warn)
+    if options.workers > 1 or options.ray is not None:
+        # Checked before the prompts load: a bad split should not wait for data sets.
+        split_load(scenario.load, options.workers, scenario.seed)
+    t_load = time.perf_counter()
+    pool, counts = _load(scenario)
+    run_dir = Path(options.out) / _run_id(scenario.name)
+    return _Plan(
         scenario=scenario,
-        endpoint=dep.endpoint,
-        model=model,
+        options=dataclasses.replace(options, api_key=key),
+        pool=pool,
+        counts=counts,
+        prompt_load_s=time.perf_counter() - t_load,
         run_dir=run_dir,
-        api_key=options.api_key,
-        record_chunks=options.record_chunks,
-        keepalive=options.keepalive and scenario.load.keepalive,
         tls=tls,
-        record_outputs=options.record_outputs,
     )
-    if isinstance(pool, TaskPool):
-        assert scenario.agent is not None
-        agent = AgentDriver(scenario.agent, pool, scenario.seed)
-        return Runner(cfg, None, rig=dep.rig, agent=agent)
-    return Runner(cfg, pool, rig=dep.rig)
+
+
+def _run_id(name: str) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-{name}"
 
 
 def _load(scenario: Scenario) -> tuple[PromptPool | TaskPool, dict[str, int]]:
@@ -288,53 +166,36 @@ def _load(scenario: Scenario) -> tuple[PromptPool | TaskPool, dict[str, int]]:
     return tasks, {"tasks": tasks.size}
 
 
-def _run_plain(
-    prepare: Callable[[], Awaitable[Runner]], use_uvloop: bool
-) -> tuple[Runner, RunOutcome]:
-    async def main() -> tuple[Runner, RunOutcome]:
-        runner = await prepare()
-        loop = asyncio.get_running_loop()
-
-        def on_signal() -> None:
-            if not runner.stopping:
-                print(
-                    "\nstopping: waiting for in-flight requests (again to cancel them)",
-                    file=sys.stderr,
-                )
-            runner.on_stop_signal()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
-        progress = asyncio.create_task(_progress(runner))
-        try:
-            return runner, await runner.run()
-        finally:
-            progress.cancel()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-
-    if use_uvloop:
-        try:
-            import uvloop
-
-            return uvloop.run(main())
-        except ImportError:
-            pass
-    return asyncio.run(main())
-
-
-async def _progress(runner: Runner) -> None:
-    """One status line every 5 s on stderr, for terminals without the TUI and for CI logs."""
-    while True:
-        await asyncio.sleep(5)
-        s = runner.snapshot()
-        print(
-            f"[{s.elapsed_s:6.1f}s] sent {s.sent} ok {s.ok} failed {s.failed} "
-            f"in flight {s.in_flight}  {s.requests_per_s:.1f} req/s "
-            f"{s.output_tokens_per_s:.0f} tok/s  TTFT p50 {s.ttft_p50_ms:.1f} ms "
-            f"p99 {s.ttft_p99_ms:.1f} ms",
-            file=sys.stderr,
-        )
+def _run_workers(plan: _Plan, dep: Deployment) -> LocalRun:
+    """N > 1: the model is found here once; the load runs in N workers, merged."""
+    sc, options = plan.scenario, plan.options
+    model = sc.model or asyncio.run(discover_model(dep.endpoint, options.api_key, tls=plan.tls))
+    base = RunConfig(
+        scenario=sc,
+        endpoint=dep.endpoint,
+        model=model,
+        run_dir=plan.run_dir,
+        api_key=options.api_key,
+        record_chunks=options.record_chunks,
+        keepalive=options.keepalive and sc.load.keepalive,
+        record_outputs=options.record_outputs,
+    )
+    plans = split_load(sc.load, options.workers, sc.seed)
+    where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
+    say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
+    # The dashboard reads the local workers' files; Ray workers keep theirs remote.
+    dashboard = (dep.endpoint, model) if use_tui(options.tui) and not options.ray else None
+    tls_spec = (options.ca_bundle, options.insecure)
+    ran = run_workers(worker_configs(base, plans), plan.run_dir, tls_spec, options.ray, dashboard)
+    outcome = RunOutcome(
+        metrics=ran.metrics,
+        t0_ns=0,  # each worker's clock; nothing below compares them
+        started_wall=ran.started_wall,
+        duration_s=ran.duration_s,
+        measured_s=ran.measured_s,
+        interrupted=ran.interrupted,
+    )
+    return LocalRun(dataclasses.replace(base, tls=True), outcome, ran.stale_retries)
 
 
 def finish_run(
@@ -365,6 +226,7 @@ def finish_run(
     if outcome.agent is not None:
         summary["agent"] = outcome.agent
     write_results(cfg.run_dir, summary, outcome.metrics)
+    # The results table is the product: stdout, whatever the log level.
     print(render_table(summary))
     if summary.get("agent"):
         print(render_agent(summary["agent"]))

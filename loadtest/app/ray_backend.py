@@ -9,30 +9,34 @@ first stops gracefully, the next cancels. ``ray`` is the optional extra ``ray``.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from loadtest.app.worker_main import WorkerJob, WorkerResult, worker_run
 from loadtest.errors import EndpointError, MissingExtraError
+
+if TYPE_CHECKING:
+    from loadtest.engine.runner import RunConfig
 
 __all__ = ["run_on_ray"]
 
 
 def run_on_ray(
-    configs: list[Any],
+    configs: list[RunConfig],
     tls: tuple[str | None, bool],
     address: str,
     start_delay_s: float,
     on_first_stop: Callable[[], None],
-) -> list[dict[str, Any]]:
+) -> list[WorkerResult]:
     """Run one Ray task per config; returns their results, files written locally."""
     try:
         import ray
     except ImportError as exc:
         raise MissingExtraError("--ray", "ray") from exc
-    from loadtest.app.worker_main import worker_run
 
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -53,15 +57,13 @@ def run_on_ray(
                 return self.n
 
         @ray.remote(num_cpus=1, max_retries=0)
-        def task(payload: dict[str, Any], counter: Any) -> dict[str, Any]:
-            return worker_run(payload, lambda: ray.get(counter.count.remote()))
+        def task(job: WorkerJob, counter: Any) -> WorkerResult:
+            return worker_run(job, lambda: ray.get(counter.count.remote()))
 
         counter = StopCounter.remote()  # type: ignore[attr-defined]
         start_wall = time.time() + start_delay_s + 2.0  # scheduling tasks takes a moment
         refs = [
-            task.remote(
-                {"config": cfg, "start_wall": start_wall, "tls": tls, "ship_files": True}, counter
-            )
+            task.remote(WorkerJob(cfg, start_wall, tls, ship_files=True), counter)
             for cfg in configs
         ]
         presses = {"n": 0}
@@ -80,12 +82,14 @@ def run_on_ray(
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
-        results = ray.get(refs)
+        results: list[WorkerResult] = ray.get(refs)
     finally:
         ray.shutdown()
+    kept = []
     for cfg, result in zip(configs, results, strict=True):
         folder = Path(cfg.run_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "requests.jsonl").write_bytes(result.pop("requests"))
-        (folder / "histograms.hlog").write_bytes(result.pop("hlog"))
-    return list(results)
+        (folder / "requests.jsonl").write_bytes(result.requests or b"")
+        (folder / "histograms.hlog").write_bytes(result.hlog or b"")
+        kept.append(dataclasses.replace(result, requests=None, hlog=None))
+    return kept

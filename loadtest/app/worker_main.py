@@ -16,44 +16,84 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
+from loadtest.model.json import JsonObject
 from loadtest.report.atomic import write_atomic
 
-__all__ = ["worker_run"]
+if TYPE_CHECKING:
+    from loadtest.engine.runner import RunConfig, Runner
+
+__all__ = ["WorkerJob", "WorkerResult", "read_result", "worker_run"]
 
 
-def worker_run(
-    payload: dict[str, Any], stop_count: Callable[[], int] | None = None
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class WorkerJob:
+    """What the parent hands one worker (pickled into a process or a Ray task)."""
+
+    config: RunConfig
+    start_wall: float
+    """The common start, wall clock (the workers may be on other machines)."""
+    tls: tuple[str | None, bool]
+    """``(ca_bundle, insecure)``: an SSLContext does not cross process boundaries."""
+    live: bool = False
+    """Write ``live.json`` once a second for the parent's dashboard."""
+    ship_files: bool = False
+    """On another machine: return the files' contents, keep nothing on its disk."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerResult:
+    """One worker's end: encoded metrics, its time frame, and shipped files if asked."""
+
+    metrics: JsonObject
+    t0_ns: int
+    started_wall: float
+    duration_s: float
+    measured_s: float
+    interrupted: bool
+    stale_retries: int
+    requests: bytes | None = None
+    hlog: bytes | None = None
+
+
+def read_result(path: Path) -> WorkerResult:
+    """A local worker's ``result.json``."""
+    return WorkerResult(**orjson.loads(path.read_bytes()))
+
+
+def worker_run(job: WorkerJob, stop_count: Callable[[], int] | None = None) -> WorkerResult:
     """Run one worker's share; returns its result (see the module docstring)."""
     from loadtest.datasets import build_pool
+    from loadtest.engine.gc_policy import QuietGc
     from loadtest.engine.runner import Runner
     from loadtest.measure.merge import encode_metrics
+    from loadtest.report.hlog import HlogHook
     from loadtest.transport.auth import tls_context
 
-    ship = bool(payload.get("ship_files"))
-    cfg = payload["config"]
+    ship = job.ship_files
+    cfg = job.config
     if ship:  # on another machine: a scratch folder, shipped back and removed
         cfg = dataclasses.replace(cfg, run_dir=Path(tempfile.mkdtemp(prefix="loadtest-worker-")))
     # An SSLContext does not cross process boundaries: each worker builds its own.
-    cfg = dataclasses.replace(cfg, tls=tls_context(*payload["tls"]))
+    cfg = dataclasses.replace(cfg, tls=tls_context(*job.tls))
     run_dir = Path(cfg.run_dir)
 
-    async def main() -> dict[str, Any]:
+    async def main() -> WorkerResult:
         pool, _ = build_pool(cfg.scenario)
-        runner = Runner(cfg, pool)
+        runner = Runner(cfg, pool, hooks=[HlogHook(), QuietGc()])
         if stop_count is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, runner.on_stop_signal)
-        delay = payload["start_wall"] - time.time()
+        delay = job.start_wall - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks = [asyncio.create_task(_progress(runner, run_dir, bool(payload.get("live"))))]
+        tasks = [asyncio.create_task(_progress(runner, run_dir, job.live))]
         if stop_count is not None:
             tasks.append(asyncio.create_task(_poll_stop(runner, stop_count)))
         try:
@@ -61,27 +101,30 @@ def worker_run(
         finally:
             for t in tasks:
                 t.cancel()
-        return {
-            "metrics": encode_metrics(outcome.metrics),
-            "t0_ns": outcome.t0_ns,
-            "started_wall": outcome.started_wall,
-            "duration_s": outcome.duration_s,
-            "measured_s": outcome.measured_s,
-            "interrupted": outcome.interrupted,
-            "stale_retries": runner.stale_retries,
-        }
+        return WorkerResult(
+            metrics=encode_metrics(outcome.metrics),
+            t0_ns=outcome.t0_ns,
+            started_wall=outcome.started_wall,
+            duration_s=outcome.duration_s,
+            measured_s=outcome.measured_s,
+            interrupted=outcome.interrupted,
+            stale_retries=runner.stale_retries,
+        )
 
     result = asyncio.run(main())
     if ship:
-        result["requests"] = (run_dir / "requests.jsonl").read_bytes()
-        result["hlog"] = (run_dir / "histograms.hlog").read_bytes()
+        result = dataclasses.replace(
+            result,
+            requests=(run_dir / "requests.jsonl").read_bytes(),
+            hlog=(run_dir / "histograms.hlog").read_bytes(),
+        )
         shutil.rmtree(run_dir, ignore_errors=True)
     else:
         write_atomic(run_dir / "result.json", orjson.dumps(result))
     return result
 
 
-async def _poll_stop(runner: Any, stop_count: Callable[[], int]) -> None:
+async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:
     seen = 0
     while True:
         await asyncio.sleep(0.5)
@@ -91,7 +134,7 @@ async def _poll_stop(runner: Any, stop_count: Callable[[], int]) -> None:
             runner.on_stop_signal()
 
 
-async def _progress(runner: Any, run_dir: Path, live: bool) -> None:
+async def _progress(runner: Runner, run_dir: Path, live: bool) -> None:
     """Once a second: counters for progress lines; with ``live``, the metrics too.
 
     ``live``: the parent shows a dashboard of all workers, built from each worker's

@@ -23,21 +23,27 @@ import dataclasses
 import multiprocessing
 import os
 import signal
-import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from loadtest.app.console import Progress, log, stop_notice
+from loadtest.app.worker_main import WorkerJob, WorkerResult, read_result
 from loadtest.config.scenario import LoadSpec, Scenario
+from loadtest.engine.runner import RunConfig
 from loadtest.errors import UsageError
 from loadtest.measure.recorders import Metrics, MetricSet
 
-if TYPE_CHECKING:
-    from loadtest.app.job import RunOptions
-
-__all__ = ["WorkerPlan", "run_workers", "run_workers_job", "split_load"]
+__all__ = [
+    "WorkerPlan",
+    "WorkersRun",
+    "check_splittable",
+    "run_workers",
+    "split_load",
+    "worker_configs",
+]
 
 _START_DELAY_S = 3.0
 """Time for N fresh interpreters to import loadtest before the common start."""
@@ -86,74 +92,111 @@ def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
     return plans
 
 
-def _worker_main(payload: dict[str, Any]) -> None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkersRun:
+    """The workers' merged metrics and the frame of the run they made together."""
+
+    metrics: Metrics
+    started_wall: float
+    duration_s: float
+    measured_s: float
+    """The workers measured over one common window (they started together); the longest
+    of their windows covers it. Clocks of other machines are not compared."""
+    interrupted: bool
+    stale_retries: int
+
+
+def check_splittable(scenario: Scenario) -> None:
+    """``UsageError`` when the scenario needs one process (faults, a target, agents)."""
+    unsupported = [
+        what
+        for what, present in (
+            ("[faults]", bool(scenario.faults.events)),
+            ("[target]", scenario.target is not None),
+            ("agent sessions", scenario.agent is not None),
+        )
+        if present
+    ]
+    if unsupported:
+        raise UsageError(
+            f"--workers does not combine with {', '.join(unsupported)} yet; use --workers 1"
+        )
+
+
+def worker_configs(base: RunConfig, plans: list[WorkerPlan]) -> list[RunConfig]:
+    """Each worker's config: its share of the load, its seed, its own folder."""
+    return [
+        dataclasses.replace(
+            base,
+            scenario=dataclasses.replace(base.scenario, load=p.load, seed=p.seed),
+            run_dir=base.run_dir / f"worker-{p.index}",
+            tls=True,  # each worker builds its own context (WorkerJob.tls)
+            arrival_phase_ns=p.phase_ns,
+        )
+        for p in plans
+    ]
+
+
+def _worker_main(job: WorkerJob) -> None:
     """Entry of a local worker process."""
     os.setpgrp()  # signals come from the parent only, once each
     from loadtest.app.worker_main import worker_run
 
-    worker_run(payload)
+    worker_run(job)
 
 
 def run_workers(
-    configs: list[Any],
-    plans: list[WorkerPlan],
+    configs: list[RunConfig],
     run_dir: Path,
     tls: tuple[str | None, bool],
     ray_address: str | None = None,
     dashboard: tuple[str, str] | None = None,
-) -> tuple[Metrics, dict[str, Any]]:
+) -> WorkersRun:
     """Run the workers (local processes, or Ray tasks), wait, merge.
 
-    ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``). Returns
-    the merged metrics and the run's frame (start, duration, measured window, stopped).
+    ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``);
+    ``dashboard`` (endpoint, model) shows the merged dashboard while local workers run.
     """
     from loadtest.measure.merge import merge_metrics
 
     if ray_address is not None:
         from loadtest.app.ray_backend import run_on_ray
 
-        results = run_on_ray(configs, tls, ray_address, _START_DELAY_S, _stop_notice)
+        results = run_on_ray(configs, tls, ray_address, _START_DELAY_S, stop_notice)
     else:
-        results = _run_local(configs, plans, tls, dashboard)
+        results = _run_local(configs, tls, dashboard)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(
-        [r["metrics"] for r in results],
+        [r.metrics for r in results],
         closed_loop=scenario.load.mode == "closed",
-        t0_ns=min(r["t0_ns"] for r in results),
+        t0_ns=min(r.t0_ns for r in results),
     )
-    started_wall = min(r["started_wall"] for r in results)
+    started_wall = min(r.started_wall for r in results)
     _merge_files([Path(c.run_dir) for c in configs], run_dir, started_wall)
-    frame = {
-        "started_wall": started_wall,
-        "duration_s": max(r["duration_s"] for r in results),
-        # The workers measured over one common window (they started together); the
-        # longest of their windows covers it. Clocks of other machines are not compared.
-        "measured_s": max(r["measured_s"] for r in results),
-        "interrupted": any(r["interrupted"] for r in results),
-        "stale_retries": sum(r["stale_retries"] for r in results),
-    }
-    return merged, frame
-
-
-def _stop_notice() -> None:
-    print("\nstopping: waiting for in-flight requests (again to cancel them)", file=sys.stderr)
+    return WorkersRun(
+        metrics=merged,
+        started_wall=started_wall,
+        duration_s=max(r.duration_s for r in results),
+        measured_s=max(r.measured_s for r in results),
+        interrupted=any(r.interrupted for r in results),
+        stale_retries=sum(r.stale_retries for r in results),
+    )
 
 
 def _run_local(
-    configs: list[Any],
-    plans: list[WorkerPlan],
+    configs: list[RunConfig],
     tls: tuple[str | None, bool],
     dashboard: tuple[str, str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[WorkerResult]:
     ctx = multiprocessing.get_context("spawn")
     start_wall = time.time() + _START_DELAY_S
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=({"config": cfg, "start_wall": start_wall, "tls": tls, "live": bool(dashboard)},),
-            name=f"loadtest-worker-{p.index}",
+            args=(WorkerJob(cfg, start_wall, tls, live=dashboard is not None),),
+            name=f"loadtest-worker-{i}",
         )
-        for cfg, p in zip(configs, plans, strict=True)
+        for i, cfg in enumerate(configs)
     ]
     for proc in procs:
         proc.start()
@@ -162,7 +205,7 @@ def _run_local(
     def forward(sig: int, _frame: Any) -> None:
         presses["n"] += 1
         if presses["n"] == 1 and sig == signal.SIGINT:
-            _stop_notice()
+            stop_notice()
         for proc in procs:
             if proc.pid is not None and proc.is_alive():
                 os.kill(proc.pid, sig)
@@ -188,7 +231,7 @@ def _run_local(
                 p.join(0.2)
             if time.monotonic() - last >= 5:
                 last = time.monotonic()
-                _print_progress([Path(c.run_dir) for c in configs])
+                _log_progress([Path(c.run_dir) for c in configs])
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -200,11 +243,11 @@ def _run_local(
                 f"worker {proc.name} ended (exit {proc.exitcode}) without results; "
                 f"see {cfg.run_dir}"
             )
-        results.append(orjson.loads(path.read_bytes()))
+        results.append(read_result(path))
     return results
 
 
-def _print_progress(dirs: list[Path]) -> None:
+def _log_progress(dirs: list[Path]) -> None:
     states = []
     for d in dirs:
         try:
@@ -214,12 +257,16 @@ def _print_progress(dirs: list[Path]) -> None:
     if not states:
         return
     total = {k: sum(s[k] for s in states) for k in states[0]}
-    print(
-        f"[{len(states)} workers] sent {total['sent']} ok {total['ok']} failed {total['failed']} "
-        f"in flight {total['in_flight']}  {total['rate']:.1f} req/s "
-        f"{total['tok_rate']:.0f} tok/s",
-        file=sys.stderr,
+    progress = Progress(
+        sent=total["sent"],
+        ok=total["ok"],
+        failed=total["failed"],
+        in_flight=total["in_flight"],
+        requests_per_s=total["rate"],
+        output_tokens_per_s=total["tok_rate"],
+        workers=len(states),
     )
+    log.info("%s", progress.line())
 
 
 def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
@@ -248,81 +295,3 @@ def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
                     ms.hists[tag].add(h)
         writer.write_interval(ms, start, length)
     writer.close()
-
-
-def run_workers_job(
-    scenario: Scenario,
-    options: RunOptions,
-    counts: dict[str, int],
-    run_dir: Path,
-    prompt_load_s: float,
-) -> tuple[dict[str, Any], Path, bool]:
-    """``--workers N`` (or ``--ray``): the endpoint and model here, the load in N
-    workers, merged into the files and summary of one run."""
-    import asyncio
-
-    from loadtest.app.deployment import plan_deployment, say
-    from loadtest.app.job import finish_run
-    from loadtest.engine.runner import RunConfig, RunOutcome
-    from loadtest.transport.auth import tls_context
-    from loadtest.transport.client import discover_model
-
-    unsupported = [
-        what
-        for what, present in (
-            ("[faults]", bool(scenario.faults.events)),
-            ("[target]", scenario.target is not None),
-            ("agent sessions", scenario.agent is not None),
-        )
-        if present
-    ]
-    if unsupported:
-        raise UsageError(
-            f"--workers does not combine with {', '.join(unsupported)} yet; use --workers 1"
-        )
-    plans = split_load(scenario.load, options.workers, scenario.seed)
-    deployment = plan_deployment(scenario, options.endpoint, run_dir)
-    say(deployment.notes)
-    try:
-        tls = tls_context(options.ca_bundle, options.insecure)
-        model = scenario.model or asyncio.run(
-            discover_model(deployment.endpoint, options.api_key, tls=tls)
-        )
-        configs = [
-            RunConfig(
-                scenario=dataclasses.replace(scenario, load=p.load, seed=p.seed),
-                endpoint=deployment.endpoint,
-                model=model,
-                run_dir=run_dir / f"worker-{p.index}",
-                api_key=options.api_key,
-                record_chunks=options.record_chunks,
-                keepalive=options.keepalive and scenario.load.keepalive,
-                record_outputs=options.record_outputs,
-                arrival_phase_ns=p.phase_ns,
-            )
-            for p in plans
-        ]
-        where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
-        say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
-        tls_spec = (options.ca_bundle, options.insecure)
-        use_tui = options.tui and sys.stdout.isatty() and sys.stdin.isatty()
-        dashboard = (deployment.endpoint, model) if use_tui and not options.ray else None
-        metrics, frame = run_workers(configs, plans, run_dir, tls_spec, options.ray, dashboard)
-    finally:
-        deployment.stop()
-    outcome = RunOutcome(
-        metrics=metrics,
-        t0_ns=0,  # each worker's clock; nothing below compares them
-        started_wall=frame["started_wall"],
-        duration_s=frame["duration_s"],
-        measured_s=frame["measured_s"],
-        interrupted=frame["interrupted"],
-    )
-    summary = finish_run(
-        RunConfig(scenario, deployment.endpoint, model, run_dir),
-        outcome,
-        counts,
-        {"prompt_load_s": round(prompt_load_s, 3), "workers": len(plans)},
-        frame["stale_retries"],
-    )
-    return summary, run_dir, frame["interrupted"]

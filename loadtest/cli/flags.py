@@ -1,24 +1,52 @@
-"""The flags ``run``, ``sweep`` and ``ab`` share, and turning them into ``RunOptions``.
+"""The flags sub-commands share (as argparse parents), and turning them into ``RunOptions``.
 
-Only argument definitions and their translation live here; the checks of values
-(positive rates, finite durations) are in ``job.apply_overrides``, where flags coming
-from Python callers are checked too.
+``add_output_flags`` (``-v``/``-q``) go to every sub-command; ``add_run_flags`` to every
+sub-command that makes runs (``run``, ``sweep``, ``ab``), so a flag accepted by one of
+them is accepted by all. Only argument definitions and their translation live here; the
+checks of values (positive rates, finite durations) are in ``app.options``, where flags
+coming from Python callers are checked too.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
-from loadtest.app.job import RunOptions
+from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
 
-__all__ = ["add_run_flags", "run_options"]
+__all__ = ["add_load_flags", "add_output_flags", "add_run_flags", "run_options"]
 
 
-def add_run_flags(p: argparse.ArgumentParser, *, single_load: bool = True) -> None:
-    """Add the flags of one run; ``single_load`` adds ``--concurrency N | --rate R``."""
-    p.add_argument("scenario", nargs="?", help="scenario TOML (default: scenarios/mixed.toml)")
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    """``-v``/``-q``: how much the command says on stderr (the results are on stdout)."""
+    g = p.add_argument_group("output")
+    g.add_argument("-v", "--verbose", action="count", default=0, help="say more (debug messages)")
+    g.add_argument(
+        "-q", "--quiet", action="count", default=0, help="say less: warnings and errors only"
+    )
+
+
+def add_load_flags(p: argparse.ArgumentParser) -> None:
+    """``--concurrency N | --rate R``: the load of one run (a sweep has steps instead)."""
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int, help="closed loop with N sessions")
+    load.add_argument(
+        "--rate",
+        type=float,
+        help="open loop at R requests/s (Poisson unless "
+        "the scenario names another arrival process)",
+    )
+
+
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of any command that makes runs: scenario, endpoint, bounds, access..."""
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        help="scenario TOML, or the name of a shipped one such as tool-calls (default: mixed)",
+    )
     p.add_argument(
         "--endpoint",
         help="base URL, e.g. http://127.0.0.1:8000 (default: start the built-in simulator)",
@@ -26,38 +54,19 @@ def add_run_flags(p: argparse.ArgumentParser, *, single_load: bool = True) -> No
     p.add_argument(
         "--model", help="model name (default: the scenario's, else the first of /v1/models)"
     )
-    if single_load:
-        load = p.add_mutually_exclusive_group()
-        load.add_argument("--concurrency", type=int, help="closed loop with N sessions")
-        load.add_argument(
-            "--rate",
-            type=float,
-            help="open loop at R requests/s (Poisson unless "
-            "the scenario names another arrival process)",
-        )
     stop = p.add_mutually_exclusive_group()
     stop.add_argument("--duration", type=float, help="seconds of measured load")
     stop.add_argument("--requests", type=int, help="number of measured requests")
-    p.add_argument("--max-tokens", type=int, help="max_tokens of every request")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        help="max_tokens of every request, over the scenario's, its sources' and prompts'",
+    )
     p.add_argument("--warmup", type=float, help="seconds of warm-up, not measured")
     p.add_argument("--out", default="out", help="results folder (default: out)")
     p.add_argument("--seed", type=int, help="seed of prompt choice and arrivals")
-    p.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="environment variable holding the bearer token (default: OPENAI_API_KEY)",
-    )
-    p.add_argument(
-        "--api-key-file", metavar="PATH", help="file holding the bearer token (first line)"
-    )
-    # A key on the command line shows in process lists and shell history: refuse it.
-    p.add_argument("--api-key", help=argparse.SUPPRESS)
-    p.add_argument("--ca-bundle", metavar="PEM", help="trust this CA for an https endpoint")
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        help="do not verify the endpoint's TLS certificate (self-signed staging servers)",
-    )
+    _timeout_flags(p)
+    _access_flags(p)
     p.add_argument(
         "--slo",
         action="append",
@@ -67,6 +76,18 @@ def add_run_flags(p: argparse.ArgumentParser, *, single_load: bool = True) -> No
         "a missed one makes the command exit 1",
     )
     p.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
+    p.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
+    p.add_argument(
+        "--record-outputs",
+        action="store_true",
+        help="write a digest and the head of every answer into requests.jsonl "
+        "(for the output-equivalence check of compare)",
+    )
+    p.add_argument(
+        "--record-chunks",
+        action="store_true",
+        help="write every token chunk's time into requests.jsonl",
+    )
     p.add_argument(
         "--workers",
         type=int,
@@ -89,6 +110,38 @@ def add_run_flags(p: argparse.ArgumentParser, *, single_load: bool = True) -> No
     )
 
 
+def _timeout_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("timeouts (over the scenario's [timeouts])")
+    g.add_argument(
+        "--timeout", type=float, metavar="S", help="longest one request may take, send to end"
+    )
+    g.add_argument(
+        "--first-byte-timeout", type=float, metavar="S", help="longest wait for the first byte"
+    )
+    g.add_argument(
+        "--chunk-timeout", type=float, metavar="S", help="longest gap between two chunks"
+    )
+
+
+def _access_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="environment variable holding the bearer token (default: OPENAI_API_KEY)",
+    )
+    p.add_argument(
+        "--api-key-file", metavar="PATH", help="file holding the bearer token (first line)"
+    )
+    # A key on the command line shows in process lists and shell history: refuse it.
+    p.add_argument("--api-key", help=argparse.SUPPRESS)
+    p.add_argument("--ca-bundle", metavar="PEM", help="trust this CA for an https endpoint")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="do not verify the endpoint's TLS certificate (self-signed staging servers)",
+    )
+
+
 def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
     """``RunOptions`` from parsed flags, with ``over`` on top."""
     if args.api_key is not None:
@@ -97,30 +150,32 @@ def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
             "shell history; put it in $OPENAI_API_KEY, or use --api-key-env NAME or "
             "--api-key-file PATH"
         )
-    values: dict[str, Any] = {
-        "scenario": args.scenario,
-        "endpoint": args.endpoint,
-        "model": args.model,
-        "concurrency": getattr(args, "concurrency", None),
-        "rate": getattr(args, "rate", None),
-        "duration": args.duration,
-        "requests": args.requests,
-        "max_tokens": args.max_tokens,
-        "warmup": args.warmup,
-        "out": args.out,
-        "seed": args.seed,
-        "tui": not getattr(args, "no_tui", True),
-        "api_key_env": args.api_key_env,
-        "api_key_file": args.api_key_file,
-        "ca_bundle": args.ca_bundle,
-        "insecure": args.insecure,
-        "slo": tuple(args.slo),
-        "record_chunks": getattr(args, "record_chunks", False),
-        "record_outputs": getattr(args, "record_outputs", False),
-        "keepalive": not args.no_keepalive,
-        "uvloop": args.loop == "uvloop",
-        "workers": args.workers,
-        "ray": args.ray,
-    }
-    values.update(over)
-    return RunOptions(**values)
+    options = RunOptions(
+        scenario=args.scenario,
+        endpoint=args.endpoint,
+        model=args.model,
+        concurrency=getattr(args, "concurrency", None),
+        rate=getattr(args, "rate", None),
+        duration=args.duration,
+        requests=args.requests,
+        max_tokens=args.max_tokens,
+        warmup=args.warmup,
+        out=args.out,
+        seed=args.seed,
+        tui=not args.no_tui,
+        api_key_env=args.api_key_env,
+        api_key_file=args.api_key_file,
+        ca_bundle=args.ca_bundle,
+        insecure=args.insecure,
+        slo=tuple(args.slo),
+        record_chunks=args.record_chunks,
+        record_outputs=args.record_outputs,
+        keepalive=not args.no_keepalive,
+        uvloop=args.loop == "uvloop",
+        workers=args.workers,
+        ray=args.ray,
+        timeout=args.timeout,
+        first_byte_timeout=args.first_byte_timeout,
+        chunk_timeout=args.chunk_timeout,
+    )
+    return dataclasses.replace(options, **over)

@@ -1,4 +1,4 @@
-"""Command-line entry point: argument parsing and sub-commands only; no logic here."""
+"""Command-line entry point: the sub-commands' parsers and their dispatch; no logic here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
-from loadtest.cli.flags import add_run_flags, run_options
+from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
+from loadtest.cli.logs import configure_logging
+from loadtest.cli.parser import Parser
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
 from loadtest.sim.model import SimConfig
 
@@ -20,40 +22,32 @@ EXIT_SLO_MISSED = 1
 """A completed run that missed an SLO: 1, as CI gates expect of a failed check."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(
+def _parser() -> tuple[Parser, dict[str, Parser]]:
+    p = Parser(
         prog="loadtest",
         description="Load and robustness tests for OpenAI-compatible LLM endpoints.",
     )
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    out, runs = Parser(add_help=False), Parser(add_help=False)
+    add_output_flags(out)
+    add_output_flags(runs)
+    add_run_flags(runs)
 
-    run = sub.add_parser("run", help="run a scenario against an endpoint (default: simulator)")
-    add_run_flags(run)
-    run.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
+    run = sub.add_parser(
+        "run",
+        parents=[runs],
+        help="run a scenario against an endpoint (default: simulator)",
+    )
+    add_load_flags(run)
     run.add_argument(
         "--check",
         action="store_true",
         help="validate the scenario and flags, print the plan and exit (no load)",
     )
-    run.add_argument(
-        "--record-outputs",
-        action="store_true",
-        help="write a digest and the head of every answer into requests.jsonl "
-        "(for the output-equivalence check of compare)",
-    )
-    run.add_argument(
-        "--record-chunks",
-        action="store_true",
-        help="write every token chunk's time into requests.jsonl",
-    )
 
-    sweep = sub.add_parser("sweep", help="one run per load step: capacity table, knee, SLOs")
-    add_run_flags(sweep, single_load=False)
+    sweep = sub.add_parser(
+        "sweep", parents=[runs], help="one run per load step: capacity table, knee, SLOs"
+    )
     steps = sweep.add_mutually_exclusive_group(required=True)
     steps.add_argument("--concurrency", metavar="N,N,...", help="closed-loop steps, e.g. 1,2,4,8")
     steps.add_argument("--rates", metavar="R,R,...", help="open-loop steps in requests/s")
@@ -65,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
         "lowest (default: 0.5)",
     )
 
-    sim = sub.add_parser("sim", help="serve the simulated OpenAI-compatible endpoint")
+    sim = sub.add_parser(
+        "sim", parents=[out], help="serve the simulated OpenAI-compatible endpoint"
+    )
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     sim.add_argument(
@@ -74,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
         help="serve a speculative deployment: a draft process and a target process",
     )
     cmp = sub.add_parser(
-        "compare", help="baseline against candidate runs: statistics, figures, equivalence"
+        "compare",
+        parents=[out],
+        help="baseline against candidate runs: statistics, figures, equivalence",
     )
     cmp.add_argument("run_a", help="baseline: a run folder, or a folder of run folders")
     cmp.add_argument("run_b", help="candidate: a run folder, or a folder of run folders")
@@ -88,9 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     ab = sub.add_parser(
-        "ab", help="run baseline and candidate endpoints interleaved, then compare them"
+        "ab",
+        parents=[runs],
+        help="run baseline and candidate endpoints interleaved, then compare them",
     )
-    add_run_flags(ab)
+    add_load_flags(ab)
     ab.add_argument("--baseline", help="baseline base URL (default: the built-in simulator)")
     ab.add_argument("--candidate", help="candidate base URL (default: the built-in simulator)")
     ab.add_argument("--repeat", type=int, default=1, help="runs per side (default: 1)")
@@ -107,17 +107,18 @@ def _parser() -> argparse.ArgumentParser:
         help="keep the scenario's sampling instead of temperature 0 (no equivalence check)",
     )
 
-    view = sub.add_parser("view", help="open a finished run in the dashboard")
+    view = sub.add_parser("view", parents=[out], help="open a finished run in the dashboard")
     view.add_argument("folder", help="out/<run-id>")
 
     rep = sub.add_parser(
-        "report", help="one self-contained HTML file for a run, sweep or ab folder"
+        "report", parents=[out], help="one self-contained HTML file for a run, sweep or ab folder"
     )
     rep.add_argument("folder", help="out/<run-id>, a sweep folder or an ab folder")
     rep.add_argument("--out", help="the HTML file (default: FOLDER/report.html)")
 
     llama = sub.add_parser(
         "serve-llama",
+        parents=[out],
         help="serve llama.cpp (xllamacpp) with Gemma 3 270M on loopback (extra: llama)",
     )
     llama.add_argument("--host", default="127.0.0.1")
@@ -133,13 +134,24 @@ def _parser() -> argparse.ArgumentParser:
     defaults = SimConfig()
     for f in fields(SimConfig):
         default = getattr(defaults, f.name)
-        sim.add_argument(
-            f"--{f.name.replace('_', '-')}",
-            type=_flag if isinstance(default, bool) else type(default),
-            default=default,
-            help=f"(default: {default})",
-        )
-    return p
+        flag = f"--{f.name.replace('_', '-')}"
+        if isinstance(default, bool):
+            # A switch (--prefix-cache, --no-prefix-cache); "--prefix-cache false" still
+            # reads, since sim_args writes every field with its value.
+            sim.add_argument(
+                flag,
+                nargs="?",
+                const=True,
+                type=_flag,
+                default=default,
+                help=f"(default: {default})",
+            )
+            sim.add_argument(
+                f"--no-{flag[2:]}", dest=f.name, action="store_false", help=argparse.SUPPRESS
+            )
+            continue
+        sim.add_argument(flag, type=type(default), default=default, help=f"(default: {default})")
+    return p, dict(sub.choices)
 
 
 def _flag(text: str) -> bool:
@@ -153,7 +165,15 @@ def _flag(text: str) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     try:
-        args = _parser().parse_args(argv)
+        parser, subs = _parser()
+        words = list(sys.argv[1:] if argv is None else argv)
+        if words and words[0] in subs:
+            # A mistyped flag first: it is often why a required one seems missing.
+            subs[words[0]].refuse_unknown(words[1:])
+        args, extras = parser.parse_known_args(words)
+        if extras:
+            subs.get(args.command, parser).unknown(extras)
+        configure_logging(args.verbose - args.quiet)
         if args.command == "sim":
             return _sim(args)
         if args.command == "serve-llama":
@@ -167,12 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "view":
             from loadtest.tui import view_run
 
-            view_run(args.folder)
+            view_run(_existing(args.folder))
             return EXIT_OK
         if args.command == "report":
             from loadtest.report.html import write_report
 
-            print(f"report: {write_report(args.folder, args.out)}")
+            print(f"report: {write_report(_existing(args.folder), args.out)}")
             return EXIT_OK
         return _run(args)
     except (UsageError, ScenarioError) as exc:
@@ -185,6 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Only before the load starts (prompt loading): the run itself handles SIGINT.
         print("loadtest: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _existing(folder: str) -> str:
+    from pathlib import Path
+
+    if not Path(folder).exists():
+        raise UsageError(f"{folder}: the path does not exist")
+    return folder
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -117,6 +117,8 @@ class Scenario:
     api: str = "chat"
     stream: bool = True
     max_tokens: int = 256
+    max_tokens_override: bool = False
+    """``--max-tokens`` was given: ``max_tokens`` wins over every source's and prompt's."""
     sampling: dict[str, Any] = field(default_factory=dict)
     load: LoadSpec = field(default_factory=LoadSpec)
     timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)

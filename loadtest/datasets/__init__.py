@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets.bfcl import load_bfcl
 from loadtest.datasets.language import LANGUAGES, detect_language
@@ -83,9 +85,10 @@ def build_pool(scenario: Scenario) -> tuple[PromptPool, dict[str, int]]:
     counts: dict[str, int] = {}
     for spec in scenario.sources:
         prompts = load_source(spec)
-        if spec.max_tokens is not None:
-            from dataclasses import replace
-
+        if scenario.max_tokens_override:
+            # --max-tokens is the last word, over a prompt's own value too.
+            prompts = [replace(p, max_tokens=scenario.max_tokens) for p in prompts]
+        elif spec.max_tokens is not None:
             prompts = [
                 p if p.max_tokens is not None else replace(p, max_tokens=spec.max_tokens)
                 for p in prompts

@@ -1,10 +1,9 @@
-"""Drives requests on the schedule and accounts for every one of them.
+"""One load run: the loop that wires the schedule, the client, accounting and hooks.
 
-Closed loop: N sessions, each sending its next request when the last one ended (plus
-think time). Open loop: one pacer sleeping to absolute deadlines, a task per arrival,
-optionally capped by a concurrency limit and a rate ceiling. Either way, stopping (end
-of plan, Ctrl-C, SIGTERM) stops scheduling, gives in-flight requests ``grace_s`` to end,
-cancels the rest, and every request still ends as exactly one record on disk.
+What to offer and when is in ``loops`` (closed and open loop, grace, drain), when to
+stop in ``stop`` (a pure rule), what a finished request becomes in ``accounting``.
+Features (a fault plan, agent sessions, scraping, the interval log, GC policy, the
+dashboard feed) attach as ``RunHook``s and see a ``RunContext``: the runner itself.
 """
 
 from __future__ import annotations
@@ -12,34 +11,30 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-import orjson
-
-from loadtest._compat.quiet_gc import quiet_gc, settle
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import Prompt, PromptPool
-from loadtest.engine.schedule import ArrivalPlan, Clock, MonotonicClock, arrival_offsets_ns, pace
-from loadtest.features.agent.driver import AgentDriver
-from loadtest.features.faults.rig import FaultRig
+from loadtest.engine.accounting import Accounting
+from loadtest.engine.hooks import RunHook, UnitOfLoad, overrides
+from loadtest.engine.loops import closed_loop, open_loop
+from loadtest.engine.request_unit import RequestUnit
+from loadtest.engine.schedule import Clock, MonotonicClock
+from loadtest.engine.stop import StopState, decide, plan_stop
 from loadtest.measure.recorders import Metrics, Snapshot
+from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
-from loadtest.protocol.openai import build_payload
-from loadtest.report.atomic import LineLog
-from loadtest.report.hlog import HlogWriter
 from loadtest.transport.client import Client, ClientConfig
 
 __all__ = ["RunConfig", "RunOutcome", "Runner"]
 
 _perf = time.perf_counter_ns
+_H = TypeVar("_H", bound=RunHook)
 
 _PAUSE_POLL_NS = 50_000_000
-MAX_RETRY_AFTER_S = 30.0
-"""The longest a closed-loop session waits when a 429 says Retry-After."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +74,17 @@ class RunOutcome:
     """Task-level figures of an agent scenario (None otherwise)."""
 
 
+class _Feed(RunHook):
+    """The ``on_record`` callback (the dashboard's feed) as a hook."""
+
+    def __init__(self, callback: Callable[[RequestRecord], None]) -> None:
+        self._callback = callback
+
+    def on_record(self, rec: RequestRecord) -> None:
+        """Hand the record on."""
+        self._callback(rec)
+
+
 class Runner:
     """One load run; ``stop()`` may be called from a signal handler or the TUI."""
 
@@ -89,54 +95,63 @@ class Runner:
         *,
         clock: Clock | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
-        rig: FaultRig | None = None,
-        agent: AgentDriver | None = None,
+        hooks: Sequence[RunHook] = (),
+        unit: UnitOfLoad | None = None,
     ) -> None:
         self.config = config
-        self.agent = agent
-        """Runs a task per unit of load in agent scenarios (None: a request per unit)."""
         self.scenario = config.scenario
+        self.load = config.scenario.load
+        self.seed = config.scenario.seed
         self.pool = pool
-        self.clock = clock or MonotonicClock()
-        self.on_record = on_record
-        self.rig = rig
-        self._extra: set[asyncio.Task[None]] = set()
-        load = self.scenario.load
-        self.closed_loop = load.mode == "closed"
+        self.unit = unit
+        """Runs each unit of load (an agent task); None: a request per unit."""
+        self.clock: Clock = clock or MonotonicClock()
+        all_hooks = list(hooks)
+        if isinstance(unit, RunHook) and unit not in all_hooks:
+            all_hooks.append(unit)
+        if on_record is not None:
+            all_hooks.append(_Feed(on_record))
+        self.hooks: tuple[RunHook, ...] = tuple(all_hooks)
+        self.closed_loop = self.load.mode == "closed"
         self.t0_ns = _perf()
+        self.started_wall = time.time()
         self.metrics = Metrics(
             closed_loop=self.closed_loop,
             t0_ns=self.t0_ns,
             goodput_limits=self.scenario.slo.request_limits(),
         )
-        self._stop = asyncio.Event()
-        self._stop_signals = 0
+        self.accounting = Accounting(
+            self.metrics,
+            record_chunks=config.record_chunks,
+            record_prompts=self.scenario.record_prompts,
+        )
+        self.stop_event = asyncio.Event()
+        self.abort_event = asyncio.Event()
+        self.extras: set[asyncio.Task[None]] = set()
         self.stale_retries = 0
         """Requests resent once because a pooled keep-alive connection had gone stale."""
         self.paused = False
         """True while the user has paused the load (the dashboard's ``p``)."""
-        self._abort = asyncio.Event()
+        self._stop_signals = 0
         self._interrupted = False
         self._client: Client | None = None
         self._next_index = 0
-        self._bodies: dict[int, bytes] = {}
-        self._jsonl: LineLog | None = None
-        self._hlog: HlogWriter | None = None
-        # Encoding and compressing an interval's histograms takes ~2 ms a second; done
-        # in one thread beside the loop (zlib lets go of the GIL), in order.
-        self._hlog_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="loadtest-hlog")
-        self._hlog_write: Future[None] | None = None
-        self._warmup_end_ns = self.t0_ns + int(load.warmup_s * 1e9)
-        self._end_ns: int | None = None
-        self._limit: int | None = None
         self._measured = 0
-        self._last_roll_ns = self.t0_ns
+        self._plan = plan_stop(self.load, self.t0_ns)
+        # Per-request hook calls go only to the hooks that override them.
+        self._idle_hooks = [h for h in self.hooks if overrides(h, "idle_until")]
+        cancel_hooks = [h for h in self.hooks if overrides(h, "cancel_order")]
+        if unit is None:
+            assert pool is not None, "a request-per-unit run needs prompts"
+            unit = RequestUnit(self.scenario, config.model, pool, cancel_hooks)
+        self._unit: UnitOfLoad = unit
+        self.accounting.feeds = tuple(h.on_record for h in self.hooks if overrides(h, "on_record"))
 
     # -- control -------------------------------------------------------------------------
     def stop(self) -> None:
         """Stop scheduling; in-flight requests get the grace period, then are cancelled."""
         self._interrupted = True
-        self._stop.set()
+        self.stop_event.set()
 
     def on_stop_signal(self) -> None:
         """Ctrl-C or SIGTERM: the first stops gracefully, any later one cancels at once."""
@@ -149,43 +164,7 @@ class Runner:
     def cancel_in_flight(self) -> None:
         """Stop at once: cancel in-flight requests without waiting out the grace period."""
         self.stop()
-        self._abort.set()
-
-    @property
-    def stopping(self) -> bool:
-        """True once the plan ended or ``stop()`` was called."""
-        return self._stop.is_set()
-
-    @property
-    def warming_up(self) -> bool:
-        """True before the warm-up has ended."""
-        return _perf() < self._warmup_end_ns
-
-    @property
-    def measured(self) -> int:
-        """Measured (not warm-up) requests sent so far."""
-        return self._measured
-
-    @property
-    def in_flight(self) -> int:
-        """Requests open in the client now."""
-        return self._client.in_flight if self._client else 0
-
-    def burst(self, n: int) -> None:
-        """Send ``n`` requests now, beside the schedule (a fault's burst after idling)."""
-        now = _perf()
-        for _ in range(n):
-            index = self._take_index(now)
-            if index is None:
-                return
-            task = asyncio.create_task(self._one_task(index, now))
-            self._extra.add(task)
-            task.add_done_callback(self._extra.discard)
-
-    def _idle_until(self, now_ns: int) -> int | None:
-        if self.paused and not self._stop.is_set():
-            return max(now_ns, _perf()) + _PAUSE_POLL_NS
-        return self.rig.idle_until(now_ns) if self.rig is not None else None
+        self.abort_event.set()
 
     def toggle_pause(self) -> bool:
         """Pause or resume offering requests (in-flight ones go on); returns ``paused``.
@@ -196,19 +175,30 @@ class Runner:
         self.paused = not self.paused
         return self.paused
 
-    async def _one_task(self, index: int, intended: int) -> None:
-        await self._unit(index, intended)
+    # -- what the dashboard and the hooks read -------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        """True once the plan ended or ``stop()`` was called."""
+        return self.stop_event.is_set()
 
-    async def _unit(self, index: int, intended: int) -> float | None:
-        """One unit of load: a request, or a whole task in an agent scenario.
+    @property
+    def warming_up(self) -> bool:
+        """True before the warm-up has ended."""
+        return _perf() < self._plan.warmup_end_ns
 
-        Returns the Retry-After of a rate-limited answer, if any.
-        """
-        if self.agent is not None:
-            await self.agent.run(self, index, intended)
-            return None
-        rec = await self._one(index, intended)
-        return rec.retry_after_s
+    def warming_up_at(self, ns: int) -> bool:
+        """True when a unit intended at ``ns`` falls in the warm-up."""
+        return ns < self._plan.warmup_end_ns
+
+    @property
+    def measured(self) -> int:
+        """Measured (not warm-up) units sent so far."""
+        return self._measured
+
+    @property
+    def in_flight(self) -> int:
+        """Requests open in the client now."""
+        return self._client.in_flight if self._client else 0
 
     @property
     def client(self) -> Client:
@@ -216,38 +206,132 @@ class Runner:
         assert self._client is not None, "the run has not started"
         return self._client
 
-    def warming_up_at(self, ns: int) -> bool:
-        """True when a unit intended at ``ns`` falls in the warm-up."""
-        return ns < self._warmup_end_ns
+    @property
+    def run_dir(self) -> Path:
+        """Where the run's files go."""
+        return self.config.run_dir
+
+    @property
+    def model(self) -> str:
+        """The model name requests ask for."""
+        return self.config.model
+
+    @property
+    def end_ns(self) -> int | None:
+        """When the measured window ends, for a duration-bound run."""
+        return self._plan.end_ns
+
+    @property
+    def arrival_start_ns(self) -> int:
+        """Open loop: when the arrival schedule starts."""
+        return self.t0_ns + self.config.arrival_phase_ns
+
+    def hook(self, kind: type[_H]) -> _H | None:
+        """The first attached hook of type ``kind`` (the dashboard finds the fault rig)."""
+        return next((h for h in self.hooks if isinstance(h, kind)), None)
 
     def snapshot(self) -> Snapshot:
         """A read-only view of the run so far."""
-        in_flight = self._client.in_flight if self._client else 0
-        return self.metrics.snapshot(in_flight, _perf() < self._warmup_end_ns)
+        return self.metrics.snapshot(self.in_flight, self.warming_up)
+
+    def account(self, rec: RequestRecord, prompt: Prompt, extra: JsonObject | None = None) -> None:
+        """Count one finished request and write its line (``extra`` fields added)."""
+        self.accounting.account(rec, prompt, extra)
+
+    def burst(self, n: int) -> None:
+        """Send ``n`` units now, beside the schedule (a fault's burst after idling)."""
+        now = _perf()
+        for _ in range(n):
+            index = self.take_index(now)
+            if index is None:
+                return
+            task = asyncio.create_task(self._extra_unit(index, now))
+            self.extras.add(task)
+            task.add_done_callback(self.extras.discard)
+
+    async def _extra_unit(self, index: int, intended: int) -> None:
+        await self.run_unit(index, intended)
+
+    # -- what the loops ask ----------------------------------------------------------------
+    def take_index(self, intended_ns: int) -> int | None:
+        """The next unit's index, or None when the plan has ended (then stops the run)."""
+        state = StopState(self.clock.now_ns(), intended_ns, self._measured, self.stopping)
+        decision = decide(self._plan, state)
+        if not decision.go:
+            self.stop_event.set()
+            return None
+        if decision.measured:
+            self._measured += 1
+        index = self._next_index
+        self._next_index += 1
+        return index
+
+    def idle_until(self, now_ns: int) -> int | None:
+        """When the load may go on, if ``now_ns`` falls in a pause or an idle gap."""
+        if self.paused and not self.stopping:
+            return max(now_ns, _perf()) + _PAUSE_POLL_NS
+        for h in self._idle_hooks:
+            if (until := h.idle_until(now_ns)) is not None:
+                return until
+        return None
+
+    def cancelling_for(self, reason: str) -> None:
+        """The loops are about to cancel in-flight units: their records say ``reason``."""
+        self.accounting.cancel_reason = reason
+
+    async def run_unit(self, index: int, intended_ns: int) -> float | None:
+        """One unit of load: a request, or a whole task in an agent scenario."""
+        return await self._unit.run_unit(self, index, intended_ns)
 
     # -- the run -------------------------------------------------------------------------
     async def run(self) -> RunOutcome:
-        """Run the plan to its end (or until stopped) and return the metrics."""
-        with quiet_gc():  # before t0: its first collection is not the run's time
-            return await self._run()
+        """Run the plan to its end (or until stopped) and return the metrics.
 
-    async def _run(self) -> RunOutcome:
-        sc = self.scenario
-        load = sc.load
-        started_wall = time.time()
-        self.t0_ns = _perf()
-        self.metrics.t0_ns = self.t0_ns
-        self._last_roll_ns = self.t0_ns
-        self._warmup_end_ns = self.t0_ns + int(load.warmup_s * 1e9)
-        if load.duration_s is not None:
-            self._end_ns = self._warmup_end_ns + int(load.duration_s * 1e9)
-        self._limit = load.requests
+        Cancelling the task that awaits it cancels the in-flight requests, writes their
+        records, finishes every hook, and then raises ``CancelledError`` as asyncio means.
+        """
         run_dir = self.config.run_dir
-        run_dir.mkdir(parents=True, exist_ok=True)
-        # Buffered writes of a line per request; flushed once a second by the ticker.
-        self._jsonl = LineLog(run_dir / "requests.jsonl")
-        self._hlog = HlogWriter(run_dir / "histograms.hlog", started_wall)
-        client_cfg = ClientConfig(
+        timers: list[asyncio.Task[None]] = []
+        try:
+            for h in self.hooks:
+                h.before_start()  # before t0: its cost is not the run's time
+            self.started_wall = time.time()
+            self.t0_ns = self.metrics.t0_ns = _perf()
+            self._plan = plan_stop(self.load, self.t0_ns)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self.accounting.open(run_dir, self.t0_ns)
+            async with Client(self._client_config()) as client:
+                self._client = client
+                for h in self.hooks:
+                    await h.on_start(self)
+                timers.append(asyncio.create_task(self._tick(), name="loadtest-ticker"))
+                if self._plan.end_ns is not None:
+                    timers.append(asyncio.create_task(self._stop_at(self._plan.end_ns)))
+                await (closed_loop(self) if self.closed_loop else open_loop(self))
+        finally:
+            for t in timers:
+                t.cancel()
+            await asyncio.gather(*timers, return_exceptions=True)
+            self._roll(_perf())
+            # Every hook finishes and the file closes even when one hook fails.
+            failures: list[Exception] = []
+            for h in self.hooks:
+                try:
+                    await h.on_finish()
+                except Exception as exc:
+                    failures.append(exc)
+            self.accounting.close()
+            if self._client is not None:
+                self.stale_retries = self._client.stale_retries
+            self._client = None
+            if failures:
+                raise failures[0]
+        return self._outcome(_perf())
+
+    def _client_config(self) -> ClientConfig:
+        sc = self.scenario
+        load = self.load
+        return ClientConfig(
             base_url=self.config.endpoint,
             api=sc.api,
             stream=sc.stream,
@@ -261,249 +345,34 @@ class Runner:
             ssl=self.config.tls,
             keep_outputs=self.config.record_outputs,
         )
-        ticker = asyncio.create_task(self._tick(), name="loadtest-ticker")
-        try:
-            async with Client(client_cfg) as client:
-                self._client = client
-                if self.rig is not None:
-                    await self.rig.begin(self.t0_ns, self, run_dir)
-                if self.agent is not None:
-                    await self.agent.open(run_dir, self.t0_ns)
-                if self.closed_loop:
-                    await self._closed_loop()
-                else:
-                    await self._open_loop()
-        finally:
-            ticker.cancel()
-            await asyncio.gather(ticker, return_exceptions=True)
-            if self.rig is not None:
-                await self.rig.finish()
-                await self.rig.close()
-            if self.agent is not None:
-                await self.agent.close()
-            self._roll()
-            if self._hlog_write is not None:
-                self._hlog_write.result()
-            self._hlog_pool.shutdown(wait=True)
-            self._hlog.close()
-            self._jsonl.close()
-            if self._client is not None:
-                self.stale_retries = self._client.stale_retries
-            self._client = None
-        end = _perf()
-        faults, server = self.rig.judge(run_dir) if self.rig is not None else ((), None)
+
+    def _outcome(self, end: int) -> RunOutcome:
+        results = [h.result(self.config.run_dir) for h in self.hooks]
         m = self.metrics
-        measured_from = max(self._warmup_end_ns, m.measure_start_ns or self._warmup_end_ns)
+        warmup_end = self._plan.warmup_end_ns
+        # A closed loop's window starts by the clock: a session stuck in a warm-up
+        # request must not push it back. Open-loop workers may start their arrivals late.
+        measured_from = warmup_end
+        if not self.closed_loop:
+            measured_from = max(warmup_end, m.measure_start_ns or warmup_end)
         measured_to = m.last_end_ns or end
         return RunOutcome(
             metrics=m,
             t0_ns=self.t0_ns,
-            started_wall=started_wall,
+            started_wall=self.started_wall,
             duration_s=(end - self.t0_ns) / 1e9,
             measured_s=max(measured_to - measured_from, 1) / 1e9,
             interrupted=self._interrupted,
-            faults=faults,
-            server=server,
-            agent=self.agent.summary(self) if self.agent is not None else None,
+            faults=tuple(f for r in results for f in r.faults),
+            server=_first_set(r.server for r in results),
+            agent=_first_set(r.agent for r in results),
         )
 
-    def _take_index(self, intended_ns: int) -> int | None:
-        """The next request index, or None when the plan is exhausted."""
-        if self._stop.is_set():
-            return None
-        if self._end_ns is not None and _perf() >= self._end_ns:
-            self._stop.set()
-            return None
-        if intended_ns >= self._warmup_end_ns:
-            if self._limit is not None and self._measured >= self._limit:
-                self._stop.set()
-                return None
-            self._measured += 1
-        index = self._next_index
-        self._next_index += 1
-        return index
-
-    async def _one(self, index: int, intended_ns: int) -> RequestRecord:
-        assert self._client is not None
-        assert self.pool is not None, "a request-per-unit run needs prompts"
-        prompt = self.pool.draw()
-        order = self.rig.cancel_order(intended_ns) if self.rig is not None else None
-        rec = await self._client.send(
-            index=index,
-            prompt=prompt,
-            body=self._body(prompt),
-            intended_ns=intended_ns,
-            warmup=intended_ns < self._warmup_end_ns,
-            cancel_after_tokens=order.after_tokens if order else None,
-            cancel_after_ms=order.after_ms if order else None,
-        )
-        self.account(rec, prompt)
-        return rec
-
-    def _body(self, prompt: Prompt) -> bytes:
-        body = self._bodies.get(id(prompt))
-        if body is None:
-            sc = self.scenario
-            body = build_payload(
-                api=sc.api,
-                model=self.config.model,
-                messages=list(prompt.messages),
-                text=prompt.text,
-                stream=sc.stream,
-                max_tokens=prompt.max_tokens or sc.max_tokens,
-                sampling=sc.sampling,
-                tools=list(prompt.tools) or None,
-            )
-            self._bodies[id(prompt)] = body
-        return body
-
-    def account(
-        self, rec: RequestRecord, prompt: Prompt, extra: dict[str, Any] | None = None
-    ) -> None:
-        """Count one finished request and write its line (``extra`` fields added)."""
-        self.metrics.add(rec)
-        assert self._jsonl is not None
-        line: dict[str, Any] = rec.to_json(self.t0_ns)
-        if extra:
-            line.update(extra)
-        if self.config.record_chunks:
-            line["token_chunk_ms"] = [round((t - rec.sent_ns) / 1e6, 4) for t in rec.token_chunk_ns]
-        if self.scenario.record_prompts:
-            line["messages"] = list(prompt.messages)
-        self._jsonl.write(orjson.dumps(line) + b"\n")
-        if self.on_record is not None:
-            self.on_record(rec)
-
-    async def _closed_loop(self) -> None:
-        load = self.scenario.load
-        think_ns = int(load.think_time_ms * 1e6)
-        n = load.concurrency
-        ramp_ns = int(load.ramp_up_s * 1e9)
-        sessions = [
-            asyncio.create_task(
-                self._session(think_ns, self.t0_ns + ramp_ns * i // n),
-                name=f"loadtest-session-{i}",
-            )
-            for i in range(n)
-        ]
-        await self._drain(set(sessions))
-
-    async def _session(self, think_ns: int, start_ns: int) -> None:
-        # Sessions started together stay in step (a wave of sends, then a wave of first
-        # tokens); a ramp spreads them out as real users would be.
-        await self.clock.sleep_until(start_ns)
-        intended = start_ns
-        while True:
-            while (idle_end := self._idle_until(intended)) is not None:
-                # An idle gap of the fault plan: the users are away, nothing is offered.
-                await self.clock.sleep_until(idle_end)
-                intended = idle_end
-            index = self._take_index(intended)
-            if index is None:
-                break
-            retry_after = await self._unit(index, intended)
-            intended = _perf() + think_ns
-            if retry_after:
-                # Told to come back later, a session waits as a well-behaved client does.
-                intended += int(min(retry_after, MAX_RETRY_AFTER_S) * 1e9)
-                if self._end_ns is not None:
-                    intended = min(intended, self._end_ns)
-            if intended > _perf():
-                await self.clock.sleep_until(intended)
-
-    async def _open_loop(self) -> None:
-        tasks: set[asyncio.Task[None]] = set()
-        pacer = asyncio.create_task(self._pace_arrivals(tasks), name="loadtest-pacer")
-        stop = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait({pacer, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            # Stopping may find the pacer asleep or waiting on the concurrency cap.
-            pacer.cancel()
-            stop.cancel()
-            await asyncio.gather(pacer, stop, return_exceptions=True)
-            self._stop.set()
-            await self._drain(set(tasks))
-
-    async def _pace_arrivals(self, tasks: set[asyncio.Task[None]]) -> None:
-        load = self.scenario.load
-        plan = ArrivalPlan(load.mode, load.rate, load.burstiness)
-        cap = asyncio.Semaphore(load.concurrency) if load.concurrency > 0 else None
-        ceiling: Any = None
-        if load.rate_ceiling:
-            from asyncio_throttle.throttler import Throttler
-
-            # A ceiling only: it releases in bursts, so it never keeps the schedule.
-            ceiling = Throttler(rate_limit=int(max(1, load.rate_ceiling)), period=1.0)
-        async for _, intended in pace(
-            arrival_offsets_ns(plan, self.scenario.seed),
-            self.clock,
-            start_ns=self.t0_ns + self.config.arrival_phase_ns,
-            until_ns=self._end_ns,
-        ):
-            if self._idle_until(intended) is not None:
-                continue  # an idle gap: arrivals in it are not offered
-            if cap is not None:
-                await cap.acquire()
-            if ceiling is not None:
-                await ceiling.acquire()
-            index = self._take_index(intended)
-            if index is None:
-                if cap is not None:
-                    cap.release()
-                return
-            task = asyncio.create_task(self._arrival(index, intended, cap))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-    async def _arrival(self, index: int, intended: int, cap: asyncio.Semaphore | None) -> None:
-        try:
-            await self._unit(index, intended)
-        finally:
-            if cap is not None:
-                cap.release()
-
-    async def _drain(self, tasks: set[asyncio.Task[None]]) -> None:
-        """Wait for the plan to end, then give in-flight work the grace period.
-
-        If the run itself is cancelled (the TUI closed, the caller gave up), in-flight
-        requests are cancelled and still recorded before the cancellation goes on.
-        """
-        try:
-            await self._wait_then_cancel(tasks)
-        except asyncio.CancelledError:
-            self._interrupted = True
-            self._stop.set()
-            everything = tasks | self._extra
-            for t in everything:
-                t.cancel()
-            await asyncio.gather(*everything, return_exceptions=True)
-            raise
-
-    async def _wait_then_cancel(self, tasks: set[asyncio.Task[None]]) -> None:
-        waiter = asyncio.ensure_future(asyncio.wait(set(tasks)))
-        stop = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait({waiter, stop}, return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        pending = {t for t in tasks | self._extra if not t.done()}
-        if pending and not self._abort.is_set():
-            rest = asyncio.ensure_future(asyncio.wait(pending))
-            abort = asyncio.ensure_future(self._abort.wait())
-            await asyncio.wait(
-                {rest, abort},
-                timeout=self.scenario.load.grace_s,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            for f in (rest, abort):
-                f.cancel()
-            await asyncio.gather(rest, abort, return_exceptions=True)
-            pending = {t for t in pending if not t.done()}
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        waiter.cancel()
-        await asyncio.gather(waiter, return_exceptions=True)
+    async def _stop_at(self, end_ns: int) -> None:
+        # The schedule's end comes by the clock, not when some unit next asks for an
+        # index: sessions stuck in stalled requests would never ask.
+        await self.clock.sleep_until(end_ns)
+        self.stop_event.set()
 
     async def _tick(self) -> None:
         next_at = self.t0_ns
@@ -514,25 +383,15 @@ class Runner:
             # metric per loop turn, sends and reads go on in between.
             for _ in self.metrics.interval.flush_steps():
                 await asyncio.sleep(0)
-            self._roll()
-            settle()
+            self._roll(_perf())
 
-    def _roll(self) -> None:
-        if self._hlog_write is not None:
-            # The set written last time is about to be cleared for reuse by the roll.
-            self._hlog_write.result()
-        now = _perf()
-        start = self._last_roll_ns
-        self._last_roll_ns = now
-        interval = self.metrics.roll((now - start) / 1e9)
-        if self._hlog is not None:
-            self._hlog_write = self._hlog_pool.submit(
-                self._hlog.write_interval,
-                interval,
-                (start - self.t0_ns) / 1e9,
-                (now - start) / 1e9,
-            )
-        if self._jsonl is not None:
-            self._jsonl.flush()
-        if self.agent is not None:
-            self.agent.flush()
+    def _roll(self, now_ns: int) -> None:
+        for h in self.hooks:
+            h.on_tick(now_ns)
+        interval, start_s, length_s = self.accounting.roll(now_ns)
+        for h in self.hooks:
+            h.on_interval(interval, start_s, length_s)
+
+
+def _first_set(values: Iterable[JsonObject | None]) -> JsonObject | None:
+    return next((v for v in values if v is not None), None)

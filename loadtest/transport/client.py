@@ -33,6 +33,7 @@ from loadtest.protocol.openai import ServerError, StreamReader
 from loadtest.protocol.sse import DEFAULT_MAX_EVENT_BYTES, SSEParser
 from loadtest.protocol.validate import ToolValidator
 from loadtest.transport.auth import redact
+from loadtest.transport.urls import api_root
 
 __all__ = ["Client", "ClientConfig", "discover_model"]
 
@@ -64,10 +65,9 @@ class ClientConfig:
     @property
     def url(self) -> str:
         """The full URL requests are posted to."""
-        base = self.base_url.rstrip("/")
-        if not base.endswith("/v1"):
-            base += "/v1"
-        return base + ("/chat/completions" if self.api == "chat" else "/completions")
+        return api_root(self.base_url) + (
+            "/chat/completions" if self.api == "chat" else "/completions"
+        )
 
 
 class _Flight:
@@ -523,8 +523,7 @@ async def discover_model(
     tls: ssl.SSLContext | bool = True,
 ) -> str:
     """The first model id ``GET /v1/models`` lists; ``EndpointError`` when unreachable."""
-    base = base_url.rstrip("/")
-    url = (base if base.endswith("/v1") else base + "/v1") + "/models"
+    url = api_root(base_url) + "/models"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         async with (

@@ -18,6 +18,7 @@ from hdrh.histogram import HdrHistogram
 
 from loadtest.engine.runner import Runner
 from loadtest.errors import UsageError
+from loadtest.features.faults.rig import FaultRig
 from loadtest.features.scrape import acceptance
 from loadtest.measure.recorders import Metrics, fast_percentile, new_histogram, record_many
 from loadtest.report.hlog import read_intervals
@@ -113,13 +114,13 @@ class LiveSource:
         )
 
     def _server(self) -> dict[str, Any] | None:
-        rig = self.runner.rig
+        rig = self.runner.hook(FaultRig)
         if rig is None or rig.scraper is None:
             return None
         return _server_view(rig.scraper.samples[-2:])
 
     def _faults(self, now_s: float) -> tuple[FaultRow, ...]:
-        rig = self.runner.rig
+        rig = self.runner.hook(FaultRig)
         if rig is None or not rig.plan.events:
             return ()
         rows = []

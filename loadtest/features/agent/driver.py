@@ -1,36 +1,36 @@
-"""The glue between the runner and agent sessions: one task per unit of load.
+"""The glue between the engine and agent sessions: one task per unit of load.
 
-The runner keeps scheduling (sessions, arrivals, bounds, stop); for an agent scenario
-each unit it schedules is a task, run here: requests go through the runner's client
-and its accounting (``requests.jsonl``, per-request metrics), tasks into ``tasks.jsonl``,
-the agent metrics and ``trace.json``.
+The engine keeps scheduling (sessions, arrivals, bounds, stop); for an agent scenario
+each unit it schedules is a task, run here (``AgentDriver`` is the run's
+``UnitOfLoad`` and a ``RunHook``): requests go through the run's client and its
+accounting (``requests.jsonl``, per-request metrics), tasks into ``tasks.jsonl``, the
+agent metrics and ``trace.json``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from loadtest.datasets import Prompt
+from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.features.agent.session import TaskRecord, run_task
 from loadtest.features.agent.task_metrics import AgentMetrics
 from loadtest.features.agent.taskspec import AgentSpec, TaskPool
 from loadtest.features.agent.tools import ToolRunner
 from loadtest.features.agent.trace import TraceWriter
+from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import StreamReader, build_payload
 from loadtest.report.atomic import LineLog
 
-if TYPE_CHECKING:
-    from loadtest.engine.runner import Runner
-
 __all__ = ["AgentDriver"]
 
 
-class AgentDriver:
-    """Runs tasks for a runner; ``open``/``close`` around the run."""
+class AgentDriver(RunHook):
+    """Runs a task per unit of load; opens its files when the run starts."""
 
     def __init__(self, spec: AgentSpec, tasks: TaskPool, seed: int = 0) -> None:
         self.spec = spec
@@ -40,16 +40,38 @@ class AgentDriver:
         self._requests = 0
         self._log: LineLog | None = None
         self._trace: TraceWriter | None = None
+        self._ctx: RunContext | None = None
+        self._open = False
+
+    async def on_start(self, ctx: RunContext) -> None:
+        """Open ``tasks.jsonl``, ``trace.json`` and the tool runner."""
+        self._ctx = ctx
+        await self.open(ctx.run_dir, ctx.t0_ns)
+
+    async def on_finish(self) -> None:
+        """Close the files and the tool runner."""
+        await self.close()
+
+    def on_tick(self, now_ns: int) -> None:
+        """Hand the lines written in the second to the files."""
+        self.flush()
+
+    def result(self, run_dir: Path) -> HookResult:
+        """The ``agent`` section of summary.json."""
+        return HookResult(agent=self.summary() if self._ctx is not None else None)
 
     async def open(self, run_dir: Path, t0_ns: int) -> None:
         """Open ``tasks.jsonl``, ``trace.json`` and the tool runner."""
         self._log = LineLog(run_dir / "tasks.jsonl")
         self._trace = TraceWriter(run_dir / "trace.json", t0_ns)
         await self.tools.__aenter__()
+        self._open = True
 
     async def close(self) -> None:
         """Close the files and the tool runner."""
-        await self.tools.__aexit__()
+        if self._open:
+            self._open = False
+            await self.tools.__aexit__()
         if self._log is not None:
             self._log.close()
         if self._trace is not None:
@@ -62,15 +84,22 @@ class AgentDriver:
         if self._trace is not None:
             self._trace.flush()
 
-    async def run(self, runner: Runner, index: int, intended_ns: int) -> TaskRecord:
-        """Run one drawn task as unit ``index`` of the load."""
-        task = self.tasks.draw()
-        warmup = runner.warming_up_at(intended_ns)
-        client = runner.client
+    async def run_unit(self, ctx: RunContext, index: int, intended_ns: int) -> float | None:
+        """Unit ``index`` of the load: one task (``UnitOfLoad``); never a Retry-After."""
+        await self.run(ctx, index, intended_ns)
+        return None
 
-        async def ask(
-            messages: list[dict[str, Any]], at_ns: int
-        ) -> tuple[RequestRecord, StreamReader]:
+    async def run(self, ctx: RunContext, index: int, intended_ns: int) -> TaskRecord:
+        """Run one drawn task as unit ``index`` of the load.
+
+        Cancelled from outside (the run's grace expired, the run was cancelled), the
+        task still ends as a record in ``tasks.jsonl``; then the cancellation goes on.
+        """
+        task = self.tasks.draw()
+        warmup = ctx.warming_up_at(intended_ns)
+        client = ctx.client
+
+        async def ask(messages: list[JsonObject], at_ns: int) -> tuple[RequestRecord, StreamReader]:
             prompt = Prompt(
                 id=task.id,
                 source=task.source,
@@ -78,10 +107,10 @@ class AgentDriver:
                 messages=tuple(messages),
                 tools=task.tools,
             )
-            sc = runner.scenario
+            sc = ctx.scenario
             body = build_payload(
                 api="chat",
-                model=runner.config.model,
+                model=ctx.model,
                 messages=messages,
                 text=None,
                 stream=sc.stream,
@@ -97,7 +126,7 @@ class AgentDriver:
                 intended_ns=at_ns,
                 warmup=warmup,
             )
-            runner.account(rec, prompt, {"task": index})
+            ctx.account(rec, prompt, {"task": index})
             return rec, reader
 
         rec = await run_task(
@@ -109,15 +138,19 @@ class AgentDriver:
             ask=ask,
             run_tool=self.tools,
         )
-        m = runner.metrics
+        m = ctx.metrics
         self.metrics.add(rec, [m.interval, m.category(rec.category)])
         assert self._log is not None
         assert self._trace is not None
-        self._log.write(orjson.dumps(rec.to_json(runner.t0_ns)) + b"\n")
+        self._log.write(orjson.dumps(rec.to_json(ctx.t0_ns)) + b"\n")
         self._trace.add(rec)
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise asyncio.CancelledError  # the task's record is written: now go on up
         return rec
 
-    def summary(self, runner: Runner) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """The ``agent`` section of summary.json."""
-        m = runner.metrics
+        assert self._ctx is not None, "the run has not started"
+        m = self._ctx.metrics
         return self.metrics.summary(m.total, m.by_category, m.tool_stats)

@@ -216,7 +216,8 @@ async def run_task(
                     messages.append({"role": "tool", "tool_call_id": msg["id"], "content": result})
         return rec_t
     except asyncio.CancelledError:
-        # Stopped between requests (during a tool call): the task is accounted as such.
+        # Stopped between requests (during a tool call): the task is accounted as such;
+        # the driver writes its record and then lets the cancellation go on.
         rec_t.outcome, rec_t.error = "cancelled", "stopped during a tool call"
         t = _perf()
         return rec_t

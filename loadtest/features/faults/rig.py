@@ -13,12 +13,12 @@ import asyncio
 import contextlib
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
+from loadtest.engine.hooks import CancelOrder, HookResult, RunContext, RunHook
 from loadtest.features.faults.hooks import run_command, run_request
 from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
 from loadtest.features.faults.proxy import FaultProxy, Toxic
@@ -26,34 +26,12 @@ from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.faults.verdict import judge_windows
 from loadtest.features.scrape import Scraper, summarize_samples
 
-__all__ = ["CancelOrder", "FaultRig", "LoadControl"]
+__all__ = ["CancelOrder", "FaultRig"]
 
 _perf = time.perf_counter_ns
 
 
-class LoadControl(Protocol):
-    """What the rig may ask of the runner."""
-
-    @property
-    def in_flight(self) -> int:
-        """Requests open in the client now."""
-        ...
-
-    def burst(self, n: int) -> None:
-        """Send ``n`` requests at once, beside the schedule."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class CancelOrder:
-    """Cancel a request after this many tokens or this many milliseconds."""
-
-    window: int
-    after_tokens: int | None = None
-    after_ms: float | None = None
-
-
-class FaultRig:
+class FaultRig(RunHook):
     """Plays one fault plan; ``observed[i]`` holds what happened in window ``i``."""
 
     def __init__(
@@ -90,8 +68,9 @@ class FaultRig:
         if self.target is not None:
             self.initial_ready_s = await self.target.start()
 
-    async def begin(self, t0_ns: int, control: LoadControl, run_dir: Path) -> None:
+    async def on_start(self, ctx: RunContext) -> None:
         """Start the scraper and the timeline, relative to the run's ``t0_ns``."""
+        t0_ns, run_dir, control = ctx.t0_ns, ctx.run_dir, ctx
         self.t0_ns = t0_ns
         if self.metrics_url:
             target = self.target
@@ -106,6 +85,18 @@ class FaultRig:
             await self.scraper.start()
         for i, ev in enumerate(self.plan.events):
             self._spawn(self._play(i, ev, control))
+
+    async def on_finish(self) -> None:
+        """The run is over: stop the timeline, the scraper, the target and the proxy."""
+        try:
+            await self.finish()
+        finally:
+            await self.close()
+
+    def result(self, run_dir: Path) -> HookResult:
+        """The verdicts per window and the server summary."""
+        faults, server = self.judge(run_dir)
+        return HookResult(faults=faults, server=server)
 
     async def finish(self) -> None:
         """Stop the timeline where it is (healing every toxic) and the scraper."""
@@ -199,7 +190,7 @@ class FaultRig:
     def _rel_s(self) -> float:
         return round((_perf() - self.t0_ns) / 1e9, 4)
 
-    async def _play(self, i: int, ev: FaultEvent, control: LoadControl) -> None:
+    async def _play(self, i: int, ev: FaultEvent, control: RunContext) -> None:
         obs = self.observed[i]
         await self._sleep_to(ev.at_s)
         obs["start_s"] = self._rel_s()
@@ -280,7 +271,7 @@ class FaultRig:
             text = text.replace("{" + key + "}", value)
         return text
 
-    async def _settle(self, ev: FaultEvent, obs: dict[str, Any], control: LoadControl) -> None:
+    async def _settle(self, ev: FaultEvent, obs: dict[str, Any], control: RunContext) -> None:
         """After the cancel window: does the endpoint's running count fall back?
 
         A healthy server never runs more requests than the client has open; cancelled

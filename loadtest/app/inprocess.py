@@ -1,0 +1,145 @@
+"""One worker, in this process: the N = 1 case of a run, with or without the dashboard.
+
+Everything this package asks of the engine (``Runner``, ``run``, ``snapshot``,
+``on_stop_signal``, ``RunOutcome``) is in this module, so the engine's interface can
+change in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadtest.app.console import Progress, log, stop_notice
+from loadtest.app.deployment import Deployment
+from loadtest.app.options import RunOptions
+from loadtest.config.scenario import Scenario
+from loadtest.datasets import PromptPool
+from loadtest.engine.gc_policy import QuietGc
+from loadtest.engine.hooks import RunHook
+from loadtest.engine.runner import RunConfig, Runner, RunOutcome
+from loadtest.features.agent.driver import AgentDriver
+from loadtest.features.agent.taskspec import TaskPool
+from loadtest.report.hlog import HlogHook
+from loadtest.transport.client import discover_model
+
+__all__ = ["LocalRun", "progress_of", "run_in_process"]
+
+_PROGRESS_EVERY_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRun:
+    """What the run in this process leaves for the finish: its config and outcome."""
+
+    config: RunConfig
+    outcome: RunOutcome
+    stale_retries: int
+
+
+def run_in_process(
+    scenario: Scenario,
+    dep: Deployment,
+    options: RunOptions,
+    pool: PromptPool | TaskPool,
+    run_dir: Path,
+    tls: ssl.SSLContext | bool,
+    *,
+    tui: bool,
+) -> LocalRun:
+    """Start the rig, build the runner and run it here, in the dashboard when ``tui``."""
+
+    async def prepare() -> Runner:
+        try:
+            await dep.rig.start()
+            model = scenario.model or await discover_model(dep.endpoint, options.api_key, tls=tls)
+        except BaseException:
+            await dep.rig.close()
+            raise
+        cfg = RunConfig(
+            scenario=scenario,
+            endpoint=dep.endpoint,
+            model=model,
+            run_dir=run_dir,
+            api_key=options.api_key,
+            record_chunks=options.record_chunks,
+            keepalive=options.keepalive and scenario.load.keepalive,
+            tls=tls,
+            record_outputs=options.record_outputs,
+        )
+        if isinstance(pool, TaskPool):
+            assert scenario.agent is not None
+            agent = AgentDriver(scenario.agent, pool, scenario.seed)
+            return Runner(cfg, None, hooks=[*edge_hooks(), dep.rig, agent], unit=agent)
+        return Runner(cfg, pool, hooks=[*edge_hooks(), dep.rig])
+
+    if tui:
+        from loadtest.tui import run_with_tui
+
+        runner, outcome = run_with_tui(prepare)
+    else:
+        runner, outcome = _run_plain(prepare, options.uvloop)
+    return LocalRun(runner.config, outcome, runner.stale_retries)
+
+
+def edge_hooks() -> list[RunHook]:
+    """What the command line adds to every run: the interval log and the GC policy."""
+    return [HlogHook(), QuietGc()]
+
+
+def progress_of(runner: Runner) -> Progress:
+    """The progress line's counters from a runner's snapshot."""
+    s = runner.snapshot()
+    return Progress(
+        sent=s.sent,
+        ok=s.ok,
+        failed=s.failed,
+        in_flight=s.in_flight,
+        requests_per_s=s.requests_per_s,
+        output_tokens_per_s=s.output_tokens_per_s,
+        elapsed_s=s.elapsed_s,
+        ttft_ms=(s.ttft_p50_ms, s.ttft_p99_ms),
+    )
+
+
+def _run_plain(
+    prepare: Callable[[], Awaitable[Runner]], use_uvloop: bool
+) -> tuple[Runner, RunOutcome]:
+    async def main() -> tuple[Runner, RunOutcome]:
+        runner = await prepare()
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if not runner.stopping:
+                stop_notice()
+            runner.on_stop_signal()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        progress = asyncio.create_task(_progress(runner))
+        try:
+            return runner, await runner.run()
+        finally:
+            progress.cancel()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    if use_uvloop:
+        try:
+            import uvloop
+
+            return uvloop.run(main())
+        except ImportError:
+            pass
+    return asyncio.run(main())
+
+
+async def _progress(runner: Runner) -> None:
+    """One status line every 5 s, for terminals without the TUI and for CI logs."""
+    while True:
+        await asyncio.sleep(_PROGRESS_EVERY_S)
+        log.info("%s", progress_of(runner).line())

