@@ -19,7 +19,6 @@ sides run under different load shapes or prompt-cache states.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +38,19 @@ from loadtest.measure.stats import (
 )
 from loadtest.model.json import JsonObject
 from loadtest.report.compare_checks import CacheUse, SideCounts, findings, load_shape
+from loadtest.report.compare_figures import SIDE_FIELDS, SideFigures, side_figures, spread
 from loadtest.report.equivalence import equivalence
 
-__all__ = ["RunData", "compare_runs", "load_run", "load_summary", "render_comparison"]
+__all__ = [
+    "SIDE_FIELDS",
+    "RunData",
+    "compare_runs",
+    "comparison_failed",
+    "line_verdict",
+    "load_run",
+    "load_summary",
+    "render_comparison",
+]
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "tool_call_ms")
 
@@ -51,7 +60,8 @@ class RunData:
     """What a comparison reads from one run folder."""
 
     path: Path
-    summary: dict[str, Any]
+    summary: JsonObject
+    """summary.json as written (typed by its own model elsewhere; read here as JSON)."""
     samples: dict[str, np.ndarray]
     """Per metric, the values of the measured ok requests (ms)."""
     outputs: dict[str, set[str]] = field(default_factory=dict)
@@ -66,7 +76,7 @@ class RunData:
     cache: CacheUse = field(default_factory=CacheUse)
 
 
-def load_summary(run_dir: str | Path) -> dict[str, Any]:
+def load_summary(run_dir: str | Path) -> JsonObject:
     """The summary.json of a run folder; ``UsageError`` naming the path when missing."""
     path = Path(run_dir) / "summary.json"
     try:
@@ -78,7 +88,7 @@ def load_summary(run_dir: str | Path) -> dict[str, Any]:
     return data
 
 
-def _rows(path: Path) -> Iterator[dict[str, Any]]:
+def _rows(path: Path) -> Iterator[JsonObject]:
     try:
         with open(path, "rb") as f:
             for n, line in enumerate(f, 1):
@@ -140,85 +150,16 @@ def load_run(run_dir: str | Path) -> RunData:
     )
 
 
-def _mean(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return round(statistics.fmean(known), 4) if known else None
+def _figures(runs: Sequence[RunData]) -> SideFigures:
+    cache = CacheUse(sum(r.cache.cached for r in runs), sum(r.cache.computed for r in runs))
+    return side_figures([r.summary for r in runs], cache)
 
 
-def _peak(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
-
-
-def _side(runs: Sequence[RunData]) -> dict[str, Any]:
-    sums = [r.summary for r in runs]
-    sent = sum(s["requests"]["sent"] for s in sums)
-    ok = sum(s["requests"]["ok"] for s in sums)
-    calls = sum(s.get("tool_calls", {}).get("responses_with_calls", 0) for s in sums)
-    valid = sum(s.get("tool_calls", {}).get("valid", 0) for s in sums)
-    timings = [s.get("server_timings") or {} for s in sums]
-    server = [s.get("server") or {} for s in sums]
-    restarts = [
-        f.get("time_to_first_token_s")
-        for s in sums
-        for f in s.get("faults") or []
-        if f.get("kind") == "restart"
-    ]
+def _spread_json(runs: Sequence[RunData]) -> JsonObject:
     return {
-        "runs": [s["run"]["id"] for s in sums],
-        "endpoint": sums[0]["run"]["endpoint"],
-        "completion_rate": round(ok / sent, 4) if sent else None,
-        "validity_rate": round(valid / calls, 4) if calls else None,
-        "output_tokens_per_s": _mean([s["throughput"]["output_tokens_per_s"] for s in sums]),
-        "tokens_per_chunk_p50": _mean([s.get("tokens_per_chunk", {}).get("p50") for s in sums]),
-        "acceptance_rate_timings": _mean([t.get("acceptance_rate") for t in timings]),
-        "acceptance_rate_metrics": _mean([v.get("acceptance_rate") for v in server]),
-        "client_overhead_p50_ms": _mean(
-            [(t.get("client_overhead_ms") or {}).get("p50") for t in timings]
-        ),
-        "target_rss_mib_peak": _peak([v.get("target_rss_mib_peak") for v in server]),
-        "gpu_memory_mib_peak": _peak([v.get("gpu_memory_mib_peak") for v in server]),
-        "gpu_power_w_peak": _peak([v.get("gpu_power_w_peak") for v in server]),
-        "time_to_ready_s": _mean([s["run"].get("target_time_to_ready_s") for s in sums]),
-        "restart_first_token_s": _mean(restarts),
-        "prompt_cache_share": _share(runs),
+        m: {p: {"runs": list(s.runs), "stdev": s.stdev} for p, s in by_p.items()}
+        for m, by_p in spread([r.samples for r in runs], METRICS).items()
     }
-
-
-def _share(runs: Sequence[RunData]) -> float | None:
-    share = CacheUse(sum(r.cache.cached for r in runs), sum(r.cache.computed for r in runs)).share
-    return None if share is None else round(share, 4)
-
-
-SIDE_FIELDS = (
-    "completion_rate",
-    "validity_rate",
-    "output_tokens_per_s",
-    "tokens_per_chunk_p50",
-    "acceptance_rate_timings",
-    "acceptance_rate_metrics",
-    "client_overhead_p50_ms",
-    "target_rss_mib_peak",
-    "gpu_memory_mib_peak",
-    "gpu_power_w_peak",
-    "time_to_ready_s",
-    "restart_first_token_s",
-    "prompt_cache_share",
-)
-
-
-def _spread(runs: Sequence[RunData]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for m in METRICS:
-        per_run = {
-            p: [round(float(np.percentile(r.samples[m], q)), 3) for r in runs if r.samples[m].size]
-            for p, q in (("p50", 50), ("p95", 95))
-        }
-        if len(per_run["p50"]) > 1:
-            out[m] = {
-                p: {"runs": v, "stdev": round(statistics.stdev(v), 3)} for p, v in per_run.items()
-            }
-    return out
 
 
 def _counts(name: str, runs: Sequence[RunData]) -> SideCounts:
@@ -265,12 +206,12 @@ def compare_runs(
         "blocking": any(f.blocking for f in found),
         "confounded": any(f.confounds for f in found),
         "min_effect": min_effect,
-        "a": _side(a),
-        "b": _side(b),
+        "a": _figures(a).to_json(),
+        "b": _figures(b).to_json(),
         "metrics": {m: c.to_json() for m, c in zip(METRICS, judged, strict=True)},
     }
     if len(a) > 1 or len(b) > 1:
-        result["spread"] = {"a": _spread(a), "b": _spread(b)}
+        result["spread"] = {side: _spread_json(runs) for side, runs in (("a", a), ("b", b))}
     result["equivalence"] = equivalence(a, b)
     return result
 
@@ -341,8 +282,8 @@ def render_comparison(c: JsonObject) -> str:
             "(one run on a side: what moved that whole run is not in the intervals; "
             "two or more runs a side, e.g. ab --repeat 2, put it there)"
         )
-    for side, spread in (c.get("spread") or {}).items():
-        for m, by_p in spread.items():
+    for side, by_metric in (c.get("spread") or {}).items():
+        for m, by_p in by_metric.items():
             runs = by_p["p50"]["runs"]
             lines.append(
                 f"run-to-run {side} {m} p50: {', '.join(f'{v:.2f}' for v in runs)} "
