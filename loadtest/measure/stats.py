@@ -45,8 +45,9 @@ __all__ = [
 Verdict = Literal[
     "faster", "slower", "no detectable difference", "too few samples", "not exercised"
 ]
-"""B relative to A. ``too few samples``: fewer than ``MIN_SAMPLES`` on a side, so no
-test was trusted; ``not exercised``: no value at all on a side."""
+"""B relative to A. ``too few samples`` (the "cannot tell" state): fewer than
+``MIN_SAMPLES`` values on a side, or fewer than ``MIN_TAIL`` above the line's percentile,
+so no test was trusted; ``not exercised``: no value at all on a side."""
 
 ALPHA = 0.05
 """The family-wise error rate of one comparison, and 1 - the intervals' confidence."""
