@@ -276,8 +276,8 @@ def render_comparison(c: JsonObject) -> str:
         lines.append(f"{'':<14}rank test p {format_p(mc['p_value'])}, n={mc['n_a']}/{mc['n_b']}")
     lines.append("(* the interval excludes 0; p adjusted over all lines of the comparison)")
     if len(a["runs"]) < 2 or len(b["runs"]) < 2:
-        # Measured: 8% of single-run comparisons of identical simulators flagged a line on a
-        # busy machine, none of 2-run ones (benchmarks/bench_compare_fpr.py).
+        # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
+        # flagged in 11% of one-run comparisons, 2% of two-run ones.
         lines.append(
             "(one run on a side: what moved that whole run is not in the intervals; "
             "two or more runs a side, e.g. ab --repeat 2, put it there)"
