@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +124,24 @@ def test_a_folder_without_a_summary_is_named(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=str(tmp_path / "summary.json")):
         load_summary(tmp_path)
     assert main(["compare", str(tmp_path), str(tmp_path)]) == 2
+
+
+def test_the_html_report_gives_each_line_its_own_verdict_and_p_values_their_magnitude(
+    sims: dict[str, str], tmp_path: Path
+) -> None:
+    from loadtest.report.html import write_report
+
+    _, c = _ab(tmp_path, sims["base"], sims["fast"])
+    (folder,) = (tmp_path / "out").iterdir()
+    page = write_report(folder).read_text()
+    rows = [
+        re.findall(r"<td>(.*?)</td>", row)
+        for row in re.findall(r"<tr>(<td>[a-z0-9_]+_ms</td>.*?)</tr>", page)
+    ]
+    by_line = {(r[0], r[1]): r[7] for r in rows}
+    for m, mc in c["metrics"].items():
+        for p, d in mc["percentiles"].items():
+            assert by_line[(m, p)] == d["verdict"], (m, p)
+    # The rank test of a twice-as-fast decode is far below 0.0001: not printed as 0.
+    assert c["metrics"]["tpot_ms"]["p_value"] < 1e-4
+    assert {r[8] for r in rows if r[0] == "tpot_ms"} == {"&lt; 0.0001"}

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from loadtest.measure.stats import bootstrap_diff, compare_samples, rank_test
+from loadtest.measure.stats import (
+    bootstrap_diff,
+    compare_groups,
+    compare_samples,
+    format_p,
+    holm,
+    judge_family,
+    rank_test,
+)
 
 
 def _lognormal(seed: int, n: int, median_ms: float) -> np.ndarray:
@@ -54,3 +63,80 @@ def test_empty_and_tiny_samples() -> None:
     assert compare_samples([], [1.0]) is None
     tiny = compare_samples([1.0], [2.0], resamples=50)
     assert tiny is not None and tiny.verdict == "too few samples" and tiny.p_value is None
+
+
+def test_holm_adjusts_the_family_and_keeps_order() -> None:
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5]
+    assert holm([]) == []
+
+
+def test_a_dozen_equal_lines_rarely_flag_a_comparison() -> None:
+    """Four metrics x three percentiles per comparison: the family, not the line, at 5%."""
+    flagged = 0
+    for seed in range(40):
+        family = [
+            compare_samples(
+                _lognormal(seed * 10 + k, 200, 50.0),
+                _lognormal(seed * 10 + k + 5000, 200, 50.0),
+                resamples=300,
+                seed=seed,
+            )
+            for k in range(4)
+        ]
+        judged = judge_family([c for c in family if c is not None])
+        flagged += any(d.verdict in ("faster", "slower") for m in judged for d in m.percentiles)
+    assert flagged <= 4, flagged
+
+
+def test_each_line_has_its_own_verdict_a_faster_median_with_a_slower_tail() -> None:
+    rng = np.random.default_rng(7)
+    a = rng.normal(50.0, 2.0, 2000)
+    b = rng.normal(45.0, 2.0, 2000)
+    b[:100] = rng.normal(90.0, 2.0, 100)  # the slowest 5% of B take twice as long
+    c = compare_samples(a, b, (50, 99), resamples=500)
+    assert c is not None
+    by_pct = {d.pct: d.verdict for d in c.percentiles}
+    assert by_pct == {50: "faster", 99: "slower"}
+    assert c.verdict == "faster"  # the metric's verdict is its median line's
+
+
+def test_a_real_difference_below_the_practical_threshold_is_not_called() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.normal(50.0, 1.0, 3000)
+    b = rng.normal(50.5, 1.0, 3000)  # 1% slower: plainly significant, but below 2%
+    small = compare_samples(a, b, resamples=400)
+    assert small is not None and small.percentiles[0].excludes_zero
+    assert small.verdict == "no detectable difference"
+    lenient = compare_samples(a, b, resamples=400, min_effect=0.005)
+    assert lenient is not None and lenient.verdict == "slower"
+
+
+def test_fewer_than_the_minimum_are_not_tested() -> None:
+    c = compare_samples(list(range(9)), list(range(100, 200)), resamples=50)
+    assert c is not None and c.verdict == "too few samples"
+    assert all(d.verdict == "too few samples" for d in c.percentiles)
+
+
+def test_p_values_print_with_their_magnitude() -> None:
+    assert format_p(0.0) == "< 0.0001"
+    assert format_p(3e-7) == "< 0.0001"
+    assert format_p(0.01234) == "0.0123"
+    assert format_p(None) == "-"
+
+
+def test_a_run_that_moved_as_a_whole_is_not_a_difference_but_a_steady_one_is() -> None:
+    rng = np.random.default_rng(11)
+
+    def run(median: float) -> np.ndarray:
+        return rng.normal(median, 1.0, 300)
+
+    # A's second run was 12% slower throughout (a neighbour's load): its requests are not
+    # independent evidence, and pooling them would call B faster.
+    a, b = [run(50.0), run(56.0)], [run(50.0), run(50.0)]
+    pooled = compare_samples(np.concatenate(a), np.concatenate(b), (50,), resamples=400)
+    assert pooled is not None and pooled.verdict == "faster"
+    grouped = compare_groups(a, b, (50,), resamples=400)
+    assert grouped is not None and grouped.verdict == "no detectable difference"
+    steady = compare_groups([run(50.0), run(50.5)], [run(40.0), run(40.5)], (50,), resamples=400)
+    assert steady is not None and steady.verdict == "faster"

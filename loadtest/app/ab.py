@@ -5,7 +5,14 @@ network over time (thermal state, a neighbour's load, caches warming) falls on b
 sides alike. Every run records its outputs and, unless asked otherwise, samples at
 temperature 0, so the comparison can also check that the candidate answers exactly as
 the baseline does: speculative decoding must not change the output, and a difference
-points to a bug in the deployment, not to the draft model.
+points to a bug in the deployment, not to the draft model, once the baseline's own
+divergence (the same prompt answered twice on one side) is taken out.
+
+Both sides get the same scenario, seed, prompts in the same order and the same warm-up,
+so prompt caches start alike; ``[sampling] cache_prompt = false`` in the scenario asks
+llama.cpp-style engines not to reuse cached prompts at all, and ``comparison.json``
+records which was used (``prompt_cache``). A comparison that measured nothing, too
+little, or under unlike conditions says so first (``compare_checks``).
 """
 
 from __future__ import annotations
@@ -18,7 +25,10 @@ from typing import Any
 
 import orjson
 
-from loadtest.app.options import RunOptions
+from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
+from loadtest.config.scenario import load_scenario
+from loadtest.measure.stats import MIN_EFFECT
+from loadtest.model.json import JsonObject
 from loadtest.report.atomic import write_atomic
 from loadtest.report.compare import RunData, compare_runs, load_run
 
@@ -42,7 +52,9 @@ def run_ab(
     repeat: int,
     name: str,
     run: RunFn,
-) -> tuple[dict[str, Any], Path, bool]:
+    *,
+    min_effect: float = MIN_EFFECT,
+) -> tuple[JsonObject, Path, bool]:
     """Run both sides ``repeat`` times, interleaved; returns (comparison, folder, stopped).
 
     ``endpoints`` maps ``baseline`` and ``candidate`` to a URL (None: the simulator).
@@ -61,8 +73,21 @@ def run_ab(
         if interrupted:
             stopped = True
             break
-    result: dict[str, Any] = {"repeat": repeat, "interrupted": stopped}
+    result: JsonObject = {
+        "repeat": repeat,
+        "interrupted": stopped,
+        "prompt_cache": prompt_cache_policy(base),
+    }
     if runs["baseline"] and runs["candidate"]:
-        result |= compare_runs(runs["baseline"], runs["candidate"])
+        result |= compare_runs(runs["baseline"], runs["candidate"], min_effect=min_effect)
     write_atomic(folder / "comparison.json", orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return result, folder, stopped
+
+
+def prompt_cache_policy(base: RunOptions) -> str:
+    """What the runs asked of the engines' prompt caches (from ``[sampling]``)."""
+    path = Path(base.scenario) if base.scenario else default_scenario_path()
+    value = apply_overrides(load_scenario(path), base).sampling.get("cache_prompt")
+    if value is None:
+        return "engine default (no cache_prompt sent)"
+    return f"cache_prompt = {str(value).lower()} sent with every request"

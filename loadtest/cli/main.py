@@ -77,6 +77,13 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     cmp.add_argument("run_a", help="baseline: a run folder, or a folder of run folders")
     cmp.add_argument("run_b", help="candidate: a run folder, or a folder of run folders")
     cmp.add_argument("--json", help="also write the comparison to this JSON file")
+    cmp.add_argument(
+        "--min-effect",
+        type=float,
+        default=2.0,
+        metavar="PCT",
+        help="smallest difference called faster/slower, in %% of the baseline (default: 2)",
+    )
 
     ab = sub.add_parser(
         "ab",
@@ -87,6 +94,13 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
     ab.add_argument("--baseline", help="baseline base URL (default: the built-in simulator)")
     ab.add_argument("--candidate", help="candidate base URL (default: the built-in simulator)")
     ab.add_argument("--repeat", type=int, default=1, help="runs per side (default: 1)")
+    ab.add_argument(
+        "--min-effect",
+        type=float,
+        default=2.0,
+        metavar="PCT",
+        help="smallest difference called faster/slower, in %% of the baseline (default: 2)",
+    )
     ab.add_argument(
         "--keep-sampling",
         action="store_true",
@@ -292,13 +306,13 @@ def _compare(args: argparse.Namespace) -> int:
     import orjson
 
     from loadtest.report.atomic import write_atomic
-    from loadtest.report.compare import compare_runs, render_comparison
+    from loadtest.report.compare import compare_runs, comparison_failed, render_comparison
 
-    c = compare_runs(_runs_in(args.run_a), _runs_in(args.run_b))
+    c = compare_runs(_runs_in(args.run_a), _runs_in(args.run_b), min_effect=args.min_effect / 100)
     print(render_comparison(c))
     if args.json:
         write_atomic(Path(args.json), orjson.dumps(c, option=orjson.OPT_INDENT_2))
-    return EXIT_OK
+    return EXIT_ERROR if comparison_failed(c) else EXIT_OK
 
 
 def _ab(args: argparse.Namespace) -> int:
@@ -308,7 +322,8 @@ def _ab(args: argparse.Namespace) -> int:
     from loadtest.app.job import RunOptions, run_job
     from loadtest.model.io import as_json
     from loadtest.model.json import JsonObject
-    from loadtest.report.compare import render_comparison
+    from loadtest.report.compare import comparison_failed, render_comparison
+    from loadtest.report.equivalence import equivalence_failed
 
     if args.endpoint:
         raise UsageError("ab takes --baseline URL and --candidate URL, not --endpoint")
@@ -322,14 +337,18 @@ def _ab(args: argparse.Namespace) -> int:
         summary, folder, stopped = run_job(options)
         return as_json(summary), folder, stopped  # ab reads the summary untyped, for now
 
-    result, folder, stopped = run_ab(base, endpoints, args.repeat, name, run)
+    result, folder, stopped = run_ab(
+        base, endpoints, args.repeat, name, run, min_effect=args.min_effect / 100
+    )
     if "metrics" in result:
         print(render_comparison(result))
+        print(f"prompt cache: {result['prompt_cache']}")
     print(f"\ncomparison: {folder / 'comparison.json'}")
     if stopped:
         return EXIT_INTERRUPTED
-    eq = result.get("equivalence")
-    return EXIT_SLO_MISSED if eq and eq["match_rate"] < 1.0 else EXIT_OK
+    if comparison_failed(result) or equivalence_failed(result.get("equivalence")):
+        return EXIT_SLO_MISSED
+    return EXIT_OK
 
 
 def _serve_llama(args: argparse.Namespace) -> int:

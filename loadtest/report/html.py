@@ -226,18 +226,24 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
 
 
 def _comparison_section(page: _Page, folder: Path, c: JsonObject) -> None:
-    from loadtest.report.compare import SIDE_FIELDS
+    from loadtest.measure.stats import format_p
+    from loadtest.report.compare import SIDE_FIELDS, line_verdict
 
     a, b = c["a"], c["b"]
+    for f in c.get("findings", []):
+        page.add(f"<p><b>{'STOP' if f['blocking'] else 'NOTE'}</b>: {_esc(f['message'])}</p>")
     page.add(
         f"<p>A (baseline): {_esc(a['endpoint'])}, runs {_esc(', '.join(a['runs']))}<br>"
         f"B (candidate): {_esc(b['endpoint'])}, runs {_esc(', '.join(b['runs']))}</p>"
     )
-    rows = [(k, a[k], b[k]) for k in SIDE_FIELDS if a[k] is not None or b[k] is not None]
+    rows = [
+        (k, a.get(k), b.get(k)) for k in SIDE_FIELDS if a.get(k) is not None or b.get(k) is not None
+    ]
     page.add(_table(("figure", "A", "B"), rows))
     srows = []
     for m, mc in c["metrics"].items():
         for p, d in mc["percentiles"].items():
+            # Each line carries its own verdict: a faster median says nothing of the tail.
             srows.append(
                 (
                     m,
@@ -245,20 +251,29 @@ def _comparison_section(page: _Page, folder: Path, c: JsonObject) -> None:
                     d["a"],
                     d["b"],
                     d["diff"],
-                    f"[{d['ci_low']:.2f}, {d['ci_high']:.2f}]",
-                    mc["verdict"],
-                    mc["p_value"],
+                    "-" if d["ci_low"] is None else f"[{d['ci_low']:.2f}, {d['ci_high']:.2f}]",
+                    format_p(d.get("p_holm")),
+                    line_verdict(c, d),
+                    format_p(mc["p_value"]),
                 )
             )
+    effect = c.get("min_effect", 0.02)
     page.add(
         "<h2>Latency, B - A with 95% bootstrap intervals</h2>"
-        + _table(("metric", "pct", "A", "B", "B-A", "95% CI", "verdict", "rank test p"), srows)
+        f"<p>A line is called faster or slower when its p-value, adjusted over all lines "
+        f"(Holm), is below 0.05 and |B - A| is at least {effect:.0%} of A.</p>"
+        + _table(
+            ("metric", "pct", "A", "B", "B-A", "95% CI", "p (Holm)", "verdict", "rank test p"),
+            srows,
+        )
     )
     eq = c.get("equivalence")
     if eq:
         page.add(
             f"<h2>Output equivalence</h2><p>{eq['matching']} of {eq['prompts_compared']} "
-            f"prompts answered identically ({eq['match_rate']:.1%}).</p>"
+            f"prompts answered identically ({eq['match_rate']:.1%}); "
+            f"{_esc(eq.get('attributed', '–'))} diverge only on B (the baseline answered "
+            "them alike every time).</p>"
         )
         if eq["divergent"]:
             page.add(

@@ -1,0 +1,169 @@
+"""What must be said before a comparison's verdicts: did it measure anything, alike?
+
+A comparison that measured nothing must not pass quietly: a side without completed
+requests, or with fewer than ``MIN_SAMPLES`` values of a metric the other side has, is a
+*blocking* finding (the command exits non-zero). Where the drain at the end of a run
+cancelled most requests, the load was beyond the endpoint, and the finding says so.
+Sides that ran different load shapes (closed 32 against open 50 req/s), or whose prompt
+caches served different shares of the prompts, differ in more than the deployment: their
+verdicts are marked *confounded* (kept, so the figures stay readable, but not attributed
+to the deployment) and the command exits non-zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from loadtest.measure.stats import MIN_SAMPLES
+from loadtest.model.json import JsonObject
+
+__all__ = ["CacheUse", "Finding", "LoadShape", "SideCounts", "findings", "load_shape"]
+
+FindingKind = Literal[
+    "no completed requests",
+    "too few samples",
+    "beyond the endpoint",
+    "load shapes differ",
+    "prompt caches differ",
+]
+
+CACHE_SHARE_TOLERANCE = 0.1
+"""Sides whose prompt-cache hit shares differ by more than this are flagged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing a reader must know before the verdicts."""
+
+    kind: FindingKind
+    message: str
+    blocking: bool
+    """True: no verdict of the comparison stands (nothing, or too little, was measured)."""
+
+    @property
+    def confounds(self) -> bool:
+        """True when the sides differ in more than the deployment."""
+        return self.kind in ("load shapes differ", "prompt caches differ")
+
+    def to_json(self) -> dict[str, str | bool]:
+        """A JSON-ready dict."""
+        return {"kind": self.kind, "message": self.message, "blocking": self.blocking}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadShape:
+    """How the load was offered: what must be equal for latencies to be comparable."""
+
+    mode: str
+    concurrency: int | None
+    rate: float | None
+    burstiness: float | None
+
+    def __str__(self) -> str:
+        if self.mode == "closed":
+            return f"closed loop, concurrency {self.concurrency}"
+        burst = f", burstiness {self.burstiness:g}" if self.burstiness is not None else ""
+        return f"{self.mode} arrivals at {self.rate:g} req/s{burst}"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUse:
+    """Prompt tokens the engine served from its cache (llama.cpp ``timings.cache_n``)."""
+
+    cached: int = 0
+    computed: int = 0
+    """Prompt tokens evaluated anew (``timings.prompt_n``)."""
+
+    @property
+    def share(self) -> float | None:
+        """Cached share of all prompt tokens (None: the engine said nothing)."""
+        total = self.cached + self.computed
+        return self.cached / total if total else None
+
+
+@dataclass(frozen=True, slots=True)
+class SideCounts:
+    """Per side: measured requests and how they ended, values per metric, cache use."""
+
+    name: str
+    sent: int
+    ok: int
+    drained: int
+    """Measured requests cancelled by the end-of-run drain (not by a fault)."""
+    values: dict[str, int]
+    shapes: tuple[LoadShape, ...]
+    cache: CacheUse
+
+
+def load_shape(summary: JsonObject) -> LoadShape:
+    """The load shape of one run's summary.json."""
+    load = summary.get("run", {}).get("load", {})
+    mode = str(load.get("mode", "closed"))
+    return LoadShape(
+        mode,
+        load.get("concurrency") if mode == "closed" else None,
+        load.get("rate") if mode != "closed" else None,
+        load.get("burstiness"),
+    )
+
+
+def findings(a: SideCounts, b: SideCounts, metrics: Sequence[str]) -> list[Finding]:
+    """Everything to say before the verdicts, blocking findings first."""
+    out: list[Finding] = []
+    for side in (a, b):
+        if side.ok == 0:
+            out.append(
+                Finding(
+                    "no completed requests",
+                    f"{side.name} completed no measured request ({side.sent} sent): "
+                    "nothing to compare",
+                    True,
+                )
+            )
+        if side.sent and side.drained * 2 > side.sent:
+            out.append(
+                Finding(
+                    "beyond the endpoint",
+                    f"{side.name}: {side.drained} of {side.sent} measured requests were "
+                    "cancelled by the drain at the end of the run: the load was beyond "
+                    "what the endpoint serves (lower it, or raise load.grace_s)",
+                    side.ok == 0,
+                )
+            )
+    if a.ok and b.ok:
+        for m in metrics:
+            na, nb = a.values.get(m, 0), b.values.get(m, 0)
+            if (na or nb) and min(na, nb) < MIN_SAMPLES:
+                out.append(
+                    Finding(
+                        "too few samples",
+                        f"{m}: {na} values on {a.name}, {nb} on {b.name}; a verdict needs "
+                        f"at least {MIN_SAMPLES} on each side",
+                        True,
+                    )
+                )
+    if set(a.shapes) != set(b.shapes) or len(set(a.shapes)) > 1:
+        out.append(
+            Finding(
+                "load shapes differ",
+                f"load shapes differ ({a.name}: {' + '.join(sorted(map(str, set(a.shapes))))}; "
+                f"{b.name}: {' + '.join(sorted(map(str, set(b.shapes))))}): latency depends "
+                "on the load, so the verdicts below are marked confounded, not attributed "
+                "to the deployment",
+                False,
+            )
+        )
+    sa, sb = a.cache.share, b.cache.share
+    if sa is not None and sb is not None and abs(sa - sb) > CACHE_SHARE_TOLERANCE:
+        out.append(
+            Finding(
+                "prompt caches differ",
+                f"the prompt cache served {sa:.0%} of {a.name}'s prompt tokens and {sb:.0%} "
+                f"of {b.name}'s: TTFT differs by cache state, the verdicts are marked "
+                "confounded (send cache_prompt = false under [sampling] to compare engines)",
+                False,
+            )
+        )
+    return sorted(out, key=lambda f: not f.blocking)
