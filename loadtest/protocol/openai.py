@@ -17,6 +17,7 @@ import orjson
 
 from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
+from loadtest.protocol.items import input_items, responses_tools
 from loadtest.protocol.sse import Event
 
 __all__ = [
@@ -72,7 +73,10 @@ def build_payload(
     sampling: JsonObject,
     tools: list[JsonObject] | None,
 ) -> bytes:
-    """Serialise one request body for ``/v1/chat/completions`` or ``/v1/completions``."""
+    """Serialise one request body for ``/v1/chat/completions``, ``/v1/completions`` or
+    ``/v1/responses`` (``api``: ``chat``, ``completions``, ``responses``)."""
+    if api == "responses":
+        return _responses_payload(model, messages, text, stream, max_tokens, sampling, tools)
     body: JsonObject = {"model": model, "max_tokens": max_tokens, "stream": stream}
     if api == "chat":
         body["messages"] = messages
@@ -83,6 +87,28 @@ def build_payload(
     if stream:
         # Without this, most servers send no token counts on a stream.
         body["stream_options"] = {"include_usage": True}
+    body.update(sampling)
+    return orjson.dumps(body)
+
+
+def _responses_payload(
+    model: str,
+    messages: list[JsonObject],
+    text: str | None,
+    stream: bool,
+    max_tokens: int,
+    sampling: JsonObject,
+    tools: list[JsonObject] | None,
+) -> bytes:
+    # The Responses API always reports usage (in response.completed): no stream_options.
+    body: JsonObject = {
+        "model": model,
+        "input": text if text is not None else input_items(messages),
+        "max_output_tokens": max_tokens,
+        "stream": stream,
+    }
+    if tools:
+        body["tools"] = responses_tools(tools)
     body.update(sampling)
     return orjson.dumps(body)
 
