@@ -100,6 +100,9 @@ class ResponsesReader(StreamReader):
             if item.get("type") == "function_call":
                 self._call_item(self._slot(obj, item, now_ns), item)
         elif kind in _ENDS:
+            timings = obj.get("timings")  # llama.cpp adds its own beside the response
+            if timings:
+                self.timings = _obj(timings, "timings")
             self._end(_obj(obj.get("response") or {}, "response"))
         elif kind in ("response.created", "response.in_progress"):
             self._take_id(obj.get("response"))
