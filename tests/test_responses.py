@@ -316,6 +316,26 @@ async def test_client_ttft_over_responses_matches_the_truth(tmp_path: Path) -> N
         assert r.output_tokens == t["completion_tokens"]
 
 
+@pytest.mark.parametrize("mode", ["joined", "burst"])
+async def test_speculative_steps_over_responses(tmp_path: Path, mode: str) -> None:
+    # The speculative timing model is the chat one: steps carry several tokens, chunked
+    # as one delta (joined) or as a burst of one-token deltas.
+    target = SimConfig(itl_ms=6.0, itl_sigma=0.0, ttft_ms=2.0, spec_k=4, accept_chat=0.8)
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 4, "requests": 8}, max_tokens=48, api="responses"
+    )
+    async with InProcessSim(SimConfig(role="draft", draft_token_ms=0.2)) as draft:
+        cfg = replace(target, draft_url=draft.url, step_chunks=mode)
+        async with InProcessSim(cfg) as sim:
+            _ = await run_against(sim, sc, tmp_path)
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    assert [r["outcome"] for r in rows] == ["ok"] * 8
+    tokens = sum(r["output_tokens"] for r in rows)
+    assert tokens / sum(r["token_steps"] for r in rows) > 1.5
+    per_chunk = tokens / sum(r["token_chunks"] for r in rows)
+    assert per_chunk > 1.5 if mode == "joined" else per_chunk <= 1.0
+
+
 async def test_the_simulator_rejects_a_request_without_input() -> None:
     async with (
         InProcessSim(FAST_SIM) as sim,
