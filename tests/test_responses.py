@@ -20,6 +20,7 @@ import pytest
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.errors import ProtocolError
+from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import ServerError, StreamReader, build_payload
 from loadtest.protocol.responses import ResponsesReader, new_reader
@@ -48,7 +49,7 @@ USAGE = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
 
 # -- payloads ------------------------------------------------------------------------------
 def test_payload_carries_input_items_flat_tools_and_max_output_tokens() -> None:
-    history = [
+    history: list[JsonObject] = [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "weather?"},
         {
@@ -91,7 +92,7 @@ def test_payload_carries_input_items_flat_tools_and_max_output_tokens() -> None:
         {"type": "function_call_output", "call_id": "call_1", "output": '{"temp": 3}'},
     ]
     (tool,) = body["tools"]
-    fn = WEATHER_TOOL["function"]
+    fn: JsonObject = orjson.loads(orjson.dumps(WEATHER_TOOL))["function"]
     assert tool == {
         "type": "function",
         "name": fn["name"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -115,6 +115,9 @@ def _responses_payload(
 
 class StreamReader:
     """Interprets the chunks of one response; one instance per request."""
+
+    END_MARK: ClassVar[str] = "[DONE]"
+    """What ends a stream of this API; named when a stream is cut before it."""
 
     __slots__ = (
         "_calls",

@@ -16,7 +16,7 @@ per-chunk path is untouched.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -53,6 +53,8 @@ def new_reader(api: str, keep_text: bool = False) -> StreamReader:
 
 class ResponsesReader(StreamReader):
     """Interprets the events of one Responses API answer; one instance per request."""
+
+    END_MARK: ClassVar[str] = "response.completed"
 
     __slots__ = ("_items",)
 
