@@ -2,7 +2,10 @@
 
 The session does no I/O itself: ``ask`` sends one request (the runner's client, which
 also accounts for it) and ``run_tool`` answers one tool call. So the logic here, and the
-spans it records, are the same whatever serves the requests.
+spans it records, are the same whatever serves the requests, and whichever API: the
+history is kept as chat messages, which the payload maps to the API's shape (input items
+for the Responses API: ``protocol.items``), and the answer is read through the reader's
+API-neutral ``tool_calls`` and ``text``.
 
 Spans partition the task's time with no gap: for each request, ``queue`` (intended to
 sent), ``network`` (sent to the first byte: connection, upload, prefill and queueing in
