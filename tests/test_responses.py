@@ -7,6 +7,8 @@ gives the same token stamps, steps, token count, finish reason and tool calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import time
 from dataclasses import replace
@@ -16,6 +18,8 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner
@@ -390,3 +394,54 @@ async def test_llama_cpp_serves_responses(tmp_path: Path) -> None:
     assert [r["outcome"] for r in rows] == ["ok", "ok"], rows
     assert all(r["output_tokens"] >= 1 and r["tokens_estimated"] is False for r in rows)
     assert all(r["token_chunks"] >= 1 and r["server_timings"] for r in rows)
+
+
+# -- fuzzing -------------------------------------------------------------------------------
+_TYPES = [
+    "response.created",
+    "response.output_text.delta",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+    "error",
+    "response.unknown",
+    "message",
+    "function_call",
+    "completed",
+    "incomplete",
+]
+_KEYS = st.sampled_from(
+    [
+        *("type", "delta", "item", "item_id", "output_index", "response", "usage", "status"),
+        *("incomplete_details", "reason", "name", "call_id", "arguments", "id", "error"),
+        *("message", "output", "content", "text", "input_tokens", "output_tokens", "timings"),
+    ]
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6) | st.sampled_from(_TYPES),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=5),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_TYPES), _JSON), max_size=8), _JSON)
+def test_the_reader_survives_any_events(events: list[tuple[str, Any]], body: Any) -> None:
+    # Whatever arrives, only the two documented errors come out, and figures stay sane.
+    r = ResponsesReader(keep_text=True)
+    for n, (kind, value) in enumerate(events):
+        obj = {"type": kind, **value} if isinstance(value, dict) else value
+        try:
+            r.on_event(Event(json.dumps(obj).encode(), kind), n)
+        except (ProtocolError, ServerError):
+            break
+    tokens, _ = r.output_tokens()
+    assert isinstance(tokens, int)
+    assert len(r.token_chunk_ns) >= r.steps
+    _ = r.tool_calls, r.output_digest()
+    with contextlib.suppress(ProtocolError, ServerError):
+        ResponsesReader().on_body(json.dumps(body).encode(), 1)

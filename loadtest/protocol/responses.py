@@ -60,7 +60,7 @@ class ResponsesReader(StreamReader):
 
     def __init__(self, keep_text: bool = False) -> None:
         super().__init__(keep_text)
-        self._items: dict[object, int] = {}
+        self._items: dict[str | int, int] = {}
         """Output item (by output_index, else item id) -> its tool-call slot."""
 
     # -- streaming ---------------------------------------------------------------------
@@ -137,7 +137,10 @@ class ResponsesReader(StreamReader):
             if kind == "function_call":
                 self._call_item(self._slot({"output_index": pos}, item, now_ns), item)
             elif kind in ("message", "reasoning"):
-                for part in item.get("content") or ():
+                parts = item.get("content") or []
+                if not isinstance(parts, list):
+                    raise ProtocolError("message content is not a list")
+                for part in parts:
                     text = _obj(part, "content part").get("text")
                     if text:
                         self._add_text(_str(text, "text"), now_ns, stamp=False)
@@ -162,9 +165,11 @@ class ResponsesReader(StreamReader):
 
     def _slot(self, obj: JsonObject, item: JsonObject | None, now_ns: int) -> list[Any]:
         """The tool-call slot of the output item an event is about (made on first sight)."""
-        key: object = obj.get("output_index")
+        key = obj.get("output_index")
         if not isinstance(key, int):
             key = obj.get("item_id") or (item or {}).get("id") or 0
+            if not isinstance(key, str | int):
+                raise ProtocolError(f"item id is not a string: {key!r:.60}")
         index = self._items.get(key)
         if index is None:
             index = self._items[key] = len(self._calls)
