@@ -2,7 +2,8 @@
 
 The misbehaviour is chosen by the first path segment, so one server serves them all:
 ``http://127.0.0.1:PORT/<mode>`` is an endpoint base URL (loadtest appends
-``/v1/chat/completions``). It runs on its own event loop in a thread, so that
+``/v1/chat/completions``, or ``/v1/responses`` for the ``resp-*`` modes, which break
+the Responses API's event stream). It runs on its own event loop in a thread, so that
 synchronous code under test (``run_job`` calls ``asyncio.run``) can use it; the same
 app also listens with TLS on a certificate from a private CA (``trustme``).
 """
@@ -40,6 +41,31 @@ def _chunk(text: str, finish: str | None = None) -> bytes:
 
 _USAGE = b'data: {"id":"hostile-1","choices":[],"usage":{"completion_tokens":3}}\n\n'
 _GOOD = _chunk("a") + _chunk("b") + _chunk("c", "stop") + _USAGE + b"data: [DONE]\n\n"
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    """One Responses API event: its type both as the SSE event name and in the data."""
+    return b"event: " + str(obj["type"]).encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _delta(text: str) -> bytes:
+    return _event({"type": "response.output_text.delta", "item_id": "msg_1", "delta": text})
+
+
+_R_OPEN = _event({"type": "response.created", "response": {"id": "resp_h1"}}) + _event(
+    {"type": "response.output_item.added", "item": {"type": "message", "id": "msg_1"}}
+)
+_R_DONE = _event(
+    {
+        "type": "response.completed",
+        "response": {
+            "id": "resp_h1",
+            "status": "completed",
+            "usage": {"input_tokens": 2, "output_tokens": 3},
+        },
+    }
+)
+_R_GOOD = _R_OPEN + _delta("a") + _delta("b") + _delta("c") + _R_DONE
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -202,6 +228,35 @@ async def echo_auth_event(request: web.Request) -> web.StreamResponse:
     return await _write_all(request, _chunk("a") + b"event: error\ndata: " + err + b"\n\n")
 
 
+async def resp_ok(request: web.Request) -> web.StreamResponse:
+    return await _write_all(request, _R_GOOD)
+
+
+async def resp_truncated(request: web.Request) -> web.StreamResponse:
+    # Deltas, then a clean close without response.completed.
+    return await _write_all(request, _R_OPEN + _delta("a") + _delta("b"))
+
+
+async def resp_error_event(request: web.Request) -> web.StreamResponse:
+    err = {"type": "error", "code": "server_error", "message": "model overloaded"}
+    return await _write_all(request, _R_OPEN + _delta("a") + _event(err))
+
+
+async def resp_failed(request: web.Request) -> web.StreamResponse:
+    failed = {
+        "type": "response.failed",
+        "response": {"id": "resp_h1", "status": "failed", "error": {"message": "KV cache OOM"}},
+    }
+    return await _write_all(request, _R_OPEN + _delta("a") + _event(failed))
+
+
+async def resp_unknown_events(request: web.Request) -> web.StreamResponse:
+    # Event types from a later API version, one without an event: line, and a comment.
+    odd = _event({"type": "response.future_thing.delta", "delta": "not a token"})
+    odd += b'data: {"type":"response.audio.delta","delta":"AAAA"}\n\n: keep-alive\n\n'
+    return await _write_all(request, _R_OPEN + odd + _delta("a") + odd + _delta("b") + _R_DONE)
+
+
 MODES: dict[str, Handler] = {
     "ok": ok,
     "invalid-json": invalid_json,
@@ -225,6 +280,12 @@ MODES: dict[str, Handler] = {
     "redirect": redirect,
     "echo-auth-status": echo_auth_status,
     "echo-auth-event": echo_auth_event,
+    # The Responses API's event stream (served on /{mode}/v1/responses).
+    "resp-ok": resp_ok,
+    "resp-truncated": resp_truncated,
+    "resp-error-event": resp_error_event,
+    "resp-failed": resp_failed,
+    "resp-unknown-events": resp_unknown_events,
 }
 
 
@@ -279,6 +340,7 @@ class HostileServer:
         app = web.Application()
         app.router.add_get("/{mode}/v1/models", _models)
         app.router.add_post("/{mode}/v1/chat/completions", _dispatch)
+        app.router.add_post("/{mode}/v1/responses", _dispatch)
         self._runner = web.AppRunner(app, handler_cancellation=True)
         await self._runner.setup()
         plain = web.TCPSite(self._runner, "127.0.0.1", 0)

@@ -30,10 +30,11 @@ RECORDED = {"kind": "agent-jsonl", "path": str(SESSIONS), "category": "recorded"
 BFCL = {"kind": "bfcl-multi-turn", "limit": 40, "category": "bfcl"}
 
 
-def _scenario(agent: dict[str, Any], tasks: int, source: dict[str, Any]) -> Any:
+def _scenario(agent: dict[str, Any], tasks: int, source: dict[str, Any], api: str = "chat") -> Any:
     return parse_scenario(
         {
             "name": "agents",
+            "api": api,
             "max_tokens": 24,
             "agent": agent,
             "tasks": [source],
@@ -49,8 +50,9 @@ async def _run(
     tmp: Path,
     tasks: int = 8,
     source: dict[str, Any] = RECORDED,
+    api: str = "chat",
 ) -> tuple[RunOutcome, list[dict[str, Any]], list[dict[str, Any]]]:
-    sc = _scenario(agent, tasks, source)
+    sc = _scenario(agent, tasks, source, api)
     assert sc.agent is not None
     pool = build_tasks(sc.tasks, sc.seed)
     async with InProcessSim(sim_cfg) as sim:
@@ -100,6 +102,23 @@ async def test_invalid_calls_are_re_asked_and_counted(tmp_path: Path) -> None:
     attempts = sum(1 for r in requests if r["tool_calls"])
     assert attempts > 150
     assert 0.2 < len(invalid) / attempts < 0.4
+
+
+async def test_sessions_run_over_the_responses_api(tmp_path: Path) -> None:
+    # The history goes out as input items (function_call / function_call_output with the
+    # call ids), so the simulator counts the tool results and answers after two calls.
+    cfg = SimConfig(
+        ttft_ms=3.0, itl_ms=0.5, ttft_sigma=0.1, itl_sigma=0.1, agent_steps=2, invalid_tool_rate=0.3
+    )
+    agent = {"tool": "fixed", "tool_ms": 1, "max_retries": 6, "max_steps": 40}
+    outcome, tasks, requests = await _run(cfg, agent, tmp_path, 8, api="responses")
+    assert [t["outcome"] for t in tasks] == ["completed"] * 8
+    for t in tasks:
+        assert t["steps"] == 3 * t["turns"] and t["requests"] == t["steps"] + t["retries"]
+        assert len(t["valid_call_ms"]) == 2 * t["turns"]
+    assert sum(t["retries"] for t in tasks) > 0  # rejections went back as call outputs
+    assert all(r["response_id"].startswith("resp-") for r in requests)
+    assert outcome.agent is not None and outcome.agent["completed"] == 8
 
 
 async def test_retries_run_out_and_the_task_fails_as_invalid_output(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from tests.hostile import ECHO_MODES, HostileServer
 SCENARIO = """
 name = "hostile"
 max_tokens = 8
+api = "{api}"
 
 [[sources]]
 kind = "inline"
@@ -73,17 +74,32 @@ def hostile() -> Iterator[HostileServer]:
         yield server
 
 
-def _scenario(tmp: Path, requests: int = 4, concurrency: int = 4) -> str:
+# The Responses API's event stream, broken the same ways (scenario api = "responses").
+RESPONSES_EXPECTED: dict[str, tuple[str, str | None, str]] = {
+    "resp-ok": ("ok", None, ""),
+    "resp-truncated": ("failed", "disconnected", "before response.completed"),
+    "resp-error-event": ("failed", "server_error", "model overloaded"),
+    "resp-failed": ("failed", "server_error", "KV cache OOM"),
+    "resp-unknown-events": ("ok", None, ""),
+    "invalid-json": ("failed", "protocol", "not JSON"),
+    "wrong-type": ("failed", "protocol", "text/html"),
+    "stall": ("failed", "timeout", "between chunks timeout"),
+    "http-503": ("failed", "http_5xx", "HTTP 503"),
+}
+
+
+def _scenario(tmp: Path, requests: int = 4, concurrency: int = 4, api: str = "chat") -> str:
     path = tmp / "hostile.toml"
-    path.write_text(SCENARIO.format(requests=requests, concurrency=concurrency))
+    path.write_text(SCENARIO.format(requests=requests, concurrency=concurrency, api=api))
     return str(path)
 
 
 def _run(tmp: Path, endpoint: str, **kw: Any) -> tuple[Summary, list[dict[str, Any]]]:
     requests = kw.pop("requests", 4)
     concurrency = kw.pop("concurrency", 4)
+    api = kw.pop("api", "chat")
     options = RunOptions(
-        scenario=_scenario(tmp, requests, concurrency),
+        scenario=_scenario(tmp, requests, concurrency, api),
         endpoint=endpoint,
         model="hostile-llm",
         out=str(tmp / "out"),
@@ -114,6 +130,24 @@ def test_each_misbehaviour_gets_its_class(
         assert fragment in (row["error"] or ""), row
     counts = summary["requests"]
     assert counts["ok" if outcome == "ok" else "failed"] == len(rows)
+
+
+@pytest.mark.parametrize("mode", list(RESPONSES_EXPECTED))
+def test_each_responses_misbehaviour_gets_its_class(
+    mode: str, hostile: HostileServer, tmp_path: Path
+) -> None:
+    outcome, error_class, fragment = RESPONSES_EXPECTED[mode]
+    summary, rows = _run(tmp_path, hostile.url(mode), api="responses")
+    for row in rows:
+        assert row["outcome"] == outcome, row
+        assert row["error_class"] == error_class, row
+        assert fragment in (row["error"] or ""), row
+    if mode == "resp-unknown-events":
+        # Only the text deltas are tokens; usage came from response.completed.
+        assert all(r["token_chunks"] == 2 and r["output_tokens"] == 3 for r in rows), rows
+    if mode in ("resp-truncated", "resp-error-event", "resp-failed"):
+        assert all(r["token_chunks"] >= 1 for r in rows), rows  # tokens before the break
+    assert summary["requests"]["ok" if outcome == "ok" else "failed"] == len(rows)
 
 
 def test_retry_after_is_recorded_and_a_session_waits_it_out(

@@ -139,6 +139,26 @@ async def test_baseline_run_records_usage_and_timings(baseline: str, tmp_path: P
     assert outcome.server is not None and outcome.server["engine"] == "llama.cpp"
 
 
+async def test_the_responses_api_is_served_and_measured(baseline: str, tmp_path: Path) -> None:
+    # llama.cpp's server streams /v1/responses too (events carry item_id, no
+    # output_index; its timings ride beside response.completed).
+    await _wait_ready(baseline)
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 1, "requests": 2},
+        sources=[{"kind": "inline", "category": "repetitive", "prompts": REPETITIVE}],
+        max_tokens=8,
+        api="responses",
+    )
+    pool, _ = build_pool(sc)
+    await Runner(RunConfig(sc, baseline, MODEL_ALIAS, tmp_path), pool).run()
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    assert [r["outcome"] for r in rows] == ["ok"] * 2, [r["error"] for r in rows]
+    for r in rows:
+        assert r["response_id"].startswith("resp_") and r["finish_reason"] in ("stop", "length")
+        assert r["token_chunks"] >= 1 and r["prompt_tokens"] > 0 and not r["tokens_estimated"]
+        assert r["server_timings"]["prompt_ms"] > 0
+
+
 async def test_a_mid_stream_cancel_frees_the_slot(baseline: str) -> None:
     await _wait_ready(baseline)
     body = {

@@ -61,8 +61,8 @@ def test_wrong_type_says_what_was_expected(tmp_path: Path) -> None:
 
 
 def test_bad_choices_and_sources(tmp_path: Path) -> None:
-    with pytest.raises(ScenarioError, match=r"api: expected one of chat, completions"):
-        load_scenario(write(tmp_path, 'api = "responses"\n' + BASE))
+    with pytest.raises(ScenarioError, match=r"api: expected one of chat, completions, responses"):
+        load_scenario(write(tmp_path, 'api = "embeddings"\n' + BASE))
     with pytest.raises(ScenarioError, match=r"sources\[0\].kind: expected one of"):
         load_scenario(write(tmp_path, '[[sources]]\nkind = "csv"\n'))
     with pytest.raises(ScenarioError, match=r"sources\[0\].path: a jsonl source needs a path"):

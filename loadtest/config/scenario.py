@@ -39,7 +39,7 @@ __all__ = [
 LOAD_MODES = ("closed", "constant", "poisson", "gamma")
 DEFAULT_DURATION_S = 30.0
 """The measured duration of a run whose scenario and flags name no bound."""
-APIS = ("chat", "completions")
+APIS = ("chat", "completions", "responses")
 SOURCE_KINDS = (
     *("sharegpt", "bfcl", "humaneval", "jsonl", "sharegpt-file", "inline"),
     *("synthetic", "trace", "conversations"),
@@ -193,7 +193,9 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
     description = top.get("description", str, "", "a string")
     record_prompts = top.get("record_prompts", bool, False, "true or false")
     sampling = dict(top.get("sampling", dict, {}, "a table of sampling fields"))
-    for reserved in ("model", "messages", "prompt", "stream", "max_tokens", "tools"):
+    reserved_keys = ("model", "messages", "prompt", "stream", "max_tokens", "tools")
+    # The Responses API's names for the same things are loadtest's to set too.
+    for reserved in (*reserved_keys, "input", "max_output_tokens"):
         if reserved in sampling:
             raise ScenarioError(
                 path, f"sampling.{reserved}", "is set by loadtest; use the top-level key"

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
 from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
+from loadtest.protocol.items import input_items, responses_tools
 from loadtest.protocol.sse import Event
 
 __all__ = [
@@ -72,7 +73,10 @@ def build_payload(
     sampling: JsonObject,
     tools: list[JsonObject] | None,
 ) -> bytes:
-    """Serialise one request body for ``/v1/chat/completions`` or ``/v1/completions``."""
+    """Serialise one request body for ``/v1/chat/completions``, ``/v1/completions`` or
+    ``/v1/responses`` (``api``: ``chat``, ``completions``, ``responses``)."""
+    if api == "responses":
+        return _responses_payload(model, messages, text, stream, max_tokens, sampling, tools)
     body: JsonObject = {"model": model, "max_tokens": max_tokens, "stream": stream}
     if api == "chat":
         body["messages"] = messages
@@ -87,8 +91,33 @@ def build_payload(
     return orjson.dumps(body)
 
 
+def _responses_payload(
+    model: str,
+    messages: list[JsonObject],
+    text: str | None,
+    stream: bool,
+    max_tokens: int,
+    sampling: JsonObject,
+    tools: list[JsonObject] | None,
+) -> bytes:
+    # The Responses API always reports usage (in response.completed): no stream_options.
+    body: JsonObject = {
+        "model": model,
+        "input": text if text is not None else input_items(messages),
+        "max_output_tokens": max_tokens,
+        "stream": stream,
+    }
+    if tools:
+        body["tools"] = responses_tools(tools)
+    body.update(sampling)
+    return orjson.dumps(body)
+
+
 class StreamReader:
     """Interprets the chunks of one response; one instance per request."""
+
+    END_MARK: ClassVar[str] = "[DONE]"
+    """What ends a stream of this API; named when a stream is cut before it."""
 
     __slots__ = (
         "_calls",

@@ -1,6 +1,7 @@
 """The built-in simulated endpoint: an aiohttp server speaking the OpenAI API.
 
-It serves ``/v1/chat/completions`` and ``/v1/completions`` (streaming and not),
+It serves ``/v1/chat/completions``, ``/v1/completions`` and ``/v1/responses``
+(streaming and not),
 ``/v1/models``, ``/health``, and ``/sim/truth``, which returns, per request, when the
 server received it, when it scheduled and when it wrote the first token: the ground
 truth the tests and benchmarks compare the client's measurements with.
@@ -33,6 +34,7 @@ from loadtest.sim.engine import SpecEngine
 from loadtest.sim.frames import error_response
 from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
 from loadtest.sim.prometheus import Sample, metrics_handler
+from loadtest.sim.responses import as_chat
 from loadtest.sim.speculation import infer_category
 from loadtest.sim.streaming import StreamShape, sleep_until, stream_response, timed, whole_response
 from loadtest.sim.tokenize import add_tokenize_routes
@@ -42,6 +44,7 @@ __all__ = ["SIM_KEY", "SimServer", "build_app", "stamp_arrivals"]
 _perf = time.perf_counter_ns
 _TRUTH_KEEP = 200_000
 _PREFIX_KEEP = 10_000
+_ID_PREFIX = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp"}
 
 
 class SimServer:
@@ -101,11 +104,15 @@ class SimServer:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/chat/completions``."""
-        return await self._complete(request, chat=True)
+        return await self._complete(request, "chat")
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/completions``."""
-        return await self._complete(request, chat=False)
+        return await self._complete(request, "completions")
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/responses``: planned and timed as the chat request it amounts to."""
+        return await self._complete(request, "responses")
 
     def samples(self) -> list[Sample]:
         """What ``/metrics`` shows, under vLLM's names where vLLM has one."""
@@ -191,7 +198,7 @@ class SimServer:
             self._prefixes.popitem(last=False)
         return plan.ttft_ns
 
-    async def _complete(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+    async def _complete(self, request: web.Request, api: str) -> web.StreamResponse:
         received = _perf()
         raw = await request.read()
         received = self._received(request, received)
@@ -201,12 +208,16 @@ class SimServer:
             return error_response(400, "request body is not JSON")
         if not isinstance(req, dict):
             return error_response(400, "request body must be a JSON object")
-        if chat and not isinstance(req.get("messages"), list):
+        if api == "responses":
+            if not isinstance(req.get("input"), str | list):
+                return error_response(400, "'input' must be a string or a list of items")
+            req = as_chat(req)
+        elif api == "chat" and not isinstance(req.get("messages"), list):
             return error_response(400, "'messages' must be a list")
-        if not chat and not isinstance(req.get("prompt"), str):
+        elif api == "completions" and not isinstance(req.get("prompt"), str):
             return error_response(400, "'prompt' must be a string")
         plan = plan_response(self.config, raw, req)
-        rid = self._next_id("chatcmpl" if chat else "cmpl")
+        rid = self._next_id(_ID_PREFIX[api])
         truth = Truth(
             id=rid,
             received_ns=received,
@@ -237,10 +248,10 @@ class SimServer:
                 include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
                 source = self._source(plan, received, ttft, truth.category, rid)
                 steps = None if self.engine is None else self.config.step_chunks
-                shape = StreamShape(rid, self.config.model, chat, include_usage, steps)
+                shape = StreamShape(rid, self.config.model, api, include_usage, steps)
                 return await stream_response(request, plan, shape, truth, source)
             first_ns = received + ttft
-            return await whole_response(plan, rid, self.config.model, chat, first_ns, truth)
+            return await whole_response(plan, rid, self.config.model, api, first_ns, truth)
         except (ConnectionResetError, asyncio.CancelledError):
             self._gone(truth)
             if self.config.leak_cancelled:
@@ -338,6 +349,7 @@ def build_app(config: SimConfig) -> web.Application:
     app[SIM_KEY] = sim
     app.router.add_post("/v1/chat/completions", sim.chat)
     app.router.add_post("/v1/completions", sim.completions)
+    app.router.add_post("/v1/responses", sim.responses)
     app.router.add_get("/v1/models", sim.models)
     app.router.add_get("/health", sim.health)
     app.router.add_get("/sim/truth", sim.truth_handler)

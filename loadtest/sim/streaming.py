@@ -28,6 +28,7 @@ from loadtest.sim.frames import (
     usage_chunk,
 )
 from loadtest.sim.model import ResponsePlan, Truth
+from loadtest.sim.responses import closing, delta_frame, opening, response_object
 
 __all__ = ["StreamShape", "sleep_until", "stream_response", "timed", "whole_response"]
 
@@ -61,13 +62,16 @@ async def timed(plan: ResponsePlan, start: int, cap: int) -> AsyncIterator[int]:
 
 
 async def whole_response(
-    plan: ResponsePlan, rid: str, model: str, chat: bool, first_ns: int, truth: Truth
+    plan: ResponsePlan, rid: str, model: str, api: str, first_ns: int, truth: Truth
 ) -> web.Response:
     """The non-streamed answer, sent when its last token would have been."""
     end = first_ns + plan.token_offsets_ns[-1] - plan.ttft_ns
     await sleep_until(end)
     truth.first_token_written_ns = _perf()
-    if chat:
+    if api == "responses":
+        whole = orjson.dumps(response_object(plan, rid, model, True))
+        return web.Response(body=whole, content_type="application/json")
+    if api == "chat":
         message: JsonObject = {"role": "assistant", "content": None}
         if plan.tool_name is not None:
             message["tool_calls"] = [
@@ -95,14 +99,15 @@ async def whole_response(
 class StreamShape:
     """How one stream is framed: who it is, and how a step's tokens are chunked."""
 
-    __slots__ = ("chat", "include_usage", "model", "rid", "steps")
+    __slots__ = ("api", "include_usage", "model", "rid", "steps")
 
     def __init__(
-        self, rid: str, model: str, chat: bool, include_usage: bool, steps: str | None
+        self, rid: str, model: str, api: str, include_usage: bool, steps: str | None
     ) -> None:
         self.rid = rid
         self.model = model
-        self.chat = chat
+        self.api = api
+        """``chat``, ``completions`` or ``responses``: which API's bytes."""
         self.include_usage = include_usage
         self.steps = steps
         """None: the source yields due pieces (plain model); ``joined`` or ``burst``:
@@ -121,8 +126,15 @@ async def stream_response(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
     )
     await resp.prepare(request)
-    rid, model, chat = shape.rid, shape.model, shape.chat
-    head, tail = chunk_frame(rid, model, chat, plan)
+    rid, model, api = shape.rid, shape.model, shape.api
+    chat = api == "chat"
+    # The API decides the frames once per response; the loop below is the same for all.
+    if api == "responses":
+        head, tail = delta_frame(rid, plan)
+        first = opening(plan, rid, model)
+    else:
+        head, tail = chunk_frame(rid, model, chat, plan)
+        first = tool_first_chunk(rid, model, plan) if plan.tool_name is not None else b""
     pieces = plan.pieces
     stop = len(pieces) if plan.disconnect_after is None else plan.disconnect_after
     joined = shape.steps == "joined"
@@ -133,8 +145,8 @@ async def stream_response(
         if j <= i:
             continue
         parts = []
-        if i == 0 and plan.tool_name is not None:
-            parts.append(tool_first_chunk(rid, model, plan))
+        if i == 0 and first:
+            parts.append(first)
         if joined:
             parts.append(head + orjson.dumps("".join(pieces[i:j])) + tail)
         else:
@@ -153,6 +165,10 @@ async def stream_response(
         truth.outcome = "disconnected"
         if request.transport is not None:
             request.transport.close()
+        return resp
+    if api == "responses":
+        await resp.write(closing(plan, rid, model))  # usage is always in response.completed
+        await resp.write_eof()
         return resp
     end = final_chunk(rid, model, chat, plan)
     if shape.include_usage:

@@ -25,6 +25,7 @@ from loadtest._compat.selfcheck import fallbacks
 from loadtest.datasets import Prompt
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import StreamReader
+from loadtest.protocol.responses import new_reader
 from loadtest.transport.config import ClientConfig
 from loadtest.transport.discover import discover_model
 from loadtest.transport.flight import Flight, InjectedCancel, inject_cancel
@@ -133,7 +134,8 @@ class Client:
         ``cancel_after_*`` arguments cancel the request on purpose (a fault): the
         connection is closed mid-stream and the record carries ``cancel_ns``.
         """
-        reader = StreamReader(self.config.keep_outputs)
+        # The reader is chosen by api once per request, never per chunk.
+        reader = new_reader(self.config.api, self.config.keep_outputs)
         return await self._send(
             reader, index, prompt, body, intended_ns, warmup, cancel_after_tokens, cancel_after_ms
         )
@@ -142,7 +144,7 @@ class Client:
         self, *, index: int, prompt: Prompt, body: bytes, intended_ns: int, warmup: bool
     ) -> tuple[RequestRecord, StreamReader]:
         """Like ``send``, and also the reader: the answer's text and tool calls (agents)."""
-        reader = StreamReader(keep_text=True)
+        reader = new_reader(self.config.api, keep_text=True)
         rec = await self._send(reader, index, prompt, body, intended_ns, warmup, None, None)
         return rec, reader
 

@@ -14,6 +14,7 @@ __all__ = ["MAX_BODY_BYTES", "STREAM_TYPES", "ClientConfig"]
 MAX_BODY_BYTES = 16 << 20
 """The largest non-streamed body read; a longer one fails as ``protocol``."""
 STREAM_TYPES = ("text/event-stream", "application/octet-stream")
+_PATHS = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,4 @@ class ClientConfig:
     @property
     def url(self) -> str:
         """The full URL requests are posted to."""
-        return api_root(self.base_url) + (
-            "/chat/completions" if self.api == "chat" else "/completions"
-        )
+        return api_root(self.base_url) + _PATHS.get(self.api, "/completions")

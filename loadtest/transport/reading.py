@@ -23,7 +23,8 @@ _perf = time.perf_counter_ns
 
 
 class StreamCut(ConnectionError):
-    """The stream ended (the connection closed cleanly) before ``[DONE]``."""
+    """The stream ended (the connection closed cleanly) before ``[DONE]`` (chat,
+    completions) or ``response.completed`` (responses)."""
 
 
 async def read_stream(
@@ -36,8 +37,8 @@ async def read_stream(
     """Feed the event stream of ``resp`` to ``reader``, stamping each read's arrival.
 
     Raises ``ProtocolError`` for a body that is no event stream, ``StreamCut`` for a
-    stream that ended before ``[DONE]``, and ``InjectedCancel`` where ``flight`` asked
-    to cancel after some tokens.
+    stream that ended before its end mark (``reader.END_MARK``), and ``InjectedCancel``
+    where ``flight`` asked to cancel after some tokens.
     """
     ctype = resp.content_type
     if ctype not in STREAM_TYPES:
@@ -69,7 +70,7 @@ async def read_stream(
             f"the stream had {parser.lines} lines but no `data:` events; is it SSE?"
         )
     if not reader.done and (parser.pending or reader.finish_reason is None):
-        raise StreamCut("stream ended before [DONE]")
+        raise StreamCut(f"stream ended before {reader.END_MARK}")
 
 
 async def not_a_stream(resp: aiohttp.ClientResponse, ctype: str) -> None:

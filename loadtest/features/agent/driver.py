@@ -110,7 +110,8 @@ class AgentDriver(RunHook):
             )
             sc = ctx.scenario
             body = build_payload(
-                api="chat",
+                # Agents need tools: the completions API has none, so it runs as chat.
+                api="responses" if sc.api == "responses" else "chat",
                 model=ctx.model,
                 messages=messages,
                 text=None,

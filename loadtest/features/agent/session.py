@@ -2,7 +2,10 @@
 
 The session does no I/O itself: ``ask`` sends one request (the runner's client, which
 also accounts for it) and ``run_tool`` answers one tool call. So the logic here, and the
-spans it records, are the same whatever serves the requests.
+spans it records, are the same whatever serves the requests, and whichever API: the
+history is kept as chat messages, which the payload maps to the API's shape (input items
+for the Responses API: ``protocol.items``), and the answer is read through the reader's
+API-neutral ``tool_calls`` and ``text``.
 
 Spans partition the task's time with no gap: for each request, ``queue`` (intended to
 sent), ``network`` (sent to the first byte: connection, upload, prefill and queueing in
@@ -18,26 +21,52 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import orjson
 
 from loadtest.features.agent.tasks import Task
 from loadtest.features.agent.taskspec import AgentSpec
+from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import StreamReader, ToolCall
 
-__all__ = ["PARTS", "Span", "TaskRecord", "ToolError", "run_task"]
+__all__ = ["PARTS", "Span", "TaskLine", "TaskRecord", "ToolError", "run_task"]
 
 PARTS = ("queue", "network", "generation", "validation", "retry", "tool")
 _perf = time.perf_counter_ns
 
-Ask = Callable[[list[dict[str, Any]], int], Awaitable[tuple[RequestRecord, StreamReader]]]
+Ask = Callable[[list[JsonObject], int], Awaitable[tuple[RequestRecord, StreamReader]]]
+"""Sends the conversation so far (chat messages; the payload maps them to the API's
+shape) at an intended time; returns the record and the reader of the answer."""
 RunTool = Callable[[ToolCall, "str | None"], Awaitable[str]]
 
 
 class ToolError(Exception):
     """A tool call could not be executed (its URL failed); the task fails as ``tool``."""
+
+
+class TaskLine(TypedDict):
+    """One line of ``tasks.jsonl`` (times in ms from the run's start)."""
+
+    index: int
+    task_id: str
+    source: str
+    category: str
+    warmup: bool
+    outcome: str
+    error_class: str | None
+    error: str | None
+    start_ms: float
+    task_ms: float
+    turns: int
+    steps: int
+    requests: int
+    retries: int
+    valid_call_ms: list[float]
+    expected_matched: int
+    expected_total: int
+    shares: dict[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +119,7 @@ class TaskRecord:
             out[s.part] += (s.end_ns - s.start_ns) / total
         return out
 
-    def to_json(self, t0_ns: int) -> dict[str, Any]:
+    def to_json(self, t0_ns: int) -> TaskLine:
         """A JSON-ready line of ``tasks.jsonl`` (times in ms from the run's start)."""
         return {
             "index": self.index,
@@ -124,7 +153,7 @@ def _request_spans(rec: RequestRecord, judged_ns: int, step: int, attempt: int) 
     ]
 
 
-def _assistant(reader: StreamReader, step: int) -> dict[str, Any]:
+def _assistant(reader: StreamReader, step: int) -> JsonObject:
     calls = [
         {
             "id": c.id or f"call_{step}_{c.index}",
@@ -133,7 +162,7 @@ def _assistant(reader: StreamReader, step: int) -> dict[str, Any]:
         }
         for c in reader.tool_calls
     ]
-    msg: dict[str, Any] = {"role": "assistant", "content": reader.text or None}
+    msg: JsonObject = {"role": "assistant", "content": reader.text or None}
     if calls:
         msg["tool_calls"] = calls
     return msg
@@ -151,7 +180,7 @@ async def run_task(
 ) -> TaskRecord:
     """Run ``task`` to its end; returns its record (never raises but for cancellation)."""
     rec_t = TaskRecord(index, task.id, task.source, task.category, warmup, start_ns)
-    messages: list[dict[str, Any]] = list(task.system)
+    messages: list[JsonObject] = list(task.system)
     t = start_ns
     try:
         for turn_i, turn in enumerate(task.turns):
@@ -225,7 +254,7 @@ async def run_task(
         rec_t.end_ns = t
 
 
-def _rejected(reader: StreamReader, problem: str, step: int) -> list[dict[str, Any]]:
+def _rejected(reader: StreamReader, problem: str, step: int) -> list[JsonObject]:
     assistant = _assistant(reader, step)
     calls = assistant.get("tool_calls") or []
     note = f"Error: {problem}. Call the function again with valid arguments."

@@ -11,12 +11,12 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from loadtest.datasets.bfcl import _data_dir, _read_lines, to_json_schema
 from loadtest.errors import DatasetError
+from loadtest.model.json import JsonObject
 
 __all__ = ["MULTI_TURN_SUBSETS", "Task", "call_name", "load_agent_jsonl", "load_bfcl_multi_turn"]
 
@@ -46,11 +46,11 @@ class Task:
     id: str
     source: str
     category: str
-    system: tuple[dict[str, Any], ...]
+    system: tuple[JsonObject, ...]
     """Messages before the first turn (a system prompt), sent with every request."""
-    turns: tuple[tuple[dict[str, Any], ...], ...]
+    turns: tuple[tuple[JsonObject, ...], ...]
     """Each turn's user messages, appended when the turn starts."""
-    tools: tuple[dict[str, Any], ...]
+    tools: tuple[JsonObject, ...]
     expected: tuple[tuple[str, ...], ...] | None = None
     """Per turn, the names of the expected calls in order (None: not known)."""
     results: tuple[tuple[str, ...], ...] | None = None
@@ -68,7 +68,7 @@ def call_name(text: str) -> str:
     return ast.unparse(node.func)
 
 
-def _tool(fn: dict[str, Any]) -> dict[str, Any]:
+def _tool(fn: JsonObject) -> JsonObject:
     return {
         "type": "function",
         "function": {
@@ -82,7 +82,7 @@ def _tool(fn: dict[str, Any]) -> dict[str, Any]:
 def load_bfcl_multi_turn(subsets: tuple[str, ...], category: str, limit: int | None) -> list[Task]:
     """BFCL multi-turn entries as tasks, with the functions of their API classes."""
     data = _data_dir()
-    docs: dict[str, list[dict[str, Any]]] = {}
+    docs: dict[str, list[JsonObject]] = {}
     tasks: list[Task] = []
     for subset in subsets or ("multi_turn_base",):
         if subset not in MULTI_TURN_SUBSETS:
@@ -95,7 +95,7 @@ def load_bfcl_multi_turn(subsets: tuple[str, ...], category: str, limit: int | N
         anode = data.joinpath("possible_answer").joinpath(name)
         answers = {r["id"]: r.get("ground_truth") for r in _read_lines(anode, str(anode))}
         for row in _read_lines(qnode, str(qnode)):
-            tools: list[dict[str, Any]] = []
+            tools: list[JsonObject] = []
             excluded = set(row.get("excluded_function") or ())
             for cls in row.get("involved_classes") or ():
                 if cls not in docs:
@@ -153,14 +153,14 @@ def load_agent_jsonl(path: Path, category: str, limit: int | None) -> list[Task]
     return tasks
 
 
-def _recorded(obj: Any, where: str, category: str, source: str) -> Task:
+def _recorded(obj: object, where: str, category: str, source: str) -> Task:
     if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
         raise DatasetError(f"{where}: expected an object with a 'messages' list")
     tools = obj.get("tools")
     if not isinstance(tools, list) or not tools:
         raise DatasetError(f"{where}: 'tools' must be a non-empty list of OpenAI tools")
-    system: list[dict[str, Any]] = []
-    turns: list[list[dict[str, Any]]] = []
+    system: list[JsonObject] = []
+    turns: list[list[JsonObject]] = []
     expected: list[list[str]] = []
     results: list[list[str]] = []
     for i, m in enumerate(obj["messages"]):

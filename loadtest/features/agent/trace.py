@@ -8,24 +8,39 @@ the format allows it to be missing, so a killed run still leaves a readable trac
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import orjson
 
 from loadtest.features.agent.session import TaskRecord
 from loadtest.report.atomic import LineLog
 
-__all__ = ["TraceWriter", "trace_events"]
+__all__ = ["TraceEvent", "TraceWriter", "trace_events"]
 
 
-def trace_events(rec: TaskRecord, t0_ns: int) -> list[dict[str, Any]]:
+class TraceEvent(TypedDict):
+    """One event of the Trace Event Format: a metadata (``M``) or complete (``X``) event."""
+
+    ph: str
+    name: str
+    pid: int
+    tid: int
+    args: dict[str, str | int | None]
+    cat: NotRequired[str]
+    ts: NotRequired[float]
+    """Start, µs from the run's start."""
+    dur: NotRequired[float]
+    """Duration, µs."""
+
+
+def trace_events(rec: TaskRecord, t0_ns: int) -> list[TraceEvent]:
     """The events of one task: a track name, the task slice and its spans (µs)."""
 
     def us(ns: int) -> float:
         return round((ns - t0_ns) / 1e3, 3)
 
     tid = rec.index
-    events: list[dict[str, Any]] = [
+    events: list[TraceEvent] = [
         {
             "ph": "M",
             "name": "thread_name",

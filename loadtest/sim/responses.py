@@ -1,0 +1,176 @@
+"""The simulator's Responses API (``POST /v1/responses``): request mapping and event bytes.
+
+A Responses request is read as the chat request it amounts to (``as_chat``: input items
+back to messages, ``max_output_tokens`` to ``max_tokens``, flat tools to chat tools), so
+the plan, the timing model (plain or speculative, ``step_chunks``) and the truth are the
+chat ones. Only the bytes differ: typed events (``event:`` line and ``type`` field),
+framed once per response like the chat chunks (``delta_frame``), the opening events
+written with the first token, the closing ones (``response.completed`` with usage) at
+the end.
+"""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+
+from loadtest.model.json import JsonObject
+from loadtest.sim.model import ResponsePlan
+
+__all__ = ["as_chat", "closing", "delta_frame", "opening", "response_object"]
+
+
+def _message(item: JsonObject) -> JsonObject:
+    content = item.get("content")
+    if isinstance(content, list):
+        content = "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return {"role": str(item.get("role", "user")), "content": content}
+
+
+def as_chat(req: JsonObject) -> JsonObject:
+    """The chat request a Responses request amounts to (what the plan is drawn from)."""
+    raw = req.get("input")
+    messages: list[JsonObject] = []
+    if isinstance(raw, str):
+        messages.append({"role": "user", "content": raw})
+    for item in raw if isinstance(raw, list) else ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "function_call_output":
+            result = item.get("output")
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": result}
+            )
+        elif kind == "function_call":
+            call = {"id": item.get("call_id"), "type": "function", "function": item}
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "message":
+            messages.append(_message(item))
+    if isinstance(req.get("instructions"), str):
+        messages.insert(0, {"role": "system", "content": req["instructions"]})
+    out: JsonObject = {"messages": messages, "stream": bool(req.get("stream"))}
+    if req.get("max_output_tokens"):
+        out["max_tokens"] = req["max_output_tokens"]
+    tools = req.get("tools")
+    if isinstance(tools, list) and tools:
+        out["tools"] = [
+            {"type": "function", "function": t}
+            for t in tools
+            if isinstance(t, dict) and t.get("type") == "function"
+        ]
+    return out
+
+
+def _event(obj: JsonObject) -> bytes:
+    return b"event: " + str(obj["type"]).encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
+
+
+def _item(plan: ResponsePlan, rid: str, done: bool) -> JsonObject:
+    status = "completed" if done else "in_progress"
+    if plan.tool_name is not None:
+        return {
+            "type": "function_call",
+            "id": f"fc_{rid}",
+            "call_id": f"call_{rid}",
+            "name": plan.tool_name,
+            "arguments": plan.tool_arguments if done else "",
+            "status": status,
+        }
+    content = [{"type": "output_text", "text": "".join(plan.pieces), "annotations": []}]
+    return {
+        "type": "message",
+        "id": f"msg_{rid}",
+        "role": "assistant",
+        "status": status,
+        "content": content if done else [],
+    }
+
+
+def response_object(plan: ResponsePlan, rid: str, model: str, done: bool) -> JsonObject:
+    """The ``response`` object: empty while in progress, whole (with usage) when done."""
+    obj: JsonObject = {
+        "id": rid,
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": model,
+        "status": "completed" if done else "in_progress",
+        "error": None,
+        "incomplete_details": None,
+        "output": [_item(plan, rid, True)] if done else [],
+        "usage": None,
+    }
+    if done:
+        obj["usage"] = {
+            "input_tokens": plan.prompt_tokens,
+            "output_tokens": plan.completion_tokens,
+            "total_tokens": plan.prompt_tokens + plan.completion_tokens,
+        }
+    return obj
+
+
+def delta_frame(rid: str, plan: ResponsePlan) -> tuple[bytes, bytes]:
+    """The bytes around each piece's JSON string, built once per response."""
+    if plan.tool_name is not None:
+        kind, item = "response.function_call_arguments.delta", f"fc_{rid}"
+        extra = ""
+    else:
+        kind, item = "response.output_text.delta", f"msg_{rid}"
+        extra = ',"content_index":0'
+    head = (
+        f'event: {kind}\ndata: {{"type":"{kind}","item_id":"{item}",'
+        f'"output_index":0{extra},"delta":'
+    )
+    return head.encode(), b"}\n\n"
+
+
+def opening(plan: ResponsePlan, rid: str, model: str) -> bytes:
+    """``response.created``, ``in_progress``, the output item (and its text part)."""
+    resp = response_object(plan, rid, model, False)
+    out = _event({"type": "response.created", "response": resp})
+    out += _event({"type": "response.in_progress", "response": resp})
+    item = _item(plan, rid, False)
+    out += _event({"type": "response.output_item.added", "output_index": 0, "item": item})
+    if plan.tool_name is None:
+        part = {"type": "output_text", "text": "", "annotations": []}
+        out += _event(
+            {
+                "type": "response.content_part.added",
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "part": part,
+            }
+        )
+    return out
+
+
+def closing(plan: ResponsePlan, rid: str, model: str) -> bytes:
+    """The ``.done`` events of the item and ``response.completed`` with usage."""
+    item = _item(plan, rid, True)
+    if plan.tool_name is not None:
+        out = _event(
+            {
+                "type": "response.function_call_arguments.done",
+                "item_id": item["id"],
+                "output_index": 0,
+                "arguments": plan.tool_arguments,
+            }
+        )
+    else:
+        text = item["content"][0]["text"]
+        out = _event(
+            {
+                "type": "response.output_text.done",
+                "item_id": item["id"],
+                "output_index": 0,
+                "content_index": 0,
+                "text": text,
+            }
+        )
+    out += _event({"type": "response.output_item.done", "output_index": 0, "item": item})
+    done = response_object(plan, rid, model, True)
+    return out + _event({"type": "response.completed", "response": done})
