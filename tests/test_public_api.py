@@ -39,3 +39,15 @@ def test_every_error_is_a_loadtest_error() -> None:
         obj = getattr(loadtest, name)
         if isinstance(obj, type) and name.endswith("Error"):
             assert issubclass(obj, LoadtestError), name
+
+
+def test_names_resolve_on_first_use() -> None:
+    # PEP 562: every listed name is importable, listed by dir(), and nothing else is.
+    assert set(loadtest.__all__) <= set(dir(loadtest))
+    assert loadtest.Runner is loadtest.Runner  # cached after the first access
+    try:
+        loadtest.not_a_name  # noqa: B018
+    except AttributeError as exc:
+        assert "not_a_name" in str(exc)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")
