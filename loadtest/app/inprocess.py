@@ -58,7 +58,9 @@ def run_in_process(
     async def prepare() -> Runner:
         try:
             await dep.rig.start()
+            log.debug("phase: endpoint ready")
             model = scenario.model or await discover_model(dep.endpoint, options.api_key, tls=tls)
+            log.debug("phase: model %s", model)
         except BaseException:
             await dep.rig.close()
             raise
@@ -132,7 +134,10 @@ def _run_plain(
             loop.add_signal_handler(sig, on_signal)
         progress = asyncio.create_task(_progress(runner))
         try:
-            return runner, await runner.run()
+            log.debug("phase: load starts")
+            outcome = await runner.run()
+            log.debug("phase: load done")
+            return runner, outcome
         finally:
             progress.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.app.console import say, use_tui
+from loadtest.app.console import log, say, use_tui
 from loadtest.app.deployment import Deployment, plan_deployment
 from loadtest.app.inprocess import LocalRun, run_in_process
 from loadtest.app.options import (
@@ -106,6 +106,7 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     sharded = options.workers > 1 or options.ray is not None
     if sharded:
         check_splittable(plan.scenario)
+    log.debug("phase: planned (scenario, access, prompts)")
     deployment = plan_deployment(plan.scenario, options.endpoint, plan.run_dir)
     say(deployment.notes)
     try:
@@ -128,7 +129,9 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
         extra["workers"] = options.workers
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
+    log.debug("phase: deployment stopped")
     summary = finish_run(ran.config, ran.outcome, plan.counts, extra, ran.stale_retries)
+    log.debug("phase: results written")
     return summary, ran.config.run_dir, ran.outcome.interrupted
 
 
