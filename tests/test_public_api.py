@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import loadtest
 from loadtest.errors import LoadtestError
 
@@ -45,9 +47,5 @@ def test_names_resolve_on_first_use() -> None:
     # PEP 562: every listed name is importable, listed by dir(), and nothing else is.
     assert set(loadtest.__all__) <= set(dir(loadtest))
     assert loadtest.Runner is loadtest.Runner  # cached after the first access
-    try:
+    with pytest.raises(AttributeError, match="not_a_name"):
         loadtest.not_a_name  # noqa: B018
-    except AttributeError as exc:
-        assert "not_a_name" in str(exc)
-    else:
-        raise AssertionError("an unknown name must raise AttributeError")
