@@ -6,6 +6,7 @@ module imported; wall time is benchmarks/bench_startup.py's business, never a te
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
@@ -72,3 +73,37 @@ def test_help_and_usage_errors_pull_nothing_heavy() -> None:
 def test_the_parse_would_see_a_heavy_import() -> None:
     # The guard above is only worth something if a heavy import does show up.
     assert "aiohttp" in heavy_in(imported_by("import aiohttp"))
+
+
+def test_spawned_simulators_start_together_and_report_ready() -> None:
+    # The built-in deployment's processes are spawned first and waited for after, so
+    # their start-ups overlap; the URL of the draft is known before it listens.
+    import urllib.request
+
+    from loadtest.sim import SimConfig, SimProcess
+    from loadtest.sim.process import SpecDeployment
+
+    spec = SpecDeployment(SimConfig())
+    sim = SimProcess(SimConfig())
+    try:
+        with socket_port() as s:
+            port = int(s.getsockname()[1])
+        draft_url = spec.spawn_draft(port)
+        sim.spawn()
+        assert draft_url == f"http://127.0.0.1:{port}"
+        assert spec.draft.wait_ready() == draft_url
+        url = sim.wait_ready()
+        assert sim.wait_ready() == url  # a second wait is free
+        for base in (url, draft_url):
+            with urllib.request.urlopen(f"{base}/health", timeout=10) as resp:
+                assert resp.status == 200
+    finally:
+        sim.stop()
+        spec.stop()
+
+
+def socket_port() -> socket.socket:
+    """A socket bound to a free loopback port (its number: ``getsockname()[1]``)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
