@@ -1,23 +1,32 @@
 """loadtest: load and robustness tests for OpenAI-compatible LLM endpoints.
 
 The public API is what ``__all__`` lists; everything else may change between versions.
+The names are imported on first use (PEP 562): ``import loadtest`` alone, which every
+command and every simulator process does, must not pay for the runner's or the
+simulator's imports (aiohttp, numpy, hdrh...).
 """
 
-from loadtest.config.scenario import Scenario, load_scenario, parse_scenario
-from loadtest.engine.runner import RunConfig, Runner, RunOutcome
-from loadtest.errors import (
-    DatasetError,
-    EndpointError,
-    LoadtestError,
-    MissingExtraError,
-    MissingPackageError,
-    ProtocolError,
-    ScenarioError,
-    UsageError,
-)
-from loadtest.measure.recorders import Metrics, Snapshot
-from loadtest.model.record import RequestRecord
-from loadtest.sim import InProcessSim, SimConfig, SimProcess
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loadtest.config.scenario import Scenario, load_scenario, parse_scenario
+    from loadtest.engine.runner import RunConfig, Runner, RunOutcome
+    from loadtest.errors import (
+        DatasetError,
+        EndpointError,
+        LoadtestError,
+        MissingExtraError,
+        MissingPackageError,
+        ProtocolError,
+        ScenarioError,
+        UsageError,
+    )
+    from loadtest.measure.recorders import Metrics, Snapshot
+    from loadtest.model.record import RequestRecord
+    from loadtest.sim import InProcessSim, SimConfig, SimProcess
 
 __all__ = [
     "DatasetError",
@@ -41,3 +50,40 @@ __all__ = [
     "load_scenario",
     "parse_scenario",
 ]
+
+_HOME = {
+    "DatasetError": "loadtest.errors",
+    "EndpointError": "loadtest.errors",
+    "InProcessSim": "loadtest.sim.process",
+    "LoadtestError": "loadtest.errors",
+    "Metrics": "loadtest.measure.recorders",
+    "MissingExtraError": "loadtest.errors",
+    "MissingPackageError": "loadtest.errors",
+    "ProtocolError": "loadtest.errors",
+    "RequestRecord": "loadtest.model.record",
+    "RunConfig": "loadtest.engine.runner",
+    "RunOutcome": "loadtest.engine.runner",
+    "Runner": "loadtest.engine.runner",
+    "Scenario": "loadtest.config.scenario",
+    "ScenarioError": "loadtest.errors",
+    "SimConfig": "loadtest.sim.model",
+    "SimProcess": "loadtest.sim.process",
+    "Snapshot": "loadtest.measure.recorders",
+    "UsageError": "loadtest.errors",
+    "load_scenario": "loadtest.config.scenario",
+    "parse_scenario": "loadtest.config.scenario",
+}
+"""Where each public name lives: imported from there on first access."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'loadtest' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # the next access is a plain attribute read
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

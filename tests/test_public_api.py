@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import loadtest
 from loadtest.errors import LoadtestError
 
@@ -39,3 +41,11 @@ def test_every_error_is_a_loadtest_error() -> None:
         obj = getattr(loadtest, name)
         if isinstance(obj, type) and name.endswith("Error"):
             assert issubclass(obj, LoadtestError), name
+
+
+def test_names_resolve_on_first_use() -> None:
+    # PEP 562: every listed name is importable, listed by dir(), and nothing else is.
+    assert set(loadtest.__all__) <= set(dir(loadtest))
+    assert loadtest.Runner is loadtest.Runner  # cached after the first access
+    with pytest.raises(AttributeError, match="not_a_name"):
+        loadtest.not_a_name  # noqa: B018

@@ -8,6 +8,7 @@ process that speculates with it, through the fault proxy when the plan has draft
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 from dataclasses import dataclass
@@ -36,6 +37,16 @@ class Deployment:
     spec: SpecDeployment | None = None
     notes: tuple[str, ...] = ()
 
+    def wait_ready(self) -> None:
+        """Block until the simulator processes started here listen (they start spawned).
+
+        The managed target, if any, is the rig's to start and wait for, in the event loop.
+        """
+        if self.sim is not None:
+            self.sim.wait_ready()
+        if self.spec is not None:
+            self.spec.draft.wait_ready()
+
     def stop(self) -> None:
         """Stop the processes started outside the event loop (the draft, a plain sim)."""
         if self.sim is not None:
@@ -45,9 +56,16 @@ class Deployment:
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return _free_ports(1, host)[0]
+
+
+def _free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct free ports: all bound at once, so that none is handed out twice."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in socks]
 
 
 def _split(hostport: str) -> tuple[str, int]:
@@ -56,7 +74,11 @@ def _split(hostport: str) -> tuple[str, int]:
 
 
 def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> Deployment:
-    """Start what must run before the event loop and build the rig for the rest."""
+    """Spawn what must run outside the event loop and build the rig for the rest.
+
+    Nothing is waited for here: the simulator processes start while the caller loads
+    its prompts and the rig starts the target; ``Deployment.wait_ready`` joins them.
+    """
     plan = scenario.faults
     has_restart = any(e.kind == "restart" for e in plan.events)
     notes: list[str] = []
@@ -74,19 +96,22 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
         return Deployment(t.endpoint, rig, notes=(f"managed target: {' '.join(t.command)}",))
     config = dataclasses.replace(SimConfig(seed=scenario.seed), **scenario.sim.settings)
     if not scenario.sim.speculative and not plan.events:
-        sim = SimProcess(config)
-        url = sim.start()
+        sim = SimProcess(config, port=_free_port())
+        sim.spawn()
+        url = f"http://{sim.host}:{sim.port}"
         notes.append(f"no --endpoint given: using the built-in simulator at {url}")
         return Deployment(url, _rig(scenario, url, None, None, {}), sim=sim, notes=tuple(notes))
+    # The draft, the proxy and the target, each on its own port, chosen together.
+    draft_port, proxy_port, port = _free_ports(3)
     spec = SpecDeployment(config) if scenario.sim.speculative else None
     draft_url = ""
     proxy = None
     if spec is not None:
-        draft_url = spec.start_draft()
+        draft_url = spec.spawn_draft(draft_port)
         uses = draft_url
         if plan.needs_proxy:
-            host, port = _split(draft_url.removeprefix("http://"))
-            proxy = FaultProxy(host, port, listen_port=_free_port(), seed=scenario.seed)
+            host, dport = _split(draft_url.removeprefix("http://"))
+            proxy = FaultProxy(host, dport, listen_port=proxy_port, seed=scenario.seed)
             uses = proxy.url
         config = spec.target_config(uses)
         notes.append(f"draft server at {draft_url}" + (f", reached via {uses}" if proxy else ""))
@@ -95,7 +120,6 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
             "the scenario has draft faults but no draft: set [sim] speculative = true, "
             "or point [faults].proxy_upstream at your draft server"
         )
-    port = _free_port()
     url = f"http://127.0.0.1:{port}"
     target = ManagedTarget(
         TargetSpec(

@@ -12,6 +12,7 @@ import dataclasses
 import signal
 import ssl
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,9 +30,19 @@ from loadtest.features.workload import workload_for
 from loadtest.report.hlog import HlogHook
 from loadtest.transport.client import discover_model
 
-__all__ = ["LocalRun", "progress_of", "run_in_process"]
+__all__ = ["LocalRun", "Prompts", "progress_of", "run_in_process"]
 
 _PROGRESS_EVERY_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Prompts:
+    """What a run sends: its prompts (or an agent's tasks), loaded beside the start-up."""
+
+    pool: PromptPool | TaskPool | None
+    """None for a workload: its prompts are built once the endpoint is up."""
+    counts: dict[str, int]
+    load_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,18 +58,24 @@ def run_in_process(
     scenario: Scenario,
     dep: Deployment,
     options: RunOptions,
-    pool: PromptPool | TaskPool | None,
+    prompts: Future[Prompts],
     run_dir: Path,
     tls: ssl.SSLContext | bool,
     *,
     tui: bool,
 ) -> LocalRun:
-    """Start the rig, build the runner and run it here, in the dashboard when ``tui``."""
+    """Start the rig, build the runner and run it here, in the dashboard when ``tui``.
+
+    ``prompts`` may still be loading: the rig's target, the deployment's simulator
+    processes and the prompts are waited for together.
+    """
 
     async def prepare() -> Runner:
         try:
-            await dep.rig.start()
+            pool = await _ready(dep, prompts)
+            log.debug("phase: endpoint ready, prompts loaded")
             model = scenario.model or await discover_model(dep.endpoint, options.api_key, tls=tls)
+            log.debug("phase: model %s", model)
         except BaseException:
             await dep.rig.close()
             raise
@@ -94,6 +111,26 @@ def run_in_process(
     else:
         runner, outcome = _run_plain(prepare, options.uvloop)
     return LocalRun(runner.config, outcome, runner.stale_retries)
+
+
+async def _ready(dep: Deployment, prompts: Future[Prompts]) -> PromptPool | TaskPool | None:
+    """The rig started, the simulator processes listening and the prompts loaded."""
+    steps = [
+        asyncio.ensure_future(dep.rig.start()),
+        asyncio.ensure_future(asyncio.to_thread(dep.wait_ready)),
+    ]
+    loaded = asyncio.wrap_future(prompts)
+    try:
+        await asyncio.gather(*steps, loaded)
+    except BaseException:
+        # The first failure is the one to report. Stopping the processes ends a
+        # wait_ready still blocked in its thread, which asyncio.run would wait for.
+        dep.stop()
+        for step in steps:
+            step.cancel()
+        await asyncio.gather(*steps, return_exceptions=True)
+        raise
+    return loaded.result().pool
 
 
 def edge_hooks() -> list[RunHook]:
@@ -132,7 +169,10 @@ def _run_plain(
             loop.add_signal_handler(sig, on_signal)
         progress = asyncio.create_task(_progress(runner))
         try:
-            return runner, await runner.run()
+            log.debug("phase: load starts")
+            outcome = await runner.run()
+            log.debug("phase: load done")
+            return runner, outcome
         finally:
             progress.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -13,12 +13,13 @@ import asyncio
 import dataclasses
 import ssl
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.app.console import say, use_tui
+from loadtest.app.console import log, say, use_tui
 from loadtest.app.deployment import Deployment, plan_deployment
-from loadtest.app.inprocess import LocalRun, run_in_process
+from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import (
     RunOptions,
     apply_overrides,
@@ -29,10 +30,10 @@ from loadtest.app.options import (
 )
 from loadtest.app.workers import check_splittable, run_workers, split_load, worker_configs
 from loadtest.config.scenario import Scenario
-from loadtest.datasets import PromptPool, build_pool
+from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, RunOutcome
 from loadtest.errors import UsageError
-from loadtest.features.agent.taskspec import TaskPool, build_tasks
+from loadtest.features.agent.taskspec import build_tasks
 from loadtest.features.workload import is_workload, plan_lines
 from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
@@ -56,9 +57,6 @@ class _Plan:
     scenario: Scenario
     options: RunOptions
     """With the resolved API key in ``api_key``."""
-    pool: PromptPool | TaskPool | None
-    counts: dict[str, int]
-    prompt_load_s: float
     run_dir: Path
     tls: ssl.SSLContext | bool
 
@@ -106,29 +104,38 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     sharded = options.workers > 1 or options.ray is not None
     if sharded:
         check_splittable(plan.scenario)
+    log.debug("phase: planned (scenario, access)")
     deployment = plan_deployment(plan.scenario, options.endpoint, plan.run_dir)
     say(deployment.notes)
+    # The prompts load in a thread while the simulator processes start: both take
+    # about as long, and neither needs the other.
+    loading = ThreadPoolExecutor(1, thread_name_prefix="loadtest-prompts")
     try:
+        prompts = loading.submit(_load, plan.scenario)
         if sharded:
-            ran = _run_workers(plan, deployment)
+            ran = _run_workers(plan, deployment, prompts)
         else:
             ran = run_in_process(
                 plan.scenario,
                 deployment,
                 options,
-                plan.pool,
+                prompts,
                 plan.run_dir,
                 plan.tls,
                 tui=use_tui(options.tui),
             )
     finally:
+        loading.shutdown(wait=False, cancel_futures=True)
         deployment.stop()
-    extra: RunExtra = {"prompt_load_s": round(plan.prompt_load_s, 3)}
+    loaded = prompts.result()
+    extra: RunExtra = {"prompt_load_s": round(loaded.load_s, 3)}
     if sharded:
         extra["workers"] = options.workers
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
-    summary = finish_run(ran.config, ran.outcome, plan.counts, extra, ran.stale_retries)
+    log.debug("phase: deployment stopped")
+    summary = finish_run(ran.config, ran.outcome, loaded.counts, extra, ran.stale_retries)
+    log.debug("phase: results written")
     return summary, ran.config.run_dir, ran.outcome.interrupted
 
 
@@ -140,16 +147,10 @@ def _plan(options: RunOptions) -> _Plan:
     if options.workers > 1 or options.ray is not None:
         # Checked before the prompts load: a bad split should not wait for data sets.
         split_load(scenario.load, options.workers, scenario.seed)
-    t_load = time.perf_counter()
-    pool, counts = _load(scenario)
-    run_dir = Path(options.out) / _run_id(scenario.name)
     return _Plan(
         scenario=scenario,
         options=dataclasses.replace(options, api_key=key),
-        pool=pool,
-        counts=counts,
-        prompt_load_s=time.perf_counter() - t_load,
-        run_dir=run_dir,
+        run_dir=Path(options.out) / _run_id(scenario.name),
         tls=tls,
     )
 
@@ -158,25 +159,29 @@ def _run_id(name: str) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-{name}"
 
 
-def _load(scenario: Scenario) -> tuple[PromptPool | TaskPool | None, dict[str, int]]:
+def _load(scenario: Scenario) -> Prompts:
     """The prompts of a scenario, or the tasks of an agent scenario, with counts.
 
     None for a workload (synthetic lengths, a trace, conversations): its prompts need
     the endpoint's tokenizer, so they are built once the endpoint is up.
     """
+    t0 = time.perf_counter()
     if is_workload(scenario):
-        return None, {}
+        return Prompts(None, {}, time.perf_counter() - t0)
     if scenario.agent is None:
-        return build_pool(scenario)
+        pool, counts = build_pool(scenario)
+        return Prompts(pool, counts, time.perf_counter() - t0)
     tasks = build_tasks(scenario.tasks, scenario.seed)
     if not tasks.size:
         raise UsageError(f"{scenario.path}: the [[tasks]] sources hold no tasks")
-    return tasks, {"tasks": tasks.size}
+    return Prompts(tasks, {"tasks": tasks.size}, time.perf_counter() - t0)
 
 
-def _run_workers(plan: _Plan, dep: Deployment) -> LocalRun:
+def _run_workers(plan: _Plan, dep: Deployment, prompts: Future[Prompts]) -> LocalRun:
     """N > 1: the model is found here once; the load runs in N workers, merged."""
     sc, options = plan.scenario, plan.options
+    prompts.result()  # the workers load their own; a data set error stops the job here
+    dep.wait_ready()
     model = sc.model or asyncio.run(discover_model(dep.endpoint, options.api_key, tls=plan.tls))
     base = RunConfig(
         scenario=sc,

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
+
+if TYPE_CHECKING:
+    from loadtest.app.options import RunOptions
 
 __all__ = ["add_load_flags", "add_output_flags", "add_run_flags", "run_options"]
 
@@ -156,6 +158,10 @@ def _access_flags(p: argparse.ArgumentParser) -> None:
 
 def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
     """``RunOptions`` from parsed flags, with ``over`` on top."""
+    # Here, not at the top: the options pull in the scenario model, which --help and
+    # usage errors must not pay for.
+    from loadtest.app.options import RunOptions
+
     if args.api_key is not None:
         raise UsageError(
             "--api-key is not accepted: a key on the command line shows in process lists and "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Sequence
 from dataclasses import fields, replace
@@ -13,7 +12,6 @@ from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, 
 from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
-from loadtest.sim.model import SimConfig
 
 __all__ = ["main"]
 
@@ -22,7 +20,12 @@ EXIT_SLO_MISSED = 1
 """A completed run that missed an SLO: 1, as CI gates expect of a failed check."""
 
 
-def _parser() -> tuple[Parser, dict[str, Parser]]:
+def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
+    """The parser and its sub-commands'; ``sim_flags``: with the simulator's settings.
+
+    Those settings are read off ``SimConfig``, whose module the other commands (and
+    ``--help``) need not import; ``sim`` without them still parses its own flags.
+    """
     p = Parser(
         prog="loadtest",
         description="Load and robustness tests for OpenAI-compatible LLM endpoints.",
@@ -157,6 +160,15 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
         "--draft", default=None, help="--spec draft: a draft GGUF, or 'target' (self-draft)"
     )
 
+    if sim_flags:
+        _add_sim_flags(sim)
+    return p, dict(sub.choices)
+
+
+def _add_sim_flags(sim: Parser) -> None:
+    """One flag per ``SimConfig`` field, with its default."""
+    from loadtest.sim.model import SimConfig
+
     defaults = SimConfig()
     for f in fields(SimConfig):
         default = getattr(defaults, f.name)
@@ -177,7 +189,6 @@ def _parser() -> tuple[Parser, dict[str, Parser]]:
             )
             continue
         sim.add_argument(flag, type=type(default), default=default, help=f"(default: {default})")
-    return p, dict(sub.choices)
 
 
 def _flag(text: str) -> bool:
@@ -191,8 +202,8 @@ def _flag(text: str) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     try:
-        parser, subs = _parser()
         words = list(sys.argv[1:] if argv is None else argv)
+        parser, subs = _parser(sim_flags="sim" in words)
         if words and words[0] in subs:
             # A mistyped flag first: it is often why a required one seems missing.
             subs[words[0]].refuse_unknown(words[1:])
@@ -373,6 +384,9 @@ def _serve_llama(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from loadtest.sim.model import SimConfig
     from loadtest.sim.process import die_with_parent, serve, serve_deployment
 
     die_with_parent()

@@ -124,12 +124,30 @@ class SimProcess:
 
     def start(self, timeout_s: float = 20.0) -> str:
         """Start the child and wait until it listens; returns its base URL."""
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the child without waiting for it (``wait_ready`` does).
+
+        Starting a simulator is mostly its imports: a caller with other work to do
+        (another process to start, data sets to load) does it in the meantime.
+        """
         cmd = sim_command(self.config, self.host, self.port)
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{PARENT_ENV: str(os.getpid())})
         self._proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
-        assert self._proc.stdout is not None
+
+    def wait_ready(self) -> str:
+        """Block until the spawned child prints its ready line; returns its base URL.
+
+        The ready line is the child's own signal that it listens: no polling, no sleep.
+        """
+        if self.url:
+            return self.url
+        if self._proc is None or self._proc.stdout is None:
+            raise EndpointError("the built-in simulator was not started")
         line = self._proc.stdout.readline()
         if not line.startswith(READY_PREFIX):
             err = self._proc.stderr.read() if self._proc.stderr else ""
@@ -205,10 +223,13 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
 def _start_followers(config: SimConfig, host: str, port: int, n: int) -> list[SimProcess]:
     followers = []
     try:
+        # All spawned first, then waited for: their start-ups overlap.
         for _ in range(n):
             follower = SimProcess(config, host, port)
-            follower.start()
             followers.append(follower)
+            follower.spawn()
+        for follower in followers:
+            follower.wait_ready()
     except BaseException:
         for f in followers:
             f.stop()
@@ -230,8 +251,19 @@ class SpecDeployment:
         self.host = host
 
     def start_draft(self) -> str:
-        """Start the draft server; returns its URL."""
-        return self.draft.start()
+        """Start the draft server and wait until it listens; returns its URL."""
+        self.draft.spawn()
+        return self.draft.wait_ready()
+
+    def spawn_draft(self, port: int) -> str:
+        """Start the draft server on ``port`` without waiting; returns its URL at once.
+
+        The URL is known before the draft listens, so the target can be started
+        alongside it; ``draft.wait_ready()`` before the load begins.
+        """
+        self.draft.port = port
+        self.draft.spawn()
+        return f"http://{self.host}:{port}"
 
     def target_config(self, draft_url: str) -> SimConfig:
         """The target's configuration, speculating with the draft at ``draft_url``."""
