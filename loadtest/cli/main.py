@@ -11,6 +11,7 @@ from typing import Any
 from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
 from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
+from loadtest.cli.sim_flags import add_sim_flags
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
 
 __all__ = ["main"]
@@ -161,42 +162,8 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     )
 
     if sim_flags:
-        _add_sim_flags(sim)
+        add_sim_flags(sim)
     return p, dict(sub.choices)
-
-
-def _add_sim_flags(sim: Parser) -> None:
-    """One flag per ``SimConfig`` field, with its default."""
-    from loadtest.sim.model import SimConfig
-
-    defaults = SimConfig()
-    for f in fields(SimConfig):
-        default = getattr(defaults, f.name)
-        flag = f"--{f.name.replace('_', '-')}"
-        if isinstance(default, bool):
-            # A switch (--prefix-cache, --no-prefix-cache); "--prefix-cache false" still
-            # reads, since sim_args writes every field with its value.
-            sim.add_argument(
-                flag,
-                nargs="?",
-                const=True,
-                type=_flag,
-                default=default,
-                help=f"(default: {default})",
-            )
-            sim.add_argument(
-                f"--no-{flag[2:]}", dest=f.name, action="store_false", help=argparse.SUPPRESS
-            )
-            continue
-        sim.add_argument(flag, type=type(default), default=default, help=f"(default: {default})")
-
-
-def _flag(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

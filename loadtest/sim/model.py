@@ -37,6 +37,7 @@ class SimConfig:
     itl_ms: float = 8.0
     """Median gap between tokens."""
     itl_sigma: float = 0.3
+    """Log-normal spread of the gap between tokens (0 = fixed)."""
     min_output_fraction: float = 0.5
     """Output length is drawn uniformly between this fraction of max_tokens and all of it."""
     invalid_tool_rate: float = 0.0
@@ -53,6 +54,7 @@ class SimConfig:
     disconnect_rate: float = 0.0
     """Share of streams cut off half way (connection closed without [DONE])."""
     model: str = "sim-llm"
+    """The model id the simulator serves and lists at ``/v1/models``."""
     max_batch: int = 64
     """Most chunks written in one write when tokens are due together."""
     max_running: int = 0
@@ -72,8 +74,11 @@ class SimConfig:
     accept_tool_calls: float = 0.9
     """Per-token acceptance probability of drafts for requests that offer tools."""
     accept_code: float = 0.85
+    """Per-token acceptance probability of drafts for code prompts."""
     accept_chat: float = 0.7
+    """Per-token acceptance probability of drafts for chat and reasoning prompts."""
     accept_multilingual: float = 0.35
+    """Per-token acceptance probability of drafts for non-English prompts."""
     verify_factor: float = 1.15
     """A verify step's time relative to a plain decode step (``itl_ms``)."""
     draft_timeout_ms: float = 60.0
@@ -81,6 +86,7 @@ class SimConfig:
     probe_backoff_ms: float = 250.0
     """First wait before probing a failed draft again; doubles per failed probe."""
     probe_backoff_max_ms: float = 4000.0
+    """The longest wait between probes of a failed draft."""
     draft_token_ms: float = 0.5
     """Draft role: time to propose one token (a step costs ``spec_k`` of these)."""
     draft_mode: str = "ok"
