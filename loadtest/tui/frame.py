@@ -16,7 +16,7 @@ from loadtest.features.faults.verdict import after_span_s
 from loadtest.measure.recorders import bucket_arrays
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
-from loadtest.report.table import fault_figures
+from loadtest.report.table import fault_figures, slo_line
 
 __all__ = [
     "DASH_METRICS",
@@ -252,9 +252,7 @@ def render_verdicts(f: Frame) -> str:
     so_far = " (so far)" if v.provisional else ""
     lines = []
     for c in v.slo["checks"]:
-        value = "-" if c["value"] is None else f"{c['value']:g}"
-        mark = "met" if c["met"] else "MISSED"
-        lines.append(f"SLO {c['slo']} <= {c['limit']:g}: {value} {mark}{so_far}")
+        lines.append(slo_line(c) + so_far)
     good = v.slo.get("goodput")
     if good:
         lines.append(f"goodput: {good['requests']} requests ({good['share']:.0%} of ok){so_far}")
