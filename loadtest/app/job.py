@@ -128,7 +128,9 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
         extra["workers"] = options.workers
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
-    summary = finish_run(ran.config, ran.outcome, plan.counts, extra, ran.stale_retries)
+    summary = finish_run(
+        ran.config, ran.outcome, plan.counts, extra, ran.stale_retries, show=options.print_results
+    )
     return summary, ran.config.run_dir, ran.outcome.interrupted
 
 
@@ -142,7 +144,7 @@ def _plan(options: RunOptions) -> _Plan:
         split_load(scenario.load, options.workers, scenario.seed)
     t_load = time.perf_counter()
     pool, counts = _load(scenario)
-    run_dir = Path(options.out) / _run_id(scenario.name)
+    run_dir = Path(options.run_dir or Path(options.out) / _run_id(scenario.name))
     return _Plan(
         scenario=scenario,
         options=dataclasses.replace(options, api_key=key),
@@ -212,8 +214,11 @@ def finish_run(
     counts: dict[str, int],
     extra: RunExtra,
     stale_retries: int,
+    *,
+    show: bool = True,
 ) -> Summary:
-    """Build, write and print the summary of a run (one process, or merged workers)."""
+    """Build, write and print (``show``) the summary of a run (one process, or merged
+    workers)."""
     summary = build_summary(
         run_id=cfg.run_dir.name,
         scenario=cfg.scenario,
@@ -232,6 +237,8 @@ def finish_run(
         stale_retries=stale_retries,
     )
     write_results(cfg.run_dir, summary, outcome.metrics)
+    if not show:
+        return summary
     # The results table is the product: stdout, whatever the log level.
     print(render_table(summary))
     if "agent" in summary:

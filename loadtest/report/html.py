@@ -22,7 +22,7 @@ from loadtest.measure.recorders import new_histogram
 from loadtest.model.io import load_capacity, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import StatKey, Summary
-from loadtest.model.sweep import CapacityResult
+from loadtest.model.sweep import CapacityResult, knee_text
 from loadtest.report.atomic import write_atomic
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
@@ -217,11 +217,17 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
     page.add(
         f"<p>Highest {result['kind']} meeting every SLO: <b>{_esc(result['best_load'])}</b>. "
         f"Knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "
-        f"<b>{_esc(result['knee'])}</b>.</p>"
+        f"<b>{_esc(knee_text(result))}</b>.</p>"
     )
     page.plot(capacity_figure(result), "capacity", "latency against throughput")
     steps = sorted(p for p in folder.glob("step-*") if p.is_dir())
-    hists = {p.name: _merged(sorted(p.glob("*/histograms.hlog")), "ttft_ms") for p in steps}
+    # A step's run is the step folder itself (older sweeps: one run folder inside it).
+    hists = {
+        p.name: _merged(
+            sorted([*p.glob("histograms.hlog"), *p.glob("*/histograms.hlog")]), "ttft_ms"
+        )
+        for p in steps
+    }
     page.plot(percentile_figure(hists, "ttft_ms"), "ttft-percentiles", "TTFT per step")
 
 
