@@ -58,3 +58,11 @@ def test_the_hgrm_footer_gives_mean_and_deviation_in_the_same_unit() -> None:
     assert abs(mean - 22.5) < 0.1
     assert 4.0 < sd < 5.5, sd  # ms, like the mean (hdrh alone writes ~4580 µs)
     assert text.count("#[Mean") == 1 and "#[Max" in text
+
+
+def test_an_interrupted_run_says_so_on_the_first_line() -> None:
+    summary = _summary()
+    assert render_table(summary).startswith("run r ")
+    summary["run"]["interrupted"] = True
+    first = render_table(summary).splitlines()[0]
+    assert first.startswith("INTERRUPTED") and "1.0 s" in first

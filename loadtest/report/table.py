@@ -76,6 +76,10 @@ def render_table(summary: Summary) -> str:
     t = summary["throughput"]
     run = summary["run"]
     lines = [
+        f"INTERRUPTED: stopped before its end; the figures cover the {run['measured_s']:.1f} s "
+        "measured until then"
+    ] * run["interrupted"]
+    lines += [
         f"run {run['id']}  scenario {run['scenario']}  model {run['model']}  "
         f"endpoint {run['endpoint']}",
         f"requests: sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  "
