@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from typing import cast
+
+import pytest
 
 from loadtest.measure.recorders import Metrics, new_histogram
 from loadtest.measure.slo import SLOSpec, Threshold
@@ -66,3 +69,48 @@ def test_an_interrupted_run_says_so_on_the_first_line() -> None:
     summary["run"]["interrupted"] = True
     first = render_table(summary).splitlines()[0]
     assert first.startswith("INTERRUPTED") and "1.0 s" in first
+
+
+def test_plots_stop_where_the_sample_does_draw_limits_and_keep_legends_off_the_data() -> None:
+    from loadtest.model.sweep import CapacityResult, SweepStep
+    from loadtest.report.plots import capacity_figure, percentile_curve, percentile_figure
+
+    h = new_histogram()
+    for i in range(100):
+        h.record_value(1000 + 100 * i)
+    xs, ys = percentile_curve(h)
+    # 100 values support percentiles up to 99 % (x = 100), not 99.999 %.
+    assert max(xs) == pytest.approx(100.0) and len(xs) == 6
+    h.record_value(20_000)  # 101 values: up to 1 - 1/101, past the 99 % point
+    assert max(percentile_curve(h)[0]) == pytest.approx(101.0)
+    fig = percentile_figure({"run": h}, "ttft_ms", {"ttft_ms.p95": 9.0, "e2e_ms.p99": 1.0})
+    (ax,) = fig.axes
+    limit_lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("SLO")]
+    assert [ln.get_label() for ln in limit_lines] == ["SLO p95 9 ms"]
+
+    def step(load: float, rps: float) -> SweepStep:
+        row = {k: None for k in SweepStep.__annotations__}
+        row.update(load=load, requests_per_s=rps, e2e_ms_p50=10 * load, ttft_ms_p50=load)
+        row.update(ttft_ms_p95=2 * load, slo_met=True)
+        return cast(SweepStep, row)
+
+    result: CapacityResult = {
+        "kind": "concurrency",
+        "steps": [step(c, c * 0.9) for c in (1, 2, 4, 8)],
+        "best_load": 8,
+        "knee": None,
+        "knee_tolerance": 0.5,
+        "interrupted": False,
+    }
+    fig = capacity_figure(result, limits={"ttft_ms.p95": 12.0})
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        assert legend is not None
+        box, area = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert box.x0 >= area.x1  # beside the axes, over no point
+        labels = [t.get_text() for t in ax.texts]
+        assert labels == ["1", "2", "4", "8"]
+        assert all(t.get_fontsize() >= 9 for t in ax.texts)
+    assert any(ln.get_label() == "SLO p95 12 ms" for ln in fig.axes[0].get_lines())

@@ -96,6 +96,11 @@ def _load(path: Path) -> JsonObject:
 _STATS: tuple[StatKey, ...] = ("count", "p50", "p90", "p95", "p99", "max")
 
 
+def _limits(summary: Summary) -> dict[str, float]:
+    """The run's latency SLOs (``ttft_ms.p95`` -> ms), drawn as lines on its plots."""
+    return {c["slo"]: c["limit"] for c in summary["slo"]["checks"] if "." in c["slo"]}
+
+
 def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
     run, req = summary["run"], summary["requests"]
     page.add(
@@ -166,7 +171,8 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
         totals = read_hlog(hlog)
         for m in ("ttft_ms", "e2e_ms"):
             if m in totals and totals[m].get_total_count():
-                page.plot(percentile_figure({run["id"]: totals[m]}, m), f"{m}-percentiles", m)
+                fig = percentile_figure({run["id"]: totals[m]}, m, _limits(summary))
+                page.plot(fig, f"{m}-percentiles", m)
 
 
 def _unescape_marks(text: str) -> str:
@@ -219,8 +225,10 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
         f"Knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "
         f"<b>{_esc(knee_text(result))}</b>.</p>"
     )
-    page.plot(capacity_figure(result), "capacity", "latency against throughput")
     steps = sorted(p for p in folder.glob("step-*") if p.is_dir())
+    firsts = [f for p in steps[:1] for f in (*p.glob("summary.json"), *p.glob("*/summary.json"))]
+    limits = _limits(load_summary(firsts[0])) if firsts else {}
+    page.plot(capacity_figure(result, limits=limits), "capacity", "latency against throughput")
     # A step's run is the step folder itself (older sweeps: one run folder inside it).
     hists = {
         p.name: _merged(
