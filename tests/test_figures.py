@@ -78,18 +78,18 @@ def test_plots_stop_where_the_sample_does_draw_limits_and_keep_legends_off_the_d
     h = new_histogram()
     for i in range(100):
         h.record_value(1000 + 100 * i)
-    xs, ys = percentile_curve(h)
+    xs, _ = percentile_curve(h)
     # 100 values support percentiles up to 99 % (x = 100), not 99.999 %.
     assert max(xs) == pytest.approx(100.0) and len(xs) == 6
     h.record_value(20_000)  # 101 values: up to 1 - 1/101, past the 99 % point
     assert max(percentile_curve(h)[0]) == pytest.approx(101.0)
     fig = percentile_figure({"run": h}, "ttft_ms", {"ttft_ms.p95": 9.0, "e2e_ms.p99": 1.0})
     (ax,) = fig.axes
-    limit_lines = [ln for ln in ax.get_lines() if ln.get_label().startswith("SLO")]
+    limit_lines = [ln for ln in ax.get_lines() if str(ln.get_label()).startswith("SLO")]
     assert [ln.get_label() for ln in limit_lines] == ["SLO p95 9 ms"]
 
     def step(load: float, rps: float) -> SweepStep:
-        row = {k: None for k in SweepStep.__annotations__}
+        row: dict[str, object] = {k: None for k in SweepStep.__annotations__}
         row.update(load=load, requests_per_s=rps, e2e_ms_p50=10 * load, ttft_ms_p50=load)
         row.update(ttft_ms_p95=2 * load, slo_met=True)
         return cast(SweepStep, row)
@@ -112,5 +112,5 @@ def test_plots_stop_where_the_sample_does_draw_limits_and_keep_legends_off_the_d
         assert box.x0 >= area.x1  # beside the axes, over no point
         labels = [t.get_text() for t in ax.texts]
         assert labels == ["1", "2", "4", "8"]
-        assert all(t.get_fontsize() >= 9 for t in ax.texts)
+        assert all(float(t.get_fontsize()) >= 9 for t in ax.texts)
     assert any(ln.get_label() == "SLO p95 12 ms" for ln in fig.axes[0].get_lines())

@@ -34,8 +34,9 @@ def test_the_knee_is_the_last_load_before_latency_climbs() -> None:
 def test_no_knee_within_the_range_is_said_so() -> None:
     rows = [_row(1, 100), _row(4, 101), _row(16, 103), _row(64, 104)]
     for r in rows:
-        r.update(requests_per_s=1.0, output_tokens_per_s=1.0, goodput_per_s=None)
-        r.update(ttft_ms_p95=1.0, e2e_ms_p99=1.0)
+        more: dict[str, object] = {"requests_per_s": 1.0, "output_tokens_per_s": 1.0}
+        more |= {"goodput_per_s": None, "ttft_ms_p95": 1.0, "e2e_ms_p99": 1.0}
+        cast(dict[str, object], r).update(more)
     result: CapacityResult = {
         "kind": "concurrency",
         "steps": rows,

@@ -1,10 +1,10 @@
 """Capacity sweeps: one run per load step, then the capacity table and where it bends.
 
 ``loadtest sweep`` runs the steps in order, each a whole ``loadtest run`` (warm-up
-included) into ``OUT/<sweep-id>/step-NN-<load>/`` (the run's files directly there), and writes ``capacity.csv`` and
-``capacity.json`` beside them; it prints one line as each step starts and the capacity
-table at the end (not every step's summary: each is in its folder). From the table it
-names:
+included) into ``OUT/<sweep-id>/step-NN-<load>/`` (the run's files directly there),
+and writes ``capacity.csv`` and ``capacity.json`` beside them; it prints one line as
+each step starts and the capacity table at the end (not every step's summary: each is
+in its folder). From the table it names:
 
 - the **highest load that met every SLO** (and every step below it met them too: a
   capacity that fails at a lower load is not a capacity);
@@ -164,11 +164,10 @@ def render_capacity(result: CapacityResult) -> str:
             f"{f(r['goodput_per_s'])}{f(r['ttft_ms_p95'])}{f(r['e2e_ms_p50'])}"
             f"{f(r['e2e_ms_p99'])}  {'met' if r['slo_met'] else 'MISSED'}"
         )
-    best, knee = result["best_load"], result["knee"]
+    best = result["best_load"]
     lines.append(f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}")
-    lines.append(
-        f"knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): {knee_text(result)}"
-    )
+    tolerance = result["knee_tolerance"]
+    lines.append(f"knee (median e2e within {tolerance:.0%} of its lowest): {knee_text(result)}")
     return "\n".join(lines)
 
 

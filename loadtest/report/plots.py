@@ -21,6 +21,7 @@ matplotlib.use("Agg")  # never a window: reports are written from terminals and 
 
 import matplotlib.pyplot as plt
 from hdrh.histogram import HdrHistogram
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from loadtest.model.sweep import CapacityResult, step_stat
@@ -37,13 +38,13 @@ __all__ = [
 _PCTS = (0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999)
 
 
-def _legend_outside(ax: plt.Axes) -> None:
+def _legend_outside(ax: Axes) -> None:
     """The legend to the right of the axes: inside, "best" still covers points."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
 
 
-def _limit_lines(ax: plt.Axes, metric: str, limits: Mapping[str, float]) -> None:
+def _limit_lines(ax: Axes, metric: str, limits: Mapping[str, float]) -> None:
     """A dashed line per SLO on ``metric`` (``limits``: ``ttft_ms.p95`` -> ms)."""
     for label, limit in sorted(limits.items()):
         name, _, stat = label.partition(".")

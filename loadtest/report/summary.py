@@ -91,7 +91,7 @@ def resolution_ms(value_ms: float) -> float:
     """The width of the HDR bucket that holds ``value_ms`` (3 significant digits), in ms;
     never under 0.001 ms, the rounding of the reported figures."""
     us = max(1, int(value_ms * 1e3))
-    width = (
+    width = int(
         _RESOLUTION.get_highest_equivalent_value(us)
         - _RESOLUTION.get_lowest_equivalent_value(us)
         + 1
