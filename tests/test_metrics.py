@@ -333,3 +333,35 @@ def test_a_busy_driver_is_called_out_in_the_summary_and_the_table() -> None:
     assert "warning" not in render_table(summary)
     summary["driver"] = busy
     assert "warning: the driver was busy" in render_table(summary)
+
+
+def test_the_driver_is_busy_only_when_its_lag_could_move_a_reported_figure() -> None:
+    from loadtest.report.summary import LAG_SHARE, driver_health, resolution_ms
+
+    # 50 req/s against a real endpoint: a 5.5 ms client lag p99 against token times
+    # whose smallest p99 is 60 ms moves no figure by more than a tenth: no warning.
+    figures = {
+        "ttft_ms": {"p99": 120.0},
+        "itl_ms": {"p50": 30.0, "p99": 60.0},
+        "e2e_ms": {"p99": 1500.0},
+        "ttft_ms_corrected": {"p99": 130.0},
+        "e2e_ms_corrected": {"p99": 1600.0},
+    }
+    calm = driver_health(figures | {"client_lag_ms": {"p99": 5.5}, "dispatch_lag_ms": {"p99": 0.1}})
+    assert calm["busy"] is False and calm["advice"] is None
+    # The same lag against 31 ms gaps could move their p99 by a sixth: warned, with the
+    # figure that triggered it.
+    tight = figures | {"itl_ms": {"p50": 15.0, "p99": 31.45}, "client_lag_ms": {"p99": 12.08}}
+    busy = driver_health(tight)
+    assert busy["busy"]
+    advice = busy["advice"] or ""
+    assert "client lag p99 12.08 ms" in advice and "itl_ms p99 of 31.45 ms" in advice
+    # Late sends count against the corrected figures only.
+    late = figures | {"dispatch_lag_ms": {"p99": 14.0}}
+    assert driver_health(late)["busy"] and "dispatch lag p99 14" in (
+        driver_health(late)["advice"] or ""
+    )
+    assert not driver_health(figures | {"dispatch_lag_ms": {"p99": 12.0}})["busy"]
+    # The resolution of a 3-significant-digit histogram: never coarser than 0.1 %.
+    assert 0.001 <= resolution_ms(0.5) <= 0.001
+    assert resolution_ms(200.0) <= 200.0 * 0.001 < 200.0 * LAG_SHARE

@@ -8,10 +8,10 @@ from typing import cast
 import orjson
 import pytest
 
-from loadtest.app.sweep import best_load, find_knee, parse_steps
+from loadtest.app.sweep import best_load, find_knee, knee_in_range, parse_steps, render_capacity
 from loadtest.cli.main import main
 from loadtest.errors import UsageError
-from loadtest.model.sweep import SweepStep
+from loadtest.model.sweep import CapacityResult, SweepStep
 
 
 def _row(load: float, e2e: float | None, met: bool = True) -> SweepStep:
@@ -25,6 +25,30 @@ def test_the_knee_is_the_last_load_before_latency_climbs() -> None:
     assert find_knee(rows, 0.1) == 2
     assert find_knee(rows, 5.0) == 16
     assert find_knee([_row(1, 100)], 0.5) is None
+    assert knee_in_range(rows, 0.5) and knee_in_range(rows, 0.1)
+    # Latency never climbed past 5x its lowest: 16 is the top of the range, not a knee.
+    assert not knee_in_range(rows, 5.0)
+    assert not knee_in_range([_row(1, 100)], 0.5)
+
+
+def test_no_knee_within_the_range_is_said_so() -> None:
+    rows = [_row(1, 100), _row(4, 101), _row(16, 103), _row(64, 104)]
+    for r in rows:
+        more: dict[str, object] = {"requests_per_s": 1.0, "output_tokens_per_s": 1.0}
+        more |= {"goodput_per_s": None, "ttft_ms_p95": 1.0, "e2e_ms_p99": 1.0}
+        cast(dict[str, object], r).update(more)
+    result: CapacityResult = {
+        "kind": "concurrency",
+        "steps": rows,
+        "best_load": 64,
+        "knee": None,
+        "knee_tolerance": 0.5,
+        "flat_to": find_knee(rows, 0.5),
+        "interrupted": False,
+    }
+    text = render_capacity(result)
+    assert "no knee within the range (flat up to 64)" in text
+    assert "knee (median e2e within 50% of its lowest): 64" not in text
 
 
 def test_best_load_needs_every_lower_step_to_meet_the_slos() -> None:
@@ -41,7 +65,9 @@ def test_steps_are_checked() -> None:
     assert parse_steps("0.5,2.5", "rates") == (0.5, 2.5)
 
 
-def test_a_sweep_finds_the_capacity_the_simulator_was_given(tmp_path: Path) -> None:
+def test_a_sweep_finds_the_capacity_the_simulator_was_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Four slots, then queueing: median e2e is flat up to 4 sessions and doubles at 8.
     scenario = tmp_path / "slots.toml"
     scenario.write_text(
@@ -76,3 +102,19 @@ def test_a_sweep_finds_the_capacity_the_simulator_was_given(tmp_path: Path) -> N
     assert thr[2] > 3 * thr[0] and thr[4] < 1.3 * thr[2]
     assert all(r["goodput_per_s"] is not None for r in result["steps"])
     assert result["steps"][4]["goodput_per_s"] < result["steps"][2]["goodput_per_s"]
+    # One folder per step, the run's files directly in it; requests are the measured ones.
+    steps = sorted(p for p in folder.iterdir() if p.is_dir())
+    assert [p.name for p in steps] == [f"step-{i:02d}-{c}" for i, c in enumerate((1, 2, 4, 8, 16))]
+    for step, row in zip(steps, result["steps"], strict=True):
+        summary = orjson.loads((step / "summary.json").read_bytes())
+        req = summary["requests"]
+        assert row["requests"] == req["sent"] - req["warmup"]
+        assert row["warmup_requests"] == req["warmup"] > 0
+        assert row["requests"] == summary["metrics"]["e2e_ms"]["count"] + req["failed"]
+    assert "warmup_requests" in csv_lines[0].split(",")
+    # One line per step, then the capacity table; no step's full summary.
+    out_text = capsys.readouterr().out
+    heads = [line for line in out_text.splitlines() if line.startswith("step ")]
+    assert heads == [f"step {i}/5: concurrency {c}" for i, c in enumerate((1, 2, 4, 8, 16), 1)]
+    assert "latency (ms)" not in out_text and "results:" not in out_text
+    assert "highest concurrency meeting the SLOs: 4" in out_text

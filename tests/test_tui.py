@@ -16,6 +16,7 @@ from loadtest.sim import InProcessSim
 from loadtest.tui import Dashboard
 from loadtest.tui.frame import (
     Frame,
+    latency_cell,
     log_buckets,
     progress,
     render_counts,
@@ -76,6 +77,34 @@ def test_log_buckets_and_histogram_text() -> None:
         width=10,
     )
     assert "██████████ 2" in text and "█████ 1" in text
+
+
+def test_small_latencies_never_read_zero() -> None:
+    # Chunks read together share a stamp (a 0 µs gap) and a fast stream's gaps are a
+    # few µs: neither is shown as 0.00, in the table or in the histogram's bucket edges.
+    assert latency_cell(0.004) == "0.004" and latency_cell(0.0) == "0"
+    assert latency_cell(3.333) == "3.33" and latency_cell(3590.14) == "3590"
+    assert all(len(latency_cell(v)) <= 6 for v in (0.001, 0.5, 99.99, 999.9, 99999.0))
+    h = new_histogram()
+    for v in (0, 0, 3, 4, 7, 12, 40, 900):  # µs
+        h.record_value(v)
+    text = render_histogram(
+        Frame(scenario="s", endpoint="e", model="m", elapsed_s=0, phase="", buckets=log_buckets(h))
+    )
+    assert "0.00-" not in text and "-0.00 " not in text
+    assert "       0-0.00178  ms" in text
+
+
+async def test_the_dashboard_fits_80_by_24() -> None:
+    app = Dashboard(replay=ReplaySource(SAMPLE))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        text = _screen_text(app)
+    # Every percentile column, with its values, and the fault panel with its verdict.
+    for fragment in ("count", "p50", "p90", "p99", "max", "12.69", "13.20", "83.26"):
+        assert fragment in text, fragment
+    assert "cancel-a-third" in text and "HELD" in text
+    assert "sent 216" in text and "in flight 0" in text
 
 
 def test_progress_to_a_duration_and_to_a_count() -> None:

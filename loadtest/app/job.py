@@ -134,7 +134,14 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
     log.debug("phase: deployment stopped")
-    summary = finish_run(ran.config, ran.outcome, loaded.counts, extra, ran.stale_retries)
+    summary = finish_run(
+        ran.config,
+        ran.outcome,
+        loaded.counts,
+        extra,
+        ran.stale_retries,
+        show=options.print_results,
+    )
     log.debug("phase: results written")
     return summary, ran.config.run_dir, ran.outcome.interrupted
 
@@ -150,7 +157,7 @@ def _plan(options: RunOptions) -> _Plan:
     return _Plan(
         scenario=scenario,
         options=dataclasses.replace(options, api_key=key),
-        run_dir=Path(options.out) / _run_id(scenario.name),
+        run_dir=Path(options.run_dir or Path(options.out) / _run_id(scenario.name)),
         tls=tls,
     )
 
@@ -217,8 +224,11 @@ def finish_run(
     counts: dict[str, int],
     extra: RunExtra,
     stale_retries: int,
+    *,
+    show: bool = True,
 ) -> Summary:
-    """Build, write and print the summary of a run (one process, or merged workers)."""
+    """Build, write and print (``show``) the summary of a run (one process, or merged
+    workers)."""
     summary = build_summary(
         run_id=cfg.run_dir.name,
         scenario=cfg.scenario,
@@ -237,6 +247,8 @@ def finish_run(
         stale_retries=stale_retries,
     )
     write_results(cfg.run_dir, summary, outcome.metrics)
+    if not show:
+        return summary
     # The results table is the product: stdout, whatever the log level.
     print(render_table(summary))
     if "agent" in summary:

@@ -48,6 +48,10 @@ class RunOptions:
     """Wins over the scenario's, every source's and every prompt's own max_tokens."""
     warmup: float | None = None
     out: str = "out"
+    run_dir: str | None = None
+    """The run's own folder instead of ``out/<run-id>`` (a sweep's steps, one level deep)."""
+    print_results: bool = True
+    """Print the results table at the end (a sweep prints one capacity table instead)."""
     seed: int | None = None
     tui: bool = True
     api_key: str | None = field(default=None, repr=False)

@@ -1,14 +1,17 @@
 """Capacity sweeps: one run per load step, then the capacity table and where it bends.
 
 ``loadtest sweep`` runs the steps in order, each a whole ``loadtest run`` (warm-up
-included) into ``OUT/<sweep-id>/step-NN-<load>``, and writes ``capacity.csv`` and
-``capacity.json`` beside them. From the table it names:
+included) into ``OUT/<sweep-id>/step-NN-<load>/`` (the run's files directly there),
+and writes ``capacity.csv`` and ``capacity.json`` beside them; it prints one line as
+each step starts and the capacity table at the end (not every step's summary: each is
+in its folder). From the table it names:
 
 - the **highest load that met every SLO** (and every step below it met them too: a
   capacity that fails at a lower load is not a capacity);
 - the **knee**: the last load before median end-to-end latency climbed past
   ``(1 + knee_tolerance)`` times its lowest value, i.e. where queueing starts to
-  dominate. ``capacity_rows``, ``find_knee`` and ``best_load`` are pure.
+  dominate. When no step climbed past it there is no knee within the range (the top
+  step is not one). ``capacity_rows``, ``find_knee`` and ``best_load`` are pure.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import orjson
 
 from loadtest.errors import UsageError
 from loadtest.model.summary import StatKey, Summary
-from loadtest.model.sweep import CapacityResult, SweepStep
+from loadtest.model.sweep import CapacityResult, SweepStep, knee_text
 from loadtest.report.atomic import write_atomic
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "best_load",
     "capacity_rows",
     "find_knee",
+    "knee_in_range",
     "parse_steps",
     "render_capacity",
     "run_sweep",
@@ -80,8 +84,9 @@ def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[
         rows.append(
             SweepStep(
                 load=load,
-                requests=s["requests"]["sent"],
+                requests=s["requests"]["sent"] - s["requests"]["warmup"],
                 requests_per_s=s["throughput"]["requests_per_s"],
+                warmup_requests=s["requests"]["warmup"],
                 output_tokens_per_s=s["throughput"]["output_tokens_per_s"],
                 goodput_per_s=good["per_s"] if good else None,
                 error_rate=s["requests"]["error_rate"],
@@ -108,7 +113,8 @@ def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[
 
 
 def find_knee(rows: Sequence[SweepStep], tolerance: float = 0.5) -> float | None:
-    """The last load before median e2e latency exceeded (1 + tolerance) x its lowest."""
+    """The last load whose median e2e stayed within (1 + tolerance) x its lowest, up to
+    the first that did not: the knee when ``knee_in_range`` says a step climbed past."""
     lat = [(r["load"], r["e2e_ms_p50"]) for r in rows]
     known = [v for _, v in lat if v is not None]
     if len(known) < 2:
@@ -120,6 +126,16 @@ def find_knee(rows: Sequence[SweepStep], tolerance: float = 0.5) -> float | None
             break
         knee = load
     return knee
+
+
+def knee_in_range(rows: Sequence[SweepStep], tolerance: float = 0.5) -> bool:
+    """Whether some step's median e2e climbed past (1 + tolerance) x its lowest: without
+    one, the steps never reached the knee, and the top step is not it."""
+    known = [r["e2e_ms_p50"] for r in rows if r["e2e_ms_p50"] is not None]
+    if len(known) < 2:
+        return False
+    floor = min(known)
+    return any(r["e2e_ms_p50"] is None or r["e2e_ms_p50"] > floor * (1 + tolerance) for r in rows)
 
 
 def best_load(rows: Sequence[SweepStep]) -> float | None:
@@ -148,12 +164,10 @@ def render_capacity(result: CapacityResult) -> str:
             f"{f(r['goodput_per_s'])}{f(r['ttft_ms_p95'])}{f(r['e2e_ms_p50'])}"
             f"{f(r['e2e_ms_p99'])}  {'met' if r['slo_met'] else 'MISSED'}"
         )
-    best, knee = result["best_load"], result["knee"]
+    best = result["best_load"]
     lines.append(f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}")
-    lines.append(
-        f"knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "
-        f"{'none' if knee is None else f'{knee:g}'}"
-    )
+    tolerance = result["knee_tolerance"]
+    lines.append(f"knee (median e2e within {tolerance:.0%} of its lowest): {knee_text(result)}")
     return "\n".join(lines)
 
 
@@ -173,8 +187,11 @@ def run_sweep(
     out: Path,
     name: str,
     run_step: Callable[[float, Path], tuple[Summary, bool]],
+    say: Callable[[str], None] = print,
 ) -> tuple[CapacityResult, Path, bool]:
     """Run every step through ``run_step(load, out_dir)``; returns (result, folder, stopped).
+
+    ``say`` gets one line as each step starts (``step 2/4: concurrency 4``).
 
     A step stopped by Ctrl-C ends the sweep; the steps done so far are still written.
     """
@@ -184,6 +201,7 @@ def run_sweep(
     summaries: list[Summary] = []
     stopped = False
     for i, load in enumerate(plan.steps):
+        say(f"step {i + 1}/{len(plan.steps)}: {plan.kind} {load:g}")
         summary, interrupted = run_step(load, folder / f"step-{i:02d}-{load:g}")
         loads.append(load)
         summaries.append(summary)
@@ -191,12 +209,14 @@ def run_sweep(
             stopped = True
             break
     rows = capacity_rows(loads, summaries)
+    flat_to = find_knee(rows, plan.knee_tolerance)
     result: CapacityResult = {
         "kind": plan.kind,
         "steps": rows,
         "best_load": best_load(rows),
-        "knee": find_knee(rows, plan.knee_tolerance),
+        "knee": flat_to if knee_in_range(rows, plan.knee_tolerance) else None,
         "knee_tolerance": plan.knee_tolerance,
+        "flat_to": flat_to,
         "interrupted": stopped,
     }
     write_capacity(folder, result)

@@ -252,7 +252,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
     def step(load: float, out: Path) -> tuple[Summary, bool]:
         over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
-        summary, _, interrupted = run_job(replace(base, out=str(out), **over))
+        step_options = replace(base, run_dir=str(out), print_results=False, **over)
+        summary, _, interrupted = run_job(step_options)
         return summary, interrupted
 
     name = Path(base.scenario).stem if base.scenario else "mixed"

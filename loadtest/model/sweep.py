@@ -7,9 +7,16 @@ reads a ``<metric>_<pct>`` column by name for the plots.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
-__all__ = ["SWEEP_METRICS", "SWEEP_PCTS", "CapacityResult", "SweepStep", "step_stat"]
+__all__ = [
+    "SWEEP_METRICS",
+    "SWEEP_PCTS",
+    "CapacityResult",
+    "SweepStep",
+    "knee_text",
+    "step_stat",
+]
 
 SWEEP_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tool_call_ms")
 SWEEP_PCTS: tuple[Literal["p50", "p95", "p99"], ...] = ("p50", "p95", "p99")
@@ -20,7 +27,10 @@ class SweepStep(TypedDict):
 
     load: float
     requests: int
+    """Measured requests (sent after the warm-up)."""
     requests_per_s: float
+    warmup_requests: NotRequired[int]
+    """Requests of the step's warm-up, not measured (absent from older tables)."""
     output_tokens_per_s: float
     goodput_per_s: float | None
     error_rate: float
@@ -51,7 +61,10 @@ class CapacityResult(TypedDict):
     steps: list[SweepStep]
     best_load: float | None
     knee: float | None
+    """None when median e2e never climbed past the tolerance: no knee within the range."""
     knee_tolerance: float
+    flat_to: NotRequired[float | None]
+    """The highest load whose median e2e stayed within the tolerance of its lowest."""
     interrupted: bool
 
 
@@ -60,3 +73,14 @@ def step_stat(step: SweepStep, metric: str, pct: str) -> float | None:
     row: Mapping[str, object] = step
     v = row.get(f"{metric}_{pct}")
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def knee_text(result: CapacityResult) -> str:
+    """The knee as said: the load, or that none occurred within the steps run."""
+    knee = result["knee"]
+    if knee is not None:
+        return f"{knee:g}"
+    flat = result.get("flat_to")
+    if flat is None:
+        return "none (too few steps with a median e2e)"
+    return f"no knee within the range (flat up to {flat:g})"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Mapping
 from pathlib import Path
+
+from hdrh.histogram import HdrHistogram
 
 from loadtest.measure.recorders import Metrics
 from loadtest.model.io import dump_summary
@@ -13,13 +16,30 @@ from loadtest.model.summary import Summary
 from loadtest.report.atomic import write_atomic
 from loadtest.report.summary import PERCENTILES
 
-__all__ = ["write_results"]
+__all__ = ["hgrm", "write_results"]
 
 _CSV_STATS = ("count", "min", "mean", *(k for k, _ in PERCENTILES), "max")
 
 
 def _cell(stats: Mapping[str, object], key: str) -> object:
     return stats.get(key, "")
+
+
+def hgrm(hist: HdrHistogram, ratio: float = 1000.0) -> bytes:
+    """HdrHistogram's percentile table (``.hgrm``) of ``hist``, values divided by ``ratio``.
+
+    hdrh scales every value of the table and the footer's mean and max, but writes the
+    standard deviation unscaled (µs beside a mean in ms): the footer's line is rewritten
+    with both in the same unit.
+    """
+    buf = io.BytesIO()
+    hist.output_percentile_distribution(buf, ratio)
+    digits = hist.significant_figures
+    line = f"#[Mean    = %12.{digits}f, StdDeviation   = %12.{digits}f]" % (
+        hist.get_mean_value() / ratio,
+        hist.get_stddev() / ratio,
+    )
+    return re.sub(rb"#\[Mean .*\]", line.encode("ascii"), buf.getvalue(), count=1)
 
 
 def write_results(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:
@@ -32,10 +52,8 @@ def write_results(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Pat
     for name, hist in metrics.total.hists.items():
         if hist.get_total_count() == 0:
             continue
-        buf = io.BytesIO()
         # Recorded in µs; a ratio of 1000 prints milliseconds (tokens_per_chunk: x1000).
-        hist.output_percentile_distribution(buf, 1000.0)
-        written.append(write_atomic(run_dir / f"{name}.hgrm", buf.getvalue()))
+        written.append(write_atomic(run_dir / f"{name}.hgrm", hgrm(hist, 1000.0)))
     text = io.StringIO(newline="")
     w = csv.writer(text)
     w.writerow(["category", "metric", *_CSV_STATS])

@@ -22,7 +22,7 @@ from loadtest.measure.recorders import new_histogram
 from loadtest.model.io import load_capacity, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import StatKey, Summary
-from loadtest.model.sweep import CapacityResult
+from loadtest.model.sweep import CapacityResult, knee_text
 from loadtest.report.atomic import write_atomic
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
@@ -96,6 +96,11 @@ def _load(path: Path) -> JsonObject:
 _STATS: tuple[StatKey, ...] = ("count", "p50", "p90", "p95", "p99", "max")
 
 
+def _limits(summary: Summary) -> dict[str, float]:
+    """The run's latency SLOs (``ttft_ms.p95`` -> ms), drawn as lines on its plots."""
+    return {c["slo"]: c["limit"] for c in summary["slo"]["checks"] if "." in c["slo"]}
+
+
 def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
     run, req = summary["run"], summary["requests"]
     page.add(
@@ -166,7 +171,8 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
         totals = read_hlog(hlog)
         for m in ("ttft_ms", "e2e_ms"):
             if m in totals and totals[m].get_total_count():
-                page.plot(percentile_figure({run["id"]: totals[m]}, m), f"{m}-percentiles", m)
+                fig = percentile_figure({run["id"]: totals[m]}, m, _limits(summary))
+                page.plot(fig, f"{m}-percentiles", m)
 
 
 def _unescape_marks(text: str) -> str:
@@ -217,11 +223,19 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
     page.add(
         f"<p>Highest {result['kind']} meeting every SLO: <b>{_esc(result['best_load'])}</b>. "
         f"Knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "
-        f"<b>{_esc(result['knee'])}</b>.</p>"
+        f"<b>{_esc(knee_text(result))}</b>.</p>"
     )
-    page.plot(capacity_figure(result), "capacity", "latency against throughput")
     steps = sorted(p for p in folder.glob("step-*") if p.is_dir())
-    hists = {p.name: _merged(sorted(p.glob("*/histograms.hlog")), "ttft_ms") for p in steps}
+    firsts = [f for p in steps[:1] for f in (*p.glob("summary.json"), *p.glob("*/summary.json"))]
+    limits = _limits(load_summary(firsts[0])) if firsts else {}
+    page.plot(capacity_figure(result, limits=limits), "capacity", "latency against throughput")
+    # A step's run is the step folder itself (older sweeps: one run folder inside it).
+    hists = {
+        p.name: _merged(
+            sorted([*p.glob("histograms.hlog"), *p.glob("*/histograms.hlog")]), "ttft_ms"
+        )
+        for p in steps
+    }
     page.plot(percentile_figure(hists, "ttft_ms"), "ttft-percentiles", "TTFT per step")
 
 

@@ -4,12 +4,15 @@
 - ``percentile_figure``: a latency distribution on HdrHistogram's log percentile axis
   (x = 1 / (1 - p): 90%, 99%, 99.9% equally spaced), one line per run;
 - ``timeline_figure``: requests/s and TTFT p95 per interval of a run, fault windows shaded.
+
+Every legend sits outside the axes, so none covers data; SLO limits are drawn as
+horizontal lines; a percentile curve stops at the percentile its sample supports.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -18,14 +21,41 @@ matplotlib.use("Agg")  # never a window: reports are written from terminals and 
 
 import matplotlib.pyplot as plt
 from hdrh.histogram import HdrHistogram
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from loadtest.model.sweep import CapacityResult, step_stat
 from loadtest.model.verdict import FaultVerdict
 
-__all__ = ["capacity_figure", "percentile_figure", "save_figure", "timeline_figure"]
+__all__ = [
+    "capacity_figure",
+    "percentile_curve",
+    "percentile_figure",
+    "save_figure",
+    "timeline_figure",
+]
 
 _PCTS = (0.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999)
+
+
+def _legend_outside(ax: Axes) -> None:
+    """The legend to the right of the axes: inside, "best" still covers points."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+
+
+def _limit_lines(ax: Axes, metric: str, limits: Mapping[str, float]) -> None:
+    """A dashed line per SLO on ``metric`` (``limits``: ``ttft_ms.p95`` -> ms)."""
+    for label, limit in sorted(limits.items()):
+        name, _, stat = label.partition(".")
+        if name == metric:
+            ax.axhline(
+                limit,
+                color="tab:red",
+                linestyle="--",
+                linewidth=1,
+                label=f"SLO {stat} {limit:g} ms",
+            )
 
 
 def save_figure(fig: Figure, stem: Path) -> list[Path]:
@@ -39,10 +69,13 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
 
 
 def capacity_figure(
-    result: CapacityResult, metrics: Sequence[str] = ("ttft_ms", "e2e_ms")
+    result: CapacityResult,
+    metrics: Sequence[str] = ("ttft_ms", "e2e_ms"),
+    limits: Mapping[str, float] | None = None,
 ) -> Figure:
-    """p50 and p95 of ``metrics`` against achieved requests/s, one point per sweep step."""
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False)
+    """p50/p95/p99 of ``metrics`` against achieved requests/s, one point per sweep step;
+    ``limits`` (``ttft_ms.p95`` -> ms) drawn as lines."""
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4), squeeze=False)
     rows = result["steps"]
     x = [r["requests_per_s"] for r in rows]
     for ax, m in zip(axes[0], metrics, strict=True):
@@ -51,16 +84,19 @@ def capacity_figure(
             pts = [(a, b) for a, b in zip(x, y, strict=True) if b is not None]
             if pts:
                 ax.plot(*zip(*pts, strict=True), style, label=p)
-        for r in rows:
+        for i, r in enumerate(rows):
             p50 = step_stat(r, m, "p50")
             if p50 is not None:
+                # Below and above the line in turn, boxed: close steps stay legible.
                 ax.annotate(
                     f"{r['load']:g}",
                     (r["requests_per_s"], p50),
-                    fontsize=8,
+                    fontsize=9,
                     textcoords="offset points",
-                    xytext=(3, 3),
+                    xytext=(4, -14 if i % 2 else 6),
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
                 )
+        _limit_lines(ax, m, limits or {})
         if result["knee"] is not None:
             knee = next(r for r in rows if r["load"] == result["knee"])
             ax.axvline(knee["requests_per_s"], color="grey", linestyle=":", label="knee")
@@ -68,27 +104,42 @@ def capacity_figure(
         ax.set_ylabel(f"{m} (ms)")
         ax.set_title(f"{m} against throughput ({result['kind']} steps labelled)")
         ax.grid(True, alpha=0.3)
-        ax.legend()
+        _legend_outside(ax)
     fig.tight_layout()
     return fig
 
 
-def _percentile_curve(hist: HdrHistogram) -> tuple[list[float], list[float]]:
-    xs, ys = [], []
-    for p in _PCTS:
-        xs.append(1.0 / (1.0 - p / 100.0))
-        ys.append(hist.get_value_at_percentile(p) / 1000.0)
+def percentile_curve(hist: HdrHistogram) -> tuple[list[float], list[float]]:
+    """(1 / (1 - p), value in ms) at the plotted percentiles the sample supports.
+
+    n values say nothing beyond the percentile 1 - 1/n (past it there is only the
+    largest value): the curve stops there, instead of drawing a flat tail to 99.999 %
+    from 100 requests.
+    """
+    n = hist.get_total_count()
+    if not n:
+        return [], []
+    top = 100.0 * (1.0 - 1.0 / n)
+    pcts = [p for p in _PCTS if p <= top + 1e-9]
+    if pcts[-1] < top - 1e-9:
+        pcts.append(top)
+    xs = [1.0 / (1.0 - p / 100.0) for p in pcts]
+    ys = [hist.get_value_at_percentile(p) / 1000.0 for p in pcts]
     return xs, ys
 
 
-def percentile_figure(hists: dict[str, HdrHistogram], metric: str) -> Figure:
-    """``metric``'s distribution per run (label -> histogram in µs) on a log percentile axis."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+def percentile_figure(
+    hists: dict[str, HdrHistogram], metric: str, limits: Mapping[str, float] | None = None
+) -> Figure:
+    """``metric``'s distribution per run (label -> histogram in µs) on a log percentile
+    axis; ``limits`` (``ttft_ms.p95`` -> ms) drawn as lines."""
+    fig, ax = plt.subplots(figsize=(8, 4))
     for label, hist in hists.items():
         if hist.get_total_count():
             ax.plot(
-                *_percentile_curve(hist), marker=".", label=f"{label} (n={hist.get_total_count()})"
+                *percentile_curve(hist), marker=".", label=f"{label} (n={hist.get_total_count()})"
             )
+    _limit_lines(ax, metric, limits or {})
     ax.set_xscale("log")
     ticks = [1.0 / (1.0 - p / 100.0) for p in (0.0, 90.0, 99.0, 99.9, 99.99, 99.999)]
     ax.set_xticks(ticks, ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"])
@@ -96,7 +147,7 @@ def percentile_figure(hists: dict[str, HdrHistogram], metric: str) -> Figure:
     ax.set_ylabel(f"{metric} (ms)")
     ax.set_title(f"{metric} distribution")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    _legend_outside(ax)
     fig.tight_layout()
     return fig
 

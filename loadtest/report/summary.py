@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Collection, Mapping, Sequence
 
 from hdrh.histogram import HdrHistogram
 
 from loadtest.config.scenario import Scenario
-from loadtest.measure.recorders import Metrics, MetricSet
+from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, stat_of
 from loadtest.model.record import ERROR_CLASSES
 from loadtest.model.summary import (
@@ -24,7 +25,10 @@ from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
 
 __all__ = [
     "BUSY_MS",
+    "CLIENT_LAG_MOVES",
+    "DISPATCH_LAG_MOVES",
     "DRIVER_METRICS",
+    "LAG_SHARE",
     "PERCENTILES",
     "SCHEMA_VERSION",
     "build_summary",
@@ -33,6 +37,7 @@ __all__ = [
     "judge_run",
     "metric_stats",
     "metrics_block",
+    "resolution_ms",
 ]
 
 SCHEMA_VERSION = 1
@@ -60,38 +65,89 @@ def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> Met
 
 
 BUSY_MS = 5.0
-"""A p99 dispatch or client lag above this says the driver, not only the endpoint, was
-measured: its loop was too busy to send on time or to read what had arrived."""
-DRIVER_METRICS = ("client_lag_ms", "dispatch_lag_ms", "itl_ms")
+"""The lag bar where a run has none of the figures a lag could move (no token times)."""
+LAG_SHARE = 0.1
+"""A p99 lag counts once it could have moved a reported p99 by more than this share of
+it (or by more than the histogram's resolution there, if that is coarser)."""
+DRIVER_METRICS = (
+    "client_lag_ms",
+    "dispatch_lag_ms",
+    "itl_ms",
+    "ttft_ms",
+    "e2e_ms",
+    "ttft_ms_corrected",
+    "e2e_ms_corrected",
+)
 """The metrics ``driver_health`` reads."""
+CLIENT_LAG_MOVES = ("ttft_ms", "itl_ms", "e2e_ms")
+"""A late read delays a token's stamp: these figures carry the client lag."""
+DISPATCH_LAG_MOVES = ("ttft_ms_corrected", "e2e_ms_corrected")
+"""A late send is measured from its intended time: only the corrected figures carry it."""
+
+_RESOLUTION = new_histogram()
+
+
+def resolution_ms(value_ms: float) -> float:
+    """The width of the HDR bucket that holds ``value_ms`` (3 significant digits), in ms;
+    never under 0.001 ms, the rounding of the reported figures."""
+    us = max(1, int(value_ms * 1e3))
+    width = int(
+        _RESOLUTION.get_highest_equivalent_value(us)
+        - _RESOLUTION.get_lowest_equivalent_value(us)
+        + 1
+    )
+    return max(0.001, width / 1e3)
+
+
+def _lag_bar(metrics: Mapping[str, object], moves: Sequence[str]) -> tuple[float, str]:
+    """The largest lag that moves none of ``moves``' p99 by more than its resolution or
+    ``LAG_SHARE`` of it, and what that bar is, in words."""
+    figures = [(v, m) for m in moves if (v := stat_of(metrics, m, "p99")) is not None]
+    if not figures:
+        return BUSY_MS, f"{BUSY_MS:g} ms (no token times to compare with)"
+    value, metric = min(figures)
+    bar = max(resolution_ms(value), LAG_SHARE * value)
+    return bar, f"{bar:.3g} ms, {LAG_SHARE:.0%} of the {metric} p99 of {value:g} ms"
 
 
 def driver_health(metrics: Mapping[str, object], kernel_share: float | None = None) -> DriverHealth:
     """Whether loadtest itself kept up, from the ``metrics`` block of a summary.
 
+    A lag counts when it could have moved a reported figure by more than that figure's
+    own resolution: when its p99 exceeds ``LAG_SHARE`` of the smallest p99 it moves (or
+    the HDR bucket width there, if wider). The client lag moves the token times (TTFT,
+    inter-chunk gap, end-to-end); the dispatch lag the corrected ones. A run with none of
+    those figures falls back to ``BUSY_MS``.
+
     ``kernel_share`` is the share of measured requests whose arrivals the kernel
     stamped. A late reader does not move those stamps; it costs a chunk its own stamp
     only when the stream's next chunk arrived before the loop read the first, so there
-    the client lag counts once it also exceeds half the median gap between chunks.
-    Elsewhere any client lag over ``BUSY_MS`` is in the token times. A busy loop also
-    sends late, which the dispatch lag shows either way.
+    the client lag counts only once it also exceeds half the median gap between chunks.
     """
     client = stat_of(metrics, "client_lag_ms", "p99")
     dispatch = stat_of(metrics, "dispatch_lag_ms", "p99")
-    bar: float | None = BUSY_MS
+    client_bar, client_why = _lag_bar(metrics, CLIENT_LAG_MOVES)
     if kernel_share is not None and kernel_share >= 1.0:
         gap = stat_of(metrics, "itl_ms", "p50")
-        bar = None if gap is None else max(BUSY_MS, gap / 2)
-    busy = (client is not None and bar is not None and client > bar) or (
-        dispatch is not None and dispatch > BUSY_MS
-    )
+        if gap is None:
+            client_bar = math.inf
+        elif gap / 2 > client_bar:
+            client_bar = gap / 2
+            client_why = f"{client_bar:.3g} ms, half the median inter-chunk gap (kernel-stamped)"
+    dispatch_bar, dispatch_why = _lag_bar(metrics, DISPATCH_LAG_MOVES)
+    why = []
+    if client is not None and client > client_bar:
+        why.append(f"client lag p99 {client:g} ms over {client_why}")
+    if dispatch is not None and dispatch > dispatch_bar:
+        why.append(f"dispatch lag p99 {dispatch:g} ms over {dispatch_why}")
+    busy = bool(why)
     return {
         "client_lag_p99_ms": client,
         "dispatch_lag_p99_ms": dispatch,
         "kernel_stamped_share": None if kernel_share is None else round(kernel_share, 4),
         "busy": busy,
         "advice": (
-            f"the driver was busy (p99 lag over {BUSY_MS:g} ms): latencies include its own "
+            f"the driver was busy ({'; '.join(why)}): latencies include its own "
             "delay; run fewer streams per process (--workers N) or give it a free core"
             if busy
             else None

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 from loadtest.model.summary import AgentBlock, StatKey, Summary
-from loadtest.model.verdict import FaultVerdict
+from loadtest.model.verdict import FaultVerdict, SloCheck
 
-__all__ = ["fault_figures", "render_agent", "render_faults", "render_table"]
+__all__ = ["fault_figures", "render_agent", "render_faults", "render_table", "slo_line"]
 
 
 def render_agent(agent: AgentBlock) -> str:
@@ -76,10 +76,19 @@ def render_table(summary: Summary) -> str:
     t = summary["throughput"]
     run = summary["run"]
     lines = [
+        f"INTERRUPTED: stopped before its end; the figures cover the {run['measured_s']:.1f} s "
+        "measured until then"
+    ] * run["interrupted"]
+    lines += [
         f"run {run['id']}  scenario {run['scenario']}  model {run['model']}  "
         f"endpoint {run['endpoint']}",
         f"requests: sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  "
         f"cancelled {r['cancelled']}  (warm-up {r['warmup']})"
+        + (
+            f"  resent on a stale connection {r['resent_stale_connection']}"
+            if r.get("resent_stale_connection")
+            else ""
+        )
         + (
             "  errors: " + ", ".join(f"{k} {v}" for k, v in r["errors"].items())
             if r["errors"]
@@ -116,8 +125,7 @@ def render_table(summary: Summary) -> str:
         lines.append(f"warning: {advice}")
     slo = summary["slo"]
     for check in slo["checks"]:
-        mark = "met" if check["met"] else "MISSED"
-        lines.append(f"SLO {check['slo']} <= {check['limit']:g}: {check['value']} {mark}")
+        lines.append(slo_line(check, r["ok"]))
     good = slo.get("goodput")
     if good:
         lines.append(
@@ -125,6 +133,17 @@ def render_table(summary: Summary) -> str:
             f"{good['per_s']:.2f}/s ({good['share']:.0%} of ok)"
         )
     return "\n".join(lines)
+
+
+def slo_line(check: SloCheck, ok: int | None = None) -> str:
+    """``SLO ttft_ms.p95 <= 500: 412.3 met``; a check with no value says so rather than
+    printing ``None``: ``no data (0 requests ok), not exercised``."""
+    head = f"SLO {check['slo']} <= {check['limit']:g}: "
+    value = check["value"]
+    if value is None or check.get("verdict") == "not_exercised":
+        count = "" if ok is None else f" ({ok} requests ok)"
+        return f"{head}no data{count}, not exercised"
+    return f"{head}{value:g} {'met' if check['met'] else 'MISSED'}"
 
 
 def _ms(v: float | None) -> str:

@@ -25,6 +25,7 @@ from loadtest.engine.runner import Runner, RunOutcome
 from loadtest.tui.frame import (
     DASH_METRICS,
     Frame,
+    latency_cell,
     render_counts,
     render_faults,
     render_header,
@@ -55,19 +56,23 @@ class Dashboard(App[None]):
     """The dashboard of one run, live (``prepare``) or replayed (``replay``)."""
 
     TITLE = "loadtest"
+    # Fits 80x24 (every percentile column and the fault panel show there) and grows
+    # into larger terminals: the series and the histogram take the rows that are left.
     CSS = """
-    #header { height: 3; background: $boost; padding: 0 1; }
+    #header { height: 2; background: $boost; padding: 0 1; }
     #row1 { height: auto; }
-    #latency { width: 3fr; height: auto; border: round $accent; }
-    #counts { width: 2fr; height: 100%; border: round $accent; padding: 0 1; }
-    #row2 { height: 12; }
+    #latency { width: auto; height: auto; border: round $accent; }
+    #counts { width: 1fr; height: 100%; border: round $accent; padding: 0 1; }
+    #row2 { height: 1fr; min-height: 4; }
     #series { width: 1fr; border: round $accent; }
-    #series Sparkline { height: 2; margin: 0 1; }
+    #series Sparkline { height: 1fr; margin: 0 1; }
     #series Static { height: 1; padding: 0 1; }
     #histogram { width: 1fr; border: round $accent; padding: 0 1; }
-    #faults { height: auto; max-height: 8; border: round $accent; padding: 0 1; }
-    #server { height: 3; border: round $accent; padding: 0 1; }
-    #verdicts { height: auto; max-height: 6; border: round $accent; padding: 0 1; }
+    #row3 { height: auto; max-height: 9; }
+    #faults { width: 3fr; height: auto; max-height: 9; border-top: round $accent; padding: 0 1; }
+    #side { width: 2fr; height: auto; }
+    #verdicts { height: auto; max-height: 6; border-top: round $accent; padding: 0 1; }
+    #server { height: auto; max-height: 3; border-top: round $accent; padding: 0 1; }
     #help { height: auto; display: none; background: $panel; padding: 0 1; }
     #help.shown { display: block; }
     """
@@ -132,19 +137,24 @@ class Dashboard(App[None]):
                     yield Static("TTFT p95 (ms)", id="ttft-label")
                     yield Sparkline([0.0], id="ttft")
                 yield Static("", id="histogram")
-            yield Static("", id="faults")
-            yield Static("", id="verdicts")
-            yield Static("", id="server")
+            with Horizontal(id="row3"):
+                yield Static("", id="faults")
+                with Vertical(id="side"):
+                    yield Static("", id="verdicts")
+                    yield Static("", id="server")
         yield Footer()
 
     def on_mount(self) -> None:
         """Set up the table; start the run (live) and the refresh."""
         table = self.query_one("#latency", DataTable)
-        table.add_column("metric (ms)", key="metric")
+        table.cell_padding = 0
+        table.add_column("metric (ms)", key="metric", width=15)
         for col in _COLS:
-            table.add_column(col, key=col, width=9)
+            table.add_column(f"{col:>6}", key=col, width=7)
         for m in DASH_METRICS:
             table.add_row(m, *("-" for _ in _COLS), key=m)
+        for wid, title in (("#faults", "faults"), ("#verdicts", "SLOs"), ("#server", "server")):
+            self.query_one(wid, Static).border_title = title
         if self._prepare is not None:
             self.run_worker(self._run(), exclusive=True, name="loadtest-run")
             self.set_interval(self._refresh_s, self.refresh_view)
@@ -176,18 +186,18 @@ class Dashboard(App[None]):
         f = self.source.frame(self.metric, self.category)
         self.last_frame = f
         # Only what changed is handed to Textual: every update costs a repaint.
-        self._text("#header", render_header(f))
+        self._text("#header", render_header(f, columns=self.size.width - 2))
         table = self.query_one("#latency", DataTable)
         for metric, count, *pcts in f.percentiles:
             marker = "▶ " if metric == f.metric else ""
-            cells = [f"{marker}{metric}", str(count)]
-            cells += ["-" if v is None else f"{v:.2f}" for v in pcts]
+            cells = [f"{marker}{metric}", f"{count:>6}"]
+            cells += [f"{latency_cell(v):>6}" for v in pcts]
             for col, text in zip(("metric", *_COLS), cells, strict=True):
                 if self._changed(f"{metric}/{col}", text):
                     table.update_cell(metric, col, text)
         if self._changed("#latency/title", f.category):
             table.border_title = f"latency, category {f.category}"
-        self._text("#counts", render_counts(f))
+        self._text("#counts", render_counts(f, self.query_one("#counts", Static).size.width - 2))
         for wid, values in (("#req", f.req_rate), ("#tok", f.tok_rate), ("#ttft", f.ttft_p95)):
             if self._changed(wid, values):
                 self.query_one(wid, Sparkline).data = list(values)

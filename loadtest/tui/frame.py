@@ -16,7 +16,7 @@ from loadtest.features.faults.verdict import after_span_s
 from loadtest.measure.recorders import bucket_arrays
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
-from loadtest.report.table import fault_figures
+from loadtest.report.table import fault_figures, slo_line
 
 __all__ = [
     "DASH_METRICS",
@@ -25,6 +25,7 @@ __all__ = [
     "RunVerdicts",
     "fault_row",
     "fault_rows",
+    "latency_cell",
     "log_buckets",
     "percentile_rows",
     "progress",
@@ -178,9 +179,24 @@ def progress(
 
 
 def _ms(v: float | None) -> str:
+    """A latency to at least 3 significant digits: never ``0.00`` for a value above 0."""
     if v is None:
         return "-"
-    return f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if v >= 1 else f"{v:.3g}"
+
+
+def latency_cell(v: float | None) -> str:
+    """A latency in at most 6 characters, to 3 significant digits or more: never
+    ``0.00`` for a value above zero (a 4 µs gap is 0.004), ``0`` only for zero."""
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    if v < 0.1:
+        return f"{v:.3f}"
+    return f"{v:.2f}" if v < 100 else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
 
 
 def _dur(s: float | None) -> str:
@@ -190,21 +206,38 @@ def _dur(s: float | None) -> str:
     return f"{m}:{sec:02d}"
 
 
-def render_header(f: Frame, width: int = 40) -> str:
-    """Scenario, endpoint, model, phase, elapsed, and a progress bar with ETA."""
+def render_header(f: Frame, width: int = 40, columns: int | None = None) -> str:
+    """Scenario, endpoint, model, phase, elapsed, and a progress bar with ETA.
+
+    ``width`` is the bar's; with ``columns`` (the header's width) the bar takes what the
+    second line leaves, so it never wraps onto a third.
+    """
     line = f"[b]{f.scenario}[/b] -> {f.endpoint}  model {f.model}"
+    status = f"{f.phase}  {_dur(f.elapsed_s)} elapsed"
     bar = ""
     if f.progress is not None:
+        tail = f"] {f.progress:4.0%}  ETA {_dur(f.eta_s)}"
+        if columns is not None:
+            width = max(5, columns - len(status) - len(tail) - 3)
         filled = round(f.progress * width)
-        bar = f"  [{'█' * filled}{'·' * (width - filled)}] {f.progress:4.0%}  ETA {_dur(f.eta_s)}"
-    return f"{line}\n{f.phase}  {_dur(f.elapsed_s)} elapsed{bar}"
+        bar = f"  [{'█' * filled}{'·' * (width - filled)}{tail}"
+    return f"{line}\n{status}{bar}"
 
 
-def render_counts(f: Frame) -> str:
-    """Outcome counters and failures by class."""
+def render_counts(f: Frame, width: int | None = None) -> str:
+    """Outcome counters and failures by class; in lines of ``width`` or fewer
+    characters where they fit (an 80-column terminal leaves the panel some 24)."""
     errors = "  ".join(f"{k} {v}" for k, v in sorted(f.errors.items())) or "none"
     rate = f.req_rate[-1] if f.req_rate else 0.0
     tok = f.tok_rate[-1] if f.tok_rate else 0.0
+    if width is not None and width < 32:
+        return (
+            f"sent {f.sent}  in flight {f.in_flight}\n"
+            f"ok {f.ok}  failed {f.failed}\n"
+            f"cancelled {f.cancelled}\n"
+            f"failed by class: {errors}\n"
+            f"{rate:.1f} req/s  {tok:.0f} tok/s"
+        )
     return (
         f"sent {f.sent}   in flight {f.in_flight}\n"
         f"ok {f.ok}   failed {f.failed}   cancelled {f.cancelled}\n"
@@ -221,7 +254,9 @@ def render_histogram(f: Frame, width: int = 36) -> str:
     lines = [f"{f.metric} ({f.category}), log buckets"]
     for lo, hi, c in f.buckets:
         bar = "█" * max(1 if c else 0, round(c / top * width))
-        lines.append(f"{_ms(lo):>8}-{_ms(hi):<8} ms {bar} {c}")
+        # The lowest bucket (1 µs) also holds the zero gaps of chunks read together.
+        low = "0" if lo <= 0.001 else _ms(lo)
+        lines.append(f"{low:>8}-{_ms(hi):<8} ms {bar} {c}")
     return "\n".join(lines)
 
 
@@ -234,9 +269,7 @@ def render_faults(f: Frame) -> str:
         verdict = f"  {w.verdict.upper()}" if w.verdict else ""
         if w.verdict and w.provisional:
             verdict += " (so far)"
-        lines.append(
-            f"{w.name:<18} {w.kind:<10} {w.start_s:6.1f}-{w.end_s:<6.1f}s {w.state:<10}{verdict}"
-        )
+        lines.append(f"{w.name} ({w.kind}) {w.start_s:.1f}-{w.end_s:.1f}s {w.state}{verdict}")
         if w.reason and w.verdict:
             lines.append(f"    {w.reason}")
         if w.figures:
@@ -252,9 +285,7 @@ def render_verdicts(f: Frame) -> str:
     so_far = " (so far)" if v.provisional else ""
     lines = []
     for c in v.slo["checks"]:
-        value = "-" if c["value"] is None else f"{c['value']:g}"
-        mark = "met" if c["met"] else "MISSED"
-        lines.append(f"SLO {c['slo']} <= {c['limit']:g}: {value} {mark}{so_far}")
+        lines.append(slo_line(c) + so_far)
     good = v.slo.get("goodput")
     if good:
         lines.append(f"goodput: {good['requests']} requests ({good['share']:.0%} of ok){so_far}")
