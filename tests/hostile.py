@@ -199,6 +199,19 @@ async def stall(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+_SEEN = web.AppKey("seen", list[int])
+
+
+async def stall_first(request: web.Request) -> web.StreamResponse:
+    # The server's first request stalls (a warm-up caught in a slow start); the rest
+    # are answered at once.
+    seen = request.app[_SEEN]
+    seen.append(1)
+    if len(seen) == 1:
+        return await stall(request)
+    return await ok(request)
+
+
 async def double_done(request: web.Request) -> web.StreamResponse:
     return await _write_all(request, _GOOD + b"data: [DONE]\n\n")
 
@@ -275,6 +288,7 @@ MODES: dict[str, Handler] = {
     "reset": reset,
     "endless": endless,
     "stall": stall,
+    "stall-first": stall_first,
     "double-done": double_done,
     "gzip": gzipped,
     "redirect": redirect,
@@ -338,6 +352,7 @@ class HostileServer:
 
     async def _start(self) -> None:
         app = web.Application()
+        app[_SEEN] = []
         app.router.add_get("/{mode}/v1/models", _models)
         app.router.add_post("/{mode}/v1/chat/completions", _dispatch)
         app.router.add_post("/{mode}/v1/responses", _dispatch)

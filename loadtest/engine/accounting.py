@@ -33,7 +33,7 @@ class Accounting:
         self.record_prompts = record_prompts
         self.cancel_reason: str | None = None
         """Why the engine cancelled in-flight requests (``grace_expired``, ``aborted``,
-        ``run_cancelled``); the error class of the records it cut short."""
+        ``warmup_unneeded``, ``run_cancelled``); the error class of the records it cut short."""
         self.feeds: tuple[Callable[[RequestRecord], None], ...] = ()
         """Called with each accounted record (the hooks' ``on_record``)."""
         self._jsonl: LineLog | None = None
@@ -76,6 +76,7 @@ class Accounting:
         why = {
             "grace_expired": "still in flight when the grace period after the run ended",
             "aborted": "cancelled at once by the user",
+            "warmup_unneeded": "a warm-up request still open when the measured ones had ended",
         }.get(self.cancel_reason or "", "the run was cancelled from outside")
         return dataclasses.replace(rec, error_class=self.cancel_reason, error=why)
 

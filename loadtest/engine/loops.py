@@ -71,6 +71,11 @@ class LoopHost(Protocol):
         ...
 
     @property
+    def measured_done(self) -> asyncio.Event:
+        """Set once a count-bound plan's last measured unit has ended."""
+        ...
+
+    @property
     def extras(self) -> set[asyncio.Task[None]]:
         """Units started beside the schedule (bursts); drained with the others."""
         ...
@@ -203,10 +208,22 @@ async def _drain(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None:
         if pending and not host.abort_event.is_set():
             try:
                 async with asyncio.timeout(host.load.grace_s):
-                    await _first(asyncio.wait(pending), host.abort_event.wait())
+                    # A count-bound run ends when its measured units have: warm-up
+                    # requests still open then measure nothing and are cancelled.
+                    await _first(
+                        asyncio.wait(pending),
+                        host.abort_event.wait(),
+                        host.measured_done.wait(),
+                    )
             except TimeoutError:
                 pass  # the grace period is over: what is left is cancelled below
-        reason = "aborted" if host.abort_event.is_set() else "grace_expired"
+        reason = (
+            "aborted"
+            if host.abort_event.is_set()
+            else "warmup_unneeded"
+            if host.measured_done.is_set()
+            else "grace_expired"
+        )
         await _cancel(host, tasks | host.extras, reason)
     except asyncio.CancelledError:
         host.stop_event.set()

@@ -9,26 +9,22 @@ dashboard feed) attach as ``RunHook``s and see a ``RunContext``: the runner itse
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from loadtest.config.scenario import Scenario
 from loadtest.datasets import Prompt, PromptPool
 from loadtest.engine.accounting import Accounting
 from loadtest.engine.hooks import RunHook, UnitOfLoad, overrides
 from loadtest.engine.loops import closed_loop, open_loop
+from loadtest.engine.outcome import RunConfig, RunOutcome
 from loadtest.engine.request_unit import RequestUnit
 from loadtest.engine.schedule import Clock, MonotonicClock
 from loadtest.engine.stop import StopState, decide, plan_stop
 from loadtest.measure.recorders import Metrics, Snapshot
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
-from loadtest.model.summary import AgentBlock, ServerBlock
-from loadtest.model.verdict import FaultVerdict
 from loadtest.transport.client import Client, ClientConfig
 
 __all__ = ["RunConfig", "RunOutcome", "Runner"]
@@ -38,43 +34,6 @@ _H = TypeVar("_H", bound=RunHook)
 _T = TypeVar("_T")
 
 _PAUSE_POLL_NS = 50_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class RunConfig:
-    """Everything a run needs beyond the scenario."""
-
-    scenario: Scenario
-    endpoint: str
-    model: str
-    run_dir: Path
-    api_key: str | None = field(default=None, repr=False)
-    record_chunks: bool = False
-    keepalive: bool = True
-    tls: ssl.SSLContext | bool = True
-    """aiohttp's ``ssl=``: verify (True), trust a private CA (a context) or not (False)."""
-    record_outputs: bool = False
-    """Keep a digest and the head of every answer in requests.jsonl."""
-    arrival_phase_ns: int = 0
-    """Open loop: the arrival schedule starts this late (workers interleave their own)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOutcome:
-    """What ``Runner.run`` hands to the report: metrics and the run's time frame."""
-
-    metrics: Metrics
-    t0_ns: int
-    started_wall: float
-    duration_s: float
-    measured_s: float
-    interrupted: bool
-    faults: tuple[FaultVerdict, ...] = ()
-    """One verdict entry per fault window (empty without a fault plan)."""
-    server: ServerBlock | None = None
-    """Scraped server metrics: acceptance rate and peaks (None when not scraped)."""
-    agent: AgentBlock | None = None
-    """Task-level figures of an agent scenario (None otherwise)."""
 
 
 class _Feed(RunHook):
@@ -140,6 +99,9 @@ class Runner:
         self._client: Client | None = None
         self._next_index = 0
         self._measured = 0
+        self._measured_open = 0
+        self.measured_done = asyncio.Event()
+        """Set once a count-bound plan's last measured unit has ended (warm-up may not)."""
         self._plan = plan_stop(self.load, self.t0_ns)
         # Per-request hook calls go only to the hooks that override them.
         self._idle_hooks = [h for h in self.hooks if overrides(h, "idle_until")]
@@ -284,7 +246,16 @@ class Runner:
 
     async def run_unit(self, index: int, intended_ns: int) -> float | None:
         """One unit of load: a request, or a whole task in an agent scenario."""
-        return await self._unit.run_unit(self, index, intended_ns)
+        if intended_ns < self._plan.warmup_end_ns:
+            return await self._unit.run_unit(self, index, intended_ns)
+        self._measured_open += 1
+        try:
+            return await self._unit.run_unit(self, index, intended_ns)
+        finally:
+            self._measured_open -= 1
+            limit = self._plan.limit
+            if not self._measured_open and limit is not None and self._measured >= limit:
+                self.measured_done.set()
 
     # -- the run -------------------------------------------------------------------------
     async def run(self) -> RunOutcome:

@@ -47,6 +47,28 @@ async def test_a_duration_bound_run_ends_on_time_against_a_stalled_stream(tmp_pa
     assert out.measured_s >= 3.0
 
 
+async def test_a_count_bound_run_ends_when_its_measured_requests_have(tmp_path: Path) -> None:
+    # Open loop, 4/s: the first arrival (warm-up) stalls for 30 s, the two measured
+    # ones are answered at once. The run must not wait out the warm-up request.
+    sc = make_scenario(
+        {"mode": "constant", "rate": 4, "requests": 2, "warmup_s": 0.2, "grace_s": 20}
+    )
+    pool, _ = build_pool(sc)
+    with HostileServer() as hostile:
+        runner = Runner(RunConfig(sc, hostile.url("stall-first"), "hostile-llm", tmp_path), pool)
+        t = time.perf_counter()
+        out = await runner.run()
+        took = time.perf_counter() - t
+    assert took < BOUND_S  # 20 s of grace or the 30 s stall before
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    warm = [r for r in rows if r["warmup"]]
+    measured = [r for r in rows if not r["warmup"]]
+    assert [r["outcome"] for r in measured] == ["ok", "ok"]
+    assert warm and all(r["outcome"] == "cancelled" for r in warm)
+    assert {r["error_class"] for r in warm} == {"warmup_unneeded"}
+    assert len(rows) == out.metrics.sent
+
+
 async def test_cancelling_the_run_propagates_after_the_records_are_written(
     tmp_path: Path,
 ) -> None:

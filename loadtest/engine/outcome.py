@@ -1,0 +1,51 @@
+"""What a run is given beyond the scenario, and what it hands back."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadtest.config.scenario import Scenario
+from loadtest.measure.recorders import Metrics
+from loadtest.model.summary import AgentBlock, ServerBlock
+from loadtest.model.verdict import FaultVerdict
+
+__all__ = ["RunConfig", "RunOutcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything a run needs beyond the scenario."""
+
+    scenario: Scenario
+    endpoint: str
+    model: str
+    run_dir: Path
+    api_key: str | None = field(default=None, repr=False)
+    record_chunks: bool = False
+    keepalive: bool = True
+    tls: ssl.SSLContext | bool = True
+    """aiohttp's ``ssl=``: verify (True), trust a private CA (a context) or not (False)."""
+    record_outputs: bool = False
+    """Keep a digest and the head of every answer in requests.jsonl."""
+    arrival_phase_ns: int = 0
+    """Open loop: the arrival schedule starts this late (workers interleave their own)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """What ``Runner.run`` hands to the report: metrics and the run's time frame."""
+
+    metrics: Metrics
+    t0_ns: int
+    started_wall: float
+    duration_s: float
+    measured_s: float
+    interrupted: bool
+    faults: tuple[FaultVerdict, ...] = ()
+    """One verdict entry per fault window (empty without a fault plan)."""
+    server: ServerBlock | None = None
+    """Scraped server metrics: acceptance rate and peaks (None when not scraped)."""
+    agent: AgentBlock | None = None
+    """Task-level figures of an agent scenario (None otherwise)."""
