@@ -13,6 +13,7 @@ from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, 
 from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
+from loadtest.model.verdict import FaultVerdict, failing_windows
 from loadtest.sim.model import SimConfig
 
 __all__ = ["main"]
@@ -222,7 +223,8 @@ def _run(args: argparse.Namespace) -> int:
     summary, _, interrupted = run_job(options)
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_OK if summary["slo"]["met"] else EXIT_SLO_MISSED
+    gated = failing_windows(summary.get("faults", []), args.fail_on)
+    return EXIT_OK if summary["slo"]["met"] and not gated else EXIT_SLO_MISSED
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -237,10 +239,12 @@ def _sweep(args: argparse.Namespace) -> int:
         kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
     )
     base = run_options(args)
+    gated: list[FaultVerdict] = []  # the windows of every step that fail --fail-on
 
     def step(load: float, out: Path) -> tuple[Summary, bool]:
         over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
         summary, _, interrupted = run_job(replace(base, out=str(out), **over))
+        gated.extend(failing_windows(summary.get("faults", []), args.fail_on))
         return summary, interrupted
 
     name = Path(base.scenario).stem if base.scenario else "mixed"
@@ -249,7 +253,8 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"\ncapacity: {folder / 'capacity.csv'}")
     if stopped:
         return EXIT_INTERRUPTED
-    return EXIT_OK if all(r["slo_met"] for r in result["steps"]) else EXIT_SLO_MISSED
+    met = all(r["slo_met"] for r in result["steps"])
+    return EXIT_OK if met and not gated else EXIT_SLO_MISSED
 
 
 def _runs_in(path: str) -> list[Any]:
@@ -297,9 +302,11 @@ def _ab(args: argparse.Namespace) -> int:
     base = run_options(args, tui=False, temperature=None if args.keep_sampling else 0.0)
     name = Path(base.scenario).stem if base.scenario else "mixed"
     endpoints = {"baseline": args.baseline, "candidate": args.candidate}
+    gated: list[FaultVerdict] = []  # the windows of either side that fail --fail-on
 
     def run(options: RunOptions) -> tuple[JsonObject, Path, bool]:
         summary, folder, stopped = run_job(options)
+        gated.extend(failing_windows(summary.get("faults", []), args.fail_on))
         return as_json(summary), folder, stopped  # ab reads the summary untyped, for now
 
     result, folder, stopped = run_ab(base, endpoints, args.repeat, name, run)
@@ -309,7 +316,7 @@ def _ab(args: argparse.Namespace) -> int:
     if stopped:
         return EXIT_INTERRUPTED
     eq = result.get("equivalence")
-    return EXIT_SLO_MISSED if eq and eq["match_rate"] < 1.0 else EXIT_OK
+    return EXIT_SLO_MISSED if (eq and eq["match_rate"] < 1.0) or gated else EXIT_OK
 
 
 def _serve_llama(args: argparse.Namespace) -> int:
