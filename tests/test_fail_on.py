@@ -44,3 +44,18 @@ def test_a_failed_window_exits_1_unless_told_never(
 def test_fail_on_takes_only_the_known_words(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--fail-on", "sometimes", "--check"]) == 2
     assert "--fail-on" in capsys.readouterr().err
+
+
+def test_sweep_and_ab_gate_on_the_windows_of_every_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "leaky.toml"
+    scenario.write_text(_LEAKY)
+    shared = ["--no-tui", "-q", "--duration", "2.5"]
+    sweep = ["sweep", str(scenario), "--concurrency", "2", "--out", str(tmp_path / "s")]
+    assert main([*sweep, *shared]) == 1, capsys.readouterr().err
+    sweep[-1] = str(tmp_path / "s2")
+    assert main([*sweep, *shared, "--fail-on", "never"]) == 0, capsys.readouterr().err
+    ab = ["ab", str(scenario), "--out", str(tmp_path / "ab")]
+    assert main([*ab, *shared]) == 1, capsys.readouterr().err
+    assert main([*ab, *shared, "--fail-on", "never"]) == 0, capsys.readouterr().err
