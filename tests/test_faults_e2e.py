@@ -44,10 +44,12 @@ def _accounted(rows: list[dict[str, Any]], summary_counts: dict[str, int]) -> No
 
 async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
     sc = make_scenario(
-        {"mode": "closed", "concurrency": 4, "duration_s": 7},
+        {"mode": "closed", "concurrency": 4, "duration_s": 10},
         max_tokens=48,
         # 3 s down: at one scrape a second, two scrapes always fall inside the window.
-        faults=_faults({"kind": "draft_down", "at_s": 2, "duration_s": 3}),
+        # 3 s before and 4 s after it: a before phase of 1 s slices shows its own spread,
+        # and a hiccup of the shared machine cannot cover every slice after the window.
+        faults=_faults({"kind": "draft_down", "at_s": 3, "duration_s": 3}),
     )
     async with InProcessSim(SimConfig(role="draft", draft_token_ms=0.2)) as draft:
         host, port = draft.url.removeprefix("http://").split(":")
@@ -220,3 +222,62 @@ async def test_restart_of_a_managed_target_accounts_for_every_request(tmp_path: 
     _accounted(rows, {"sent": outcome.metrics.sent})
     assert target.pid is None  # the runner closed the rig: the target is stopped
     assert target.starts == 2
+
+
+async def test_a_leak_shows_when_sessions_fill_every_slot(tmp_path: Path) -> None:
+    # 2 sessions against 2 slots: a leaked slot never makes running exceed the client's
+    # in-flight count (the next request waits in the queue instead), so the check must
+    # count what the endpoint queues as well as what it runs.
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 2, "duration_s": 3},
+        max_tokens=100,
+        faults=_faults(
+            {
+                "kind": "cancel",
+                "at_s": 0.3,
+                "duration_s": 1.7,
+                "fraction": 1.0,
+                "after_tokens": 2,
+                "settle_s": 0.3,
+            }
+        ),
+    )
+    # Each cancelled request keeps generating (its slot busy) for 1.5 s after it is gone.
+    leaky = SimConfig(
+        ttft_ms=3.0, itl_ms=10.0, min_output_fraction=1.0, leak_on_disconnect_s=1.5, max_running=2
+    )
+    async with InProcessSim(leaky) as sim:
+        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
+    samples = read_jsonl(tmp_path / "metrics.jsonl")
+    assert max(s.get("running", 0) for s in samples) <= 2  # running alone cannot tell
+    (window,) = outcome.faults
+    assert window["injected_cancels"] > 0
+    assert window["verdict"] == "failed", window["reason"]
+    assert (window.get("running_excess") or 0) > 0
+    assert "kept slots" in window["reason"]
+
+
+async def test_windows_that_injected_nothing_or_were_not_reached(tmp_path: Path) -> None:
+    # A slow endpoint: the 2 sessions' first requests outlast the cancel window, so no
+    # request starts in it and nothing is cancelled; the second window is due after the
+    # run's end. Neither may read "held", and the run must not wait for the second.
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 2, "duration_s": 1.5, "grace_s": 5},
+        max_tokens=4,
+        faults=_faults(
+            {"kind": "cancel", "at_s": 0.4, "duration_s": 0.6, "fraction": 1.0, "after_ms": 1},
+            {"kind": "cancel", "at_s": 60, "duration_s": 5, "fraction": 1.0, "after_ms": 1},
+        ),
+    )
+    async with InProcessSim(SimConfig(ttft_ms=1500.0, itl_ms=1.0, ttft_sigma=0.0)) as sim:
+        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
+    first, late = outcome.faults
+    assert first["started_in_window"] == 0 and first["injected_cancels"] == 0
+    assert first["verdict"] == "not_exercised", first["reason"]
+    assert late["verdict"] == "not_exercised"
+    assert late["reason"].startswith("not reached")
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    assert max(r["end_ms"] for r in rows) < 60_000  # the run ended long before it
+    assert outcome.metrics.sent > 0

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, cast
+
+import numpy as np
 
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.verdict import judge_windows, recovery_s
-from loadtest.model.verdict import FaultVerdict, RequestRow
+from loadtest.model.verdict import STATE_OF, FaultVerdict, Observed, RequestRow, failing_windows
 
 
 def _row(sent_ms: float, ttft: float = 10.0, tpot: float = 5.0, **kw: Any) -> RequestRow:
@@ -114,3 +117,93 @@ def test_a_scrape_answered_after_the_window_opened_does_not_hide_its_events() ->
     ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
     (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], _rows(0, 0, 1.0), samples)
     assert e["fallbacks"] == 1.0
+
+
+def _noisy_rows(seed: int, per_s: int = 6, seconds: int = 20) -> list[RequestRow]:
+    """An unchanged deployment: every second a few requests, latencies spread wide."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(per_s * seconds):
+        t = i * 1000.0 / per_s
+        rows.append(_row(t, float(rng.lognormal(np.log(20), 0.5)), float(rng.lognormal(1.6, 0.4))))
+    return rows
+
+
+def test_an_unchanged_deployment_holds_every_time() -> None:
+    # The window changes nothing: whether the verdict holds must not depend on the draw.
+    # A fixed 10% of one median does (a 1 s slice of 6 requests moves more than that).
+    ev = FaultEvent(kind="draft_down", at_s=8, duration_s=4)
+    plan = FaultPlan(events=(ev,))
+    words, fixed_rule_misses = Counter[str](), 0
+    for seed in range(60):
+        rows = _noisy_rows(seed)
+        (e,) = judge_windows(plan, [{}], rows, [])
+        words[e["verdict"]] += 1
+        after = [r for r in rows if r["sent_ms"] >= 12_000]
+        fixed_rule_misses += recovery_s(after, 12_000, e["before"], 0.1) is None
+    assert words == {"held": 60}, words
+    assert fixed_rule_misses > 0  # the old rule would have flipped on these very rows
+
+
+def test_a_real_slowdown_that_stays_is_still_degraded_with_noise() -> None:
+    rows = _noisy_rows(3)
+    slow = [
+        _row(r["sent_ms"], r["ttft_ms"] or 0, (r["tpot_ms"] or 0) * 2.5)
+        if r["sent_ms"] >= 8000
+        else r
+        for r in rows
+    ]
+    ev = FaultEvent(kind="draft_down", at_s=8, duration_s=4)
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], slow, [])
+    assert e["verdict"] == "degraded"
+    assert "did not come back" in e["reason"]
+
+
+def test_too_few_requests_after_the_window_is_inconclusive() -> None:
+    rows = [r for r in _rows(0, 0, 1.0) if r["sent_ms"] < 15_300]  # 3 requests after it
+    e = _judge(rows)
+    assert e["after"]["ok"] == 3
+    assert e["verdict"] == "inconclusive"
+    assert "too few requests completed after the window" in e["reason"]
+
+
+def test_a_window_nothing_started_in_is_not_exercised() -> None:
+    rows = [r for r in _rows(0, 0, 1.0) if not 10_000 <= r["sent_ms"] < 15_000]
+    e = _judge(rows)
+    assert e["started_in_window"] == 0
+    assert e["verdict"] == "not_exercised"
+    assert STATE_OF[e["verdict"]] == "not_exercised"
+
+
+def test_a_cancel_window_that_cancelled_nothing_is_not_exercised() -> None:
+    ev = FaultEvent(kind="cancel", at_s=10, duration_s=5, fraction=0.5, after_tokens=5)
+    obs: Observed = {"settled_s": 0.01, "running_excess": 0}
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [obs], _rows(0, 0, 1.0), [])
+    assert e["started_in_window"] == 50 and e["injected_cancels"] == 0
+    assert e["verdict"] == "not_exercised"
+    assert "no cancellation was injected" in e["reason"]
+
+
+def test_a_window_the_run_never_reached_is_not_exercised() -> None:
+    ev = FaultEvent(kind="draft_down", at_s=40, duration_s=5)
+    obs: Observed = {"not_reached": "not reached: the run ended at 30.0 s"}
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [obs], _rows(0, 0, 1.0), [])
+    assert e["verdict"] == "not_exercised"
+    assert e["reason"].startswith("not reached")
+
+
+def test_fail_on_gates_on_the_negative_verdicts_only() -> None:
+    held = _judge(_rows(10_000, 15_000, 2.0))
+    degraded = _judge(_rows(10_000, 15_000, 4.0))
+    failed = _judge(_rows(0, 0, 1.0, fail_at=12_000))
+    nothing = _judge([r for r in _rows(0, 0, 1.0) if not 10_000 <= r["sent_ms"] < 15_000])
+    assert [held["verdict"], degraded["verdict"], failed["verdict"]] == [
+        "held",
+        "degraded",
+        "failed",
+    ]
+    windows = [held, degraded, failed, nothing]
+    assert failing_windows(windows, "failed") == [failed]
+    assert failing_windows(windows, "degraded") == [degraded, failed]
+    assert failing_windows(windows, "never") == []
+    assert failing_windows([held, nothing], "degraded") == []

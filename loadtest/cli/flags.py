@@ -77,6 +77,13 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         help="an objective, e.g. ttft_ms.p95=500 or error_rate=0.01 (repeatable); "
         "a missed one makes the command exit 1",
     )
+    p.add_argument(
+        "--fail-on",
+        choices=("degraded", "failed", "never"),
+        default="failed",
+        help="exit 1 when a fault window's verdict is this bad or worse: degraded (a "
+        "fallback slowed the endpoint past its bound), failed (default) or never",
+    )
     p.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
     p.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
     p.add_argument(

@@ -13,6 +13,7 @@ from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
 from loadtest.cli.sim_flags import add_sim_flags
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
+from loadtest.model.verdict import FaultVerdict, failing_windows
 
 __all__ = ["main"]
 
@@ -234,7 +235,12 @@ def _run(args: argparse.Namespace) -> int:
     summary, _, interrupted = run_job(options)
     if interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_OK if summary["slo"]["met"] else EXIT_SLO_MISSED
+    from loadtest.report.evidence import run_evidence
+
+    if run_evidence(summary).blocking:
+        return EXIT_ERROR  # nothing measured: a CI gate must not pass on it
+    gated = failing_windows(summary.get("faults", []), args.fail_on)
+    return EXIT_OK if summary["slo"]["met"] and not gated else EXIT_SLO_MISSED
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -249,11 +255,13 @@ def _sweep(args: argparse.Namespace) -> int:
         kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
     )
     base = run_options(args)
+    gated: list[FaultVerdict] = []  # the windows of every step that fail --fail-on
 
     def step(load: float, out: Path) -> tuple[Summary, bool]:
         over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
         step_options = replace(base, run_dir=str(out), print_results=False, **over)
         summary, _, interrupted = run_job(step_options)
+        gated.extend(failing_windows(summary.get("faults", []), args.fail_on))
         return summary, interrupted
 
     name = Path(base.scenario).stem if base.scenario else "mixed"
@@ -262,7 +270,8 @@ def _sweep(args: argparse.Namespace) -> int:
     print(f"\ncapacity: {folder / 'capacity.csv'}")
     if stopped:
         return EXIT_INTERRUPTED
-    return EXIT_OK if all(r["slo_met"] for r in result["steps"]) else EXIT_SLO_MISSED
+    met = all(r["slo_met"] for r in result["steps"])
+    return EXIT_OK if met and not gated else EXIT_SLO_MISSED
 
 
 def _runs_in(path: str) -> list[Any]:
@@ -311,9 +320,11 @@ def _ab(args: argparse.Namespace) -> int:
     base = run_options(args, tui=False, temperature=None if args.keep_sampling else 0.0)
     name = Path(base.scenario).stem if base.scenario else "mixed"
     endpoints = {"baseline": args.baseline, "candidate": args.candidate}
+    gated: list[FaultVerdict] = []  # the windows of either side that fail --fail-on
 
     def run(options: RunOptions) -> tuple[JsonObject, Path, bool]:
         summary, folder, stopped = run_job(options)
+        gated.extend(failing_windows(summary.get("faults", []), args.fail_on))
         return as_json(summary), folder, stopped  # ab reads the summary untyped, for now
 
     result, folder, stopped = run_ab(
@@ -325,9 +336,8 @@ def _ab(args: argparse.Namespace) -> int:
     print(f"\ncomparison: {folder / 'comparison.json'}")
     if stopped:
         return EXIT_INTERRUPTED
-    if comparison_failed(result) or equivalence_failed(result.get("equivalence")):
-        return EXIT_SLO_MISSED
-    return EXIT_OK
+    eq_failed = equivalence_failed(result.get("equivalence"))
+    return EXIT_SLO_MISSED if comparison_failed(result) or eq_failed or gated else EXIT_OK
 
 
 def _serve_llama(args: argparse.Namespace) -> int:

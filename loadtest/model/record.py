@@ -35,6 +35,8 @@ ERROR_CLASSES = (
     "tls",  # the certificate was not trusted (see --ca-bundle, --insecure)
     "client",  # anything else; a bug in loadtest if it ever shows
 )
+ENGINE_CANCELS = ("grace_expired", "aborted", "warmup_unneeded", "run_cancelled")
+"""Why the engine itself cancelled a request (the error class of such a record)."""
 
 
 @dataclass(frozen=True, slots=True)

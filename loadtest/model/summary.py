@@ -106,6 +106,11 @@ class RequestsBlock(TypedDict):
     error_rate: float
     tokens_estimated: int
     resent_stale_connection: NotRequired[int]
+    measured_ok: NotRequired[int]
+    """Measured (not warm-up) requests that completed."""
+    cancelled_by: NotRequired[dict[str, int]]
+    """Requests the engine cancelled, by why: ``grace_expired`` (still running when the
+    grace period after the run ended), ``aborted``, ``warmup_unneeded``, ``run_cancelled``."""
 
 
 class ThroughputBlock(TypedDict):

@@ -12,6 +12,7 @@ mypy, with no conversion layer that could drift from the file.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, NotRequired, TypedDict
 
 from loadtest.model.json import JsonObject
@@ -22,6 +23,7 @@ __all__ = [
     "CancelFigures",
     "DriverHealth",
     "DriverVerdict",
+    "FailOn",
     "FaultVerdict",
     "FaultVerdictWord",
     "Goodput",
@@ -34,13 +36,18 @@ __all__ = [
     "SloVerdict",
     "VerdictState",
     "driver_verdict",
+    "failing_windows",
 ]
 
 VerdictState = Literal["positive", "negative", "inconclusive", "not_exercised"]
 """The four states every verdict has room for."""
 
-FaultVerdictWord = Literal["held", "degraded", "failed", "inconclusive", "skipped"]
-"""``degraded`` and ``failed`` are the negative state at two severities."""
+FaultVerdictWord = Literal["held", "degraded", "failed", "inconclusive", "skipped", "not_exercised"]
+"""``degraded`` and ``failed`` are the negative state at two severities; ``not_exercised``:
+the window injected nothing, measured nothing, or was never reached (``skipped``: the
+fault could not be set up in this deployment)."""
+FailOn = Literal["degraded", "failed", "never"]
+"""The fault verdicts that make a run's command exit 1 (``--fail-on``)."""
 SloVerdict = Literal["met", "missed", "inconclusive", "not_exercised"]
 DriverVerdict = Literal["kept_up", "busy", "inconclusive", "not_exercised"]
 
@@ -100,6 +107,8 @@ class Observed(TypedDict, total=False):
     start_s: float
     end_s: float
     skipped: str
+    not_reached: str
+    """Why the window never started (the run ended first)."""
     error: str
     stopped_s: float
     spawned_s: float
@@ -215,3 +224,21 @@ def driver_verdict(health: DriverHealth) -> DriverVerdict:
     if health["client_lag_p99_ms"] is None and health["dispatch_lag_p99_ms"] is None:
         return "not_exercised"
     return "kept_up"
+
+
+_FAILING: dict[str, frozenset[str]] = {
+    "failed": frozenset({"failed"}),
+    "degraded": frozenset({"failed", "degraded"}),
+    "never": frozenset(),
+}
+
+
+def failing_windows(faults: Sequence[FaultVerdict], fail_on: FailOn | str) -> list[FaultVerdict]:
+    """The windows whose verdict is ``fail_on`` or worse (``never``: none).
+
+    Only the negative state gates: a window that could not tell or was not exercised
+    is not a pass either, but it says nothing against the endpoint.
+    """
+    if fail_on not in _FAILING:
+        raise ValueError(f"fail_on must be one of {', '.join(_FAILING)}, not {fail_on!r}")
+    return [f for f in faults if f["verdict"] in _FAILING[fail_on]]

@@ -11,7 +11,7 @@ from hdrh.histogram import HdrHistogram
 from loadtest.config.scenario import Scenario
 from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, stat_of
-from loadtest.model.record import ERROR_CLASSES
+from loadtest.model.record import ENGINE_CANCELS, ERROR_CLASSES
 from loadtest.model.summary import (
     AgentBlock,
     MetricStats,
@@ -273,6 +273,8 @@ def build_summary(
         "errors": {k: metrics.errors[k] for k in ERROR_CLASSES if metrics.errors[k]},
         "error_rate": error_rate(metrics),
         "tokens_estimated": metrics.estimated_token_requests,
+        "measured_ok": metrics.measured_ok,
+        "cancelled_by": {k: metrics.errors[k] for k in ENGINE_CANCELS if metrics.errors[k]},
     }
     if stale_retries is not None:
         requests["resent_stale_connection"] = stale_retries

@@ -7,6 +7,7 @@ from typing import Literal
 
 from loadtest.model.summary import AgentBlock, StatKey, Summary
 from loadtest.model.verdict import FaultVerdict, SloCheck
+from loadtest.report.evidence import run_evidence
 
 __all__ = ["fault_figures", "render_agent", "render_faults", "render_table", "slo_line"]
 
@@ -79,6 +80,7 @@ def render_table(summary: Summary) -> str:
         f"INTERRUPTED: stopped before its end; the figures cover the {run['measured_s']:.1f} s "
         "measured until then"
     ] * run["interrupted"]
+    lines += run_evidence(summary).lines
     lines += [
         f"run {run['id']}  scenario {run['scenario']}  model {run['model']}  "
         f"endpoint {run['endpoint']}",

@@ -107,6 +107,9 @@ class SimConfig:
     back (llama.cpp)."""
     leak_cancelled: bool = False
     """Fault for testing the tester: keep a cancelled request's slot until it would have ended."""
+    leak_on_disconnect_s: float = 0.0
+    """Fault for testing the tester: keep a cancelled request's slot (and its count in
+    ``running``) this many seconds after the client went away (0 = free it at once)."""
 
     def check(self) -> None:
         """Raise ``UsageError`` naming the first setting out of range."""

@@ -254,9 +254,11 @@ class SimServer:
             return await whole_response(plan, rid, self.config.model, api, first_ns, truth)
         except (ConnectionResetError, asyncio.CancelledError):
             self._gone(truth)
-            if self.config.leak_cancelled:
+            if self.config.leak_cancelled or self.config.leak_on_disconnect_s > 0:
                 leaked = True
                 end = received + plan.token_offsets_ns[-1]
+                if self.config.leak_on_disconnect_s > 0:
+                    end = _perf() + int(self.config.leak_on_disconnect_s * 1e9)
                 task = asyncio.get_running_loop().create_task(self._leak(end))
                 self._leaks.add(task)
                 task.add_done_callback(self._leaks.discard)

@@ -197,7 +197,15 @@ class FaultRig(RunHook):
 
     async def _play(self, i: int, ev: FaultEvent, control: RunContext) -> None:
         obs = self.observed[i]
-        await self._sleep_to(ev.at_s)
+        try:
+            await self._sleep_to(ev.at_s)
+        except asyncio.CancelledError:
+            # The run ended first; it does not wait for windows still to come.
+            obs["not_reached"] = (
+                f"not reached: the run ended at {self._rel_s():.1f} s, before the window "
+                f"was due at {ev.at_s:g} s"
+            )
+            raise
         obs["start_s"] = self._rel_s()
         try:
             if ev.kind in PROXY_TOXICS:
@@ -277,10 +285,13 @@ class FaultRig(RunHook):
         return text
 
     async def _settle(self, ev: FaultEvent, obs: Observed, control: RunContext) -> None:
-        """After the cancel window: does the endpoint's running count fall back?
+        """After the cancel window: does the endpoint let go of the cancelled streams?
 
-        A healthy server never runs more requests than the client has open; cancelled
-        streams that keep their slots show up as running > in flight.
+        The endpoint never holds more requests than the client has open: every request
+        it runs *or queues* is one the client still waits for. Running alone is not
+        enough: with as many sessions as slots a leaked slot never makes running exceed
+        in flight, it makes the client's next request wait in the queue instead. So the
+        check is running + waiting <= in flight, within ``settle_s``.
         """
         if self.scraper is None:
             obs["settle"] = "not checked: the endpoint has no /metrics"
@@ -289,9 +300,13 @@ class FaultRig(RunHook):
         excess = None
         while time.perf_counter() - t0 <= ev.settle_s:
             with contextlib.suppress(Exception):
+                open_before = control.in_flight
                 row = await self.scraper.sample()
+                # The scrape read the server at some moment between these two counts.
+                open_max = max(open_before, control.in_flight)
                 if "running" in row:
-                    excess = row["running"] - control.in_flight
+                    held = row["running"] + row.get("waiting", 0)
+                    excess = round(held - open_max)
                     if excess <= 0:
                         obs["settled_s"] = round(time.perf_counter() - t0, 4)
                         obs["running_excess"] = 0

@@ -7,9 +7,13 @@ the requests are split by send time into *before* (the same length before the wi
 
 - ``failed``: more failed requests overlapped the window than it allows
   (``max_failures``), or cancelled streams kept their server slots;
+- ``not_exercised``: the run ended before the window, the window injected nothing (a
+  cancel window that cancelled no request) or no request started in it;
 - ``degraded``: no failures, but p95 TTFT or TPOT during the window grew past
-  ``max_degradation`` times the level before, or latency had not recovered by the end;
-- ``held``: neither.
+  ``max_degradation`` times the level before, or latency had not come back to the
+  level before (within that phase's own spread: see ``recovery``) by the end;
+- ``inconclusive``: too few completed requests before or after the window to compare;
+- ``held``: none of these.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
+from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
 from loadtest.features.scrape import acceptance
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import (
@@ -33,8 +38,6 @@ from loadtest.model.verdict import (
 )
 
 __all__ = ["after_span_s", "judge_windows", "phase_stats", "recovery_s"]
-
-_SLACK_MS = 0.5  # absolute slack on "back within 10%": timer noise on fast endpoints
 
 
 def _pct(values: Sequence[float], q: float) -> float | None:
@@ -58,30 +61,6 @@ def phase_stats(rows: Iterable[RequestRow]) -> PhaseStats:
         "tpot_p50_ms": _pct(tpot, 50),
         "tpot_p95_ms": _pct(tpot, 95),
     }
-
-
-def recovery_s(
-    rows: Sequence[RequestRow], end_ms: float, before: PhaseStats, tolerance: float
-) -> float | None:
-    """Seconds after ``end_ms`` until the median TTFT and TPOT of a 1 s slice of sends
-    are back within ``tolerance`` of the level before; None if they never are."""
-    base_ttft, base_tpot = before["ttft_p50_ms"], before["tpot_p50_ms"]
-    if base_ttft is None:
-        return None
-    last = max((r["sent_ms"] for r in rows), default=end_ms)
-    second = 0
-    while end_ms + second * 1000 <= last:
-        lo, hi = end_ms + second * 1000, end_ms + (second + 1) * 1000
-        ok = [r for r in rows if lo <= r["sent_ms"] < hi and r["outcome"] == "ok"]
-        ttft = [r["ttft_ms"] for r in ok if r["ttft_ms"] is not None]
-        tpot = [r["tpot_ms"] for r in ok if r["tpot_ms"] is not None]
-        if ttft and float(np.median(ttft)) <= base_ttft * (1 + tolerance) + _SLACK_MS:
-            if base_tpot is None or not tpot:
-                return float(second)
-            if float(np.median(tpot)) <= base_tpot * (1 + tolerance) + _SLACK_MS:
-                return float(second)
-        second += 1
-    return None
 
 
 def _between(
@@ -178,7 +157,7 @@ def _judge(
             "during": _acceptance(samples, start_s, end_s),
             "after": _acceptance(samples, end_s, end_s + span / 1000),
         },
-        "recovery_s": recovery_s(after_all, end, before_stats, plan.recovery_tolerance),
+        "recovery_s": recovery_s(after_all, end, Baseline.of_rows(before), plan.recovery_tolerance),
         "verdict": "inconclusive",
         "reason": "",
     }
@@ -195,7 +174,7 @@ def _judge(
         entry["time_to_first_token_s"] = r["time_to_first_token_s"]
     if ev.kind in PROXY_TOXICS:
         entry["fallbacks"] = _count_delta(samples, "fallbacks", start_s, end_s)
-    entry["verdict"], entry["reason"] = _verdict(plan, ev, entry, bool(after))
+    entry["verdict"], entry["reason"] = _verdict(plan, ev, entry, obs)
     return entry
 
 
@@ -252,8 +231,10 @@ def _restart_figures(rows: Sequence[RequestRow], start: float) -> RestartFigures
 
 
 def _verdict(
-    plan: FaultPlan, ev: FaultEvent, e: FaultVerdict, has_after: bool
+    plan: FaultPlan, ev: FaultEvent, e: FaultVerdict, obs: Observed
 ) -> tuple[FaultVerdictWord, str]:
+    if "not_reached" in obs:
+        return "not_exercised", obs["not_reached"]
     if "skipped" in e:
         return "skipped", e["skipped"]
     if "error" in e:
@@ -262,13 +243,21 @@ def _verdict(
     if failed > ev.max_failures:
         classes = ", ".join(f"{n} {c}" for c, n in e["failed_by_class"].items())
         return "failed", f"{failed} requests failed around the window ({classes})"
+    if ev.kind == "cancel" and not e.get("injected_cancels"):
+        return "not_exercised", (
+            f"no cancellation was injected ({e['started_in_window']} requests started "
+            "in the window)"
+        )
     if ev.kind == "cancel" and e.get("settled_s", 0) is None:
         return "failed", (
-            f"the endpoint still ran {e.get('running_excess')} more requests than the client "
-            f"had open {ev.settle_s:g} s after the cancellations: cancelled streams kept slots"
+            f"the endpoint still held {e.get('running_excess')} more requests than the "
+            f"client had open {ev.settle_s:g} s after the cancellations: cancelled streams "
+            "kept slots"
         )
+    if not e["started_in_window"] and ev.kind not in ("idle", "restart"):
+        return "not_exercised", "nothing measured: no request started in the window"
     reasons = []
-    b, d = e["before"], e["during"]
+    b, d, a = e["before"], e["during"], e["after"]
     for name, bv, dv in (
         ("TTFT", b["ttft_p95_ms"], d["ttft_p95_ms"]),
         ("TPOT", b["tpot_p95_ms"], d["tpot_p95_ms"]),
@@ -279,12 +268,20 @@ def _verdict(
                 reasons.append(
                     f"{name} p95 grew {ratio:.1f}x in the window (bound {plan.max_degradation:g}x)"
                 )
-    if has_after and b["ttft_p50_ms"] is not None and e["recovery_s"] is None:
-        reasons.append("latency did not come back within 10% of before by the end of the run")
+    comparable = b["ok"] >= MIN_REQUESTS and a["ok"] >= MIN_REQUESTS
+    if comparable and e["recovery_s"] is None:
+        reasons.append(
+            "latency did not come back to the level before the window (within that "
+            "phase's own spread) by the end of the run"
+        )
     if reasons:
         return "degraded", "; ".join(reasons)
-    if not e["started_in_window"] and ev.kind not in ("idle", "restart"):
-        return "held", "no failures (but no request started in the window)"
+    if not comparable:
+        phase, n = ("before", b["ok"]) if b["ok"] < MIN_REQUESTS else ("after", a["ok"])
+        return "inconclusive", (
+            f"too few requests completed {phase} the window to tell whether latency "
+            f"came back ({n}, need {MIN_REQUESTS})"
+        )
     what = "kept serving"
     fallbacks = e.get("fallbacks")
     if fallbacks:

@@ -1,0 +1,47 @@
+"""Whether a run measured anything: said before any figure, and a CI gate on nothing fails.
+
+A run whose measured requests all failed or were cancelled still writes a table of
+empty percentiles and an SLO block with nothing to judge; read alone, that passes for a
+result. These lines come first instead, and ``loadtest run`` exits 1 when a blocking one
+is there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from loadtest.model.summary import Summary
+
+__all__ = ["Evidence", "run_evidence"]
+
+DRAINED_SHARE = 0.5
+"""More than this share of measured requests cut off by the grace period: the load was
+beyond what the endpoint could finish, and what completed is a biased sample."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a run's figures stand on: lines to print first, and whether they block."""
+
+    lines: tuple[str, ...]
+    blocking: bool
+
+
+def run_evidence(summary: Summary) -> Evidence:
+    """The lines that must come before a run's figures (empty when it measured enough)."""
+    r = summary["requests"]
+    lines: list[str] = []
+    blocking = r.get("measured_ok", r["ok"]) == 0
+    if blocking:
+        lines.append(
+            f"STOP: no measured request completed ({r['sent']} sent, {r['failed']} failed, "
+            f"{r['cancelled']} cancelled): this run measured nothing"
+        )
+    drained = r.get("cancelled_by", {}).get("grace_expired", 0)
+    if r["sent"] and drained > DRAINED_SHARE * r["sent"]:
+        lines.append(
+            f"{'STOP' if blocking else 'WARNING'}: {drained} of {r['sent']} measured requests "
+            "were still running when the grace period ended: the load was beyond the "
+            "endpoint (lower --concurrency or --rate, or raise [load] grace_s)"
+        )
+    return Evidence(tuple(lines), blocking)

@@ -1,0 +1,76 @@
+"""A run that measured nothing says so first and exits non-zero (a CI gate must not pass
+on nothing); one whose requests were mostly cut off by the grace period says the load
+was beyond the endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loadtest.cli import main
+from tests.hostile import HostileServer
+
+_SCENARIO = """
+name = "nothing"
+max_tokens = 8
+
+[[sources]]
+kind = "inline"
+category = "chat"
+prompts = ["hello", "there"]
+
+[load]
+mode = "closed"
+concurrency = 2
+warmup_s = 0
+grace_s = 0.5
+"""
+
+
+def _run(tmp_path: Path, mode: str, bound: list[str]) -> int:
+    scenario = tmp_path / "nothing.toml"
+    scenario.write_text(_SCENARIO)
+    with HostileServer() as hostile:
+        return main(
+            [
+                "run",
+                str(scenario),
+                "--endpoint",
+                hostile.url(mode),
+                *bound,
+                "--no-tui",
+                "--out",
+                str(tmp_path / "out"),
+                "-q",
+            ]
+        )
+
+
+def test_a_run_whose_requests_all_failed_says_stop_first_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A count-bound run waits for its measured requests (each bounded by its timeout).
+    code = _run(tmp_path, "stall", ["--requests", "2", "--timeout", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[0].startswith("STOP: no measured request completed (2 sent, 2 failed")
+    assert not any("beyond the endpoint" in line for line in out)
+
+
+def test_a_run_cut_off_by_the_grace_period_says_the_load_was_beyond_the_endpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run(tmp_path, "stall", ["--duration", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[0].startswith("STOP: no measured request completed")
+    assert out[1].startswith("STOP: 2 of 2 measured requests were still running")
+    assert "beyond the endpoint" in out[1]
+
+
+def test_a_run_that_completed_has_no_stop_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(tmp_path, "ok", ["--requests", "4"]) == 0
+    assert "STOP" not in capsys.readouterr().out

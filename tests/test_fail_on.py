@@ -1,0 +1,65 @@
+"""``--fail-on``: a fault window's verdict gates the exit code like an SLO does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from loadtest.cli.main import main
+
+# 2 sessions on 2 slots; every request started in the window is cancelled after 2 tokens,
+# and the simulator keeps each cancelled request's slot 1.5 s: the window fails.
+_LEAKY = (
+    'name = "leaky"\nmax_tokens = 100\n[[sources]]\nkind = "inline"\n'
+    'prompts = ["a", "b", "c"]\n[load]\nconcurrency = 2\nduration_s = 3\nwarmup_s = 0\n'
+    "[sim]\nttft_ms = 3.0\nitl_ms = 10.0\nmin_output_fraction = 1.0\nmax_running = 2\n"
+    "leak_on_disconnect_s = 1.5\n"
+    '[[faults.events]]\nkind = "cancel"\nat_s = 0.3\nduration_s = 1.7\nfraction = 1.0\n'
+    "after_tokens = 2\nsettle_s = 0.3\n"
+)
+
+
+def _verdicts(out: Path) -> list[str]:
+    (run_dir,) = out.iterdir()
+    summary = orjson.loads((run_dir / "summary.json").read_bytes())
+    return [f["verdict"] for f in summary["faults"]]
+
+
+def test_a_failed_window_exits_1_unless_told_never(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "leaky.toml"
+    scenario.write_text(_LEAKY)
+    argv = ["run", str(scenario), "--no-tui", "-q"]
+    code = main([*argv, "--out", str(tmp_path / "a")])
+    assert _verdicts(tmp_path / "a") == ["failed"], capsys.readouterr()
+    assert code == 1  # --fail-on failed is the default: CI sees the leak
+    code = main([*argv, "--out", str(tmp_path / "b"), "--fail-on", "never"])
+    assert _verdicts(tmp_path / "b") == ["failed"]
+    assert code == 0
+
+
+def test_fail_on_takes_only_the_known_words(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--fail-on", "sometimes", "--check"]) == 2
+    assert "--fail-on" in capsys.readouterr().err
+
+
+def test_sweep_and_ab_gate_on_the_windows_of_every_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "leaky.toml"
+    scenario.write_text(_LEAKY)
+    shared = ["--no-tui", "-q", "--duration", "2.5"]
+    sweep = ["sweep", str(scenario), "--concurrency", "2", "--out", str(tmp_path / "s")]
+    assert main([*sweep, *shared]) == 1, capsys.readouterr().err
+    sweep[-1] = str(tmp_path / "s2")
+    assert main([*sweep, *shared, "--fail-on", "never"]) == 0, capsys.readouterr().err
+    # ab also stops on fewer than 10 values of a metric a side: shorter answers, more of
+    # them, so only the fault gate decides its exit code here.
+    ab = ["ab", str(scenario), "--out", str(tmp_path / "ab"), "--max-tokens", "10"]
+    longer = [*shared[:-1], "5"]
+    assert main([*ab, *longer]) == 1, capsys.readouterr().err
+    ab[3] = str(tmp_path / "ab2")
+    assert main([*ab, *longer, "--fail-on", "never"]) == 0, capsys.readouterr()
