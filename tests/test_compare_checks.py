@@ -56,8 +56,10 @@ def test_an_ab_that_measured_nothing_says_so_first_and_fails(
     code = main([*argv, "--repeat", "2", "--requests", "12", "--out", str(out)])
     assert code != 0
     text = capsys.readouterr().out
-    # The runs print their own tables first; the comparison opens with what it lacks.
-    comparison = text[text.index("STOP:") :]
+    # The runs print their own tables first (each opening with its own STOP line); the
+    # comparison opens with what it lacks.
+    assert text.startswith("STOP: no measured request completed")
+    comparison = text[text.index("STOP: A completed") :]
     assert comparison.startswith("STOP: A completed no measured request (24 sent)"), text
     assert comparison.index("STOP:") < comparison.index("A (baseline)")
     assert "beyond what the endpoint serves" in text

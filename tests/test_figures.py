@@ -65,6 +65,8 @@ def test_the_hgrm_footer_gives_mean_and_deviation_in_the_same_unit() -> None:
 
 def test_an_interrupted_run_says_so_on_the_first_line() -> None:
     summary = _summary()
+    # A run that completed something (one that did not opens with STOP: test_evidence).
+    summary["requests"]["ok"] = summary["requests"]["measured_ok"] = 1
     assert render_table(summary).startswith("run r ")
     summary["run"]["interrupted"] = True
     first = render_table(summary).splitlines()[0]

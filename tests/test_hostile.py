@@ -225,7 +225,7 @@ def test_an_echoed_api_key_never_reaches_an_output(
     out = tmp_path / "out"
     argv = ["run", _scenario(tmp_path), "--endpoint", hostile.url(mode), "--model", "m"]
     code = main([*argv, "--api-key-file", str(key_file), "--no-tui", "--out", str(out)])
-    assert code == 0
+    assert code == 1  # every request was refused: the run measured nothing, and says so
     printed = capsys.readouterr()
     assert key not in printed.out and key not in printed.err
     files = [p for p in out.rglob("*") if p.is_file()]

@@ -149,6 +149,8 @@ def test_summary_has_the_documented_shape() -> None:
         "errors": {"http_5xx": 1},
         "error_rate": round(1 / 21, 6),
         "tokens_estimated": 0,
+        "measured_ok": 20,
+        "cancelled_by": {},
     }
     ttft = s["metrics"]["ttft_ms"]
     assert set(ttft) == {"count", "min", "mean", "p50", "p90", "p95", "p99", "p999", "max"}
