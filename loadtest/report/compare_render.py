@@ -55,12 +55,12 @@ def cost_rows(c: Comparison) -> list[tuple[str, str, str]]:
     if da is None or db is None or (da["note"] and db["note"]):
         return []
 
-    def row(label: str, key: str, unit: str = "") -> tuple[str, str, str]:
+    def row(label: str, key: str, unit: str = "", unknown: str = "-") -> tuple[str, str, str]:
         def one(d: DeploymentSide) -> str:
             if d["note"]:
                 return "not measured"
             v = _field(d, key)
-            return "-" if v is None else f"{_fmt(v)}{unit}"
+            return unknown if v is None else f"{_fmt(v)}{unit}"
 
         return (label, one(da), one(db))
 
@@ -70,8 +70,10 @@ def cost_rows(c: Comparison) -> list[tuple[str, str, str]]:
         row("cold start: to 1st token", "first_token_s", " s"),
         row("RSS steady (median)", "rss_steady_mib", " MiB"),
         row("RSS peak", "rss_peak_mib", " MiB"),
-        row("energy per output token", "energy_j_per_output_token", " J"),
+        # Unknown energy is "not available" (the reason follows the table), never a 0.
+        row("energy per output token", "energy_j_per_output_token", " J", "not available"),
     ]
+
     added = c.get("memory_added")
     if added is not None:
         rows.append(("memory B adds over A", "", f"{added:+.1%} of A's steady RSS"))
