@@ -85,7 +85,7 @@ def test_a_managed_side_is_parsed_and_a_bad_one_named() -> None:
     assert (draft.llama.spec, draft.llama.draft_layers) == ("draft", 6)
     assert parse_side("llama:self", "--candidate").llama == LlamaOptions(spec="self")
     for bad in ("llama:eagle", "llama:self:6", "llama:draft:x", "llama:draft:0"):
-        with pytest.raises(UsageError, match="--candidate|draft-layers"):
+        with pytest.raises(UsageError, match=r"--candidate|draft-layers"):
             parse_side(bad, "--candidate")
     assert main(["ab", "--candidate", "llama:eagle"]) == 2
 
