@@ -226,6 +226,7 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
 
 
 def _comparison_section(page: _Page, folder: Path, raw: JsonObject) -> None:
+    from collections.abc import Mapping
     from typing import cast
 
     from loadtest.measure.stats import format_p
@@ -241,7 +242,8 @@ def _comparison_section(page: _Page, folder: Path, raw: JsonObject) -> None:
         f"<p>A (baseline): {_esc(a['endpoint'])}, runs {_esc(', '.join(a['runs']))}<br>"
         f"B (candidate): {_esc(b['endpoint'])}, runs {_esc(', '.join(b['runs']))}</p>"
     )
-    sa, sb = cast(JsonObject, a), cast(JsonObject, b)  # looked up by field name below
+    sa: Mapping[str, object] = a  # looked up by field name below
+    sb: Mapping[str, object] = b
     rows = [
         (k, sa.get(k), sb.get(k))
         for k in SIDE_FIELDS
