@@ -10,6 +10,8 @@ import orjson
 import pytest
 
 from loadtest.app.ab import ab_order
+from loadtest.app.ab_sides import Side, parse_side
+from loadtest.app.llama import LlamaOptions
 from loadtest.cli.main import main
 from loadtest.errors import UsageError
 from loadtest.report.compare import compare_runs, load_run, load_summary, render_comparison
@@ -66,6 +68,26 @@ def test_a_faster_candidate_is_called_faster_and_answers_the_same(
     eq = c["equivalence"]
     assert eq["match_rate"] == 1.0 and eq["prompts_compared"] >= 8 and eq["divergent"] == []
     assert c["a"]["completion_rate"] == c["b"]["completion_rate"] == 1.0
+    # URLs: ab started nothing, so it says so instead of printing costs or a 0.
+    for side in ("a", "b"):
+        cost = c[side]["deployment_cost"]
+        assert cost["note"] == "not measured: not a managed deployment"
+        assert cost["rss_steady_mib"] is None and cost["energy_j_per_run"] is None
+        assert c[side]["acceptance"] == []  # the simulator reports no draft counters
+    assert c["memory_added"] is None
+
+
+def test_a_managed_side_is_parsed_and_a_bad_one_named() -> None:
+    assert parse_side(None, "--baseline") == Side(None)
+    assert parse_side("http://127.0.0.1:1", "--baseline").url == "http://127.0.0.1:1"
+    draft = parse_side("llama:draft:6", "--candidate")
+    assert draft.url is None and draft.llama is not None
+    assert (draft.llama.spec, draft.llama.draft_layers) == ("draft", 6)
+    assert parse_side("llama:self", "--candidate").llama == LlamaOptions(spec="self")
+    for bad in ("llama:eagle", "llama:self:6", "llama:draft:x", "llama:draft:0"):
+        with pytest.raises(UsageError, match=r"--candidate|draft-layers"):
+            parse_side(bad, "--candidate")
+    assert main(["ab", "--candidate", "llama:eagle"]) == 2
 
 
 def test_identical_deployments_repeated_show_no_difference_and_their_spread(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import orjson
 import pytest
 
 from loadtest.cli.main import main
+from loadtest.model.summary import Summary
 from loadtest.report.compare import (
     RunData,
     compare_runs,
@@ -117,7 +119,7 @@ def _answers(name: str, answers: dict[str, list[str]]) -> RunData:
     samples = {m: np.asarray([], dtype=float) for m in ("ttft_ms", "tpot_ms", "e2e_ms")}
     return RunData(
         Path(name),
-        {},
+        cast(Summary, {}),  # equivalence reads no summary
         samples,
         outputs={p: set(d) for p, d in answers.items()},
         heads={p: d[0] for p, d in answers.items()},

@@ -367,3 +367,70 @@ def test_baseline_and_speculative_runs_compare_end_to_end(tmp_path: Path) -> Non
     assert p50["ci_low"] <= p50["diff"] <= p50["ci_high"]
     assert c["metrics"]["ttft_ms"]["verdict"] in ("faster", "slower", "no detectable difference")
     assert "ttft_ms" in done.stdout
+
+
+def test_ab_of_managed_deployments_reports_latency_acceptance_and_costs(tmp_path: Path) -> None:
+    """``ab`` starting llama.cpp itself: no speculation against the target as its own draft.
+
+    Every figure of the report is there with sane values: latency lines, acceptance from
+    the engine's counters beside loadtest's own (agreeing within the stated tolerance),
+    cold start, memory (the self-draft loads the weights twice: more RSS), and energy or
+    why this machine cannot tell."""
+    scenario = tmp_path / "tiny.toml"
+    prompts = str([*REPETITIVE, "Name three colours of the rainbow, in order:"])
+    scenario.write_text(
+        'name = "tiny"\nstream = true\nmax_tokens = 24\nseed = 1\n'
+        '[[sources]]\nkind = "inline"\ncategory = "repetitive"\n'
+        f"prompts = {prompts}\n".replace("'", '"')
+        + '[load]\nmode = "closed"\nconcurrency = 2\nrequests = 6\nwarmup_s = 0\n'
+    )
+    out = tmp_path / "ab"
+    argv = ["ab", str(scenario), "--baseline", "llama:none", "--candidate", "llama:self"]
+    done = subprocess.run(
+        [sys.executable, "-m", "loadtest", *argv, "--repeat", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    # 1: a verdict the run could not stand behind (e.g. outputs diverging); never a crash.
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    (folder,) = out.iterdir()
+    c = orjson.loads((folder / "comparison.json").read_bytes())
+    assert not c["blocking"], c["findings"]
+    for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        lines = c["metrics"][m]["percentiles"]
+        assert {"p50", "p95"} <= set(lines), m
+        assert lines["p50"]["a"] > 0 and lines["p50"]["b"] > 0
+        assert lines["p50"]["ci_low"] <= lines["p50"]["diff"] <= lines["p50"]["ci_high"]
+    for side, name in (("a", "llama:none"), ("b", "llama:self")):
+        cost = c[side]["deployment_cost"]
+        assert cost["deployment"] == name and cost["note"] is None and cost["starts"] == 2
+        assert 0 < cost["ready_s"] < cost["first_token_s"] < 120
+        assert 100 < cost["rss_steady_mib"] <= cost["rss_peak_mib"]
+        if cost["energy_j_per_run"] is None:
+            assert cost["energy"].startswith("not available on this machine: ")
+        else:
+            assert cost["energy_j_per_run"] > 0 and cost["energy_j_per_output_token"] > 0
+    assert c["memory_added"] > 0.2  # the target's weights and KV cache once more
+    assert c["a"]["acceptance"] == []  # the baseline drafts nothing
+    (line,) = c["b"]["acceptance"]
+    assert line["category"] == "repetitive" and line["drafted"] > 0
+    assert line["engine_rate"] >= 0.9  # a greedy draft equal to the target
+    # The same steps counted by the engine and by loadtest on the stream.
+    assert line["agree"] is True, line
+    engine, derived = line["engine_accepted_per_step"], line["derived_accepted_per_step"]
+    assert abs(derived - engine) <= line["tolerance"] * (engine + 1)
+    eq = c["equivalence"]
+    assert eq is not None and eq["prompts_compared"] >= 2
+    # Divergent prompts are listed (llama.cpp's batching may change even its own answers).
+    assert len(eq["divergent"]) == eq["prompts_compared"] - eq["matching"]
+    assert "deployment cost" in done.stdout and "acceptance (engine:" in done.stdout
+    report = subprocess.run(
+        [sys.executable, "-m", "loadtest", "report", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert report.returncode == 0, report.stderr
+    page = (folder / "report.html").read_text()
+    assert "Deployment cost" in page and "Speculative acceptance per category" in page

@@ -263,5 +263,7 @@ def test_a_two_worker_run_equals_a_single_process_run_within_noise(tmp_path: Pat
     c = compare_runs([single], [workers], resamples=1000)
     for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
         p50 = c["metrics"][metric]["percentiles"]["p50"]
-        margin = max(0.1 * p50["a"], 0.5)
-        assert -margin < p50["ci_low"] and p50["ci_high"] < margin, (metric, p50)
+        a, low, high = p50["a"], p50["ci_low"], p50["ci_high"]
+        assert a is not None and low is not None and high is not None, (metric, p50)
+        margin = max(0.1 * a, 0.5)
+        assert -margin < low and high < margin, (metric, p50)

@@ -19,22 +19,29 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, final
 
 import orjson
 
+from loadtest.app.ab_sides import RunFn, Side, run_side
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
 from loadtest.config.scenario import load_scenario
 from loadtest.measure.stats import MIN_EFFECT
-from loadtest.model.json import JsonObject
+from loadtest.model.comparison import Comparison
 from loadtest.report.atomic import write_atomic
 from loadtest.report.compare import RunData, compare_runs, load_run
 
-__all__ = ["ab_order", "run_ab"]
+__all__ = ["AbStopped", "ab_order", "run_ab"]
 
-RunFn = Callable[[RunOptions], tuple[dict[str, Any], Path, bool]]
+
+@final
+class AbStopped(TypedDict):
+    """``comparison.json`` of an ab stopped before both sides had a run."""
+
+    repeat: int
+    interrupted: bool
+    prompt_cache: str
 
 
 def ab_order(repeat: int) -> list[str]:
@@ -48,38 +55,42 @@ def ab_order(repeat: int) -> list[str]:
 
 def run_ab(
     base: RunOptions,
-    endpoints: dict[str, str | None],
+    sides: dict[str, Side],
     repeat: int,
     name: str,
     run: RunFn,
     *,
     min_effect: float = MIN_EFFECT,
-) -> tuple[JsonObject, Path, bool]:
+) -> tuple[Comparison | AbStopped, Path, bool]:
     """Run both sides ``repeat`` times, interleaved; returns (comparison, folder, stopped).
 
-    ``endpoints`` maps ``baseline`` and ``candidate`` to a URL (None: the simulator).
-    ``comparison.json`` is written into the folder, with the runs done so far when a
-    run was stopped.
+    ``sides`` maps ``baseline`` and ``candidate`` to a URL, the simulator or a managed
+    llama.cpp deployment (``ab_sides``). ``comparison.json`` is written into the folder,
+    with the runs done so far when a run was stopped.
     """
     folder = Path(base.out) / (time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-ab-{name}")
     runs: dict[str, list[RunData]] = {"baseline": [], "candidate": []}
     stopped = False
     for side in ab_order(repeat):
-        options = dataclasses.replace(
-            base, endpoint=endpoints[side], out=str(folder / side), record_outputs=True
-        )
-        _, run_dir, interrupted = run(options)
+        options = dataclasses.replace(base, out=str(folder / side), record_outputs=True)
+        run_dir, interrupted = run_side(sides[side], options, run)
         runs[side].append(load_run(run_dir))
         if interrupted:
             stopped = True
             break
-    result: JsonObject = {
+    result: Comparison | AbStopped = {
         "repeat": repeat,
         "interrupted": stopped,
         "prompt_cache": prompt_cache_policy(base),
     }
     if runs["baseline"] and runs["candidate"]:
-        result |= compare_runs(runs["baseline"], runs["candidate"], min_effect=min_effect)
+        c = compare_runs(runs["baseline"], runs["candidate"], min_effect=min_effect)
+        c["repeat"], c["interrupted"], c["prompt_cache"] = (
+            repeat,
+            stopped,
+            prompt_cache_policy(base),
+        )
+        result = c
     write_atomic(folder / "comparison.json", orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return result, folder, stopped
 

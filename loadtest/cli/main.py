@@ -96,8 +96,10 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
         help="run baseline and candidate endpoints interleaved, then compare them",
     )
     add_load_flags(ab)
-    ab.add_argument("--baseline", help="baseline base URL (default: the built-in simulator)")
-    ab.add_argument("--candidate", help="candidate base URL (default: the built-in simulator)")
+    side = "base URL, or llama:none|ngram|self|draft[:LAYERS] (ab starts llama.cpp and "
+    side += "measures its cold start, memory, energy); default: the built-in simulator"
+    ab.add_argument("--baseline", help=f"baseline {side}")
+    ab.add_argument("--candidate", help=f"candidate {side}")
     ab.add_argument("--repeat", type=int, default=1, help="runs per side (default: 1)")
     ab.add_argument(
         "--min-effect",
@@ -307,9 +309,9 @@ def _ab(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from loadtest.app.ab import run_ab
+    from loadtest.app.ab_sides import parse_side
     from loadtest.app.job import RunOptions, run_job
-    from loadtest.model.io import as_json
-    from loadtest.model.json import JsonObject
+    from loadtest.model.summary import Summary
     from loadtest.report.compare import comparison_failed, render_comparison
     from loadtest.report.equivalence import equivalence_failed
 
@@ -319,16 +321,19 @@ def _ab(args: argparse.Namespace) -> int:
         raise UsageError("--repeat must be at least 1")
     base = run_options(args, tui=False, temperature=None if args.keep_sampling else 0.0)
     name = Path(base.scenario).stem if base.scenario else "mixed"
-    endpoints = {"baseline": args.baseline, "candidate": args.candidate}
+    sides = {
+        "baseline": parse_side(args.baseline, "--baseline"),
+        "candidate": parse_side(args.candidate, "--candidate"),
+    }
     gated: list[FaultVerdict] = []  # the windows of either side that fail --fail-on
 
-    def run(options: RunOptions) -> tuple[JsonObject, Path, bool]:
+    def run(options: RunOptions) -> tuple[Summary, Path, bool]:
         summary, folder, stopped = run_job(options)
         gated.extend(failing_windows(summary.get("faults", []), args.fail_on))
-        return as_json(summary), folder, stopped  # ab reads the summary untyped, for now
+        return summary, folder, stopped
 
     result, folder, stopped = run_ab(
-        base, endpoints, args.repeat, name, run, min_effect=args.min_effect / 100
+        base, sides, args.repeat, name, run, min_effect=args.min_effect / 100
     )
     if "metrics" in result:
         print(render_comparison(result))
@@ -336,8 +341,10 @@ def _ab(args: argparse.Namespace) -> int:
     print(f"\ncomparison: {folder / 'comparison.json'}")
     if stopped:
         return EXIT_INTERRUPTED
-    eq_failed = equivalence_failed(result.get("equivalence"))
-    return EXIT_SLO_MISSED if comparison_failed(result) or eq_failed or gated else EXIT_OK
+    failed = "metrics" in result and (
+        comparison_failed(result) or equivalence_failed(result["equivalence"])
+    )
+    return EXIT_SLO_MISSED if failed or gated else EXIT_OK
 
 
 def _serve_llama(args: argparse.Namespace) -> int:

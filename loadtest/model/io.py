@@ -9,7 +9,7 @@ schema (``docs/summary.schema.json``) cannot drift from what the code writes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import TypeVar
 
 import msgspec
 import orjson
@@ -20,7 +20,6 @@ from loadtest.model.summary import Summary
 from loadtest.model.sweep import CapacityResult
 
 __all__ = [
-    "as_json",
     "dump_summary",
     "load_capacity",
     "load_summary",
@@ -74,11 +73,6 @@ def load_capacity(path: str | Path) -> CapacityResult:
 def dump_summary(summary: Summary) -> bytes:
     """The bytes of ``summary.json``: indented, keys sorted (stable diffs between runs)."""
     return orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-
-
-def as_json(summary: Summary) -> JsonObject:
-    """The summary as free-form JSON, for the readers not yet typed (compare, ab)."""
-    return cast(JsonObject, summary)
 
 
 def summary_schema() -> JsonObject:

@@ -22,23 +22,40 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 import numpy as np
 import orjson
 
-from loadtest.errors import UsageError
+from loadtest.errors import ResultFileError, UsageError
 from loadtest.measure.stats import (
     MIN_EFFECT,
     MetricComparison,
     PercentileDiff,
     compare_groups,
-    format_p,
     judge_family,
 )
+from loadtest.model import io
+from loadtest.model.comparison import (
+    Comparison,
+    DeploymentRun,
+    MetricLines,
+    SideJson,
+    SpreadJson,
+)
 from loadtest.model.json import JsonObject
+from loadtest.model.summary import Summary
+from loadtest.report.acceptance import AcceptanceCounts, acceptance_lines, count_row, pooled
 from loadtest.report.compare_checks import CacheUse, SideCounts, findings, load_shape
-from loadtest.report.compare_figures import SIDE_FIELDS, SideFigures, side_figures, spread
+from loadtest.report.compare_figures import (
+    SIDE_FIELDS,
+    SideFigures,
+    deployment_side,
+    memory_added,
+    side_figures,
+    spread,
+)
+from loadtest.report.compare_render import line_verdict, render_comparison
 from loadtest.report.equivalence import equivalence
 
 __all__ = [
@@ -60,8 +77,7 @@ class RunData:
     """What a comparison reads from one run folder."""
 
     path: Path
-    summary: JsonObject
-    """summary.json as written (typed by its own model elsewhere; read here as JSON)."""
+    summary: Summary
     samples: dict[str, np.ndarray]
     """Per metric, the values of the measured ok requests (ms)."""
     outputs: dict[str, set[str]] = field(default_factory=dict)
@@ -74,18 +90,30 @@ class RunData:
     drained: int = 0
     """Measured requests cancelled by the end-of-run drain (not by an injected fault)."""
     cache: CacheUse = field(default_factory=CacheUse)
+    acceptance: dict[str, AcceptanceCounts] = field(default_factory=dict)
+    """Per prompt category, the engine's draft counters and loadtest's steps."""
+    deployment: DeploymentRun | None = None
+    """What starting and serving this run cost (``deployment.json``; ab's managed sides)."""
 
 
-def load_summary(run_dir: str | Path) -> JsonObject:
-    """The summary.json of a run folder; ``UsageError`` naming the path when missing."""
-    path = Path(run_dir) / "summary.json"
+def load_summary(run_dir: str | Path) -> Summary:
+    """The summary.json of a run folder, read through the model; ``UsageError`` naming the
+    path (and the field) when it is missing or not a summary."""
     try:
-        data = orjson.loads(path.read_bytes())
+        return io.load_summary(Path(run_dir) / "summary.json")
+    except ResultFileError as exc:
+        # Given on the command line (compare RUN_A RUN_B), so a usage error: exit 2.
+        raise UsageError(str(exc)) from exc
+
+
+def _deployment(folder: Path) -> DeploymentRun | None:
+    path = folder / "deployment.json"
+    if not path.exists():
+        return None
+    try:
+        return cast(DeploymentRun, orjson.loads(path.read_bytes()))
     except (OSError, orjson.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable summary.json of a run ({exc})") from exc
-    if not isinstance(data, dict) or "metrics" not in data:
-        raise UsageError(f"{path}: has no 'metrics'; is this a loadtest run folder?")
-    return data
+        raise UsageError(f"{path}: not a readable deployment record ({exc})") from exc
 
 
 def _rows(path: Path) -> Iterator[JsonObject]:
@@ -113,6 +141,7 @@ def load_run(run_dir: str | Path) -> RunData:
     heads: dict[str, str] = {}
     answered: dict[str, int] = {}
     sent = drained = cached = computed = 0
+    acceptance: dict[str, AcceptanceCounts] = {}
     for row in _rows(folder / "requests.jsonl"):
         if row.get("warmup"):
             continue
@@ -126,6 +155,10 @@ def load_run(run_dir: str | Path) -> RunData:
             n, p = timings.get("cache_n"), timings.get("prompt_n")
             if isinstance(n, int) and isinstance(p, int):
                 cached, computed = cached + n, computed + p
+            counted = count_row(row.get("output_tokens"), row.get("token_steps"), timings)
+            if counted is not None:
+                cat = str(row.get("category"))
+                acceptance[cat] = acceptance.get(cat, AcceptanceCounts()) + counted
         for m in METRICS:
             v = row.get(m)
             if isinstance(v, int | float):
@@ -147,6 +180,8 @@ def load_run(run_dir: str | Path) -> RunData:
         sent,
         drained,
         CacheUse(cached, computed),
+        acceptance,
+        _deployment(folder),
     )
 
 
@@ -155,7 +190,16 @@ def _figures(runs: Sequence[RunData]) -> SideFigures:
     return side_figures([r.summary for r in runs], cache)
 
 
-def _spread_json(runs: Sequence[RunData]) -> JsonObject:
+def _side(runs: Sequence[RunData]) -> SideJson:
+    side = _figures(runs).to_json()
+    side["deployment_cost"] = deployment_side(
+        [r.deployment for r in runs], [r.summary["throughput"]["output_tokens"] for r in runs]
+    )
+    side["acceptance"] = acceptance_lines(pooled(r.acceptance for r in runs))
+    return side
+
+
+def _spread_json(runs: Sequence[RunData]) -> dict[str, dict[str, SpreadJson]]:
     return {
         m: {p: {"runs": list(s.runs), "stdev": s.stdev} for p, s in by_p.items()}
         for m, by_p in spread([r.samples for r in runs], METRICS).items()
@@ -180,7 +224,7 @@ def compare_runs(
     *,
     resamples: int = 2000,
     min_effect: float = MIN_EFFECT,
-) -> JsonObject:
+) -> Comparison:
     """The whole comparison as a JSON-ready dict (A = baseline, B = candidate).
 
     ``findings`` come first: ``blocking`` is true when no verdict stands (a side measured
@@ -201,18 +245,23 @@ def compare_runs(
         c = compare_groups(ga, gb, resamples=resamples, min_effect=min_effect)
         tested.append(c or _not_exercised(sum(g.size for g in ga), sum(g.size for g in gb)))
     judged = judge_family(tested)
-    result: JsonObject = {
+    side_a, side_b = _side(a), _side(b)
+    result: Comparison = {
         "findings": [f.to_json() for f in found],
         "blocking": any(f.blocking for f in found),
         "confounded": any(f.confounds for f in found),
         "min_effect": min_effect,
-        "a": _figures(a).to_json(),
-        "b": _figures(b).to_json(),
-        "metrics": {m: c.to_json() for m, c in zip(METRICS, judged, strict=True)},
+        "a": side_a,
+        "b": side_b,
+        # stats' own JSON, of the shape MetricLines names.
+        "metrics": {
+            m: cast(MetricLines, c.to_json()) for m, c in zip(METRICS, judged, strict=True)
+        },
+        "equivalence": equivalence(a, b),
+        "memory_added": memory_added(side_a["deployment_cost"], side_b["deployment_cost"]),
     }
     if len(a) > 1 or len(b) > 1:
         result["spread"] = {side: _spread_json(runs) for side, runs in (("a", a), ("b", b))}
-    result["equivalence"] = equivalence(a, b)
     return result
 
 
@@ -223,89 +272,6 @@ def _not_exercised(n_a: int, n_b: int) -> MetricComparison:
     return MetricComparison(n_a, n_b, (line,), None, "not exercised")
 
 
-def comparison_failed(c: JsonObject) -> bool:
+def comparison_failed(c: Comparison) -> bool:
     """True when the comparison cannot stand: nothing measured, or the sides not alike."""
-    return bool(c.get("blocking") or c.get("confounded"))
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
-def line_verdict(c: JsonObject, d: JsonObject) -> str:
-    """A line's verdict as printed: a confounded comparison says so beside it."""
-    v = str(d["verdict"])
-    return f"{v} (confounded)" if c.get("confounded") and v in ("faster", "slower") else v
-
-
-def render_comparison(c: JsonObject) -> str:
-    """The comparison as text: findings first, figures side by side, then latency lines."""
-    a, b = c["a"], c["b"]
-    lines = [
-        f"{'STOP' if f['blocking'] else 'NOTE'}: {f['message']}" for f in c.get("findings", [])
-    ]
-    lines += [
-        f"A (baseline)  = {', '.join(a['runs'])} ({a['endpoint']})",
-        f"B (candidate) = {', '.join(b['runs'])} ({b['endpoint']})",
-        "",
-        f"{'':<26}{'A':>12}{'B':>12}",
-    ]
-    for key in SIDE_FIELDS:
-        if a.get(key) is not None or b.get(key) is not None:
-            lines.append(f"{key:<26}{_fmt(a.get(key)):>12}{_fmt(b.get(key)):>12}")
-    effect = c.get("min_effect", MIN_EFFECT)
-    head = f"{'latency (ms)':<14}{'pct':>5}{'A':>10}{'B':>10}{'B-A':>10}  {'95% CI of B-A':<22}"
-    lines += ["", head + f"{'p (Holm)':<11}verdict (|B-A| >= {effect:.0%} of A)"]
-    for m, mc in c["metrics"].items():
-        if mc["verdict"] == "not exercised":
-            lines.append(f"{m:<14}  not exercised (n={mc['n_a']}/{mc['n_b']})")
-            continue
-        for i, (p, d) in enumerate(mc["percentiles"].items()):
-            ci = f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]" + ("*" if d["significant"] else "")
-            lines.append(
-                f"{m if i == 0 else '':<14}{p:>5}{_num(d['a']):>10}{_num(d['b']):>10}"
-                f"{_num(d['diff']):>10}  {ci:<22}{format_p(d.get('p_holm')):<11}"
-                f"{line_verdict(c, d)}"
-            )
-        lines.append(f"{'':<14}rank test p {format_p(mc['p_value'])}, n={mc['n_a']}/{mc['n_b']}")
-    lines.append("(* the interval excludes 0; p adjusted over all lines of the comparison)")
-    if len(a["runs"]) < 2 or len(b["runs"]) < 2:
-        # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
-        # flagged in 11% of one-run comparisons, 2% of two-run ones.
-        lines.append(
-            "(one run on a side: what moved that whole run is not in the intervals; "
-            "two or more runs a side, e.g. ab --repeat 2, put it there)"
-        )
-    for side, by_metric in (c.get("spread") or {}).items():
-        for m, by_p in by_metric.items():
-            runs = by_p["p50"]["runs"]
-            lines.append(
-                f"run-to-run {side} {m} p50: {', '.join(f'{v:.2f}' for v in runs)} "
-                f"(stdev {by_p['p50']['stdev']:.2f})"
-            )
-    eq = c.get("equivalence")
-    if eq:
-        lines.append(
-            f"\noutput equivalence: {eq['matching']}/{eq['prompts_compared']} prompts match "
-            f"({eq['match_rate']:.1%}); {eq['attributed']} diverge only on B"
-        )
-        for side, own in eq["own_divergence"].items():
-            lines.append(
-                f"  {side.upper()}'s own repeatability: {own['divergent']} of "
-                f"{own['prompts_repeated']} repeated prompts answered differently"
-                if own["prompts_repeated"]
-                else f"  {side.upper()}'s own repeatability: not measured (no prompt answered "
-                "twice; ab --repeat 2 sends every prompt twice per side)"
-            )
-        for d in eq["divergent"][:10]:
-            whose = " (A diverges too)" if d["own_a"] else ""
-            lines.append(
-                f"  DIVERGES {d['prompt_id']}{whose}: A {d['a'][:60]!r} / B {d['b'][:60]!r}"
-            )
-    return "\n".join(lines)
+    return c["blocking"] or c["confounded"]

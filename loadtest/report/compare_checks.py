@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from loadtest.measure.stats import MIN_SAMPLES
-from loadtest.model.json import JsonObject
+from loadtest.model.comparison import FindingJson
+from loadtest.model.summary import Summary
 
 __all__ = ["CacheUse", "Finding", "LoadShape", "SideCounts", "findings", "load_shape"]
 
@@ -47,7 +48,7 @@ class Finding:
         """True when the sides differ in more than the deployment."""
         return self.kind in ("load shapes differ", "prompt caches differ")
 
-    def to_json(self) -> dict[str, str | bool]:
+    def to_json(self) -> FindingJson:
         """A JSON-ready dict."""
         return {"kind": self.kind, "message": self.message, "blocking": self.blocking}
 
@@ -97,15 +98,15 @@ class SideCounts:
     cache: CacheUse
 
 
-def load_shape(summary: JsonObject) -> LoadShape:
-    """The load shape of one run's summary.json."""
-    load = summary.get("run", {}).get("load", {})
-    mode = str(load.get("mode", "closed"))
+def load_shape(summary: Summary) -> LoadShape:
+    """The load shape of one run's summary."""
+    load = summary["run"]["load"]
+    mode = load["mode"]
     return LoadShape(
         mode,
-        load.get("concurrency") if mode == "closed" else None,
-        load.get("rate") if mode != "closed" else None,
-        load.get("burstiness"),
+        load["concurrency"] if mode == "closed" else None,
+        load["rate"] if mode != "closed" else None,
+        load["burstiness"],
     )
 
 

@@ -15,10 +15,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from loadtest.model.json import JsonObject
+from loadtest.model.comparison import DeploymentRun, DeploymentSide, SideJson
+from loadtest.model.summary import Summary
 from loadtest.report.compare_checks import CacheUse
 
-__all__ = ["SIDE_FIELDS", "SideFigures", "side_figures", "spread"]
+__all__ = [
+    "NOT_MANAGED",
+    "SIDE_FIELDS",
+    "SideFigures",
+    "deployment_side",
+    "memory_added",
+    "side_figures",
+    "spread",
+]
+
+NOT_MANAGED = "not measured: not a managed deployment"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +53,25 @@ class SideFigures:
     prompt_cache_share: float | None
     """Share of prompt tokens the engine served from its cache (llama.cpp timings)."""
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> SideJson:
         """A JSON-ready dict."""
-        return {**dataclasses.asdict(self), "runs": list(self.runs)}
+        return {
+            "runs": list(self.runs),
+            "endpoint": self.endpoint,
+            "completion_rate": self.completion_rate,
+            "validity_rate": self.validity_rate,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "tokens_per_chunk_p50": self.tokens_per_chunk_p50,
+            "acceptance_rate_timings": self.acceptance_rate_timings,
+            "acceptance_rate_metrics": self.acceptance_rate_metrics,
+            "client_overhead_p50_ms": self.client_overhead_p50_ms,
+            "target_rss_mib_peak": self.target_rss_mib_peak,
+            "gpu_memory_mib_peak": self.gpu_memory_mib_peak,
+            "gpu_power_w_peak": self.gpu_power_w_peak,
+            "time_to_ready_s": self.time_to_ready_s,
+            "restart_first_token_s": self.restart_first_token_s,
+            "prompt_cache_share": self.prompt_cache_share,
+        }
 
 
 SIDE_FIELDS = tuple(f.name for f in dataclasses.fields(SideFigures))[2:]
@@ -61,19 +88,19 @@ def _peak(values: Sequence[float | None]) -> float | None:
     return max(known) if known else None
 
 
-def side_figures(sums: Sequence[JsonObject], cache: CacheUse) -> SideFigures:
-    """The figures of a side from its runs' summary.json (read as JSON, as written)."""
+def side_figures(sums: Sequence[Summary], cache: CacheUse) -> SideFigures:
+    """The figures of a side from its runs' summaries (read through the model)."""
     sent = sum(s["requests"]["sent"] for s in sums)
     ok = sum(s["requests"]["ok"] for s in sums)
-    calls = sum(s.get("tool_calls", {}).get("responses_with_calls", 0) for s in sums)
-    valid = sum(s.get("tool_calls", {}).get("valid", 0) for s in sums)
-    timings = [s.get("server_timings") or {} for s in sums]
-    server = [s.get("server") or {} for s in sums]
+    calls = sum(s["tool_calls"]["responses_with_calls"] for s in sums)
+    valid = sum(s["tool_calls"]["valid"] for s in sums)
+    timings = [t for s in sums if (t := s.get("server_timings"))]
+    server = [v for s in sums if (v := s.get("server"))]
     restarts = [
         f.get("time_to_first_token_s")
         for s in sums
         for f in s.get("faults") or []
-        if f.get("kind") == "restart"
+        if f["kind"] == "restart"
     ]
     share = cache.share
     return SideFigures(
@@ -82,12 +109,10 @@ def side_figures(sums: Sequence[JsonObject], cache: CacheUse) -> SideFigures:
         completion_rate=round(ok / sent, 4) if sent else None,
         validity_rate=round(valid / calls, 4) if calls else None,
         output_tokens_per_s=_mean([s["throughput"]["output_tokens_per_s"] for s in sums]),
-        tokens_per_chunk_p50=_mean([s.get("tokens_per_chunk", {}).get("p50") for s in sums]),
-        acceptance_rate_timings=_mean([t.get("acceptance_rate") for t in timings]),
+        tokens_per_chunk_p50=_mean([s["tokens_per_chunk"].get("p50") for s in sums]),
+        acceptance_rate_timings=_mean([t["acceptance_rate"] for t in timings]),
         acceptance_rate_metrics=_mean([v.get("acceptance_rate") for v in server]),
-        client_overhead_p50_ms=_mean(
-            [(t.get("client_overhead_ms") or {}).get("p50") for t in timings]
-        ),
+        client_overhead_p50_ms=_mean([t["client_overhead_ms"].get("p50") for t in timings]),
         target_rss_mib_peak=_peak([v.get("target_rss_mib_peak") for v in server]),
         gpu_memory_mib_peak=_peak([v.get("gpu_memory_mib_peak") for v in server]),
         gpu_power_w_peak=_peak([v.get("gpu_power_w_peak") for v in server]),
@@ -95,6 +120,62 @@ def side_figures(sums: Sequence[JsonObject], cache: CacheUse) -> SideFigures:
         restart_first_token_s=_mean(restarts),
         prompt_cache_share=None if share is None else round(share, 4),
     )
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 3) if known else None
+
+
+def deployment_side(
+    runs: Sequence[DeploymentRun | None], output_tokens: Sequence[int]
+) -> DeploymentSide:
+    """A side's deployment cost over its runs; ``NOT_MANAGED`` when no run measured any."""
+    measured = [r for r in runs if r is not None]
+    if not measured:
+        return {
+            "deployment": None,
+            "note": NOT_MANAGED,
+            "starts": 0,
+            "ready_s": None,
+            "first_token_s": None,
+            "rss_steady_mib": None,
+            "rss_peak_mib": None,
+            "energy_j_per_run": None,
+            "energy_j_per_output_token": None,
+            "energy": NOT_MANAGED,
+        }
+    joules = [r["energy_j"] for r in measured]
+    known = [j for j in joules if j is not None]
+    # Energy only where every run could read it: a mean over some runs would mislead.
+    per_run = round(statistics.fmean(known), 3) if len(known) == len(joules) else None
+    tokens = sum(t for r, t in zip(runs, output_tokens, strict=True) if r is not None)
+    if per_run is not None:
+        sources = sorted({r["energy_source"] or "?" for r in measured})
+        energy = f"{per_run:.1f} J per run ({', '.join(sources)}; the machine's, not the process's)"
+    else:
+        reasons = sorted({r["energy_reason"] or "unknown" for r in measured})
+        energy = "; ".join(reasons)
+    return {
+        "deployment": measured[0]["deployment"],
+        "note": None,
+        "starts": len(measured),
+        "ready_s": _mean([r["ready_s"] for r in measured]),
+        "first_token_s": _mean([r["first_token_s"] for r in measured]),
+        "rss_steady_mib": _median([r["rss_steady_mib"] for r in measured]),
+        "rss_peak_mib": _peak([r["rss_peak_mib"] for r in measured]),
+        "energy_j_per_run": per_run,
+        "energy_j_per_output_token": (
+            round(sum(known) / tokens, 5) if per_run is not None and tokens else None
+        ),
+        "energy": energy,
+    }
+
+
+def memory_added(a: DeploymentSide, b: DeploymentSide) -> float | None:
+    """B's steady RSS over A's, minus 1: the share of memory a draft model adds."""
+    ra, rb = a["rss_steady_mib"], b["rss_steady_mib"]
+    return round(rb / ra - 1, 4) if ra and rb is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from loadtest.model.json import JsonObject
+from loadtest.model.comparison import Equivalence, OwnDivergence
 
 __all__ = ["Answers", "equivalence", "equivalence_failed"]
 
@@ -44,7 +44,7 @@ def _pooled(runs: Sequence[Answers]) -> tuple[dict[str, set[str]], dict[str, int
     return digests, counts
 
 
-def _self_divergence(digests: dict[str, set[str]], counts: dict[str, int]) -> JsonObject:
+def _self_divergence(digests: dict[str, set[str]], counts: dict[str, int]) -> OwnDivergence:
     repeated = [p for p, n in counts.items() if n > 1]
     own = [p for p in repeated if len(digests[p]) > 1]
     return {
@@ -54,7 +54,7 @@ def _self_divergence(digests: dict[str, set[str]], counts: dict[str, int]) -> Js
     }
 
 
-def equivalence(a: Sequence[Answers], b: Sequence[Answers]) -> JsonObject | None:
+def equivalence(a: Sequence[Answers], b: Sequence[Answers]) -> Equivalence | None:
     """Match rate of answers to the same prompt; None unless both sides recorded them.
 
     Each side's own repeatability (a prompt answered more than once, differently) is
@@ -95,6 +95,6 @@ def equivalence(a: Sequence[Answers], b: Sequence[Answers]) -> JsonObject | None
     }
 
 
-def equivalence_failed(eq: JsonObject | None) -> bool:
+def equivalence_failed(eq: Equivalence | None) -> bool:
     """True when the candidate diverges beyond the baseline's own divergence."""
-    return bool(eq) and eq is not None and eq["attributed"] > 0 and eq["beyond_baseline"] > 0
+    return eq is not None and eq["attributed"] > 0 and eq["beyond_baseline"] > 0

@@ -239,10 +239,16 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
     page.plot(percentile_figure(hists, "ttft_ms"), "ttft-percentiles", "TTFT per step")
 
 
-def _comparison_section(page: _Page, folder: Path, c: JsonObject) -> None:
-    from loadtest.measure.stats import format_p
-    from loadtest.report.compare import SIDE_FIELDS, line_verdict
+def _comparison_section(page: _Page, folder: Path, raw: JsonObject) -> None:
+    from collections.abc import Mapping
+    from typing import cast
 
+    from loadtest.measure.stats import format_p
+    from loadtest.model.comparison import Comparison
+    from loadtest.report.compare_figures import SIDE_FIELDS
+    from loadtest.report.compare_render import acceptance_rows, cost_rows, line_verdict
+
+    c = cast(Comparison, raw)  # comparison.json as compare_runs wrote it
     a, b = c["a"], c["b"]
     for f in c.get("findings", []):
         page.add(f"<p><b>{'STOP' if f['blocking'] else 'NOTE'}</b>: {_esc(f['message'])}</p>")
@@ -250,10 +256,47 @@ def _comparison_section(page: _Page, folder: Path, c: JsonObject) -> None:
         f"<p>A (baseline): {_esc(a['endpoint'])}, runs {_esc(', '.join(a['runs']))}<br>"
         f"B (candidate): {_esc(b['endpoint'])}, runs {_esc(', '.join(b['runs']))}</p>"
     )
+    sa: Mapping[str, object] = a  # looked up by field name below
+    sb: Mapping[str, object] = b
     rows = [
-        (k, a.get(k), b.get(k)) for k in SIDE_FIELDS if a.get(k) is not None or b.get(k) is not None
+        (k, sa.get(k), sb.get(k))
+        for k in SIDE_FIELDS
+        if sa.get(k) is not None or sb.get(k) is not None
     ]
     page.add(_table(("figure", "A", "B"), rows))
+    costs = cost_rows(c)
+    if costs:
+        energy = "".join(
+            f"<br>energy {n}: {_esc(dc['energy'])}"
+            for n, side in (("A", a), ("B", b))
+            if (dc := side.get("deployment_cost")) is not None
+        )
+        page.add(
+            "<h2>Deployment cost</h2><p>Measured by ab on the servers it started: cold start "
+            "at each start, resident memory sampled through each run (steady = median), "
+            f"energy from the machine's counters.{energy}</p>" + _table(("figure", "A", "B"), costs)
+        )
+    acc = acceptance_rows(c)
+    if acc:
+        page.add(
+            "<h2>Speculative acceptance per category</h2><p>Engine: accepted / drafted, and "
+            "accepted per step = accepted / (output - accepted) (every verify step emits the "
+            "target's token plus the drafts it accepted). loadtest: tokens per step - 1, from "
+            "the bursts of chunks on the stream. Agree: tokens per step within "
+            f"{acc[0][-2]} of each other.</p>"
+            + _table(
+                (
+                    "side",
+                    "category",
+                    "engine acceptance",
+                    "engine accepted/step",
+                    "loadtest accepted/step",
+                    "tolerance",
+                    "agree",
+                ),
+                acc,
+            )
+        )
     srows = []
     for m, mc in c["metrics"].items():
         for p, d in mc["percentiles"].items():
@@ -265,7 +308,9 @@ def _comparison_section(page: _Page, folder: Path, c: JsonObject) -> None:
                     d["a"],
                     d["b"],
                     d["diff"],
-                    "-" if d["ci_low"] is None else f"[{d['ci_low']:.2f}, {d['ci_high']:.2f}]",
+                    "-"
+                    if d["ci_low"] is None or d["ci_high"] is None
+                    else f"[{d['ci_low']:.2f}, {d['ci_high']:.2f}]",
                     format_p(d.get("p_holm")),
                     line_verdict(c, d),
                     format_p(mc["p_value"]),

@@ -1,0 +1,132 @@
+"""The two sides of ``loadtest ab``: a URL, the simulator, or a llama.cpp deployment ab owns.
+
+A side given as ``llama:none``, ``llama:ngram``, ``llama:self``, ``llama:draft`` or
+``llama:draft:LAYERS`` is started by ab for each of its runs (``serve-llama`` on a free
+loopback port), so that what a URL cannot show is measured on the server process: the
+cold start (to ``/health``, then to a first streamed token), its resident memory
+sampled through the run (steady = median, and the peak), and the machine's energy over
+the run where counters are readable. The server is stopped after each run, so every run
+starts alike (a cold engine, an empty prompt cache) whichever side ran before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from loadtest.app.llama import (
+    MODEL_ALIAS,
+    SPEC_MODES,
+    LlamaOptions,
+    draft_path,
+    ensure_model,
+    llama_command,
+)
+from loadtest.app.options import RunOptions
+from loadtest.errors import UsageError
+from loadtest.features.deployment_cost import EnergyMeter, RssSampler, measure_cold_start
+from loadtest.model.comparison import DeploymentRun
+from loadtest.model.summary import Summary
+from loadtest.report.atomic import write_atomic
+
+__all__ = ["MANAGED_PREFIX", "RunFn", "Side", "parse_side", "run_side"]
+
+MANAGED_PREFIX = "llama:"
+MIB = 1024 * 1024
+
+RunFn = Callable[[RunOptions], tuple[Summary, Path, bool]]
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side as given: a URL (None: the built-in simulator), or a managed deployment."""
+
+    given: str | None
+    llama: LlamaOptions | None = None
+
+    @property
+    def url(self) -> str | None:
+        """The endpoint of an unmanaged side."""
+        return None if self.llama else self.given
+
+
+def parse_side(text: str | None, flag: str) -> Side:
+    """``--baseline``/``--candidate``: a URL, or ``llama:MODE[:LAYERS]``."""
+    if text is None or not text.startswith(MANAGED_PREFIX):
+        return Side(text)
+    parts = text[len(MANAGED_PREFIX) :].split(":")
+    spec = parts[0]
+    if spec not in SPEC_MODES or len(parts) > 2 or (len(parts) == 2 and spec != "draft"):
+        raise UsageError(
+            f"{flag} {text!r}: a managed side is llama:{'|'.join(SPEC_MODES)} "
+            "or llama:draft:LAYERS (blocks the early-exit draft keeps)"
+        )
+    opts = LlamaOptions(spec=spec)
+    if len(parts) == 2:
+        try:
+            opts = dataclasses.replace(opts, draft_layers=int(parts[1]))
+        except ValueError:
+            raise UsageError(f"{flag} {text!r}: LAYERS must be a whole number") from None
+    opts.check()
+    return Side(text, opts)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
+    """One run of a side; a managed one is started, measured and stopped around it.
+
+    Returns the run folder and whether the run was stopped; a managed run's costs are
+    written to ``deployment.json`` in its folder (``compare.load_run`` reads them).
+    """
+    if side.llama is None:
+        _, run_dir, stopped = run(dataclasses.replace(options, endpoint=side.url))
+        return run_dir, stopped
+    opts = dataclasses.replace(side.llama, port=_free_port())
+    # Build the draft file (once, cached) before the clock starts: it is not a cold start.
+    draft_path(opts, ensure_model())
+    url = f"http://{opts.host}:{opts.port}"
+    cold, proc = asyncio.run(measure_cold_start(llama_command(opts), url, MODEL_ALIAS))
+    try:
+        rss = RssSampler(proc.pid).start()
+        energy = EnergyMeter().start()
+        measured = dataclasses.replace(options, endpoint=url, model=options.model or MODEL_ALIAS)
+        _, run_dir, stopped = run(measured)
+        used, memory = energy.stop(), rss.stop()
+    finally:
+        _stop(proc)
+    record: DeploymentRun = {
+        "deployment": str(side.given),
+        "ready_s": round(cold.ready_s, 3),
+        "first_token_s": None if cold.first_token_s is None else round(cold.first_token_s, 3),
+        "first_token_error": cold.first_token_error,
+        "rss_steady_mib": round(memory.steady_bytes / MIB, 1),
+        "rss_peak_mib": round(memory.peak_bytes / MIB, 1),
+        "rss_samples": memory.samples,
+        "energy_j": None if used.joules is None else round(used.joules, 3),
+        "energy_source": used.source,
+        "energy_reason": used.reason,
+        "measured_s": round(used.seconds, 3),
+    }
+    write_atomic(run_dir / "deployment.json", orjson.dumps(record, option=orjson.OPT_INDENT_2))
+    return run_dir, stopped

@@ -1,0 +1,206 @@
+"""A comparison as text: findings, side figures, costs, acceptance, latency lines, outputs.
+
+The order is the order of trust: what the comparison could not judge comes first, then
+what each side is and costs, then the latency lines each with its own verdict, then
+whether the candidate answers as the baseline does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypedDict
+
+from loadtest.measure.stats import MIN_EFFECT, format_p
+from loadtest.model.comparison import (
+    AcceptanceLine,
+    Comparison,
+    DeploymentSide,
+    Equivalence,
+)
+from loadtest.report.acceptance import TOLERANCE
+from loadtest.report.compare_figures import SIDE_FIELDS
+
+__all__ = ["acceptance_rows", "cost_rows", "line_verdict", "render_comparison"]
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+class Verdict(TypedDict):
+    """What ``line_verdict`` reads of a line (a ``LineJson`` has it)."""
+
+    verdict: str
+
+
+def line_verdict(c: Comparison, d: Verdict) -> str:
+    """A line's verdict as printed: a confounded comparison says so beside it."""
+    v = d["verdict"]
+    return f"{v} (confounded)" if c["confounded"] and v in ("faster", "slower") else v
+
+
+def _field(side: Mapping[str, object], key: str) -> object:
+    return side.get(key)
+
+
+def cost_rows(c: Comparison) -> list[tuple[str, str, str]]:
+    """(figure, A, B) rows of the sides' deployment costs; empty when neither has any."""
+    da, db = c["a"].get("deployment_cost"), c["b"].get("deployment_cost")
+    if da is None or db is None or (da["note"] and db["note"]):
+        return []
+
+    def row(label: str, key: str, unit: str = "", unknown: str = "-") -> tuple[str, str, str]:
+        def one(d: DeploymentSide) -> str:
+            if d["note"]:
+                return "not measured"
+            v = _field(d, key)
+            return unknown if v is None else f"{_fmt(v)}{unit}"
+
+        return (label, one(da), one(db))
+
+    rows = [
+        ("deployment", da["deployment"] or "URL", db["deployment"] or "URL"),
+        row("cold start: to ready", "ready_s", " s"),
+        row("cold start: to 1st token", "first_token_s", " s"),
+        row("RSS steady (median)", "rss_steady_mib", " MiB"),
+        row("RSS peak", "rss_peak_mib", " MiB"),
+        # Unknown energy is "not available" (the reason follows the table), never a 0.
+        row("energy per output token", "energy_j_per_output_token", " J", "not available"),
+    ]
+
+    added = c.get("memory_added")
+    if added is not None:
+        rows.append(("memory B adds over A", "", f"{added:+.1%} of A's steady RSS"))
+    return rows
+
+
+def _cost_lines(c: Comparison) -> list[str]:
+    rows = cost_rows(c)
+    if not rows:
+        return []
+    lines = ["", f"{'deployment cost':<26}{'A':>18}{'B':>18}"]
+    lines += [f"{label:<26}{a:>18}{b:>18}" for label, a, b in rows]
+    for name, side in (("A", c["a"]), ("B", c["b"])):
+        d = side.get("deployment_cost")
+        if d is not None:
+            lines.append(f"energy {name}: {d['energy']}")
+    return lines
+
+
+def acceptance_rows(c: Comparison) -> list[tuple[str, str, str, str, str, str, str]]:
+    """(side, category, engine rate, engine accepted/step, loadtest accepted/step,
+    tolerance, agree) per category of each side that drafted."""
+    rows = []
+    for name, side in (("A", c["a"]), ("B", c["b"])):
+        acc: list[AcceptanceLine] = side.get("acceptance") or []
+        for a in acc:
+            rows.append(
+                (
+                    name,
+                    a["category"],
+                    _num(a["engine_rate"]),
+                    _num(a["engine_accepted_per_step"]),
+                    _num(a["derived_accepted_per_step"]),
+                    f"{a['tolerance']:.0%}",
+                    {True: "yes", False: "NO", None: "-"}[a["agree"]],
+                )
+            )
+    return rows
+
+
+def _acceptance_lines(c: Comparison) -> list[str]:
+    rows = acceptance_rows(c)
+    if not rows:
+        return []
+    lines = [
+        "",
+        "acceptance (engine: accepted/drafted, and accepted per step = accepted / "
+        "(output - accepted);",
+        "  loadtest: tokens per step - 1, from bursts on the stream; agree: tokens "
+        f"per step within {TOLERANCE:.0%})",
+        f"{'side':<5}{'category':<16}{'engine rate':>12}{'engine/step':>12}"
+        f"{'loadtest/step':>14}  agree",
+    ]
+    for name, cat, rate, eng, der, _, agree in rows:
+        lines.append(f"{name:<5}{cat[:15]:<16}{rate:>12}{eng:>12}{der:>14}  {agree}")
+    return lines
+
+
+def _latency_lines(c: Comparison) -> list[str]:
+    effect = c.get("min_effect", MIN_EFFECT)
+    head = f"{'latency (ms)':<14}{'pct':>5}{'A':>10}{'B':>10}{'B-A':>10}  {'95% CI of B-A':<22}"
+    lines = ["", head + f"{'p (Holm)':<11}verdict (|B-A| >= {effect:.0%} of A)"]
+    for m, mc in c["metrics"].items():
+        if mc["verdict"] == "not exercised":
+            lines.append(f"{m:<14}  not exercised (n={mc['n_a']}/{mc['n_b']})")
+            continue
+        for i, (p, d) in enumerate(mc["percentiles"].items()):
+            ci = f"[{_num(d['ci_low'])}, {_num(d['ci_high'])}]" + ("*" if d["significant"] else "")
+            lines.append(
+                f"{m if i == 0 else '':<14}{p:>5}{_num(d['a']):>10}{_num(d['b']):>10}"
+                f"{_num(d['diff']):>10}  {ci:<22}{format_p(d.get('p_holm')):<11}"
+                f"{line_verdict(c, d)}"
+            )
+        lines.append(f"{'':<14}rank test p {format_p(mc['p_value'])}, n={mc['n_a']}/{mc['n_b']}")
+    lines.append("(* the interval excludes 0; p adjusted over all lines of the comparison)")
+    return lines
+
+
+def _equivalence_lines(eq: Equivalence) -> list[str]:
+    lines = [
+        f"\noutput equivalence: {eq['matching']}/{eq['prompts_compared']} prompts match "
+        f"({eq['match_rate']:.1%}); {eq['attributed']} diverge only on B"
+    ]
+    for side, own in eq["own_divergence"].items():
+        lines.append(
+            f"  {side.upper()}'s own repeatability: {own['divergent']} of "
+            f"{own['prompts_repeated']} repeated prompts answered differently"
+            if own["prompts_repeated"]
+            else f"  {side.upper()}'s own repeatability: not measured (no prompt answered "
+            "twice; ab --repeat 2 sends every prompt twice per side)"
+        )
+    for d in eq["divergent"][:10]:
+        whose = " (A diverges too)" if d["own_a"] else ""
+        lines.append(f"  DIVERGES {d['prompt_id']}{whose}: A {d['a'][:60]!r} / B {d['b'][:60]!r}")
+    return lines
+
+
+def render_comparison(c: Comparison) -> str:
+    """The comparison as text: findings first, figures side by side, then latency lines."""
+    a, b = c["a"], c["b"]
+    lines = [f"{'STOP' if f['blocking'] else 'NOTE'}: {f['message']}" for f in c["findings"]]
+    lines += [
+        f"A (baseline)  = {', '.join(a['runs'])} ({a['endpoint']})",
+        f"B (candidate) = {', '.join(b['runs'])} ({b['endpoint']})",
+        "",
+        f"{'':<26}{'A':>12}{'B':>12}",
+    ]
+    for key in SIDE_FIELDS:
+        va, vb = _field(a, key), _field(b, key)
+        if va is not None or vb is not None:
+            lines.append(f"{key:<26}{_fmt(va):>12}{_fmt(vb):>12}")
+    lines += _cost_lines(c) + _acceptance_lines(c) + _latency_lines(c)
+    if len(a["runs"]) < 2 or len(b["runs"]) < 2:
+        # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
+        # flagged in 11% of one-run comparisons, 2% of two-run ones.
+        lines.append(
+            "(one run on a side: what moved that whole run is not in the intervals; "
+            "two or more runs a side, e.g. ab --repeat 2, put it there)"
+        )
+    for side, by_metric in (c.get("spread") or {}).items():
+        for m, by_p in by_metric.items():
+            runs = by_p["p50"]["runs"]
+            lines.append(
+                f"run-to-run {side} {m} p50: {', '.join(f'{v:.2f}' for v in runs)} "
+                f"(stdev {by_p['p50']['stdev']:.2f})"
+            )
+    eq = c["equivalence"]
+    if eq:
+        lines += _equivalence_lines(eq)
+    return "\n".join(lines)
