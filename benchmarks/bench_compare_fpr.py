@@ -32,6 +32,7 @@ from loadtest.sim import SimConfig, SimProcess
 
 def _scenario(folder: Path, max_tokens: int) -> Path:
     prompts = ", ".join(f'"prompt number {i}"' for i in range(200))
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "fpr.toml"
     path.write_text(
         f'name = "fpr"\nmax_tokens = {max_tokens}\n[[sources]]\nkind = "inline"\n'

@@ -98,7 +98,7 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     add_load_flags(ab)
     ab.add_argument("--baseline", help="baseline base URL (default: the built-in simulator)")
     ab.add_argument("--candidate", help="candidate base URL (default: the built-in simulator)")
-    ab.add_argument("--repeat", type=int, default=1, help="runs per side (default: 1)")
+    ab.add_argument("--repeat", type=int, default=2, help="runs per side (default: 2)")
     ab.add_argument(
         "--min-effect",
         type=float,
