@@ -27,6 +27,8 @@ def sims() -> Iterator[dict[str, str]]:
         "base": SimProcess(BASE),
         "fast": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1)),
         "twin": SimProcess(BASE),
+        # 20% slower between tokens: beyond how far one run moves as a whole.
+        "slow": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=4.8, ttft_sigma=0.1, itl_sigma=0.1)),
         "buggy": SimProcess(
             SimConfig(ttft_ms=8.0, itl_ms=4.0, ttft_sigma=0.1, itl_sigma=0.1, diverge_rate=0.3)
         ),
@@ -68,6 +70,15 @@ def test_a_faster_candidate_is_called_faster_and_answers_the_same(
     assert c["a"]["completion_rate"] == c["b"]["completion_rate"] == 1.0
 
 
+def test_a_twenty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
+    sims: dict[str, str], tmp_path: Path
+) -> None:
+    _, c = _ab(tmp_path, sims["base"], sims["slow"])
+    assert c["min_effect"] == 0.15 and c["min_effect_asked"] == 0.02
+    assert c["metrics"]["tpot_ms"]["verdict"] == "slower", c["metrics"]["tpot_ms"]
+    assert "so a line needs |B-A| >= 15% of A" in render_comparison(c)
+
+
 def test_identical_deployments_repeated_show_no_difference_and_their_spread(
     sims: dict[str, str], tmp_path: Path
 ) -> None:
@@ -76,6 +87,7 @@ def test_identical_deployments_repeated_show_no_difference_and_their_spread(
     assert len(c["a"]["runs"]) == len(c["b"]["runs"]) == 2
     for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
         assert c["metrics"][m]["verdict"] == "no detectable difference", (m, c["metrics"][m])
+    assert c["min_effect"] == 0.02  # two runs a side: --min-effect as asked
     spread = c["spread"]["a"]["tpot_ms"]["p50"]
     assert len(spread["runs"]) == 2 and spread["stdev"] >= 0
 

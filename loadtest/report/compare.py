@@ -35,6 +35,7 @@ from loadtest.measure.stats import (
     compare_groups,
     format_p,
     judge_family,
+    practical_effect,
 )
 from loadtest.model.json import JsonObject
 from loadtest.report.compare_checks import CacheUse, SideCounts, findings, load_shape
@@ -195,17 +196,20 @@ def compare_runs(
             f"--min-effect must be a percentage between 0 and 100, not {min_effect:.0%}"
         )
     found = findings(_counts("A", a), _counts("B", b), METRICS)
+    # One run on a side: its interval cannot hold what moved that whole run (stats).
+    effect = practical_effect(len(a), len(b), min_effect)
     tested: list[MetricComparison] = []
     for m in METRICS:
         ga, gb = [r.samples[m] for r in a], [r.samples[m] for r in b]
-        c = compare_groups(ga, gb, resamples=resamples, min_effect=min_effect)
+        c = compare_groups(ga, gb, resamples=resamples, min_effect=effect)
         tested.append(c or _not_exercised(sum(g.size for g in ga), sum(g.size for g in gb)))
     judged = judge_family(tested)
     result: JsonObject = {
         "findings": [f.to_json() for f in found],
         "blocking": any(f.blocking for f in found),
         "confounded": any(f.confounds for f in found),
-        "min_effect": min_effect,
+        "min_effect": effect,
+        "min_effect_asked": min_effect,
         "a": _figures(a).to_json(),
         "b": _figures(b).to_json(),
         "metrics": {m: c.to_json() for m, c in zip(METRICS, judged, strict=True)},
@@ -277,10 +281,11 @@ def render_comparison(c: JsonObject) -> str:
     lines.append("(* the interval excludes 0; p adjusted over all lines of the comparison)")
     if len(a["runs"]) < 2 or len(b["runs"]) < 2:
         # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
-        # flagged in 11% of one-run comparisons, 2% of two-run ones.
+        # flagged in FPR1 of one-run comparisons, FPR2 of two-run ones.
         lines.append(
-            "(one run on a side: what moved that whole run is not in the intervals; "
-            "two or more runs a side, e.g. ab --repeat 2, put it there)"
+            f"(one run on a side: what moved that whole run is not in the intervals, so a "
+            f"line needs |B-A| >= {effect:.0%} of A; two or more runs a side, as ab runs "
+            "by default, put it there)"
         )
     for side, by_metric in (c.get("spread") or {}).items():
         for m, by_p in by_metric.items():
