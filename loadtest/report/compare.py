@@ -281,7 +281,7 @@ def render_comparison(c: JsonObject) -> str:
     lines.append("(* the interval excludes 0; p adjusted over all lines of the comparison)")
     if len(a["runs"]) < 2 or len(b["runs"]) < 2:
         # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
-        # flagged in FPR1 of one-run comparisons, FPR2 of two-run ones.
+        # flagged in 8% of one-run comparisons at 2%, 2% with the one-run bar.
         lines.append(
             f"(one run on a side: what moved that whole run is not in the intervals, so a "
             f"line needs |B-A| >= {effect:.0%} of A; two or more runs a side, as ab runs "
