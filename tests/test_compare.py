@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -14,6 +15,8 @@ from loadtest.app.ab_sides import Side, parse_side
 from loadtest.app.llama import LlamaOptions
 from loadtest.cli.main import main
 from loadtest.errors import UsageError
+from loadtest.model.comparison import Comparison
+from loadtest.model.json import JsonObject
 from loadtest.report.compare import compare_runs, load_run, load_summary, render_comparison
 from loadtest.sim import SimConfig
 from loadtest.sim.process import SimProcess
@@ -29,6 +32,8 @@ def sims() -> Iterator[dict[str, str]]:
         "base": SimProcess(BASE),
         "fast": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1)),
         "twin": SimProcess(BASE),
+        # 20% slower between tokens: beyond how far one run moves as a whole.
+        "slow": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=4.8, ttft_sigma=0.1, itl_sigma=0.1)),
         "buggy": SimProcess(
             SimConfig(ttft_ms=8.0, itl_ms=4.0, ttft_sigma=0.1, itl_sigma=0.1, diverge_rate=0.3)
         ),
@@ -40,7 +45,7 @@ def sims() -> Iterator[dict[str, str]]:
             p.stop()
 
 
-def _ab(tmp_path: Path, baseline: str, candidate: str, repeat: int = 1) -> tuple[int, dict]:  # type: ignore[type-arg]
+def _ab(tmp_path: Path, baseline: str, candidate: str, repeat: int = 1) -> tuple[int, JsonObject]:
     scenario = inline_scenario(tmp_path, "requests = 40\n")
     (tmp_path / "quick.toml").write_text(
         scenario.read_text()
@@ -90,6 +95,15 @@ def test_a_managed_side_is_parsed_and_a_bad_one_named() -> None:
     assert main(["ab", "--candidate", "llama:eagle"]) == 2
 
 
+def test_a_twenty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
+    sims: dict[str, str], tmp_path: Path
+) -> None:
+    _, c = _ab(tmp_path, sims["base"], sims["slow"])
+    assert c["min_effect"] == 0.15 and c["min_effect_asked"] == 0.02
+    assert c["metrics"]["tpot_ms"]["verdict"] == "slower", c["metrics"]["tpot_ms"]
+    assert "so a line needs |B-A| >= 15% of A" in render_comparison(cast(Comparison, c))
+
+
 def test_identical_deployments_repeated_show_no_difference_and_their_spread(
     sims: dict[str, str], tmp_path: Path
 ) -> None:
@@ -98,6 +112,7 @@ def test_identical_deployments_repeated_show_no_difference_and_their_spread(
     assert len(c["a"]["runs"]) == len(c["b"]["runs"]) == 2
     for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
         assert c["metrics"][m]["verdict"] == "no detectable difference", (m, c["metrics"][m])
+    assert c["min_effect"] == 0.02  # two runs a side: --min-effect as asked
     spread = c["spread"]["a"]["tpot_ms"]["p50"]
     assert len(spread["runs"]) == 2 and spread["stdev"] >= 0
 

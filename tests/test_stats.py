@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 
 from loadtest.measure.stats import (
+    LONE_RUN_EFFECT,
     bootstrap_diff,
     compare_groups,
     compare_samples,
     format_p,
     holm,
     judge_family,
+    practical_effect,
     rank_test,
 )
 
@@ -140,3 +142,12 @@ def test_a_run_that_moved_as_a_whole_is_not_a_difference_but_a_steady_one_is() -
     assert grouped is not None and grouped.verdict == "no detectable difference"
     steady = compare_groups([run(50.0), run(50.5)], [run(40.0), run(40.5)], (50,), resamples=400)
     assert steady is not None and steady.verdict == "faster"
+
+
+def test_one_run_on_a_side_raises_the_practical_threshold_to_what_moves_whole_runs() -> None:
+    # Two runs or more a side: the bootstrap sees run-to-run drift, --min-effect stands.
+    assert practical_effect(2, 3, 0.02) == 0.02
+    # One run on either side: only a difference beyond how far a whole run moves counts.
+    assert practical_effect(1, 1, 0.02) == LONE_RUN_EFFECT
+    assert practical_effect(3, 1, 0.02) == LONE_RUN_EFFECT
+    assert practical_effect(1, 1, 0.25) == 0.25  # a stricter --min-effect still wins

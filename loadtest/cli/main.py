@@ -100,7 +100,7 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     side += "measures its cold start, memory, energy); default: the built-in simulator"
     ab.add_argument("--baseline", help=f"baseline {side}")
     ab.add_argument("--candidate", help=f"candidate {side}")
-    ab.add_argument("--repeat", type=int, default=1, help="runs per side (default: 1)")
+    ab.add_argument("--repeat", type=int, default=2, help="runs per side (default: 2)")
     ab.add_argument(
         "--min-effect",
         type=float,

@@ -184,6 +184,9 @@ class Comparison(TypedDict):
     blocking: bool
     confounded: bool
     min_effect: float
+    """The practical threshold used: ``--min-effect``, or the one-run bar when a side has
+    a single run (``measure.stats.LONE_RUN_EFFECT``)."""
+    min_effect_asked: float
     a: SideJson
     b: SideJson
     metrics: dict[str, MetricLines]

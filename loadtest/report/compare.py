@@ -34,6 +34,7 @@ from loadtest.measure.stats import (
     PercentileDiff,
     compare_groups,
     judge_family,
+    practical_effect,
 )
 from loadtest.model import io
 from loadtest.model.comparison import (
@@ -239,10 +240,12 @@ def compare_runs(
             f"--min-effect must be a percentage between 0 and 100, not {min_effect:.0%}"
         )
     found = findings(_counts("A", a), _counts("B", b), METRICS)
+    # One run on a side: its interval cannot hold what moved that whole run (stats).
+    effect = practical_effect(len(a), len(b), min_effect)
     tested: list[MetricComparison] = []
     for m in METRICS:
         ga, gb = [r.samples[m] for r in a], [r.samples[m] for r in b]
-        c = compare_groups(ga, gb, resamples=resamples, min_effect=min_effect)
+        c = compare_groups(ga, gb, resamples=resamples, min_effect=effect)
         tested.append(c or _not_exercised(sum(g.size for g in ga), sum(g.size for g in gb)))
     judged = judge_family(tested)
     side_a, side_b = _side(a), _side(b)
@@ -250,7 +253,8 @@ def compare_runs(
         "findings": [f.to_json() for f in found],
         "blocking": any(f.blocking for f in found),
         "confounded": any(f.confounds for f in found),
-        "min_effect": min_effect,
+        "min_effect": effect,
+        "min_effect_asked": min_effect,
         "a": side_a,
         "b": side_b,
         # stats' own JSON, of the shape MetricLines names.

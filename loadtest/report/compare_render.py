@@ -188,10 +188,12 @@ def render_comparison(c: Comparison) -> str:
     lines += _cost_lines(c) + _acceptance_lines(c) + _latency_lines(c)
     if len(a["runs"]) < 2 or len(b["runs"]) < 2:
         # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
-        # flagged in 11% of one-run comparisons, 2% of two-run ones.
+        # flagged in 8% of one-run comparisons at 2%, 2% with the one-run bar.
+        effect = c.get("min_effect", MIN_EFFECT)
         lines.append(
-            "(one run on a side: what moved that whole run is not in the intervals; "
-            "two or more runs a side, e.g. ab --repeat 2, put it there)"
+            f"(one run on a side: what moved that whole run is not in the intervals, so a "
+            f"line needs |B-A| >= {effect:.0%} of A; two or more runs a side, as ab runs "
+            "by default, put it there)"
         )
     for side, by_metric in (c.get("spread") or {}).items():
         for m, by_p in by_metric.items():
