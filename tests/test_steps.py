@@ -81,3 +81,26 @@ def test_chunks_close_together_are_one_step() -> None:
     reader.on_event(_chunk("d"), t + STEP_GAP_NS + 1)  # a step of its own
     assert reader.steps == 3
     assert len(reader.token_chunk_ns) == 6
+
+
+def test_a_whole_body_is_no_verify_step() -> None:
+    # A non-streamed answer has no chunks to group: counting it as one step would make
+    # tokens_per_step its whole output (and an engine's acceptance disagree with it).
+    from loadtest.protocol.openai import StreamReader
+    from loadtest.protocol.responses import ResponsesReader
+
+    chat = StreamReader()
+    chat.on_body(
+        b'{"id":"x","choices":[{"message":{"content":"hello there"},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":3,"completion_tokens":100}}',
+        1_000,
+    )
+    assert chat.done and chat.steps == 0
+    resp = ResponsesReader()
+    resp.on_body(
+        b'{"id":"r","status":"completed","output":[{"type":"message","content":'
+        b'[{"type":"output_text","text":"hello"}]}],"usage":{"input_tokens":3,'
+        b'"output_tokens":100}}',
+        1_000,
+    )
+    assert resp.steps == 0

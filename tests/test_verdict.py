@@ -207,3 +207,18 @@ def test_fail_on_gates_on_the_negative_verdicts_only() -> None:
     assert failing_windows(windows, "degraded") == [degraded, failed]
     assert failing_windows(windows, "never") == []
     assert failing_windows([held, nothing], "degraded") == []
+
+
+def test_a_window_none_of_whose_requests_completed_is_inconclusive_not_held() -> None:
+    # Every request sent in the window was cut off (cancelled, so within the failures
+    # allowed): before and after look alike, but nothing says what latency was inside.
+    rows = [
+        _row(r["sent_ms"], outcome="cancelled", error_class="grace_expired")
+        if 10_000 <= r["sent_ms"] < 15_000
+        else r
+        for r in _rows(0, 0, 1.0)
+    ]
+    e = _judge(rows)
+    assert e["started_in_window"] == 50 and e["during"]["ok"] == 0
+    assert e["verdict"] == "inconclusive"
+    assert "none of the 50 requests sent in the window completed" in e["reason"]

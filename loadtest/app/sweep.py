@@ -29,6 +29,7 @@ from loadtest.errors import UsageError
 from loadtest.model.summary import StatKey, Summary
 from loadtest.model.sweep import CapacityResult, SweepStep, knee_text
 from loadtest.report.atomic import write_atomic
+from loadtest.report.evidence import run_evidence
 
 __all__ = [
     "SweepPlan",
@@ -90,7 +91,8 @@ def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[
                 output_tokens_per_s=s["throughput"]["output_tokens_per_s"],
                 goodput_per_s=good["per_s"] if good else None,
                 error_rate=s["requests"]["error_rate"],
-                slo_met=slo["met"],
+                # A step that measured nothing (or mostly drained) meets nothing.
+                slo_met=slo["met"] and not run_evidence(s).blocking,
                 run_id=s["run"]["id"],
                 ttft_ms_p50=p("ttft_ms", "p50"),
                 ttft_ms_p95=p("ttft_ms", "p95"),

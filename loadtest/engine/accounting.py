@@ -78,7 +78,8 @@ class Accounting:
             "aborted": "cancelled at once by the user",
             "warmup_unneeded": "a warm-up request still open when the measured ones had ended",
         }.get(self.cancel_reason or "", "the run was cancelled from outside")
-        return dataclasses.replace(rec, error_class=self.cancel_reason, error=why)
+        reason = self.cancel_reason or "run_cancelled"
+        return dataclasses.replace(rec, error_class=reason, error=why)
 
     def roll(self, now_ns: int) -> tuple[MetricSet, float, float]:
         """Close the interval ending at ``now_ns``: its set, start and length in seconds."""

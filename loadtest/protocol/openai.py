@@ -190,6 +190,7 @@ class StreamReader:
             raise ProtocolError("response body is not a JSON object")
         self.chunks = 1
         self._take(obj, now_ns, streamed=False)
+        self.steps = 0  # a whole body shows no verify steps (tokens_per_step skips it)
         self.done = True
 
     def _take(self, obj: JsonObject, now_ns: int, *, streamed: bool) -> None:

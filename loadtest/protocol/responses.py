@@ -7,8 +7,9 @@ argument delta, ``usage`` (``input_tokens``/``output_tokens`` kept under the cha
 too, so accounting reads one shape), a finish reason, and the tool calls assembled from
 ``response.output_item.added`` (name, ``call_id``) and argument deltas. Event types it
 does not know are ignored, as the API's own clients do; ``response.failed`` and
-``error`` raise ``ServerError``; a stream without ``response.completed`` (or
-``response.incomplete``) is left not ``done``, which the transport reports as cut.
+``error`` raise ``ServerError``; a stream that ends without ``response.completed``,
+``response.incomplete`` or an explicit ``data: [DONE]`` is left not ``done``, which the
+transport reports as cut (a ``[DONE]`` alone ends it, without usage).
 
 The choice of reader is made once per request (``new_reader``): the chat reader's
 per-chunk path is untouched.
@@ -146,6 +147,7 @@ class ResponsesReader(StreamReader):
                         self._add_text(_str(text, "text"), now_ns, stamp=False)
         if self.content_chars or self._calls:
             self._stamp(now_ns)
+        self.steps = 0  # a whole body shows no verify steps (tokens_per_step skips it)
         self._end(obj)
 
     # -- pieces ------------------------------------------------------------------------

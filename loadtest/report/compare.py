@@ -210,8 +210,9 @@ def _spread_json(runs: Sequence[RunData]) -> dict[str, dict[str, SpreadJson]]:
 def _counts(name: str, runs: Sequence[RunData]) -> SideCounts:
     return SideCounts(
         name,
-        sent=sum(r.sent or r.summary["requests"]["sent"] for r in runs),
-        ok=sum(r.summary["requests"]["ok"] for r in runs),
+        sent=sum(r.sent for r in runs),
+        # Measured completions: warm-up answers are no evidence for a comparison.
+        ok=sum(r.summary["requests"].get("measured_ok", r.summary["requests"]["ok"]) for r in runs),
         drained=sum(r.drained for r in runs),
         values={m: sum(r.samples[m].size for r in runs) for m in METRICS},
         shapes=tuple(load_shape(r.summary) for r in runs),

@@ -19,6 +19,7 @@ from typing import Literal
 from loadtest.measure.stats import MIN_SAMPLES
 from loadtest.model.comparison import FindingJson
 from loadtest.model.summary import Summary
+from loadtest.report.evidence import beyond_endpoint
 
 __all__ = ["CacheUse", "Finding", "LoadShape", "SideCounts", "findings", "load_shape"]
 
@@ -123,14 +124,15 @@ def findings(a: SideCounts, b: SideCounts, metrics: Sequence[str]) -> list[Findi
                     True,
                 )
             )
-        if side.sent and side.drained * 2 > side.sent:
+        if beyond_endpoint(side.drained, side.sent):
+            # What completed is the fast part of a censored sample: no verdict stands on it.
             out.append(
                 Finding(
                     "beyond the endpoint",
                     f"{side.name}: {side.drained} of {side.sent} measured requests were "
                     "cancelled by the drain at the end of the run: the load was beyond "
                     "what the endpoint serves (lower it, or raise load.grace_s)",
-                    side.ok == 0,
+                    True,
                 )
             )
     if a.ok and b.ok:

@@ -2,8 +2,9 @@
 
 A run whose measured requests all failed or were cancelled still writes a table of
 empty percentiles and an SLO block with nothing to judge; read alone, that passes for a
-result. These lines come first instead, and ``loadtest run`` exits 1 when a blocking one
-is there.
+result. These lines come first instead, and ``loadtest run`` (and ``sweep``) exit 1 when a
+blocking one is there: nothing measured, or most measured requests cut off by the grace
+period (what completed is then the fast part of a censored sample).
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ from dataclasses import dataclass
 
 from loadtest.model.summary import Summary
 
-__all__ = ["Evidence", "run_evidence"]
+__all__ = ["DRAINED_SHARE", "Evidence", "beyond_endpoint", "run_evidence"]
 
 DRAINED_SHARE = 0.5
 """More than this share of measured requests cut off by the grace period: the load was
 beyond what the endpoint could finish, and what completed is a biased sample."""
+
+
+def beyond_endpoint(drained: int, sent: int) -> bool:
+    """Whether more than ``DRAINED_SHARE`` of ``sent`` measured requests were cut off by
+    the grace period (the one rule of ``run``, ``compare`` and ``ab``)."""
+    return sent > 0 and drained > DRAINED_SHARE * sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +44,14 @@ def run_evidence(summary: Summary) -> Evidence:
             f"STOP: no measured request completed ({r['sent']} sent, {r['failed']} failed, "
             f"{r['cancelled']} cancelled): this run measured nothing"
         )
-    drained = r.get("cancelled_by", {}).get("grace_expired", 0)
-    if r["sent"] and drained > DRAINED_SHARE * r["sent"]:
+    measured = r["sent"] - r["warmup"]
+    drained = min(r.get("cancelled_by", {}).get("grace_expired", 0), measured)
+    if beyond_endpoint(drained, measured):
+        # The SLO checks would judge the fast part of a censored sample: not evidence.
+        blocking = True
         lines.append(
-            f"{'STOP' if blocking else 'WARNING'}: {drained} of {r['sent']} measured requests "
-            "were still running when the grace period ended: the load was beyond the "
-            "endpoint (lower --concurrency or --rate, or raise [load] grace_s)"
+            f"STOP: {drained} of {measured} measured requests were still running when the "
+            "grace period ended: the load was beyond the endpoint (lower --concurrency or "
+            "--rate, or raise [load] grace_s)"
         )
     return Evidence(tuple(lines), blocking)

@@ -262,7 +262,7 @@ def _verdict(
         ("TTFT", b["ttft_p95_ms"], d["ttft_p95_ms"]),
         ("TPOT", b["tpot_p95_ms"], d["tpot_p95_ms"]),
     ):
-        if bv and dv:
+        if bv is not None and dv is not None and bv > 0:
             ratio = dv / bv
             if ratio > plan.max_degradation:
                 reasons.append(
@@ -276,6 +276,13 @@ def _verdict(
         )
     if reasons:
         return "degraded", "; ".join(reasons)
+    if d["ok"] == 0 and ev.kind not in ("idle", "restart", "cancel"):
+        # Requests started in the window but none completed (cut off, within the failures
+        # allowed): its latency is unknown, so "within the bound" cannot be said.
+        return "inconclusive", (
+            f"none of the {e['started_in_window']} requests sent in the window completed: "
+            "its latency is unknown"
+        )
     if not comparable:
         phase, n = ("before", b["ok"]) if b["ok"] < MIN_REQUESTS else ("after", a["ok"])
         return "inconclusive", (
