@@ -122,3 +122,11 @@ def test_report_and_view_say_when_the_path_does_not_exist(
     missing = tmp_path / "nothing-here"
     assert main([command, str(missing)]) == 2
     assert f"{missing}: the path does not exist" in capsys.readouterr().err
+
+
+def test_rate_keeps_the_scenarios_concurrency_as_the_in_flight_cap(tmp_path: Path) -> None:
+    # docs/cli.md: "with a rate, the scenario's concurrency becomes an in-flight cap".
+    from loadtest.app.options import RunOptions, resolve_scenario
+
+    sc = resolve_scenario(RunOptions(scenario=str(_quick(tmp_path)), rate=20.0))
+    assert (sc.load.mode, sc.load.rate, sc.load.concurrency) == ("poisson", 20.0, 2)

@@ -141,7 +141,8 @@ def _load(load: LoadSpec, o: RunOptions) -> LoadSpec:
         if o.rate <= 0:
             raise UsageError("--rate must be positive")
         mode = load.mode if load.mode != "closed" else "poisson"
-        load = dataclasses.replace(load, mode=mode, rate=o.rate, concurrency=o.concurrency or 0)
+        # The scenario's concurrency stays as the open loop's in-flight cap (as documented).
+        load = dataclasses.replace(load, mode=mode, rate=o.rate)
     elif o.concurrency is not None:
         if o.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")

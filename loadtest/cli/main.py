@@ -192,9 +192,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "ab":
             return _ab(args)
         if args.command == "view":
+            folder = _existing(args.folder)
+            if not (sys.stdin.isatty() and sys.stdout.isatty()):
+                raise UsageError(
+                    f"view opens the dashboard and needs a terminal; for files, use "
+                    f"loadtest report {folder}"
+                )
             from loadtest.tui import view_run
 
-            view_run(_existing(args.folder))
+            view_run(folder)
             return EXIT_OK
         if args.command == "export-trace":
             from loadtest.app.export_trace import export_trace
