@@ -27,4 +27,4 @@ export LOADTEST_REQUIRE_LLAMA=1 LOADTEST_REQUIRE_RAY=1
 ruff check loadtest tests benchmarks
 ruff format --check loadtest tests benchmarks
 mypy
-pytest -q -n 3 --dist loadfile "$@"
+pytest -q -n 3 --dist loadgroup "$@"

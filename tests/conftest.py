@@ -153,3 +153,13 @@ def _summaries_match_the_schema(
 def _deliberately_broken(path: Path) -> bool:
     # Tests of the error messages write bad summaries on purpose, beside a marker.
     return (path.parent / ".invalid-on-purpose").exists()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Workers take whole files (``--dist loadgroup``), and the llama.cpp files share one
+    worker: each starts servers of 2 threads, and two or three at once on 2 cores made
+    their cold starts and answers slow enough to fail their bounds."""
+    for item in items:
+        name = item.path.stem
+        group = "llama" if name.startswith("test_llama") else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -142,3 +142,43 @@ async def test_the_client_records_no_fallback_here() -> None:
     async with Client(ClientConfig(base_url="http://127.0.0.1:9")) as client:
         fell = client.fallbacks
     assert fell == () or not sys.platform.startswith("linux")
+
+
+def test_a_child_that_asked_dies_with_its_parent() -> None:
+    # A parent starts a long child with die_with_parent, prints its pid, then is killed
+    # hard: the child must not outlive it (a managed server left running after a killed
+    # run holds its port and a core).
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import subprocess, sys, time\n"
+        "from loadtest._compat.orphans import die_with_parent\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+        " preexec_fn=die_with_parent)\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        # Reap it if it became ours; a zombie still answers kill(0).
+        time.sleep(0.05)
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    return
+        except FileNotFoundError:
+            return
+    raise AssertionError(f"child {child} outlived its killed parent")

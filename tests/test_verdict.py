@@ -222,3 +222,15 @@ def test_a_window_none_of_whose_requests_completed_is_inconclusive_not_held() ->
     assert e["started_in_window"] == 50 and e["during"]["ok"] == 0
     assert e["verdict"] == "inconclusive"
     assert "none of the 50 requests sent in the window completed" in e["reason"]
+
+
+def test_a_restarts_first_token_counts_a_request_later_cut_off() -> None:
+    # The restarted engine answered at 13 s; the run's end then cut that request off.
+    # Its first token is still the engine's first after the restart.
+    ev = FaultEvent(kind="restart", at_s=2, duration_s=1)
+    rows = [
+        _row(0.0, outcome="failed", error_class="disconnected", first_token_ms=None),
+        _row(8_000.0, ttft=5_000.0, outcome="cancelled", error_class="grace_expired"),
+    ]
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{"time_to_ready_s": 6.0}], rows, [])
+    assert e["time_to_first_token_s"] == 11.0

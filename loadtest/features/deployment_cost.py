@@ -25,6 +25,7 @@ import aiohttp
 import orjson
 import psutil
 
+from loadtest._compat.orphans import die_with_parent
 from loadtest.errors import EndpointError, UsageError
 
 __all__ = [
@@ -227,7 +228,10 @@ async def measure_cold_start(
     # Popen returns once forked (it waits on nothing); a Popen, not an asyncio process, so
     # that the caller can stop the server from synchronous code as well.
     proc = subprocess.Popen(  # noqa: ASYNC220
-        list(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        list(cmd),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # not past an ab killed hard
     )
     try:
         async with aiohttp.ClientSession() as s:

@@ -18,6 +18,7 @@ from typing import IO
 
 import aiohttp
 
+from loadtest._compat.orphans import die_with_parent
 from loadtest.errors import EndpointError
 from loadtest.features.faults.plan import TargetSpec
 
@@ -57,6 +58,7 @@ class ManagedTarget:
                 stderr=out,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"),
                 start_new_session=True,
+                preexec_fn=die_with_parent,  # not past a run killed hard
             )
         except OSError as exc:
             raise EndpointError(

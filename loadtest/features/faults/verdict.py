@@ -221,7 +221,9 @@ def _restart_figures(rows: Sequence[RequestRow], start: float) -> RestartFigures
     firsts = [
         f
         for r in rows
-        if r["outcome"] == "ok" and r["sent_ms"] >= start and (f := r["first_token_ms"]) is not None
+        # Any request's first token counts, also one later cut off by the run's end: the
+        # restarted engine answered then.
+        if r["sent_ms"] >= start and (f := r["first_token_ms"]) is not None
     ]
     return {
         "caught_in_flight": len(caught),
