@@ -156,10 +156,11 @@ def _deliberately_broken(path: Path) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Workers take whole files (``--dist loadgroup``), and the llama.cpp files share one
-    worker: each starts servers of 2 threads, and two or three at once on 2 cores made
-    their cold starts and answers slow enough to fail their bounds."""
+    """Workers take whole files (``--dist loadgroup``); the llama.cpp files are marked
+    ``llama``: llama.cpp's threads spin, and beside other CPU work on 2 cores its answers
+    slowed tenfold (58 s for 72 tokens), so scripts/test.sh runs them alone, after the rest."""
     for item in items:
         name = item.path.stem
-        group = "llama" if name.startswith("test_llama") else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(str(item.path)))
+        if name.startswith("test_llama"):
+            item.add_marker(pytest.mark.llama)
