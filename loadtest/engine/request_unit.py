@@ -13,7 +13,7 @@ from loadtest.datasets import Prompt, PromptPool
 from loadtest.engine.hooks import CancelOrder, RunContext, RunHook
 from loadtest.protocol.openai import build_payload
 
-__all__ = ["RequestUnit", "raise_if_cancelling"]
+__all__ = ["RequestUnit", "prompt_body", "raise_if_cancelling"]
 
 
 class RequestUnit:
@@ -52,17 +52,7 @@ class RequestUnit:
     def _body(self, prompt: Prompt) -> bytes:
         body = self._bodies.get(id(prompt))
         if body is None:
-            sc = self.scenario
-            body = build_payload(
-                api=sc.api,
-                model=self.model,
-                messages=list(prompt.messages),
-                text=prompt.text,
-                stream=sc.stream,
-                max_tokens=prompt.max_tokens or sc.max_tokens,
-                sampling={**sc.sampling, **prompt.sampling} if prompt.sampling else sc.sampling,
-                tools=list(prompt.tools) or None,
-            )
+            body = prompt_body(self.scenario, self.model, prompt)
             self._bodies[id(prompt)] = body
         return body
 
@@ -77,3 +67,17 @@ def raise_if_cancelling() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+def prompt_body(sc: Scenario, model: str, prompt: Prompt) -> bytes:
+    """The request body of one prompt under a scenario: the one rule for every unit."""
+    return build_payload(
+        api=sc.api,
+        model=model,
+        messages=list(prompt.messages),
+        text=prompt.text,
+        stream=sc.stream,
+        max_tokens=prompt.max_tokens or sc.max_tokens,
+        sampling={**sc.sampling, **prompt.sampling} if prompt.sampling else sc.sampling,
+        tools=list(prompt.tools) or None,
+    )

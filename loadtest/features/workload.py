@@ -19,12 +19,11 @@ from loadtest.datasets.conversations import load_conversations
 from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
 from loadtest.datasets.trace import read_trace
 from loadtest.engine.hooks import HookResult, RunContext, RunHook, UnitOfLoad
-from loadtest.engine.request_unit import raise_if_cancelling
+from loadtest.engine.request_unit import prompt_body, raise_if_cancelling
 from loadtest.engine.schedule import trace_offsets_ns
 from loadtest.errors import DatasetError
 from loadtest.features.multiturn import MultiTurn
 from loadtest.model.record import RequestRecord
-from loadtest.protocol.openai import build_payload
 
 __all__ = [
     "LengthCheck",
@@ -121,17 +120,7 @@ class TraceReplay(RunHook):
         if index >= len(self._prompts):
             return None  # a burst beside the plan: the trace has no more lines
         prompt = self._prompts[index]
-        sc = self._scenario
-        body = build_payload(
-            api=sc.api,
-            model=self._model,
-            messages=list(prompt.messages),
-            text=prompt.text,
-            stream=sc.stream,
-            max_tokens=prompt.max_tokens or sc.max_tokens,
-            sampling={**sc.sampling, **(prompt.sampling or {})},
-            tools=None,
-        )
+        body = prompt_body(self._scenario, self._model, prompt)
         rec = await ctx.client.send(
             index=index,
             prompt=prompt,
