@@ -166,3 +166,15 @@ def test_ab_says_which_prompt_cache_policy_both_sides_ran_under(
     c = orjson.loads((folder / "comparison.json").read_bytes())
     assert c["prompt_cache"] == "cache_prompt = false sent with every request"
     assert "prompt cache: cache_prompt = false" in capsys.readouterr().out
+
+
+def test_a_sides_json_shape_is_its_figures_fields() -> None:
+    # SideFigures is built once and written as SideJson: a field added to one and not the
+    # other would drift silently between the computation and comparison.json.
+    from dataclasses import fields
+
+    from loadtest.model.comparison import SideJson
+    from loadtest.report.compare_figures import SideFigures
+
+    added_by_compare = {"deployment_cost", "acceptance"}  # a side's costs, not figures
+    assert {f.name for f in fields(SideFigures)} == set(SideJson.__annotations__) - added_by_compare
