@@ -164,3 +164,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(pytest.mark.xdist_group(str(item.path)))
         if name.startswith("test_llama"):
             item.add_marker(pytest.mark.llama)
+
+
+@pytest.fixture(scope="session")
+def llama_baseline() -> Iterator[str]:
+    """One plain llama.cpp server (no speculation) for every llama test file that only
+    reads from one: each start loads the model and sizes the KV cache again."""
+    from tests.llama_servers import start, stop
+
+    proc, url = start("none")
+    yield url
+    stop(proc)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from loadtest.features.multiturn import MultiTurn
 from loadtest.features.workload import Workload, workload_for
 from loadtest.model.json import JsonObject
 from tests.conftest import make_scenario, read_jsonl
-from tests.test_llama import _start, _stop, _wait_ready
+from tests.llama_servers import wait_ready
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -41,15 +40,8 @@ LAG_BOUND_MS = 250.0
 """As in test_trace: generous, for a shared machine; a request sent out of turn is later."""
 
 
-@pytest.fixture(scope="module")
-def llama() -> Iterator[str]:
-    proc, url = _start("none")
-    yield url
-    _stop(proc)
-
-
 async def _run(url: str, sc: Scenario, run_dir: Path) -> tuple[Workload, list[Any]]:
-    await _wait_ready(url)
+    await wait_ready(url)
     # Blocking calls to /tokenize: off the loop, as the run command does.
     wl = await asyncio.to_thread(workload_for, sc, url + "/v1", MODEL_ALIAS)
     assert wl is not None
@@ -61,7 +53,7 @@ async def _run(url: str, sc: Scenario, run_dir: Path) -> tuple[Workload, list[An
 
 
 async def test_synthetic_lengths_are_exact_as_llama_cpp_counts_them(
-    llama: str, tmp_path: Path
+    llama_baseline: str, tmp_path: Path
 ) -> None:
     src = {
         "kind": "synthetic",
@@ -75,7 +67,7 @@ async def test_synthetic_lengths_are_exact_as_llama_cpp_counts_them(
         api="completions",
         sampling={"temperature": 0.0},
     )
-    wl, rows = await _run(llama, sc, tmp_path)
+    wl, rows = await _run(llama_baseline, sc, tmp_path)
     assert wl.pool is not None
     intended = {p.id: p.input_tokens or 0 for p in wl.pool.prompts()}
     assert len(set(intended.values())) > 1  # drawn lengths, not one length
@@ -90,11 +82,11 @@ async def test_synthetic_lengths_are_exact_as_llama_cpp_counts_them(
 
 
 async def test_a_chat_template_adds_the_same_tokens_to_every_prompt(
-    llama: str, tmp_path: Path
+    llama_baseline: str, tmp_path: Path
 ) -> None:
     src = {"kind": "synthetic", "input_tokens": 48, "output_tokens": 4, "limit": 4}
     sc = make_scenario({"mode": "closed", "concurrency": 2, "requests": 4, **GRACE}, sources=[src])
-    _, rows = await _run(llama, sc, tmp_path)
+    _, rows = await _run(llama_baseline, sc, tmp_path)
     assert {r["output_tokens"] for r in rows} == {4}
     report = orjson.loads((tmp_path / "workload.json").read_bytes())
     # BOS plus the template's markers; a merge at the text's two edges may move it by one.
@@ -105,7 +97,9 @@ async def test_a_chat_template_adds_the_same_tokens_to_every_prompt(
     }
 
 
-async def test_a_trace_is_replayed_in_order_at_its_times(llama: str, tmp_path: Path) -> None:
+async def test_a_trace_is_replayed_in_order_at_its_times(
+    llama_baseline: str, tmp_path: Path
+) -> None:
     lines: list[JsonObject] = [
         {"timestamp": 0, "input_length": 40, "output_length": 3, "hash_ids": [1]},
         {"timestamp": 300, "input_length": 40, "output_length": 3, "hash_ids": [1]},
@@ -117,7 +111,7 @@ async def test_a_trace_is_replayed_in_order_at_its_times(llama: str, tmp_path: P
     path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
     src = {"kind": "trace", "path": str(path), "block_size": 16}
     sc = make_scenario({"mode": "closed", **GRACE}, sources=[src], api="completions")
-    _, rows = await _run(llama, sc, tmp_path / "run")
+    _, rows = await _run(llama_baseline, sc, tmp_path / "run")
     rows.sort(key=lambda x: x["index"])
     assert len(rows) == len(lines)
     for r, line in zip(rows, lines, strict=True):
@@ -130,7 +124,7 @@ async def test_a_trace_is_replayed_in_order_at_its_times(llama: str, tmp_path: P
     assert sent == sorted(sent)
 
 
-async def test_each_turn_carries_its_history(llama: str, tmp_path: Path) -> None:
+async def test_each_turn_carries_its_history(llama_baseline: str, tmp_path: Path) -> None:
     convs = [
         {
             "id": f"c{i}",
@@ -153,7 +147,7 @@ async def test_each_turn_carries_its_history(llama: str, tmp_path: Path) -> None
         max_tokens=6,
         sampling={"temperature": 0.0},
     )
-    wl, rows = await _run(llama, sc, tmp_path / "run")
+    wl, rows = await _run(llama_baseline, sc, tmp_path / "run")
     assert isinstance(wl.unit, MultiTurn)
     by_conv: dict[str, list[Any]] = {}
     for r in rows:

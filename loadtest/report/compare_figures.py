@@ -154,8 +154,13 @@ def deployment_side(
         sources = sorted({r["energy_source"] or "?" for r in measured})
         energy = f"{per_run:.1f} J per run ({', '.join(sources)}; the machine's, not the process's)"
     else:
-        reasons = sorted({r["energy_reason"] or "unknown" for r in measured})
+        # Only the runs that could not read it say why; a run that could has no reason.
+        reasons = sorted(
+            {r["energy_reason"] or "unknown" for r in measured if r["energy_j"] is None}
+        )
         energy = "; ".join(reasons)
+        if known:
+            energy += f" (read in {len(known)} of {len(joules)} runs: not averaged)"
     return {
         "deployment": measured[0]["deployment"],
         "note": None,
