@@ -182,3 +182,14 @@ def test_a_child_that_asked_dies_with_its_parent() -> None:
         except FileNotFoundError:
             return
     raise AssertionError(f"child {child} outlived its killed parent")
+
+
+def test_fast_percentiles_are_hdrhs_own_at_every_small_count() -> None:
+    # Small counts are where the target count lands on a half (e.g. p95 of 10 values:
+    # 9.5), and where an arithmetic in another order would round to another bucket.
+    rng = np.random.default_rng(11)
+    for n in range(1, 61):
+        values = rng.integers(1, 2_000_000, n).astype(np.int64)
+        h = _filled(values)
+        for q in (0.0, 1.0, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0, 33.3, 66.7, 12.5):
+            assert hdr.fast_percentile(h, q) == h.get_value_at_percentile(q), (n, q)

@@ -113,10 +113,16 @@ def self_check() -> CompatCheck:
             and got.get_max_value() == want.get_max_value()
         )
         lowest, highest, counts = bucket_arrays(want)
-        walked = [
-            (want.get_lowest_equivalent_value(v.value_iterated_to), v.count_at_value_iterated_to)
-            for v in want.get_recorded_iterator()
-        ]
+        # hdrh's own view of each recorded value's bucket, asked value by value: its
+        # recorded iterator would say the same but walks all 23,552 counts in Python
+        # (~0.2 s, paid by every process that starts).
+        walked = sorted(
+            {
+                (want.get_lowest_equivalent_value(v), want.get_count_at_value(v))
+                for v, fits in zip(values.tolist(), accepted, strict=True)
+                if fits
+            }
+        )
         same = same and list(zip(lowest.tolist(), counts.tolist(), strict=True)) == walked
         same = same and all(
             int(h) == want.get_highest_equivalent_value(int(lo))

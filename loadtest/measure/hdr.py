@@ -71,13 +71,15 @@ def fast_percentile(hist: HdrHistogram, q: float) -> int:
     a stall like that once a second in the event loop shows up in the latency it
     measures. Returns 0 for an empty histogram.
     """
-    if not _fast():
+    if not _fast() or q <= 0:
         return int(hist.get_value_at_percentile(q)) if hist.get_total_count() else 0
     _, highest, counts = bucket_arrays(hist)
     if not len(counts):
         return 0
     cum = np.cumsum(counts)
-    at = max(1, int(q / 100 * int(cum[-1]) + 0.5))
+    # hdrh's get_target_count_at_percentile, operation for operation: another order of
+    # the same arithmetic rounds differently where the count lands on a half.
+    at = max(1, int((min(q, 100.0) * int(cum[-1]) / 100) + 0.5))
     return int(highest[min(int(np.searchsorted(cum, at)), len(highest) - 1)])
 
 

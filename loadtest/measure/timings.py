@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from hdrh.histogram import HdrHistogram
 
+from loadtest.measure.hdr import fast_percentile
 from loadtest.model.record import RequestRecord
 from loadtest.model.summary import ServerTimingsBlock
 
@@ -59,7 +60,7 @@ class ServerTimings:
             return None
 
         def pct(h: HdrHistogram, q: float) -> float:
-            return round(float(h.get_value_at_percentile(q)) / 1000, 3)
+            return round(float(fast_percentile(h, q)) / 1000, 3)
 
         return {
             "responses": self.responses,

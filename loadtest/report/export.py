@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Mapping
 from pathlib import Path
-
-from hdrh.histogram import HdrHistogram
 
 from loadtest.measure.recorders import Metrics
 from loadtest.model.io import dump_summary
 from loadtest.model.summary import Summary
 from loadtest.report.atomic import write_atomic
+from loadtest.report.hgrm import hgrm
 from loadtest.report.summary import PERCENTILES
 
 __all__ = ["hgrm", "write_results"]
@@ -23,23 +21,6 @@ _CSV_STATS = ("count", "min", "mean", *(k for k, _ in PERCENTILES), "max")
 
 def _cell(stats: Mapping[str, object], key: str) -> object:
     return stats.get(key, "")
-
-
-def hgrm(hist: HdrHistogram, ratio: float = 1000.0) -> bytes:
-    """HdrHistogram's percentile table (``.hgrm``) of ``hist``, values divided by ``ratio``.
-
-    hdrh scales every value of the table and the footer's mean and max, but writes the
-    standard deviation unscaled (µs beside a mean in ms): the footer's line is rewritten
-    with both in the same unit.
-    """
-    buf = io.BytesIO()
-    hist.output_percentile_distribution(buf, ratio)
-    digits = hist.significant_figures
-    line = f"#[Mean    = %12.{digits}f, StdDeviation   = %12.{digits}f]" % (
-        hist.get_mean_value() / ratio,
-        hist.get_stddev() / ratio,
-    )
-    return re.sub(rb"#\[Mean .*\]", line.encode("ascii"), buf.getvalue(), count=1)
 
 
 def write_results(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:

@@ -24,6 +24,7 @@ from hdrh.histogram import HdrHistogram
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from loadtest.measure.hdr import fast_percentile
 from loadtest.model.sweep import CapacityResult, step_stat
 from loadtest.model.verdict import FaultVerdict
 
@@ -124,7 +125,7 @@ def percentile_curve(hist: HdrHistogram) -> tuple[list[float], list[float]]:
     if pcts[-1] < top - 1e-9:
         pcts.append(top)
     xs = [1.0 / (1.0 - p / 100.0) for p in pcts]
-    ys = [hist.get_value_at_percentile(p) / 1000.0 for p in pcts]
+    ys = [fast_percentile(hist, p) / 1000.0 for p in pcts]
     return xs, ys
 
 
@@ -164,7 +165,7 @@ def timeline_figure(
     top.set_ylabel("ok requests/s")
     ttft = intervals.get("ttft_ms", [])
     pts = [
-        (s + length / 2, h.get_value_at_percentile(95) / 1000.0)
+        (s + length / 2, fast_percentile(h, 95) / 1000.0)
         for s, length, h in ttft
         if h.get_total_count()
     ]

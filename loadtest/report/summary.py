@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from hdrh.histogram import HdrHistogram
 
 from loadtest.config.scenario import Scenario
-from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
+from loadtest.measure.recorders import Metrics, MetricSet, fast_percentile, new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, stat_of
 from loadtest.model.record import ENGINE_CANCELS, ERROR_CLASSES
 from loadtest.model.summary import (
@@ -49,7 +49,8 @@ def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> Met
     n = hist.get_total_count()
     if n == 0:
         return {"count": 0}
-    p = {key: round(hist.get_value_at_percentile(q) / scale, 3) for key, q in PERCENTILES}
+    # fast_percentile is hdrh's value without its walk over every count (~3 ms each).
+    p = {key: round(fast_percentile(hist, q) / scale, 3) for key, q in PERCENTILES}
     return {
         "count": n,
         "min": round(hist.get_min_value() / scale, 3),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from hdrh.histogram import HdrHistogram
 
 from loadtest.features.agent.session import PARTS, TaskRecord
-from loadtest.measure.recorders import MetricSet
+from loadtest.measure.recorders import MetricSet, fast_percentile
 from loadtest.model.summary import AgentBlock, AgentCategory, AgentSteps
 
 __all__ = ["AgentMetrics"]
@@ -95,8 +95,8 @@ class AgentMetrics:
             **block(total),
             "time_shares": {
                 p: {
-                    "p50": round((h.get_value_at_percentile(50) - 1) / 10_000, 4),
-                    "p95": round((h.get_value_at_percentile(95) - 1) / 10_000, 4),
+                    "p50": round((fast_percentile(h, 50) - 1) / 10_000, 4),
+                    "p95": round((fast_percentile(h, 95) - 1) / 10_000, 4),
                 }
                 for p, h in self.shares.items()
                 if h.get_total_count()
