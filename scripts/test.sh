@@ -31,4 +31,7 @@ mypy
 # threads spin: beside other CPU work on 2 cores its answers slowed tenfold). Exit code 5
 # is "nothing selected", when the arguments name only one kind of test file.
 pytest -q -n 3 --dist loadgroup -m "not llama" "$@" || [ $? -eq 5 ]
+# Without arguments, only the llama.cpp files are collected (importing every test file
+# again costs seconds); with arguments, they choose.
+if [ $# -eq 0 ]; then set -- tests/test_llama*.py; fi
 pytest -q -m llama "$@" || [ $? -eq 5 ]
