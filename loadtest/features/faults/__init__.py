@@ -1,8 +1,33 @@
 """Fault injection: the plan (``[faults]``), the TCP fault proxy, the managed target,
-hook actions, the rig that plays the timeline beside a run, and the verdicts."""
+hook actions, the rig that plays the timeline beside a run, and the verdicts.
 
-from loadtest.features.faults.plan import FaultEvent, FaultPlan, TargetSpec
-from loadtest.features.faults.proxy import FaultProxy, Toxic
-from loadtest.features.faults.rig import FaultRig
+The names below are imported on first use (PEP 562): reading a scenario imports
+``plan`` alone, and the rig would pull in aiohttp and numpy (~0.2 s) for nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loadtest.features.faults.plan import FaultEvent, FaultPlan, TargetSpec
+    from loadtest.features.faults.proxy import FaultProxy, Toxic
+    from loadtest.features.faults.rig import FaultRig
 
 __all__ = ["FaultEvent", "FaultPlan", "FaultProxy", "FaultRig", "TargetSpec", "Toxic"]
+
+_HOME = {
+    "FaultEvent": "plan",
+    "FaultPlan": "plan",
+    "TargetSpec": "plan",
+    "FaultProxy": "proxy",
+    "Toxic": "proxy",
+    "FaultRig": "rig",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
