@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import csv
 import io
-import re
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
 from hdrh.histogram import HdrHistogram
 
+from loadtest.measure.hdr import bucket_arrays
 from loadtest.measure.recorders import Metrics
 from loadtest.model.io import dump_summary
 from loadtest.model.summary import Summary
@@ -28,18 +29,57 @@ def _cell(stats: Mapping[str, object], key: str) -> object:
 def hgrm(hist: HdrHistogram, ratio: float = 1000.0) -> bytes:
     """HdrHistogram's percentile table (``.hgrm``) of ``hist``, values divided by ``ratio``.
 
-    hdrh scales every value of the table and the footer's mean and max, but writes the
-    standard deviation unscaled (µs beside a mean in ms): the footer's line is rewritten
-    with both in the same unit.
+    The bytes of hdrh's ``output_percentile_distribution`` (5 ticks per half distance),
+    but for the footer's standard deviation: hdrh writes it unscaled (µs beside a mean in
+    ms), here both are in the same unit. hdrh walks every counts slot in Python three
+    times (the table, the mean, the deviation: ~0.2 s a file, ~2 s of CPU a run); this
+    walks only the non-empty buckets, with hdrh's arithmetic in the same order.
     """
-    buf = io.BytesIO()
-    hist.output_percentile_distribution(buf, ratio)
+    lows, highs, counts = (a.tolist() for a in bucket_arrays(hist))
+    total = hist.get_total_count()
     digits = hist.significant_figures
-    line = f"#[Mean    = %12.{digits}f, StdDeviation   = %12.{digits}f]" % (
-        hist.get_mean_value() / ratio,
-        hist.get_stddev() / ratio,
+    row = f"%12.{digits}f %2.12f %10d %14.2f\n".encode()
+    last_row = f"%12.{digits}f %2.12f %10d\n".encode()
+    out = [
+        b"%12s %14s %10s %14s\n\n" % (b"Value", b"Percentile", b"TotalCount", b"1/(1-Percentile)")
+    ]
+    level = 0.0  # hdrh's PercentileIterator: the next percentile level to report
+    seen = 0
+    for i, (high, count) in enumerate(zip(highs, counts, strict=True)):
+        seen += count
+        while (100.0 * seen) / total >= level:
+            if level != 100:
+                out.append(row % (high / ratio, level / 100, seen, 1 / (1 - level / 100)))
+            else:  # a level rounded up to 100%: hdrh writes it without the last column
+                out.append(last_row % (high / ratio, 1.0, seen))
+            gap = 100.0 - level
+            if gap:
+                half_distance = math.pow(2, (math.log(100 / gap) / math.log(2)) + 1)
+                level += 100.0 / (5 * half_distance)
+            if seen == total and i == len(highs) - 1:
+                break  # hdrh's one more step, to 100%, comes next
+    if counts:
+        out.append(last_row % (highs[-1] / ratio, 1.0, total))
+    # hdrh's mean and deviation: each bucket's values at its middle value.
+    mids = [low + ((high - low + 1) >> 1) for low, high in zip(lows, highs, strict=True)]
+    mean = float(sum(c * m for c, m in zip(counts, mids, strict=True))) / total if total else 0.0
+    dev_total = 0.0
+    for c, m in zip(counts, mids, strict=True):
+        dev = (m * 1.0) - mean
+        dev_total += (dev * dev) * c
+    stddev = math.sqrt(dev_total / total) if total else 0.0
+    out.append(
+        f"#[Mean    = %12.{digits}f, StdDeviation   = %12.{digits}f]\n".encode()
+        % (mean / ratio, stddev / ratio)
     )
-    return re.sub(rb"#\[Mean .*\]", line.encode("ascii"), buf.getvalue(), count=1)
+    out.append(
+        f"#[Max     = %12.{digits}f, TotalCount     = %12.{digits}f]\n".encode()
+        % (hist.get_max_value() / ratio, total)
+    )
+    out.append(
+        b"#[Buckets = %12d, SubBuckets     = %12d]\n" % (hist.bucket_count, hist.sub_bucket_count)
+    )
+    return b"".join(out)
 
 
 def write_results(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:
