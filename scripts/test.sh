@@ -27,10 +27,11 @@ export LOADTEST_REQUIRE_LLAMA=1 LOADTEST_REQUIRE_RAY=1
 ruff check loadtest tests benchmarks
 ruff format --check loadtest tests benchmarks
 mypy
-# Everything but llama.cpp on 3 workers, a file each; then the llama.cpp files alone (its
-# threads spin: beside other CPU work on 2 cores its answers slowed tenfold). Exit code 5
-# is "nothing selected", when the arguments name only one kind of test file.
-pytest -q -n 3 --dist loadgroup -m "not llama" "$@" || [ $? -eq 5 ]
+# Everything but llama.cpp on 3 workers, a file each (loadfile: with pytest 9, xdist's
+# loadgroup no longer groups, and module fixtures were rebuilt); then the llama.cpp files
+# alone (its threads spin: beside other CPU work on 2 cores its answers slowed tenfold).
+# Exit code 5 is "nothing selected", when the arguments name only one kind of test file.
+pytest -q -n 3 --dist loadfile -m "not llama" "$@" || [ $? -eq 5 ]
 # Without arguments, only the llama.cpp files are collected (importing every test file
 # again costs seconds); with arguments, they choose.
 if [ $# -eq 0 ]; then set -- tests/test_llama*.py; fi

@@ -156,13 +156,12 @@ def _deliberately_broken(path: Path) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Workers take whole files (``--dist loadgroup``); the llama.cpp files are marked
-    ``llama``: llama.cpp's threads spin, and beside other CPU work on 2 cores its answers
-    slowed tenfold (58 s for 72 tokens), so scripts/test.sh runs them alone, after the rest."""
+    """The llama.cpp files are marked ``llama``: llama.cpp's threads spin, and beside
+    other CPU work on 2 cores its answers slowed tenfold (58 s for 72 tokens), so
+    scripts/test.sh runs them alone, after the rest. (The rest go to xdist workers a file
+    each, ``--dist loadfile``, so that module fixtures are built once.)"""
     for item in items:
-        name = item.path.stem
-        item.add_marker(pytest.mark.xdist_group(str(item.path)))
-        if name.startswith("test_llama"):
+        if item.path.stem.startswith("test_llama"):
             item.add_marker(pytest.mark.llama)
 
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import orjson
@@ -122,10 +123,8 @@ def test_unreachable_endpoint_is_a_clear_error(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
 
 
-def _start_and_wait_for_requests(
-    tmp_path: Path, load: str, max_tokens: str
-) -> tuple[subprocess.Popen[str], Path]:
-    """A real ``loadtest run`` process, returned once requests.jsonl has lines."""
+def _start(tmp_path: Path, load: str, max_tokens: str) -> tuple[subprocess.Popen[str], Path]:
+    """A real ``loadtest run`` process against its built-in simulator."""
     out = tmp_path / "out"
     scenario = inline_scenario(tmp_path, load)
     proc = subprocess.Popen(
@@ -147,12 +146,50 @@ def _start_and_wait_for_requests(
         text=True,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
+    return proc, out
+
+
+def _start_and_wait_for_requests(
+    tmp_path: Path, load: str, max_tokens: str
+) -> tuple[subprocess.Popen[str], Path]:
+    """A real ``loadtest run`` process, returned once requests.jsonl has lines."""
+    proc, out = _start(tmp_path, load, max_tokens)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         jsonl = [p / "requests.jsonl" for p in out.iterdir()] if out.exists() else []
         if any(p.exists() and p.stat().st_size for p in jsonl):
             break
-        time.sleep(0.2)
+        time.sleep(0.05)
+    return proc, out
+
+
+def _start_and_wait_for_streams(
+    tmp_path: Path, load: str, max_tokens: str
+) -> tuple[subprocess.Popen[str], Path]:
+    """A real ``loadtest run`` process, returned once its simulator serves a request.
+
+    Streams too long to end during the test write no line to requests.jsonl, so the
+    simulator's own count of the requests it serves says the run is under way.
+    """
+    proc, out = _start(tmp_path, load, max_tokens)
+    assert proc.stderr is not None
+    url = None
+    while url is None:
+        line = proc.stderr.readline()  # the note comes before any request is sent
+        assert line, "the run ended before it said which simulator it uses"
+        found = re.search(r"built-in simulator at (http://\S+)", line)
+        url = found.group(1) if found else None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as resp:
+                if orjson.loads(resp.read())["running"] >= 1:
+                    break
+        except OSError:
+            pass  # the note comes as the simulator starts, before it listens
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the simulator served no request within 30 s")
     return proc, out
 
 
@@ -169,7 +206,6 @@ def _accounted(run_dir: Path) -> dict[str, int]:
 
 def test_sigint_stops_the_run_and_still_writes_everything(tmp_path: Path) -> None:
     proc, out = _start_and_wait_for_requests(tmp_path, "duration_s = 60\ngrace_s = 0.5\n", "400")
-    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130, stderr
@@ -180,7 +216,7 @@ def test_a_second_ctrl_c_stops_at_once_and_still_writes_what_was_accounted(
     tmp_path: Path,
 ) -> None:
     # Streams of ~40 s and a 60 s grace: only the second Ctrl-C can end this quickly.
-    proc, out = _start_and_wait_for_requests(tmp_path, "duration_s = 120\ngrace_s = 60\n", "4000")
+    proc, out = _start_and_wait_for_streams(tmp_path, "duration_s = 120\ngrace_s = 60\n", "4000")
     proc.send_signal(signal.SIGINT)
     time.sleep(0.5)
     assert proc.poll() is None  # still waiting for the in-flight streams
@@ -237,8 +273,6 @@ def test_sim_command_serves_until_terminated() -> None:
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("loadtest sim listening on http://127.0.0.1:")
-    import urllib.request
-
     url = line.split()[-1]
     with urllib.request.urlopen(url + "/v1/models", timeout=5) as resp:
         assert orjson.loads(resp.read())["data"][0]["id"] == "sim-llm"

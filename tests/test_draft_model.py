@@ -24,6 +24,7 @@ except ImportError:
 
 from loadtest.app.draft_model import (  # noqa: E402
     DEFAULT_DRAFT_LAYERS,
+    block_count,
     build_early_exit,
     ensure_early_exit,
 )
@@ -82,9 +83,16 @@ def test_the_draft_is_built_once_into_the_cache_by_hash(target: Path, draft: Pat
 
 
 def test_a_draft_deeper_than_the_target_is_a_usage_error(target: Path, tmp_path: Path) -> None:
+    # Said from the header: ggml's reader would first parse the whole vocabulary (~14 s).
+    assert block_count(target) == ("gemma3", 18)
     with pytest.raises(UsageError, match="between 1 and 18"):
         build_early_exit(target, 19, tmp_path / "x.gguf")
     assert not list(tmp_path.iterdir())
+    for bad in (b"not a gguf file at all", b"GGUF" + bytes(20)):
+        (tmp_path / "bad.gguf").write_bytes(bad)
+        with pytest.raises(UsageError, match=r"bad\.gguf"):
+            build_early_exit(tmp_path / "bad.gguf", 1, tmp_path / "y.gguf")
+    assert not (tmp_path / "y.gguf").exists()
 
 
 def test_draft_options_are_checked() -> None:

@@ -56,10 +56,17 @@ def test_sweep_and_ab_gate_on_the_windows_of_every_run(
     assert main([*sweep, *shared]) == 1, capsys.readouterr().err
     sweep[-1] = str(tmp_path / "s2")
     assert main([*sweep, *shared, "--fail-on", "never"]) == 0, capsys.readouterr().err
-    # ab also stops on fewer than 10 values of a metric a side: shorter answers, more of
-    # them, so only the fault gate decides its exit code here.
-    ab = ["ab", str(scenario), "--out", str(tmp_path / "ab"), "--max-tokens", "10"]
-    longer = [*shared[:-1], "5"]
-    assert main([*ab, *longer]) == 1, capsys.readouterr().err
+    # ab also stops on fewer than 10 values of a metric a side, so only the fault gate
+    # decides its exit code here if each side has them: one run a side (the gate needs no
+    # repeats) of 0.1 s answers, and the window opens at 1.2 s instead of 0.3 s. Before
+    # it, each of the 2 sessions completes about (1.2 - 0.1 s of start-up) / 0.1 s = 11
+    # answers, 22 a side: 10 would still come with every answer 2.2x slower. The window
+    # still closes at 2.0 s, and its first cancelled answer leaks its slot past the settle.
+    late = tmp_path / "late.toml"
+    late_window = _LEAKY.replace("at_s = 0.3\nduration_s = 1.7", "at_s = 1.2\nduration_s = 0.8")
+    assert late_window != _LEAKY
+    late.write_text(late_window)
+    ab = ["ab", str(late), "--out", str(tmp_path / "ab"), "--max-tokens", "10", "--repeat", "1"]
+    assert main([*ab, *shared]) == 1, capsys.readouterr().err
     ab[3] = str(tmp_path / "ab2")
-    assert main([*ab, *longer, "--fail-on", "never"]) == 0, capsys.readouterr()
+    assert main([*ab, *shared, "--fail-on", "never"]) == 0, capsys.readouterr()

@@ -44,8 +44,9 @@ def test_a_flag_of_run_is_a_flag_of_sweep_and_ab(
     out = tmp_path / "out"
     code = main(["sweep", str(_quick(tmp_path)), "--concurrency", "1", "--out", str(out), *shared])
     assert code == 0, capsys.readouterr().err
-    # ab stops on fewer than 10 values of a metric a side (its own rule): 12 requests.
-    ab_flags = [*shared[:-3], "--requests", "12", "-q"]
+    # ab stops on fewer than 10 values of a metric a side (its own rule): 12 requests,
+    # one run a side (the flags are what is checked, not repeats).
+    ab_flags = [*shared[:-3], "--requests", "12", "--repeat", "1", "-q"]
     code = main(["ab", str(_quick(tmp_path)), "--out", str(tmp_path / "ab"), *ab_flags])
     assert code == 0, capsys.readouterr().err
     # -q: the notes (which endpoint) are not said; the results still are, on stdout.

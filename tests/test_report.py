@@ -40,7 +40,9 @@ after_tokens = 3
 """
 
 
-@pytest.fixture(scope="module")
+# Built once per session: with module scope they were rebuilt (~35 s of CPU each time)
+# whenever the worker ran a test of another file in between.
+@pytest.fixture(scope="session")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One run with a fault window, a two-step sweep and a one-repeat ab (simulators)."""
     tmp = tmp_path_factory.mktemp("reports")
@@ -51,7 +53,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     common = ["--no-tui"]
     assert main(["run", str(scenario), "--out", str(tmp / "run"), *common]) == 0
     assert main(["sweep", str(short), "--concurrency", "1,4", "--out", str(tmp / "sweep")]) == 0
-    assert main(["ab", str(short), "--out", str(tmp / "ab")]) == 0
+    assert main(["ab", str(short), "--repeat", "1", "--out", str(tmp / "ab")]) == 0
     return {
         "run": next((tmp / "run").iterdir()),
         "sweep": next((tmp / "sweep").iterdir()),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -128,37 +130,51 @@ async def test_live_dashboard_keys_and_panels(tmp_path: Path) -> None:
 
         app = Dashboard(prepare, refresh_s=0.1)
         async with app.run_test(size=(120, 48)) as pilot:
-            await pilot.pause(2.5)
+
+            async def until(cond: Callable[[], object]) -> None:
+                """Wait (up to 20 s) for what the test asserts next, not a fixed pause."""
+                deadline = time.monotonic() + 20.0
+                while not cond() and time.monotonic() < deadline:
+                    await pilot.pause(0.05)
+
+            def ttft_p99() -> float:
+                cell = app.query_one("#latency", DataTable).get_cell("ttft_ms", "p99")
+                text = str(cell).strip()
+                return float(text) if text not in ("", "-") else 0.0
+
+            await until(lambda: app.last_frame is not None and app.last_frame.ok > 0)
+            await until(lambda: ttft_p99() > 0)
             f = app.last_frame
             assert f is not None and f.phase == "measuring" and f.ok > 0
             assert f.categories == ("all", "chat", "code")
-            table = app.query_one("#latency", DataTable)
-            assert float(table.get_cell("ttft_ms", "p99")) > 0
+            assert ttft_p99() > 0
             await pilot.press("m")
-            await pilot.pause(0.2)
+            await until(lambda: "itl_ms (all)" in _screen_text(app))
             assert app.metric == "itl_ms" and "itl_ms (all)" in _screen_text(app)
             await pilot.press("c")
-            await pilot.pause(0.2)
+            await until(lambda: app.last_frame is not None and app.last_frame.category == "chat")
             assert app.category == "chat"
             assert app.last_frame is not None and app.last_frame.category == "chat"
             await pilot.press("p")
-            await pilot.pause(0.5)  # in-flight requests finish
+            await until(lambda: app.last_frame is not None and app.last_frame.phase == "paused")
             assert app.runner is not None and app.runner.paused
             assert app.last_frame is not None and app.last_frame.phase == "paused"
             sent = app.runner.snapshot().sent
-            await pilot.pause(1.0)
+            # Unpaused, FAST_SIM's ~20 ms answers on 4 slots are ~200 a second: 0.5 s
+            # without a request sent is the pause holding, not chance.
+            await pilot.pause(0.5)
             assert app.runner.snapshot().sent == sent  # nothing offered while paused
             await pilot.press("p")
-            await pilot.pause(0.5)
+            await until(lambda: app.runner is not None and app.runner.snapshot().sent > sent)
             assert app.runner.snapshot().sent > sent
             await pilot.press("question_mark")
             assert app.query_one("#help").has_class("shown")
             await pilot.press("s")
-            await pilot.pause(0.2)
+            await until(lambda: bool(app.screenshots))
             assert app.screenshots and app.screenshots[0].parent == tmp_path
             assert app.screenshots[0].read_text().startswith("<svg")
             await pilot.press("q")
-            await pilot.pause(2.0)
+            await until(lambda: app.outcome is not None)
         assert app.outcome is not None and app.outcome.interrupted
         m = app.outcome.metrics
         assert m.sent == m.outcomes["ok"] + m.outcomes["failed"] + m.outcomes["cancelled"]

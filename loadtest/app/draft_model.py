@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 from pathlib import Path
+from typing import BinaryIO
 
 from loadtest.errors import MissingExtraError, UsageError
 
-__all__ = ["DEFAULT_DRAFT_LAYERS", "build_early_exit", "ensure_early_exit", "file_sha256"]
+__all__ = [
+    "DEFAULT_DRAFT_LAYERS",
+    "block_count",
+    "build_early_exit",
+    "ensure_early_exit",
+    "file_sha256",
+]
 
 DEFAULT_DRAFT_LAYERS = 12
 """Blocks kept by default, of the target's 18: the shallowest exit tried whose drafts the
@@ -31,6 +39,63 @@ _SKIPPED_FIELDS = ("GGUF.", "general.architecture")
 """Fields the writer makes itself (header counts, version, the architecture key)."""
 
 
+_SCALARS = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+"""Bytes of each fixed-size GGUF value type (uint8 ... float64, bool); 8 is a string and
+9 an array."""
+
+
+def _skip_value(f: BinaryIO, vtype: int) -> None:
+    if vtype in _SCALARS:
+        f.seek(_SCALARS[vtype], os.SEEK_CUR)
+    elif vtype == 8:
+        (n,) = struct.unpack("<Q", f.read(8))
+        f.seek(n, os.SEEK_CUR)
+    elif vtype == 9:
+        item, count = struct.unpack("<IQ", f.read(12))
+        if item in _SCALARS:
+            f.seek(_SCALARS[item] * count, os.SEEK_CUR)
+        else:
+            for _ in range(count):
+                _skip_value(f, item)
+    else:
+        raise ValueError(f"unknown GGUF value type {vtype}")
+
+
+def block_count(target: Path) -> tuple[str, int]:
+    """(architecture, transformer blocks) from the GGUF header, reading no tensor data.
+
+    ggml's reader parses the whole vocabulary first (~14 s for Gemma 3's 262,144 tokens):
+    a bad ``--draft-layers`` is said before that. GGUF v2+: magic, version, tensor and
+    key counts, then (key, type, value) triples, little-endian.
+    """
+    arch: str | None = None
+    found: dict[str, int] = {}
+    try:
+        with target.open("rb") as f:
+            magic, _version, _tensors, n_kv = struct.unpack("<4sIQQ", f.read(24))
+            if magic != b"GGUF":
+                raise UsageError(f"{target} is not a GGUF file")
+            for _ in range(n_kv):
+                (klen,) = struct.unpack("<Q", f.read(8))
+                key = f.read(klen).decode("utf-8", "replace")
+                (vtype,) = struct.unpack("<I", f.read(4))
+                if key == "general.architecture" and vtype == 8:
+                    (n,) = struct.unpack("<Q", f.read(8))
+                    arch = f.read(n).decode()
+                elif key.endswith(".block_count") and vtype in (4, 5, 10, 11):
+                    fmt = {4: "<I", 5: "<i", 10: "<Q", 11: "<q"}[vtype]
+                    found[key] = struct.unpack(fmt, f.read(_SCALARS[vtype]))[0]
+                else:
+                    _skip_value(f, vtype)
+                if arch is not None and f"{arch}.block_count" in found:
+                    return arch, found[f"{arch}.block_count"]
+    except (struct.error, ValueError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{target} is not a readable GGUF file: {exc}") from exc
+    if arch is None:
+        raise UsageError(f"{target} is not a model GGUF (no general.architecture)")
+    raise UsageError(f"{target} has no {arch}.block_count")
+
+
 def build_early_exit(target: Path, layers: int, out: Path) -> Path:
     """Write to ``out`` a copy of ``target`` that keeps only its first ``layers`` blocks."""
     try:
@@ -38,18 +103,11 @@ def build_early_exit(target: Path, layers: int, out: Path) -> Path:
     except ImportError as exc:
         raise MissingExtraError("building a draft model (PyPI gguf)", "llama") from exc
 
-    reader = GGUFReader(target)
-    arch_field = reader.get_field("general.architecture")
-    if arch_field is None:
-        raise UsageError(f"{target} is not a model GGUF (no general.architecture)")
-    arch = str(arch_field.contents())
-    block_key = f"{arch}.block_count"
-    blocks = reader.get_field(block_key)
-    if blocks is None:
-        raise UsageError(f"{target} has no {block_key}")
-    total = int(blocks.contents())
+    arch, total = block_count(target)
     if not 1 <= layers <= total:
         raise UsageError(f"--draft-layers must be between 1 and {total}, not {layers}")
+    block_key = f"{arch}.block_count"
+    reader = GGUFReader(target)
 
     tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")
     writer = GGUFWriter(tmp, arch)
