@@ -25,7 +25,11 @@ from loadtest.sim import InProcessSim, SimConfig
 # without deadlines a busy machine misses: a test's outcome must not be chance. Random
 # exploration is benchmarks/fuzz_parsers.py's, or HYPOTHESIS_PROFILE=default.
 settings.register_profile(
-    "ci", derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -141,16 +141,20 @@ def test_open_loop_rate_is_kept_across_workers(tmp_path: Path) -> None:
     sc = _scenario(tmp_path, 'mode = "poisson"\nrate = 80.0\nduration_s = 4\n')
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
-    # 320 arrivals expected; a Poisson count's sd is ~18.
-    assert 250 < s["requests"]["sent"] < 390
+    # The arrivals are seeded (--seed 3), so these figures are fixed; the bounds hold
+    # for any seed too. 320 arrivals expected, Poisson: P(outside (245, 395)) = 4e-5.
+    assert 245 < s["requests"]["sent"] < 395
     assert s["requests"]["sent"] == s["requests"]["ok"] + s["requests"]["failed"]
     # The merged arrivals are one Poisson process of 80/s: exponential gaps, whose
-    # coefficient of variation is 1.
+    # coefficient of variation is 1. Over ~320 gaps (simulated 10^6 times) the sample
+    # CV falls below 0.8 at 8e-6 and above 1.3 at 2.5e-5; the mean gap (12.5 ms, sd 0.7)
+    # leaves (9, 16) at < 1e-6. One worker's rate alone (gap 25 ms) or evenly spaced
+    # arrivals (CV 0) still fail.
     intended = sorted(r["intended_ms"] for r in read_jsonl(run_dir / "requests.jsonl"))
     gaps = [b - a for a, b in itertools.pairwise(intended)]
     mean = sum(gaps) / len(gaps)
     sd = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
-    assert 9.0 < mean < 16.0 and 0.8 < sd / mean < 1.2, (mean, sd)
+    assert 9.0 < mean < 16.0 and 0.8 < sd / mean < 1.3, (mean, sd)
 
 
 def test_constant_arrivals_of_two_workers_interleave_into_one_even_stream(tmp_path: Path) -> None:
