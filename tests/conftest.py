@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -11,6 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, settings
 from jsonschema import Draft202012Validator
 
 from loadtest._compat import kernel_stamps
@@ -18,6 +20,18 @@ from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.sim import InProcessSim, SimConfig
+
+# Property tests run the same examples every run (derandomized, no example database) and
+# without deadlines a busy machine misses: a test's outcome must not be chance. Random
+# exploration is benchmarks/fuzz_parsers.py's, or HYPOTHESIS_PROFILE=default.
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture

@@ -32,8 +32,9 @@ def sims() -> Iterator[dict[str, str]]:
         "base": SimProcess(BASE),
         "fast": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1)),
         "twin": SimProcess(BASE),
-        # 20% slower between tokens: beyond how far one run moves as a whole.
-        "slow": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=4.8, ttft_sigma=0.1, itl_sigma=0.1)),
+        # 50% slower between tokens, far beyond how far one run moves as a whole (see
+        # test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side).
+        "slow": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=6.0, ttft_sigma=0.1, itl_sigma=0.1)),
         "buggy": SimProcess(
             SimConfig(ttft_ms=8.0, itl_ms=4.0, ttft_sigma=0.1, itl_sigma=0.1, diverge_rate=0.3)
         ),
@@ -45,7 +46,9 @@ def sims() -> Iterator[dict[str, str]]:
             p.stop()
 
 
-def _ab(tmp_path: Path, baseline: str, candidate: str, repeat: int = 1) -> tuple[int, JsonObject]:
+def _ab(
+    tmp_path: Path, baseline: str, candidate: str, repeat: int = 1, *extra: str
+) -> tuple[int, JsonObject]:
     scenario = inline_scenario(tmp_path, "requests = 40\n")
     (tmp_path / "quick.toml").write_text(
         scenario.read_text()
@@ -57,19 +60,40 @@ def _ab(tmp_path: Path, baseline: str, candidate: str, repeat: int = 1) -> tuple
     )
     out = tmp_path / "out"
     argv = ["ab", str(scenario), "--baseline", baseline, "--candidate", candidate]
-    code = main([*argv, "--repeat", str(repeat), "--out", str(out)])
+    code = main([*argv, "--repeat", str(repeat), "--out", str(out), *extra])
     (folder,) = out.iterdir()
     return code, orjson.loads((folder / "comparison.json").read_bytes())
 
 
+@pytest.fixture(scope="module")
+def fast_ab(
+    sims: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[int, JsonObject, Path]:
+    """One ``ab`` of the baseline against the faster candidate, read by three tests."""
+    tmp = tmp_path_factory.mktemp("fast-ab")
+    code, c = _ab(tmp, sims["base"], sims["fast"])
+    (folder,) = (tmp / "out").iterdir()
+    return code, c, folder
+
+
 def test_a_faster_candidate_is_called_faster_and_answers_the_same(
-    sims: dict[str, str], tmp_path: Path
+    fast_ab: tuple[int, JsonObject, Path],
 ) -> None:
-    code, c = _ab(tmp_path, sims["base"], sims["fast"])
+    code, c, _ = fast_ab
     assert code == 0
     assert c["metrics"]["tpot_ms"]["verdict"] == "faster"
     assert c["metrics"]["tpot_ms"]["percentiles"]["p50"]["significant"] is True
-    assert c["metrics"]["ttft_ms"]["verdict"] == "no detectable difference"
+    # Both sides plan the same TTFTs (one seed, same bodies), so any TTFT difference is
+    # the machine's. Whether one run a side calls it is a 5%-level test (about 2 in 100
+    # comparisons of identical runs, benchmarks/bench_compare_fpr.py), so no verdict is
+    # asserted here: the false-positive rate of the statistics is checked seeded in
+    # test_stats.py. What must hold every time: the one-run bar of 15% of A, and a
+    # difference under half of A. Whole-run TTFT shifts measured by that bench: 95th
+    # percentile 14.6%, so sd ~7.5%, largest 23% in 100 pairs; 50% is ~6.7 sd, far
+    # below 1e-4 even with heavier tails. A bug that doubled TTFT on one side still fails.
+    p50 = c["metrics"]["ttft_ms"]["percentiles"]["p50"]
+    assert abs(p50["diff"]) < 0.5 * p50["a"], p50
+    assert p50["threshold"] == pytest.approx(0.15 * p50["a"], rel=1e-3), p50
     eq = c["equivalence"]
     assert eq["match_rate"] == 1.0 and eq["prompts_compared"] >= 8 and eq["divergent"] == []
     assert c["a"]["completion_rate"] == c["b"]["completion_rate"] == 1.0
@@ -95,9 +119,14 @@ def test_a_managed_side_is_parsed_and_a_bad_one_named() -> None:
     assert main(["ab", "--candidate", "llama:eagle"]) == 2
 
 
-def test_a_twenty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
+def test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
     sims: dict[str, str], tmp_path: Path
 ) -> None:
+    # Same seed, same bodies: every planned gap is exactly 1.5x the baseline's (6 vs 4 ms).
+    # With a per-token client overhead d of 0.05-0.5 ms the measured TPOT ratio is
+    # 2/(4+d) >= 44%. A pair's whole-run TPOT shift moved at most 8% in 100 bench pairs
+    # (LONE_RUN_EFFECT's docstring), sd ~3%: 44% is ~10 sd above the 15% bar, so the call
+    # fails far less than 1 in 10,000 runs. (At 20% slower the margin was ~1 sd: 1-5%.)
     _, c = _ab(tmp_path, sims["base"], sims["slow"])
     assert c["min_effect"] == 0.15 and c["min_effect_asked"] == 0.02
     assert c["metrics"]["tpot_ms"]["verdict"] == "slower", c["metrics"]["tpot_ms"]
@@ -107,12 +136,19 @@ def test_a_twenty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
 def test_identical_deployments_repeated_show_no_difference_and_their_spread(
     sims: dict[str, str], tmp_path: Path
 ) -> None:
-    code, c = _ab(tmp_path, sims["base"], sims["twin"], repeat=2)
+    # Identical sides differ only by the machine's timing, and at the default 2% bar two
+    # runs a side flag a line about 4% of the time (bench_compare_fpr: 2 of 50): a
+    # statistical outcome, checked seeded in test_stats.py. Here the bar is 50%: whole-run
+    # shifts have sd ~7.5% (95th percentile 14.6%, largest 23% in 100 bench pairs), so a
+    # 50% call on identical sides is ~6.7 sd away (< 1e-4), while a side counted twice or
+    # a run lost in the merge of repeats still moves a line by far more.
+    code, c = _ab(tmp_path, sims["base"], sims["twin"], 2, "--min-effect", "50")
     assert code == 0
     assert len(c["a"]["runs"]) == len(c["b"]["runs"]) == 2
     for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
         assert c["metrics"][m]["verdict"] == "no detectable difference", (m, c["metrics"][m])
-    assert c["min_effect"] == 0.02  # two runs a side: --min-effect as asked
+    # Two runs a side: --min-effect as asked (the one-run floor is test_stats.py's).
+    assert c["min_effect"] == c["min_effect_asked"] == 0.5
     spread = c["spread"]["a"]["tpot_ms"]["p50"]
     assert len(spread["runs"]) == 2 and spread["stdev"] >= 0
 
@@ -128,9 +164,10 @@ def test_divergent_answers_are_listed_and_fail_the_check(
     assert all("diverged" in d["b"] and "diverged" not in d["a"] for d in eq["divergent"])
 
 
-def test_compare_reads_folders_of_runs(sims: dict[str, str], tmp_path: Path) -> None:
-    _, c = _ab(tmp_path, sims["base"], sims["fast"])
-    (folder,) = (tmp_path / "out").iterdir()
+def test_compare_reads_folders_of_runs(
+    fast_ab: tuple[int, JsonObject, Path], tmp_path: Path
+) -> None:
+    _, c, folder = fast_ab
     again = compare_runs(
         [load_run(p) for p in (folder / "baseline").iterdir()],
         [load_run(p) for p in (folder / "candidate").iterdir()],
@@ -164,12 +201,11 @@ def test_a_folder_without_a_summary_is_named(tmp_path: Path) -> None:
 
 
 def test_the_html_report_gives_each_line_its_own_verdict_and_p_values_their_magnitude(
-    sims: dict[str, str], tmp_path: Path
+    fast_ab: tuple[int, JsonObject, Path],
 ) -> None:
     from loadtest.report.html import write_report
 
-    _, c = _ab(tmp_path, sims["base"], sims["fast"])
-    (folder,) = (tmp_path / "out").iterdir()
+    _, c, folder = fast_ab
     page = write_report(folder).read_text()
     rows = [
         re.findall(r"<td>(.*?)</td>", row)

@@ -168,7 +168,12 @@ async def test_client_ttft_matches_the_simulators_truth(tmp_path: Path) -> None:
         assert r.first_token_ns is not None
         # The client sees the first token after the server wrote it, and not long after.
         delay_ms = (r.first_token_ns - t["first_token_written_ns"]) / 1e6
-        assert 0 < delay_ms < 50
+        # Client and simulator share one loop: 50 ms needed no 50 ms deschedule or
+        # collection between the write and the read on any of 40 requests (~1e-5 to
+        # 1e-4 a run on a busy machine). 250 ms, the lag bound of test_trace.py, is far
+        # from that; a first token stamped on another clock (seconds or more off) or
+        # before the simulator wrote it (below 0) still fails.
+        assert 0 < delay_ms < 250, delay_ms
         # Client TTFT includes the server's whole TTFT.
         assert r.first_token_ns - r.sent_ns >= t["first_token_written_ns"] - t["received_ns"]
 

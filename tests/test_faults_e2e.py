@@ -55,7 +55,12 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
         host, port = draft.url.removeprefix("http://").split(":")
         proxy = FaultProxy(host, int(port))
         await proxy.start()
-        async with InProcessSim(SimConfig(**{**_fields(SPEC), "draft_url": proxy.url})) as target:
+        # accept_chat 0.9: speculation gives (RTT + 3.45 ms) / 4.1 tokens a step, under
+        # plain decoding's 3 ms while the propose RTT (target -> proxy -> draft, one loop
+        # with the client, ~1-2 ms) stays under ~8.9 ms; at 0.7 (2.77 tokens a step) the
+        # "during > before" TPOT check below had only ~4.9 ms of RTT to spare under load.
+        fields = {**_fields(SPEC), "draft_url": proxy.url, "accept_chat": 0.9}
+        async with InProcessSim(SimConfig(**fields)) as target:
             rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
             _, outcome = await run_against(target, sc, tmp_path, hooks=[rig])
             assert target.server is not None and target.server.engine is not None
@@ -116,7 +121,12 @@ async def test_cancellations_free_slots_and_are_counted(tmp_path: Path) -> None:
     assert server_cancelled >= len(injected)  # the server saw each client go away
     assert window["settled_s"] is not None and window["running_excess"] == 0
     assert window["cancel_close_p50_ms"] is not None
-    assert window["verdict"] == "held", window["reason"]
+    # What this test is about is freed slots (running_excess, settled_s, the counts). The
+    # TTFT recovery part of the verdict compares one 1 s slice after the window with a
+    # one-slice before phase, so a shift of the shared machine can call it "degraded"
+    # (~1e-4 to 1e-3 a run); a slot kept by a cancelled request is "failed", "kept slots".
+    assert window["verdict"] in ("held", "degraded"), window["reason"]
+    assert "kept slots" not in window["reason"]
     _accounted(rows, {"sent": outcome.metrics.sent})
 
 
@@ -149,11 +159,16 @@ async def test_leaked_slots_fail_the_cancel_window(tmp_path: Path) -> None:
 
 async def test_idle_gap_then_burst(tmp_path: Path) -> None:
     sc = make_scenario(
-        {"mode": "closed", "concurrency": 2, "duration_s": 4},
+        # 3.5 s after the window: three 1 s slices and a half, so one slow slice of the
+        # shared machine cannot keep every slice after the burst from recovering.
+        {"mode": "closed", "concurrency": 2, "duration_s": 6},
         max_tokens=8,
         faults=_faults({"kind": "idle", "at_s": 1, "duration_s": 1.5, "burst": 10}),
     )
-    cfg = SimConfig(ttft_ms=3.0, itl_ms=1.0, cold_start_ms=300.0, idle_cold_s=1.0)
+    # TTFT 20 ms: the recovery bound (1.1 x the before median + 0.5 ms, or the bootstrap
+    # p99 of medians) leaves ~2.5 ms over the median; at 3 ms it was ~0.8 ms, which a 25%
+    # change of the client's overhead on a busy machine could use up.
+    cfg = SimConfig(ttft_ms=20.0, itl_ms=1.0, cold_start_ms=300.0, idle_cold_s=1.0)
     async with InProcessSim(cfg) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
@@ -163,8 +178,12 @@ async def test_idle_gap_then_burst(tmp_path: Path) -> None:
     (window,) = outcome.faults
     sent_in_gap = [r for r in rows if 1000 + 50 < r["sent_ms"] < 2500 - 50]
     assert sent_in_gap == []  # nothing offered while idle
-    burst = [r for r in rows if 2500 <= r["sent_ms"] < 2600]
-    assert len(burst) >= 10
+    # The burst: the first 10 sends after the gap all left before any of them got a
+    # token (ordering, not a 100 ms window: it fails only if the loop stalled for the
+    # whole 300 ms warm-up, or if the burst was paced out instead of sent at once).
+    burst = sorted((r for r in rows if r["sent_ms"] >= 2500), key=lambda r: r["sent_ms"])[:10]
+    assert len(burst) == 10
+    assert max(r["sent_ms"] for r in burst) < min(r["sent_ms"] + r["ttft_ms"] for r in burst)
     assert cold_starts == 2  # the first request of the run, and the burst after idling
     # The burst paid the warm-up: its first tokens came >= 300 ms after sending.
     assert max(r["ttft_ms"] for r in burst) >= 300
@@ -211,9 +230,14 @@ async def test_restart_of_a_managed_target_accounts_for_every_request(tmp_path: 
     _, outcome = await run_against(endpoint, sc, tmp_path, hooks=[rig])  # type: ignore[arg-type]
     rows = read_jsonl(tmp_path / "requests.jsonl")
     (window,) = outcome.faults
-    assert window["caught_in_flight"] == 4  # every session had a stream open
-    assert window["caught_failed"] == 4
-    assert window["failed_by_class"] == {"disconnected": 4}
+    # Every session had a stream open, unless, at the kill, one sat in the ~0.2-1 ms
+    # between its last answer and its next send (each request streams ~530 ms): that is
+    # P ~ 4 x 1/530 ~ 0.2-0.8% a run, so 3 is allowed; two at once, C(4,2) x (2e-3)^2
+    # ~ 2e-5. Every caught stream failed as a disconnect, none otherwise.
+    caught = window["caught_in_flight"]
+    assert 3 <= caught <= 4, window
+    assert window["caught_failed"] == caught
+    assert window["failed_by_class"] == {"disconnected": caught}
     assert window["time_to_ready_s"] >= 0.3  # includes the simulated weight loading
     first = window["time_to_first_token_s"]
     assert first is not None and first > window["time_to_ready_s"]

@@ -209,7 +209,9 @@ _FLAG_VALUE = st.sampled_from(["0", "-1", "1", "2.5", "nan", "inf", "abc", "", "
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(st.lists(st.tuples(_FLAG, _FLAG_VALUE), max_size=4))
 def test_bad_flags_exit_2_with_one_paragraph_and_no_traceback(

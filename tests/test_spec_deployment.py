@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -22,6 +23,12 @@ ACCEPT = 0.8
 
 @pytest.fixture
 async def deployment() -> AsyncIterator[tuple[InProcessSim, InProcessSim]]:
+    async with _deployment(100.0) as pair:
+        yield pair
+
+
+@asynccontextmanager
+async def _deployment(draft_timeout_ms: float) -> AsyncIterator[tuple[InProcessSim, InProcessSim]]:
     async with InProcessSim(SimConfig(role="draft", draft_token_ms=0.2)) as draft:
         cfg = SimConfig(
             draft_url=draft.url,
@@ -30,7 +37,7 @@ async def deployment() -> AsyncIterator[tuple[InProcessSim, InProcessSim]]:
             ttft_ms=2.0,
             spec_k=K,
             accept_chat=ACCEPT,
-            draft_timeout_ms=100.0,
+            draft_timeout_ms=draft_timeout_ms,
             probe_backoff_ms=50.0,
             probe_backoff_max_ms=100.0,
         )
@@ -61,11 +68,10 @@ async def _metrics(session: aiohttp.ClientSession, url: str) -> dict[str, float]
         return parse_metrics(await resp.text())
 
 
-async def test_acceptance_and_tokens_per_step_follow_the_configuration(
-    deployment: tuple[InProcessSim, InProcessSim],
-) -> None:
-    target, _ = deployment
-    async with aiohttp.ClientSession() as s:
+async def test_acceptance_and_tokens_per_step_follow_the_configuration() -> None:
+    # A 2 s draft timeout: with 100 ms, one loop stall or collection during any of ~30
+    # draft calls counted a fallback (~1e-4 a run); the hang test keeps the short one.
+    async with _deployment(2000.0) as (target, _), aiohttp.ClientSession() as s:
         await asyncio.gather(*(_stream(s, target.url, 120) for _ in range(8)))
         m = await _metrics(s, target.url)
     assert target.server is not None and target.server.engine is not None
@@ -74,7 +80,11 @@ async def test_acceptance_and_tokens_per_step_follow_the_configuration(
     rate = m["accepted_tokens"] / m["draft_tokens"]
     # P(accept i-th) = p^i: the accepted share of k proposals is sum(p^i)/k.
     want = (expected_tokens_per_step(ACCEPT, K) - 1) / K
-    assert rate == pytest.approx(want, abs=0.06)
+    # Each request draws acceptance from its own seeded stream (by its id), so the rate
+    # is fixed today. Were the streams to change, ~212 steps give it an sd of ~0.027:
+    # 0.11 is 4 sd (6e-5). Accepting each token on its own instead of as a prefix gives
+    # 0.8, not 0.59, and still fails.
+    assert rate == pytest.approx(want, abs=0.11)
     assert m["fallbacks"] == 0
     assert m["speculating"] == 1
 

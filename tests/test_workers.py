@@ -123,45 +123,50 @@ def _one_run(sc: Path, out: Path, *extra: str) -> Path:
 
 
 def test_two_workers_account_for_every_request_and_merge_their_files(tmp_path: Path) -> None:
-    sc = _scenario(tmp_path, "concurrency = 6\nrequests = 300\n")
+    sc = _scenario(tmp_path, "concurrency = 6\nrequests = 120\n")
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     assert s["run"]["workers"] == 2
-    assert s["requests"]["sent"] == s["requests"]["ok"] == 300
+    assert s["requests"]["sent"] == s["requests"]["ok"] == 120
     assert s["requests"]["resent_stale_connection"] == 0  # same schema as one process
     rows = read_jsonl(run_dir / "requests.jsonl")
-    assert len(rows) == 300 and {r["worker"] for r in rows} == {0, 1}
+    assert len(rows) == 120 and {r["worker"] for r in rows} == {0, 1}
     per_worker = [len(read_jsonl(run_dir / f"worker-{i}" / "requests.jsonl")) for i in (0, 1)]
-    assert per_worker == [150, 150]
+    assert per_worker == [60, 60]
     hlog = read_hlog(run_dir / "histograms.hlog")
-    assert hlog["ttft_ms"].get_total_count() == s["metrics"]["ttft_ms"]["count"] == 300
+    assert hlog["ttft_ms"].get_total_count() == s["metrics"]["ttft_ms"]["count"] == 120
 
 
 def test_open_loop_rate_is_kept_across_workers(tmp_path: Path) -> None:
     sc = _scenario(tmp_path, 'mode = "poisson"\nrate = 80.0\nduration_s = 4\n')
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
-    # 320 arrivals expected; a Poisson count's sd is ~18.
-    assert 250 < s["requests"]["sent"] < 390
+    # The arrivals are seeded (--seed 3), so these figures are fixed; the bounds hold
+    # for any seed too. 320 arrivals expected, Poisson: P(outside (245, 395)) = 4e-5.
+    assert 245 < s["requests"]["sent"] < 395
     assert s["requests"]["sent"] == s["requests"]["ok"] + s["requests"]["failed"]
     # The merged arrivals are one Poisson process of 80/s: exponential gaps, whose
-    # coefficient of variation is 1.
+    # coefficient of variation is 1. Over ~320 gaps (simulated 10^6 times) the sample
+    # CV falls below 0.8 at 8e-6 and above 1.3 at 2.5e-5; the mean gap (12.5 ms, sd 0.7)
+    # leaves (9, 16) at < 1e-6. One worker's rate alone (gap 25 ms) or evenly spaced
+    # arrivals (CV 0) still fail.
     intended = sorted(r["intended_ms"] for r in read_jsonl(run_dir / "requests.jsonl"))
     gaps = [b - a for a, b in itertools.pairwise(intended)]
     mean = sum(gaps) / len(gaps)
     sd = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
-    assert 9.0 < mean < 16.0 and 0.8 < sd / mean < 1.2, (mean, sd)
+    assert 9.0 < mean < 16.0 and 0.8 < sd / mean < 1.3, (mean, sd)
 
 
 def test_constant_arrivals_of_two_workers_interleave_into_one_even_stream(tmp_path: Path) -> None:
     # Each worker sends every 25 ms, the second 12.5 ms after the first: the merged
     # stream is even only if both count from one start instant and keep their phases.
-    sc = _scenario(tmp_path, 'mode = "constant"\nrate = 80.0\nduration_s = 3\n')
+    # 1.5 s: 120 intended times (exact, not drawn), 119 gaps, each one checked.
+    sc = _scenario(tmp_path, 'mode = "constant"\nrate = 80.0\nduration_s = 1.5\n')
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     rows = read_jsonl(run_dir / "requests.jsonl")
     intended = sorted(r["intended_ms"] for r in rows)
     gaps = [b - a for a, b in itertools.pairwise(intended)]
-    assert len(rows) >= 200 and all(12.0 < g < 13.0 for g in gaps), gaps[:10]
+    assert len(rows) >= 100 and all(12.0 < g < 13.0 for g in gaps), gaps[:10]
 
 
 def test_ctrl_c_stops_every_worker_and_the_merged_results_are_written(tmp_path: Path) -> None:
@@ -176,7 +181,12 @@ def test_ctrl_c_stops_every_worker_and_the_merged_results_are_written(tmp_path: 
         text=True,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
-    time.sleep(7)  # spawn, the common start, a few seconds of load
+    # Interrupt once both workers have completed requests (each writes progress.json once
+    # a second), instead of a fixed sleep that had to cover spawning on a busy machine.
+    deadline = time.monotonic() + 60
+    while not all(_progressed(out, i) for i in (0, 1)):
+        assert proc.poll() is None and time.monotonic() < deadline, "no worker progressed"
+        time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
@@ -186,6 +196,16 @@ def test_ctrl_c_stops_every_worker_and_the_merged_results_are_written(tmp_path: 
     assert s["run"]["interrupted"] is True and r["sent"] > 0
     assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"]
     assert r["sent"] == len(read_jsonl(run_dir / "requests.jsonl"))
+
+
+def _progressed(out: Path, worker: int) -> bool:
+    """Whether worker ``worker`` of the run under ``out`` reported a completed request."""
+    for path in out.glob(f"*/worker-{worker}/progress.json"):
+        try:
+            return int(orjson.loads(path.read_bytes())["ok"]) > 0
+        except (OSError, orjson.JSONDecodeError):
+            return False  # not there yet, or caught mid-replace
+    return False
 
 
 def test_workers_refuse_what_they_cannot_split_yet(tmp_path: Path) -> None:
@@ -252,18 +272,30 @@ def test_a_two_worker_run_equals_a_single_process_run_within_noise(tmp_path: Pat
     must lie within a margin, which a real gap of that size would break."""
     from loadtest.report.compare import compare_runs, load_run
 
-    path = _scenario(tmp_path, "concurrency = 8\nrequests = 400\n")
-    # Fixed output lengths: e2e would otherwise be a mix of modes whose median jumps.
-    sim = "ttft_ms = 20.0\nitl_ms = 4.0\nmin_output_fraction = 1.0"
+    path = _scenario(tmp_path, "concurrency = 8\nrequests = 160\n")
+    # No drawn spread: fixed output lengths, TTFTs and gaps. With 4 prompts a drawn TTFT
+    # takes 4 values 10-25% apart and the median of the run sits on a rank boundary
+    # between two of them, so whether the interval spans a gap was fixed by the seeds
+    # (and could fail on every run after a change of pool or RNG). Without spread every
+    # figure is the planned one plus the machine's overhead, and 160 requests (20 a
+    # session) give a median whose interval is a fraction of a millisecond wide.
+    sim = "ttft_ms = 20.0\nitl_ms = 4.0\nmin_output_fraction = 1.0\nttft_sigma = 0.0\n"
+    sim += "itl_sigma = 0.0"
     path.write_text(path.read_text().replace("ttft_ms = 5.0\nitl_ms = 1.0", sim))
     single = load_run(_one_run(path, tmp_path / "one"))
     workers = load_run(_one_run(path, tmp_path / "two", "--workers", "2"))
     for run in (single, workers):
-        assert run.summary["requests"]["ok"] == 400
+        assert run.summary["requests"]["ok"] == 160
     c = compare_runs([single], [workers], resamples=1000)
     for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
         p50 = c["metrics"][metric]["percentiles"]["p50"]
         a, low, high = p50["a"], p50["ci_low"], p50["ci_high"]
         assert a is not None and low is not None and high is not None, (metric, p50)
-        margin = max(0.1 * a, 0.5)
+        # The two runs are sequential, with different process layouts on a shared 2-core
+        # machine. Whole-run shifts of identical runs (bench_compare_fpr.py): sd ~7.5%
+        # (95th percentile 14.6%), largest ~2 ms absolute (23% of ~9 ms TTFT). 30% is ~4
+        # sd, 3 ms over 1.5x the largest absolute shift seen, P(fail) < 1e-4. The bugs
+        # aimed at (a wrong per-worker t0 or phase, a double count, a lost worker) move
+        # these figures by tens of ms or by factors (e2e ~112 ms, TTFT 20 ms).
+        margin = max(0.3 * a, 3.0)
         assert -margin < low and high < margin, (metric, p50)

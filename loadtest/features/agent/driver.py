@@ -138,7 +138,7 @@ class AgentDriver(RunHook):
             warmup=warmup,
             spec=self.spec,
             ask=ask,
-            run_tool=self.tools,
+            run_tool=self.tools.for_session(),
         )
         m = ctx.metrics
         self.metrics.add(rec, [m.interval, m.category(rec.category)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import orjson
@@ -41,15 +42,31 @@ class ToolRunner:
             ms *= self._rng.lognormvariate(0.0, self.spec.tool_sigma)
         return ms / 1000
 
-    async def __call__(self, call: ToolCall, recorded: str | None) -> str:
-        """The result of ``call``: the recorded one, a simulated one, or the URL's answer."""
+    def for_session(self) -> Callable[[ToolCall, str | None], Awaitable[str]]:
+        """The tool runner of one session: its simulated results number its own calls.
+
+        A run-wide count would make a session's later request bodies, and so every draw
+        the simulator makes from them, depend on how the concurrent sessions interleaved.
+        """
+        own = 0
+
+        async def run(call: ToolCall, recorded: str | None) -> str:
+            nonlocal own
+            own += 1
+            return await self(call, recorded, own)
+
+        return run
+
+    async def __call__(self, call: ToolCall, recorded: str | None, number: int = 1) -> str:
+        """The result of ``call``, the session's ``number``-th: the recorded one, a
+        simulated one, or the URL's answer."""
         self.calls += 1
         if self._session is not None:
             return await self._post(call)
         await asyncio.sleep(self.latency_s())
         if recorded is not None:
             return recorded
-        return orjson.dumps({"status": "ok", "tool": call.name, "call": self.calls}).decode()
+        return orjson.dumps({"status": "ok", "tool": call.name, "call": number}).decode()
 
     async def _post(self, call: ToolCall) -> str:
         assert self._session is not None
