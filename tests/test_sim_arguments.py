@@ -21,7 +21,8 @@ from loadtest.errors import DatasetError
 from loadtest.protocol.openai import ToolCall
 from loadtest.protocol.schema import fitting_enum, repaired
 from loadtest.protocol.validate import ToolValidator
-from loadtest.sim.model import fake_arguments
+from loadtest.sim import SimConfig
+from loadtest.sim.model import fake_arguments, plan_response
 
 pytest.importorskip("bfcl_eval")
 
@@ -114,3 +115,19 @@ def test_fitting_enum_keeps_values_of_the_type() -> None:
     assert fitting_enum({"type": "integer", "enum": ["1"]}) is None
     assert fitting_enum({"enum": ["x"]}) == ["x"]
     assert fitting_enum({"type": "boolean", "enum": [1, True]}) == [True]
+
+
+def test_a_tool_calls_id_follows_from_the_request_not_its_arrival() -> None:
+    # Agent sessions send the id back in their history: an id from the arrival order
+    # made every later request body (and so every draw for it) depend on interleaving.
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    request = {"messages": [{"role": "user", "content": "call f"}], "tools": [tool]}
+    body = orjson.dumps(request)
+    cfg = SimConfig()
+    first = plan_response(cfg, body, request)
+    assert first.tool_name == "f" and len(first.call_key) == 16
+    assert plan_response(cfg, body, request).call_key == first.call_key
+    other = {**request, "messages": [{"role": "user", "content": "call f again"}]}
+    assert plan_response(cfg, orjson.dumps(other), other).call_key != first.call_key
+    plain = {"messages": [{"role": "user", "content": "hi"}]}
+    assert plan_response(cfg, orjson.dumps(plain), plain).call_key == ""

@@ -41,7 +41,7 @@ def usage(plan: ResponsePlan) -> dict[str, int]:
 
 
 def tool_head(plan: ResponsePlan, rid: str) -> JsonObject:
-    return {"index": 0, "id": f"call_{rid}", "type": "function"}
+    return {"index": 0, "id": f"call_{plan.call_key}", "type": "function"}
 
 
 def chunk_frame(rid: str, model: str, chat: bool, plan: ResponsePlan) -> tuple[bytes, bytes]:

@@ -150,6 +150,9 @@ class ResponsePlan:
     fail_status: int | None
     disconnect_after: int | None
     """Close the stream after this many pieces (None = finish normally)."""
+    call_key: str = ""
+    """Names the tool call (``call_<key>``): from the request's bytes, not its arrival
+    order, so that a conversation that carries the id back is the same every run."""
 
     @property
     def completion_tokens(self) -> int:
@@ -220,6 +223,9 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         offsets.append(int(t * 1e6))
         t += _lognormal(rng, cfg.itl_ms, cfg.itl_sigma)
     disconnect = len(pieces) // 2 if rng.random() < cfg.disconnect_rate else None
+    # Its own hash (seed + 2), like the divergence draw: the plan's other draws stay put.
+    key = (cfg.seed + 2).to_bytes(8, "little", signed=True)
+    call_key = hashlib.blake2b(body, digest_size=8, key=key).hexdigest() if tool_name else ""
     return ResponsePlan(
         ttft_ns=int(ttft_ms * 1e6),
         prefill_ns=int(prefill_ms * 1e6),
@@ -230,6 +236,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         prompt_tokens=prompt_tokens,
         fail_status=fail,
         disconnect_after=disconnect,
+        call_key=call_key,
     )
 
 

@@ -74,8 +74,8 @@ def _item(plan: ResponsePlan, rid: str, done: bool) -> JsonObject:
     if plan.tool_name is not None:
         return {
             "type": "function_call",
-            "id": f"fc_{rid}",
-            "call_id": f"call_{rid}",
+            "id": f"fc_{plan.call_key}",
+            "call_id": f"call_{plan.call_key}",
             "name": plan.tool_name,
             "arguments": plan.tool_arguments if done else "",
             "status": status,
@@ -115,7 +115,7 @@ def response_object(plan: ResponsePlan, rid: str, model: str, done: bool) -> Jso
 def delta_frame(rid: str, plan: ResponsePlan) -> tuple[bytes, bytes]:
     """The bytes around each piece's JSON string, built once per response."""
     if plan.tool_name is not None:
-        kind, item = "response.function_call_arguments.delta", f"fc_{rid}"
+        kind, item = "response.function_call_arguments.delta", f"fc_{plan.call_key}"
         extra = ""
     else:
         kind, item = "response.output_text.delta", f"msg_{rid}"
