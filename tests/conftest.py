@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import sys
@@ -59,6 +61,48 @@ def kernel_stamping() -> Iterator[bool]:
                 if not stamped:
                     time.sleep(0.005)
             yield stamped
+
+
+@pytest.fixture(autouse=True)
+def _loadtest_logger_as_it_was() -> Iterator[None]:
+    """Each test leaves the ``loadtest`` logger as it found it.
+
+    The CLI's ``main`` sets that logger up for a terminal (its own stderr handler, no
+    propagation to the root), and tests call ``main`` in-process: without this, what a
+    test's logging looks like would depend on which tests ran before it on its worker."""
+    logger = logging.getLogger("loadtest")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def log_records(name: str) -> Iterator[list[logging.LogRecord]]:
+    """Records of logger ``name`` (and below), caught by a handler on it.
+
+    Not caplog: its handler sits on the root and on loggers that did not propagate when
+    the test began, and the CLI's ``main`` (called in-process by other tests, at times from
+    a thread still winding down) turns the ``loadtest`` logger's propagation off."""
+    logger = logging.getLogger(name)
+    handler, level = _Records(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler.records
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 FAST_SIM = SimConfig(ttft_ms=5.0, itl_ms=1.0, ttft_sigma=0.1, itl_sigma=0.1)

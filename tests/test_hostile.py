@@ -17,7 +17,7 @@ import pytest
 
 from loadtest.app.job import RunOptions, run_job
 from loadtest.model.summary import Summary
-from tests.conftest import read_jsonl
+from tests.conftest import log_records, read_jsonl
 from tests.hostile import ECHO_MODES, HostileServer
 
 SCENARIO = """
@@ -174,16 +174,13 @@ def test_tls_with_the_ca_bundle_is_verified_and_works(
     assert summary["requests"]["ok"] == 4
 
 
-def test_tls_insecure_must_be_asked_for_and_works(
-    hostile: HostileServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    summary, _ = _run(tmp_path, hostile.url("ok", tls=True), insecure=True)
+def test_tls_insecure_must_be_asked_for_and_works(hostile: HostileServer, tmp_path: Path) -> None:
+    with log_records("loadtest") as records:
+        summary, _ = _run(tmp_path, hostile.url("ok", tls=True), insecure=True)
     assert summary["requests"]["ok"] == 4
     # A warning of the loadtest logger: on stderr for the CLI (and, with no logging set
-    # up, through Python's last-resort handler); pytest's own handler catches it here.
-    assert any(
-        "NOT verified" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records
-    )
+    # up, through Python's last-resort handler); a handler on the logger catches it here.
+    assert any("NOT verified" in r.getMessage() and r.levelname == "WARNING" for r in records)
 
 
 def test_connect_timeout_is_enforced(tmp_path: Path) -> None:
