@@ -136,21 +136,28 @@ def test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
 def test_identical_deployments_repeated_show_no_difference_and_their_spread(
     sims: dict[str, str], tmp_path: Path
 ) -> None:
-    # Identical sides differ only by the machine's timing, and at the default 2% bar two
-    # runs a side flag a line about 4% of the time (bench_compare_fpr: 2 of 50): a
-    # statistical outcome, checked seeded in test_stats.py. Here the bar is 50%: whole-run
-    # shifts have sd ~7.5% (95th percentile 14.6%, largest 23% in 100 bench pairs), so a
-    # 50% call on identical sides is ~6.7 sd away (< 1e-4), while a side counted twice or
-    # a run lost in the merge of repeats still moves a line by far more.
-    code, c = _ab(tmp_path, sims["base"], sims["twin"], 2, "--min-effect", "50")
-    assert code == 0
+    code, c = _ab(tmp_path, sims["base"], sims["twin"], 2)
+    assert code == 0  # verdicts do not set the exit code; blocking findings do
     assert len(c["a"]["runs"]) == len(c["b"]["runs"]) == 2
-    for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        assert c["metrics"][m]["verdict"] == "no detectable difference", (m, c["metrics"][m])
-    # Two runs a side: --min-effect as asked (the one-run floor is test_stats.py's).
-    assert c["min_effect"] == c["min_effect_asked"] == 0.5
+    # Two runs a side: the bar is --min-effect as asked (2%), not the one-run floor.
+    assert c["min_effect"] == c["min_effect_asked"] == 0.02
     spread = c["spread"]["a"]["tpot_ms"]["p50"]
     assert len(spread["runs"]) == 2 and spread["stdev"] >= 0
+    # Identical sides differ only by the machine's timing, and at the 2% bar two runs a
+    # side flag a line about 4% of the time (bench_compare_fpr: 2 of 50): a statistical
+    # outcome, checked seeded in test_stats.py, so no verdict at 2% is asserted here.
+    # Judged again at a 50% bar (same runs): whole-run shifts have sd ~7.5% (95th
+    # percentile 14.6%, largest 23% in 100 bench pairs), so a call on identical sides is
+    # ~6.7 sd away (< 1e-4). That bar only catches gross asymmetries (one side's figures
+    # from another clock, unit or metric); the 50%-slower test shows a real one is called.
+    (folder,) = (tmp_path / "out").iterdir()
+    wide = compare_runs(
+        [load_run(p) for p in sorted((folder / "baseline").iterdir())],
+        [load_run(p) for p in sorted((folder / "candidate").iterdir())],
+        min_effect=0.5,
+    )
+    for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert wide["metrics"][m]["verdict"] == "no detectable difference", (m, wide["metrics"][m])
 
 
 def test_divergent_answers_are_listed_and_fail_the_check(

@@ -146,15 +146,16 @@ def test_open_loop_rate_is_kept_across_workers(tmp_path: Path) -> None:
     assert 245 < s["requests"]["sent"] < 395
     assert s["requests"]["sent"] == s["requests"]["ok"] + s["requests"]["failed"]
     # The merged arrivals are one Poisson process of 80/s: exponential gaps, whose
-    # coefficient of variation is 1. Over ~320 gaps (simulated 10^6 times) the sample
-    # CV falls below 0.8 at 8e-6 and above 1.3 at 2.5e-5; the mean gap (12.5 ms, sd 0.7)
-    # leaves (9, 16) at < 1e-6. One worker's rate alone (gap 25 ms) or evenly spaced
-    # arrivals (CV 0) still fail.
+    # coefficient of variation is 1. The arrivals are seeded, so the CV is fixed; over
+    # ~320 gaps (simulated 10^6 times) the sample CV falls below 0.8 at 8e-6 and above
+    # 1.2 at ~1e-3 (1.3: 2.5e-5, the bound to take were the seeding to go); the mean gap
+    # (12.5 ms, sd 0.7) leaves (9, 16) at < 1e-6. One worker's rate alone (gap 25 ms) or
+    # evenly spaced arrivals (CV 0) still fail.
     intended = sorted(r["intended_ms"] for r in read_jsonl(run_dir / "requests.jsonl"))
     gaps = [b - a for a, b in itertools.pairwise(intended)]
     mean = sum(gaps) / len(gaps)
     sd = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
-    assert 9.0 < mean < 16.0 and 0.8 < sd / mean < 1.3, (mean, sd)
+    assert 9.0 < mean < 16.0 and 0.8 < sd / mean < 1.2, (mean, sd)
 
 
 def test_constant_arrivals_of_two_workers_interleave_into_one_even_stream(tmp_path: Path) -> None:
@@ -292,10 +293,12 @@ def test_a_two_worker_run_equals_a_single_process_run_within_noise(tmp_path: Pat
         a, low, high = p50["a"], p50["ci_low"], p50["ci_high"]
         assert a is not None and low is not None and high is not None, (metric, p50)
         # The two runs are sequential, with different process layouts on a shared 2-core
-        # machine. Whole-run shifts of identical runs (bench_compare_fpr.py): sd ~7.5%
-        # (95th percentile 14.6%), largest ~2 ms absolute (23% of ~9 ms TTFT). 30% is ~4
-        # sd, 3 ms over 1.5x the largest absolute shift seen, P(fail) < 1e-4. The bugs
-        # aimed at (a wrong per-worker t0 or phase, a double count, a lost worker) move
-        # these figures by tens of ms or by factors (e2e ~112 ms, TTFT 20 ms).
-        margin = max(0.3 * a, 3.0)
+        # machine. This very setup, 12 pairs on a quiet machine
+        # (benchmarks/bench_workers_equivalence.py): the interval's far end reached 0.76
+        # ms on TTFT (3.6% of A), 0.02 ms on TPOT, 0.93 ms on e2e (0.8%); with drawn
+        # spread, a ±2.1 ms TTFT margin once failed while the suite's other workers ran.
+        # max(15%, 2 ms) is 3.2 ms on TTFT (4x the quiet worst), 2 ms on TPOT (100x),
+        # 17 ms on e2e (18x): room for a neighbour's load, while a per-worker bias of a
+        # few ms (a wrong t0, a phase, one worker's clock) still fails.
+        margin = max(0.15 * a, 2.0)
         assert -margin < low and high < margin, (metric, p50)

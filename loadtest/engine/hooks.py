@@ -22,8 +22,8 @@ from loadtest.model.summary import AgentBlock, ServerBlock
 from loadtest.model.verdict import FaultVerdict
 
 if TYPE_CHECKING:
-    # Types only: features subclass ``RunHook`` from modules that the scenario's own
-    # imports reach (config -> features.faults -> rig), so nothing heavy at run time.
+    # Types only: features subclass ``RunHook``, and the scenario module imports feature
+    # modules (its plans and specs); importing those here at run time would be a cycle.
     from loadtest.config.scenario import Scenario
     from loadtest.datasets import Prompt
     from loadtest.measure.recorders import Metrics, MetricSet
