@@ -156,7 +156,9 @@ async def test_stop_mid_run_cancels_after_grace_and_accounts_for_all(tmp_path: P
 async def test_client_ttft_matches_the_simulators_truth(tmp_path: Path) -> None:
     sc = make_scenario({"mode": "closed", "concurrency": 4, "requests": 40})
     ids: dict[str, RequestRecord] = {}
-    async with InProcessSim(replace(FAST_SIM, ttft_ms=20.0)) as sim:
+    # Gaps of 10 ms: a first token stamped one chunk late (TTFT that includes the first
+    # gap) puts every delay past ~7 ms, and the median below must then fail.
+    async with InProcessSim(replace(FAST_SIM, ttft_ms=20.0, itl_ms=10.0)) as sim:
         _ = await run_against(
             sim, sc, tmp_path, on_record=lambda r: ids.__setitem__(r.response_id or "", r)
         )
@@ -176,6 +178,15 @@ async def test_client_ttft_matches_the_simulators_truth(tmp_path: Path) -> None:
         assert 0 < delay_ms < 250, delay_ms
         # Client TTFT includes the server's whole TTFT.
         assert r.first_token_ns - r.sent_ns >= t["first_token_written_ns"] - t["received_ns"]
+    # Typically the delay is the kernel's receive stamp after the write: tens of µs. Half
+    # of 40 requests read more than 5 ms late would take a stall of the loop over most of
+    # the run, not a moment's; the bug above gives >= 7 ms on every one.
+    delays = sorted(
+        (r.first_token_ns - truth[rid]["first_token_written_ns"]) / 1e6
+        for rid, r in ids.items()
+        if r.first_token_ns is not None
+    )
+    assert delays[len(delays) // 2] < 5.0, delays
 
 
 async def test_results_include_an_hlog_with_every_measured_request(tmp_path: Path) -> None:
