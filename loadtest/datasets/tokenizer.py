@@ -143,16 +143,50 @@ def cut_to_tokens(tok: Tokenizer, ids: list[int], n: int) -> tuple[str, int]:
     """Text of exactly ``n`` tokens from ``ids`` (which must hold more than ``n``).
 
     Decoding ``ids[:n]`` and encoding again can merge or split at the cut; the cut moves
-    until the text re-encodes to ``n`` tokens. Returns the text and its real count
-    (``n`` unless the tokenizer would not settle).
+    until the text re-encodes to ``n`` tokens. Where it cannot settle (the cut falls
+    inside a character that byte tokens spell, and moving it by one token jumps from
+    below ``n`` to above it), the text is cut instead (``_cut_text``). Returns the text
+    and its real count (``n`` unless neither settles).
     """
     k = n
-    text, count = "", -1
+    tried: set[int] = set()
     for _ in range(_FIX_STEPS):
         text = tok.decode(ids[:k])
         count = len(tok.encode(text))
         if count == n:
+            return text, count
+        if k in tried:
             break
-        k += n - count
-        k = max(1, min(k, len(ids)))
-    return text, count
+        tried.add(k)
+        k = max(1, min(k + n - count, len(ids)))
+    return _cut_text(tok, tok.decode(ids), n)
+
+
+_DROPS = 32
+"""Characters ``_cut_text`` may leave out before it gives up."""
+
+
+def _cut_text(tok: Tokenizer, text: str, n: int) -> tuple[str, int]:
+    """The shortest head of ``text`` that encodes to ``n`` tokens, found by bisection.
+
+    Where one character takes the count from below ``n`` to above it (a character of
+    several byte tokens), that character is left out and the search runs again: the
+    prompt then lacks one character of the corpus, but has exactly ``n`` tokens.
+    """
+    count, cut = len(tok.encode(text)), len(text)
+    for _ in range(_DROPS):
+        if count < n:
+            return text, count
+        lo, hi = 0, len(text)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if len(tok.encode(text[:mid])) >= n:
+                hi = mid
+            else:
+                lo = mid + 1
+        cut, count = lo, len(tok.encode(text[:lo]))
+        if count == n:
+            return text[:cut], count
+        text = text[: cut - 1] + text[cut:]
+        count = len(tok.encode(text))
+    return text[:cut], len(tok.encode(text[:cut]))
