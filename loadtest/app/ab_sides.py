@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import orjson
 
+from loadtest.app.deployment import free_port
 from loadtest.app.llama import (
     MODEL_ALIAS,
     SPEC_MODES,
@@ -36,7 +36,7 @@ from loadtest.model.comparison import DeploymentRun
 from loadtest.model.summary import Summary
 from loadtest.report.atomic import write_atomic
 
-__all__ = ["MANAGED_PREFIX", "RunFn", "Side", "parse_side", "run_side"]
+__all__ = ["MANAGED_PREFIX", "RunFn", "Side", "parse_side", "run_side", "stop_process"]
 
 MANAGED_PREFIX = "llama:"
 MIB = 1024 * 1024
@@ -78,13 +78,8 @@ def parse_side(text: str | None, flag: str) -> Side:
     return Side(text, opts)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate ``proc``; kill it if it has not exited 15 s later."""
     proc.terminate()
     try:
         proc.wait(15)
@@ -102,7 +97,7 @@ def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
     if side.llama is None:
         _, run_dir, stopped = run(dataclasses.replace(options, endpoint=side.url))
         return run_dir, stopped
-    opts = dataclasses.replace(side.llama, port=_free_port())
+    opts = dataclasses.replace(side.llama, port=free_port())
     # Build the draft file (once, cached) before the clock starts: it is not a cold start.
     draft_path(opts, ensure_model())
     url = f"http://{opts.host}:{opts.port}"
@@ -114,7 +109,7 @@ def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
         _, run_dir, stopped = run(measured)
         used, memory = energy.stop(), rss.stop()
     finally:
-        _stop(proc)
+        stop_process(proc)
     record: DeploymentRun = {
         "deployment": str(side.given),
         "ready_s": round(cold.ready_s, 3),

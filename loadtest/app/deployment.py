@@ -24,7 +24,7 @@ from loadtest.sim import SimConfig, SimProcess
 from loadtest.sim.process import SpecDeployment, sim_command
 from loadtest.transport.urls import server_root
 
-__all__ = ["Deployment", "plan_deployment"]
+__all__ = ["Deployment", "free_port", "free_ports", "plan_deployment"]
 
 
 @dataclass
@@ -55,11 +55,12 @@ class Deployment:
             self.spec.stop()
 
 
-def _free_port(host: str = "127.0.0.1") -> int:
-    return _free_ports(1, host)[0]
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on ``host`` now (the OS picks it; another process may take it later)."""
+    return free_ports(1, host)[0]
 
 
-def _free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct free ports: all bound at once, so that none is handed out twice."""
     with contextlib.ExitStack() as stack:
         socks = [stack.enter_context(socket.socket()) for _ in range(n)]
@@ -96,13 +97,13 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
         return Deployment(t.endpoint, rig, notes=(f"managed target: {' '.join(t.command)}",))
     config = dataclasses.replace(SimConfig(seed=scenario.seed), **scenario.sim.settings)
     if not scenario.sim.speculative and not plan.events:
-        sim = SimProcess(config, port=_free_port())
+        sim = SimProcess(config, port=free_port())
         sim.spawn()
         url = f"http://{sim.host}:{sim.port}"
         notes.append(f"no --endpoint given: using the built-in simulator at {url}")
         return Deployment(url, _rig(scenario, url, None, None, {}), sim=sim, notes=tuple(notes))
     # The draft, the proxy and the target, each on its own port, chosen together.
-    draft_port, proxy_port, port = _free_ports(3)
+    draft_port, proxy_port, port = free_ports(3)
     spec = SpecDeployment(config) if scenario.sim.speculative else None
     draft_url = ""
     proxy = None
