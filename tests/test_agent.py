@@ -21,7 +21,7 @@ from loadtest.sim import InProcessSim, SimConfig
 from tests.conftest import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
-SESSIONS = ROOT / "fixtures" / "agent-sessions.jsonl"
+SESSIONS = ROOT / "scenarios" / "data" / "agent-sessions.jsonl"
 SIM = SimConfig(ttft_ms=3.0, itl_ms=0.5, ttft_sigma=0.1, itl_sigma=0.1, agent_steps=2)
 
 

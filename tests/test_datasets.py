@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import orjson
@@ -12,10 +11,9 @@ from loadtest.config.scenario import SourceSpec, parse_scenario
 from loadtest.datasets import LANGUAGES, PromptPool, build_pool, detect_language, load_source
 from loadtest.datasets.sharegpt import load_sharegpt_rows, parse_sharegpt_bytes
 from loadtest.errors import DatasetError
+from tests.bfcl_data import has_bfcl
 
-needs_bfcl = pytest.mark.skipif(
-    importlib.util.find_spec("bfcl_eval") is None, reason="bfcl-eval not installed"
-)
+needs_bfcl = pytest.mark.skipif(not has_bfcl(), reason="BFCL's data is not here")
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.cli import main
+from loadtest.datasets.bfcl import BFCL_FETCH, BFCL_PIN
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -121,3 +122,11 @@ def test_readme_run_command_installs_only_what_running_needs() -> None:
     # No extras: a first run needs neither the model, nor Ray, nor the dev tools.
     assert "[" not in run_cmd, run_cmd
     assert run_cmd.endswith("loadtest run"), run_cmd
+
+
+def test_the_bfcl_release_is_named_once_for_readme_ci_and_errors() -> None:
+    run_cmd = _code_block_after(README.read_text(encoding="utf-8"), "## Run it")
+    test_sh = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    # The missing-data error's command is the README's download, word for word.
+    assert BFCL_FETCH in run_cmd and BFCL_FETCH in test_sh
+    assert f"'{BFCL_PIN}'" in BFCL_FETCH

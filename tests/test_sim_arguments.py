@@ -8,11 +8,9 @@ validator now read those schemas one way (``loadtest.protocol.schema``).
 from __future__ import annotations
 
 import random
-from importlib import resources
 from typing import Any
 
 import orjson
-import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
@@ -23,12 +21,13 @@ from loadtest.protocol.schema import fitting_enum, repaired
 from loadtest.protocol.validate import ToolValidator
 from loadtest.sim import SimConfig
 from loadtest.sim.model import fake_arguments, plan_response
+from tests.bfcl_data import bfcl_or_skip
 
-pytest.importorskip("bfcl_eval")
+BFCL_DATA = bfcl_or_skip()
 
 
 def _subsets() -> list[str]:
-    data = resources.files("bfcl_eval").joinpath("data")
+    data = BFCL_DATA
     return sorted(
         p.name[len("BFCL_v4_") : -len(".json")]
         for p in data.iterdir()

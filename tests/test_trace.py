@@ -21,7 +21,7 @@ from loadtest.features.workload import plan_lines, prepare_workload
 from loadtest.sim import InProcessSim
 from tests.conftest import FAST_SIM, make_scenario, read_jsonl
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "trace-small.jsonl"
+FIXTURE = Path(__file__).parent.parent / "scenarios" / "data" / "trace-small.jsonl"
 LAG_BOUND_MS = 250.0
 """Generous: the test machine is shared; a request sent out of its turn is far later."""
 

@@ -25,7 +25,7 @@ from typing import TypedDict, final
 import orjson
 
 from loadtest.app.ab_sides import RunFn, Side, run_side
-from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
+from loadtest.app.options import RunOptions, apply_overrides, scenario_path
 from loadtest.config.scenario import load_scenario
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.comparison import Comparison
@@ -97,8 +97,8 @@ def run_ab(
 
 def prompt_cache_policy(base: RunOptions) -> str:
     """What the runs asked of the engines' prompt caches (from ``[sampling]``)."""
-    path = Path(base.scenario) if base.scenario else default_scenario_path()
-    value = apply_overrides(load_scenario(path), base).sampling.get("cache_prompt")
+    scenario = apply_overrides(load_scenario(scenario_path(base.scenario)), base)
+    value = scenario.sampling.get("cache_prompt")
     if value is None:
         return "engine default (no cache_prompt sent)"
     return f"cache_prompt = {str(value).lower()} sent with every request"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadtest.config.scenario import LoadSpec, Scenario, TimeoutSpec, load_scenario
+from loadtest.config.shipped import resolve_scenario_path
 from loadtest.errors import UsageError
 from loadtest.features.workload import apply_workload_flags
 from loadtest.measure.slo import parse_slo_flag
@@ -84,31 +85,14 @@ class RunOptions:
     """``--speedup``: a trace's clock runs this many times faster."""
 
 
-_PACKAGE_SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
-"""The shipped scenarios, beside the package (a source checkout or an editable install)."""
-
-
 def default_scenario_path() -> Path:
-    """``scenarios/mixed.toml`` here, else the one beside the installed package."""
+    """The shipped ``mixed`` scenario (or ``./scenarios/mixed.toml`` where there is one)."""
     return scenario_path("mixed")
 
 
 def scenario_path(given: str | None) -> Path:
-    """The TOML a ``scenario`` argument names: a path, or a shipped scenario's name.
-
-    A path that exists wins; otherwise ``tool-calls`` (or ``tool-calls.toml``) is looked
-    up in ``./scenarios`` and then beside the package, so that it works from any folder.
-    """
-    if given is None:
-        given = "mixed"
-    path = Path(given)
-    if path.exists() or path.parent != Path("."):
-        return path
-    name = given if given.endswith(".toml") else f"{given}.toml"
-    for folder in (Path("scenarios"), _PACKAGE_SCENARIOS):
-        if (folder / name).is_file():
-            return folder / name
-    return path
+    """The TOML a ``scenario`` argument names: a path, or a shipped scenario's name."""
+    return resolve_scenario_path(given)
 
 
 def _check_numbers(o: RunOptions) -> None:

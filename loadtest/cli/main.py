@@ -8,7 +8,13 @@ from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
+from loadtest.cli.catalogue import (
+    CATALOGUE_COMMANDS,
+    add_catalogue_commands,
+    run_catalogue_command,
+)
 from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
+from loadtest.cli.llama_flags import add_llama_flags
 from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
 from loadtest.cli.sim_flags import add_sim_flags
@@ -129,40 +135,8 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     exp.add_argument("folder", help="out/<run-id>")
     exp.add_argument("-o", "--out", help="the trace file (default: FOLDER/trace.jsonl)")
 
-    llama = sub.add_parser(
-        "serve-llama",
-        parents=[out],
-        help="serve llama.cpp (xllamacpp) with Gemma 3 270M on loopback (extra: llama)",
-    )
-    llama.add_argument("--host", default="127.0.0.1")
-    llama.add_argument("--port", type=int, default=8090)
-    llama.add_argument(
-        "--spec",
-        choices=("none", "ngram", "draft", "self"),
-        default="none",
-        help="speculative decoding: n-gram, a draft model, or the target as its own draft",
-    )
-    llama.add_argument("--parallel", type=int, default=2, help="slots (concurrent requests)")
-    llama.add_argument("--threads", type=int, default=2, help="CPU threads")
-    llama.add_argument("--ctx-per-slot", type=int, default=4096, help="context per slot")
-    llama.add_argument(
-        "--draft-max",
-        type=int,
-        default=None,
-        help="most drafted tokens per step (default: 8 for n-gram, llama.cpp's 3 for a draft)",
-    )
-    llama.add_argument(
-        "--draft-min", type=int, default=0, help="draft: fewest tokens worth a step (default: 0)"
-    )
-    llama.add_argument(
-        "--draft-p-min", type=float, default=0.0, help="draft: least confidence to go on (0.0)"
-    )
-    llama.add_argument(
-        "--draft-layers", type=int, default=12, help="--spec draft: blocks the early exit keeps"
-    )
-    llama.add_argument(
-        "--draft", default=None, help="--spec draft: a draft GGUF, or 'target' (self-draft)"
-    )
+    add_llama_flags(sub, out)
+    add_catalogue_commands(sub, out)
 
     if sim_flags:
         add_sim_flags(sim)
@@ -185,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sim(args)
         if args.command == "serve-llama":
             return _serve_llama(args)
+        if args.command in CATALOGUE_COMMANDS:
+            return run_catalogue_command(args)
         if args.command == "compare":
             return _compare(args)
         if args.command == "sweep":

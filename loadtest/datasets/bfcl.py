@@ -9,15 +9,25 @@ names so the expected answers still apply.
 from __future__ import annotations
 
 import re
+import zipfile
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from loadtest.datasets.prompt import Prompt
+from loadtest.datasets.sharegpt import cache_dir
 from loadtest.errors import DatasetError, MissingPackageError
 
-__all__ = ["DEFAULT_SUBSETS", "load_bfcl", "to_json_schema"]
+__all__ = [
+    "BFCL_FETCH",
+    "BFCL_PIN",
+    "DEFAULT_SUBSETS",
+    "bfcl_data_dir",
+    "load_bfcl",
+    "to_json_schema",
+]
 
 DEFAULT_SUBSETS = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple")
 _TYPE_MAP = {
@@ -53,16 +63,34 @@ def to_json_schema(schema: Any) -> Any:
     return out
 
 
-def _data_dir() -> Any:
+BFCL_PIN = "bfcl-eval==2026.3.23"
+"""The release whose data files loadtest is tested with (the README's install line)."""
+BFCL_FETCH = f"pip download -q --no-deps -d ~/.cache/loadtest '{BFCL_PIN}'"
+"""Puts BFCL's wheel where loadtest reads its data, without installing the package: its
+metadata pins numpy 1.x and pulls in torch, so an installed copy makes pip report
+conflicts on every later install, though loadtest reads nothing but its data files."""
+
+
+def _wheel_folders() -> list[Path]:
+    home = Path.home() / ".cache" / "loadtest"
+    return list(dict.fromkeys((cache_dir(), home)))
+
+
+def bfcl_data_dir() -> Any:
+    """BFCL's ``data`` folder: the installed package's, else inside a downloaded wheel."""
     try:
         return resources.files("bfcl_eval").joinpath("data")
-    except ModuleNotFoundError as exc:
-        raise MissingPackageError(
-            "bfcl",
-            "bfcl-eval",
-            "pip install --no-deps bfcl-eval (its own dependencies "
-            "pull in torch; loadtest needs only its data files)",
-        ) from exc
+    except ModuleNotFoundError:
+        pass
+    wheels = sorted(w for f in _wheel_folders() for w in f.glob("bfcl_eval-*.whl"))
+    if wheels:
+        # The newest release wins; a zip's members read as a folder of files.
+        return zipfile.Path(wheels[-1], "bfcl_eval/data/")
+    raise MissingPackageError(
+        "bfcl",
+        BFCL_PIN,
+        f"{BFCL_FETCH} (or pip install --no-deps '{BFCL_PIN}'; loadtest needs only its data)",
+    )
 
 
 def _read_lines(node: Any, origin: str) -> list[dict[str, Any]]:
@@ -79,7 +107,7 @@ def _read_lines(node: Any, origin: str) -> list[dict[str, Any]]:
 
 def load_bfcl(subsets: tuple[str, ...], category: str, limit: int | None) -> list[Prompt]:
     """Single-turn BFCL questions of the named subsets, with their expected calls."""
-    data = _data_dir()
+    data = bfcl_data_dir()
     prompts: list[Prompt] = []
     for subset in subsets or DEFAULT_SUBSETS:
         name = f"BFCL_v4_{subset}.json"

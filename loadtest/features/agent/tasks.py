@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.datasets.bfcl import _data_dir, _read_lines, to_json_schema
+from loadtest.datasets.bfcl import _read_lines, bfcl_data_dir, to_json_schema
 from loadtest.errors import DatasetError
 from loadtest.model.json import JsonObject
 
@@ -81,7 +81,7 @@ def _tool(fn: JsonObject) -> JsonObject:
 
 def load_bfcl_multi_turn(subsets: tuple[str, ...], category: str, limit: int | None) -> list[Task]:
     """BFCL multi-turn entries as tasks, with the functions of their API classes."""
-    data = _data_dir()
+    data = bfcl_data_dir()
     docs: dict[str, list[JsonObject]] = {}
     tasks: list[Task] = []
     for subset in subsets or ("multi_turn_base",):

@@ -1,0 +1,193 @@
+"""A user who installs the wheel and never clones: every README use, outside the tree.
+
+The wheel is built from this checkout and installed (not editable) into a fresh virtual
+environment; every command then runs from an empty folder elsewhere, with nothing of
+the source tree on its path, so a file that is not package data cannot be found.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+
+from loadtest.app.deployment import free_port
+from tests.bfcl_data import bfcl_or_skip
+
+ROOT = Path(__file__).resolve().parent.parent
+bfcl_or_skip()  # the default scenario asks BFCL's tool calls
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@dataclass(frozen=True)
+class Installed:
+    """The installed wheel's ``loadtest`` and a folder outside the source tree."""
+
+    loadtest: Path
+    outside: Path
+
+    def run(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.loadtest), *args],
+            cwd=self.outside,
+            env=_clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def _clean_env() -> dict[str, str]:
+    # Nothing of the checkout may leak in: no PYTHONPATH, no virtual environment's paths.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["COLUMNS"] = "100"
+    return env
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    base = tmp_path_factory.mktemp("wheel")
+    dist, venv, outside = base / "dist", base / "venv", base / "elsewhere"
+    outside.mkdir()
+    pip = [sys.executable, "-m", "pip"]
+    quiet = ["-q", "--disable-pip-version-check"]
+    subprocess.run(
+        [*pip, "wheel", *quiet, "--no-deps", str(ROOT), "-w", str(dist)],
+        check=True,
+        env=_clean_env(),
+    )
+    (wheel,) = dist.glob("loadtest-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    vpip = [str(venv / "bin" / "python"), "-m", "pip"]
+    subprocess.run([*vpip, "install", *quiet, str(wheel)], check=True, env=_clean_env())
+    return Installed(venv / "bin" / "loadtest", outside)
+
+
+def _results(out: str, cwd: Path) -> Path:
+    line = next(x for x in out.splitlines() if x.startswith(("results:", "comparison:")))
+    path = cwd / line.split(":", 1)[1].strip()
+    return path if path.is_dir() else path.parent
+
+
+def test_the_wheel_holds_no_source_tree(installed: Installed) -> None:
+    site = installed.loadtest.parent.parent / "lib"
+    (package,) = site.glob("python*/site-packages/loadtest")
+    assert not (package / "__editable__").exists()
+    assert (package / "scenarios" / "mixed.toml").is_file()
+    assert str(ROOT) not in installed.run("scenarios").stdout
+
+
+def test_the_shipped_scenarios_are_listed_copied_and_named_in_errors(
+    installed: Installed,
+) -> None:
+    listed = installed.run("scenarios")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines() if line[:1].isalpha()]
+    shipped = sorted(p.stem for p in (ROOT / "loadtest" / "scenarios").glob("*.toml"))
+    assert [n for n in names if n in shipped] == shipped
+    wrong = installed.run("run", "nope")
+    assert wrong.returncode == 2 and "tool-calls" in wrong.stderr, wrong.stderr
+    copied = installed.run("init", "trace", "mine.toml")
+    assert copied.returncode == 0, copied.stderr
+    assert (installed.outside / "data" / "trace-small.jsonl").is_file()
+    checked = installed.run("run", "mine.toml", "--check")
+    assert checked.returncode == 0, checked.stderr
+    again = installed.run("init", "trace", "mine.toml")
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def _ran(installed: Installed, *args: str) -> Path:
+    done = installed.run(*args)
+    assert done.returncode == 0, f"{args}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    folder = _results(done.stdout, installed.outside)
+    assert (folder / "summary.json").is_file() or (folder / "comparison.json").is_file()
+    return folder
+
+
+def test_the_default_run_and_named_scenarios_run_from_the_wheel(installed: Installed) -> None:
+    folder = _ran(installed, "run", "--no-tui", "--duration", "4")
+    summary = orjson.loads((folder / "summary.json").read_bytes())
+    assert summary["run"]["scenario"] == "mixed" and summary["requests"]["ok"] > 0
+    for name in ("tool-calls", "trace", "agent-tasks"):
+        folder = _ran(installed, "run", name, "--no-tui", "--requests", "5")
+        assert orjson.loads((folder / "summary.json").read_bytes())["requests"]["sent"] >= 5
+
+
+@pytest.fixture
+def sim_endpoint(installed: Installed) -> Iterator[str]:
+    """A ``loadtest sim`` from the wheel, standing in for the README's staging endpoint."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(installed.loadtest), "sim", "--port", str(port)],
+        cwd=installed.outside,
+        env=_clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.5):
+                break
+        except OSError:
+            time.sleep(0.1)
+    yield url
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(10)
+
+
+def test_the_five_readme_uses_work_from_the_wheel(installed: Installed, sim_endpoint: str) -> None:
+    # As the README writes them, with shorter bounds: a staging endpoint (here a
+    # simulator), CI gates, a sweep, an ab, a report; `view` needs a terminal (below).
+    stress = _ran(
+        installed,
+        *("run", "scenarios/tool-calls.toml", "--endpoint", sim_endpoint, "--no-tui"),
+        *("--rate", "20", "--duration", "3"),
+    )
+    gate = _ran(
+        installed,
+        *("run", "scenarios/draft-failure.toml", "--no-tui", "--duration", "12"),
+        *("--slo", "ttft_ms.p95=500", "--slo", "error_rate=0.01"),
+    )
+    assert orjson.loads((gate / "summary.json").read_bytes())["faults"]
+    sweep = installed.run(
+        *("sweep", "scenarios/code.toml", "--rates", "2,4", "--duration", "3"),
+        *("--slo", "ttft_ms.p95=500"),
+    )
+    assert sweep.returncode == 0, sweep.stdout + sweep.stderr
+    assert "capacity:" in sweep.stdout
+    ab = _ran(installed, "ab", "scenarios/tool-calls.toml", "--requests", "12", "--repeat", "1")
+    for folder in (stress, ab):
+        report = installed.run("report", str(folder))
+        assert report.returncode == 0, report.stderr
+        assert (folder / "report.html").stat().st_size > 10_000
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) for a terminal")
+def test_view_opens_a_run_in_a_terminal(installed: Installed) -> None:
+    folder = _ran(installed, "run", "code", "--no-tui", "--requests", "4")
+    # script(1) gives the dashboard a terminal; q closes the replay.
+    shell = "sleep 4; printf q; sleep 2; printf q"
+    done = subprocess.run(
+        ["sh", "-c", f"({shell}) | script -qec '{installed.loadtest} view {folder}' /dev/null"],
+        cwd=installed.outside,
+        env={**_clean_env(), "TERM": "xterm-256color"},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert b"TTFT" in done.stdout
