@@ -105,7 +105,10 @@ async def test_prompts_and_answers_have_the_exact_lengths_asked_for(tmp_path: Pa
 
 async def test_answers_that_stop_early_are_counted(tmp_path: Path) -> None:
     sc = synthetic({"dist": "uniform", "min": 40, "max": 80}, 40)
-    async with InProcessSim(replace(FAST_SIM, min_output_fraction=0.2)) as sim:
+    # An engine that stops at EOS although asked not to: the simulator honours
+    # ignore_eos and min_tokens unless told otherwise.
+    ignoring = replace(FAST_SIM, min_output_fraction=0.2, length_hints=False)
+    async with InProcessSim(ignoring) as sim:
         await run_workload(sim, sc, tmp_path)
     lines = read_jsonl(tmp_path / "requests.jsonl")
     block = orjson.loads((tmp_path / "workload.json").read_bytes())

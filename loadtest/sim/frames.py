@@ -27,17 +27,20 @@ __all__ = [
 
 
 def finish(plan: ResponsePlan) -> str:
-    if plan.tool_name is not None:
-        return "tool_calls"
-    return "length"
+    return plan.finish_reason
 
 
-def usage(plan: ResponsePlan) -> dict[str, int]:
-    return {
+def usage(plan: ResponsePlan) -> JsonObject:
+    """OpenAI's usage object; with a prefix cache, how much of the prompt it served
+    (``prompt_tokens_details.cached_tokens``, as vLLM reports it)."""
+    out: JsonObject = {
         "prompt_tokens": plan.prompt_tokens,
         "completion_tokens": plan.completion_tokens,
         "total_tokens": plan.prompt_tokens + plan.completion_tokens,
     }
+    if plan.cached_tokens is not None:
+        out["prompt_tokens_details"] = {"cached_tokens": plan.cached_tokens}
+    return out
 
 
 def tool_head(plan: ResponsePlan, rid: str) -> JsonObject:

@@ -39,7 +39,11 @@ class SimConfig:
     itl_sigma: float = 0.3
     """Log-normal spread of the gap between tokens (0 = fixed)."""
     min_output_fraction: float = 0.5
-    """Output length is drawn uniformly between this fraction of max_tokens and all of it."""
+    """Output length is drawn uniformly between this fraction of max_tokens and all of it
+    (all of it with ``ignore_eos``; at least ``min_tokens`` when the request asks)."""
+    length_hints: bool = True
+    """Honour the request's ``ignore_eos`` and ``min_tokens`` as vLLM and llama.cpp do
+    (off: stop early anyway, as an engine that ignores them)."""
     invalid_tool_rate: float = 0.0
     """Share of tool-call responses whose arguments are broken JSON."""
     agent_steps: int = 2
@@ -137,6 +141,8 @@ class SimConfig:
 class ResponsePlan:
     """Everything the server will do for one request."""
 
+    finish_reason: str
+    """``stop`` (it ended before ``max_tokens``), ``length`` (it reached it), ``tool_calls``."""
     ttft_ns: int
     prefill_ns: int
     """The part of ``ttft_ns`` that grows with the prompt (what a prefix cache saves)."""
@@ -150,6 +156,9 @@ class ResponsePlan:
     fail_status: int | None
     disconnect_after: int | None
     """Close the stream after this many pieces (None = finish normally)."""
+    cached_tokens: int | None = None
+    """Prompt tokens the prefix cache served (``usage.prompt_tokens_details``); None
+    without a prefix cache, as vLLM leaves the details out then."""
     call_key: str = ""
     """Names the tool call (``call_<key>``): from the request's bytes, not its arrival
     order, so that a conversation that carries the id back is the same every run."""
@@ -196,8 +205,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
     fail = 500 if rng.random() < cfg.error_rate else None
     max_tokens = int(request.get("max_tokens") or request.get("max_completion_tokens") or 128)
     max_tokens = max(1, min(max_tokens, 32768))
-    low = max(1, math.ceil(max_tokens * cfg.min_output_fraction))
-    n = rng.randint(low, max_tokens)
+    n = rng.randint(_fewest_tokens(cfg, request, max_tokens), max_tokens)
     tool_name = None
     arguments = None
     tools = request.get("tools")
@@ -227,6 +235,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
     key = (cfg.seed + 2).to_bytes(8, "little", signed=True)
     call_key = hashlib.blake2b(body, digest_size=8, key=key).hexdigest() if tool_name else ""
     return ResponsePlan(
+        finish_reason="tool_calls" if tool_name else "length" if n >= max_tokens else "stop",
         ttft_ns=int(ttft_ms * 1e6),
         prefill_ns=int(prefill_ms * 1e6),
         token_offsets_ns=tuple(offsets),
@@ -238,6 +247,21 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         disconnect_after=disconnect,
         call_key=call_key,
     )
+
+
+def _fewest_tokens(cfg: SimConfig, request: JsonObject, max_tokens: int) -> int:
+    """The shortest answer allowed: all of ``max_tokens`` with ``ignore_eos`` (the model
+    never stops), at least ``min_tokens``, else the configured share of ``max_tokens``
+    (vLLM and llama.cpp take both keys)."""
+    low = max(1, math.ceil(max_tokens * cfg.min_output_fraction))
+    if not cfg.length_hints:
+        return low
+    if request.get("ignore_eos") is True:
+        return max_tokens
+    asked = request.get("min_tokens")
+    if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
+        low = max(low, min(asked, max_tokens))
+    return low
 
 
 def tool_results(request: JsonObject) -> int:

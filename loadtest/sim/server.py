@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import hashlib
 import os
 import time
@@ -182,21 +183,26 @@ class SimServer:
         await asyncio.shield(self._warming)
         self._warm = True
 
-    def _prefill_ns(self, plan: ResponsePlan, req: JsonObject) -> int:
-        """TTFT after the prefix cache: a repeated prefix pays only part of its prefill."""
+    def _after_cache(self, plan: ResponsePlan, req: JsonObject) -> tuple[ResponsePlan, int]:
+        """The plan and its TTFT after the prefix cache: a repeated prefix pays only part
+        of its prefill, and the tokens it did not pay for are reported as cached. The
+        plan's own offsets stay: the stream is shifted by the TTFT it returns."""
         if not self.config.prefix_cache:
-            return plan.ttft_ns
+            return plan, plan.ttft_ns
         key = hashlib.blake2b(_prefix_text(req), digest_size=12).digest()
         if key in self._prefixes:
             self._prefixes.move_to_end(key)
             self.prefix_hits += 1
-            saved = plan.prefill_ns * (1.0 - self.config.prefix_hit_factor)
-            return plan.ttft_ns - int(saved)
+            served = 1.0 - self.config.prefix_hit_factor
+            # The prefill is linear in prompt tokens, so the share of its time saved is
+            # the share of the prompt the cache served.
+            cached = dataclasses.replace(plan, cached_tokens=int(plan.prompt_tokens * served))
+            return cached, plan.ttft_ns - int(plan.prefill_ns * served)
         self.prefix_misses += 1
         self._prefixes[key] = None
         if len(self._prefixes) > _PREFIX_KEEP:
             self._prefixes.popitem(last=False)
-        return plan.ttft_ns
+        return dataclasses.replace(plan, cached_tokens=0), plan.ttft_ns
 
     async def _complete(self, request: web.Request, api: str) -> web.StreamResponse:
         received = _perf()
@@ -242,7 +248,8 @@ class SimServer:
         leaked = False
         try:
             await self._warm_up()
-            ttft = self._prefill_ns(plan, req) + (_perf() - received)
+            plan, ttft = self._after_cache(plan, req)
+            ttft += _perf() - received
             truth.first_token_scheduled_ns = received + ttft
             if req.get("stream"):
                 include_usage = bool((req.get("stream_options") or {}).get("include_usage"))

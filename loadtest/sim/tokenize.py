@@ -1,4 +1,7 @@
-"""``/tokenize`` and ``/detokenize`` for the simulator, in llama.cpp's format.
+"""``/tokenize`` and ``/detokenize`` for the simulator, in llama.cpp's and vLLM's formats.
+
+llama.cpp takes ``{"content"}`` and answers ``{"tokens"}``; vLLM takes ``{"prompt"}`` (or
+``{"messages"}``) and answers ``{"count", "max_model_len", "tokens", "token_strs"}``.
 
 The simulator counts a prompt as one token per four characters, so its tokenizer
 does too: a token is a run of four characters, ids handed out as pieces are first
@@ -14,6 +17,8 @@ __all__ = ["add_tokenize_routes"]
 
 _PIECE = 4
 _MAX_VOCAB = 2_000_000
+MAX_MODEL_LEN = 32768
+"""The context the simulator claims (its plans cap ``max_tokens`` there too)."""
 
 
 class _Vocabulary:
@@ -43,19 +48,38 @@ async def _body(request: web.Request) -> dict[str, object] | None:
     return body if isinstance(body, dict) else None
 
 
+def _text(body: dict[str, object]) -> str | None:
+    text = body.get("content", body.get("prompt"))
+    if isinstance(text, str):
+        return text
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        parts = [m.get("content") for m in messages if isinstance(m, dict)]
+        return "".join(p for p in parts if isinstance(p, str))
+    return None
+
+
 def add_tokenize_routes(app: web.Application) -> None:
     """Serve ``POST /tokenize`` and ``POST /detokenize`` on ``app``."""
     vocab = _Vocabulary()
 
     async def tokenize(request: web.Request) -> web.Response:
         body = await _body(request)
-        text = None if body is None else body.get("content", body.get("prompt"))
-        if not isinstance(text, str):
-            return web.json_response({"error": "'content' must be a string"}, status=400)
+        text = None if body is None else _text(body)
+        if text is None:
+            problem = "'content' (llama.cpp), 'prompt' or 'messages' (vLLM) must be given"
+            return web.json_response({"error": problem}, status=400)
         ids = vocab.encode(text)
         if ids is None:
             return web.json_response({"error": "vocabulary full"}, status=503)
-        return web.Response(body=orjson.dumps({"tokens": ids}), content_type="application/json")
+        answer: dict[str, object] = {"tokens": ids}
+        if body is not None and ("prompt" in body or "messages" in body):
+            answer |= {
+                "count": len(ids),
+                "max_model_len": MAX_MODEL_LEN,
+                "token_strs": [vocab.pieces[t] for t in ids],
+            }
+        return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
     async def detokenize(request: web.Request) -> web.Response:
         body = await _body(request)
