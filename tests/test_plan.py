@@ -149,3 +149,11 @@ def test_the_run_warns_as_check_does_and_the_window_ends_not_exercised(
     (run_dir,) = out.iterdir()
     (fault,) = orjson.loads((run_dir / "summary.json").read_bytes())["faults"]
     assert fault["verdict"] == "not_exercised"
+
+
+def test_a_split_the_run_accepts_is_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", str(_scenario(tmp_path)), "--check", "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "valid\n" in out and "  workers: 2 driver processes\n" in out

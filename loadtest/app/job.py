@@ -57,7 +57,7 @@ def check_job(options: RunOptions) -> str:
         + (f", {warnings} warning{'s' * (warnings > 1)} below" if warnings else ""),
         f"  load: {shape}, {bound}, warm-up {load.warmup_s:g} s",
         *(
-            [f"  workers: {len(plan.splits)}, " + ("Ray tasks" if options.ray else "processes")]
+            [f"  workers: {len(plan.splits)} {'Ray tasks' if options.ray else 'driver processes'}"]
             if plan.sharded
             else []
         ),
