@@ -215,9 +215,13 @@ _FLAG_VALUE = st.sampled_from(["0", "-1", "1", "2.5", "nan", "inf", "abc", "", "
 )
 @given(st.lists(st.tuples(_FLAG, _FLAG_VALUE), max_size=4))
 def test_bad_flags_exit_2_with_one_paragraph_and_no_traceback(
-    capsys: pytest.CaptureFixture[str], flags: list[tuple[str, str]]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[tuple[str, str]]
 ) -> None:
-    argv = ["run", "--check", "--no-tui"]
+    # Inline prompts: --check loads a scenario's prompts as the run does, and the data
+    # sets of the default scenario (~0.2 s a load) would be most of this test's time.
+    scenario = tmp_path / "flags.toml"
+    scenario.write_text('name = "flags"\n[[sources]]\nkind = "inline"\nprompts = ["a"]\n')
+    argv = ["run", str(scenario), "--check", "--no-tui"]
     for flag, value in flags:
         argv += [flag, value]
     code = main(argv)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from loadtest.config.scenario import Scenario
 from loadtest.errors import UsageError
-from loadtest.features.faults.plan import TargetSpec
+from loadtest.features.faults.plan import PROXY_TOXICS, TargetSpec
 from loadtest.features.faults.proxy import FaultProxy
 from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
@@ -24,7 +24,7 @@ from loadtest.sim import SimConfig, SimProcess
 from loadtest.sim.process import SpecDeployment, sim_command
 from loadtest.transport.urls import server_root
 
-__all__ = ["Deployment", "free_port", "free_ports", "plan_deployment"]
+__all__ = ["Deployment", "check_deployment", "free_port", "free_ports", "plan_deployment"]
 
 
 @dataclass
@@ -74,21 +74,44 @@ def _split(hostport: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
+    """``UsageError`` where no deployment can carry out the plan; warnings for events
+    that will be skipped. Starts nothing: ``plan_deployment`` and ``--check`` both ask it.
+    """
+    plan = scenario.faults
+    if endpoint is not None and any(e.kind == "restart" for e in plan.events):
+        raise UsageError(
+            "the scenario restarts its target, but --endpoint names one loadtest does "
+            "not manage; drop --endpoint to use the scenario's [target] or the simulator"
+        )
+    own_deployment = endpoint is not None or scenario.target is not None
+    if not own_deployment and not scenario.sim.speculative and plan.needs_proxy:
+        raise UsageError(
+            "the scenario has draft faults but no draft: set [sim] speculative = true, "
+            "or point [faults].proxy_upstream at your draft server"
+        )
+    if not own_deployment or plan.proxy_upstream is not None:
+        return []
+    # The rig skips these windows (FaultRig._toxic): said before the run, not only after.
+    return [
+        f"fault {e.label!r} ({e.kind}) will be skipped: no fault proxy in front of a "
+        "draft (set [faults].proxy_upstream to your draft's host:port, or run without "
+        "--endpoint)"
+        for e in plan.events
+        if e.kind in PROXY_TOXICS
+    ]
+
+
 def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> Deployment:
     """Spawn what must run outside the event loop and build the rig for the rest.
 
     Nothing is waited for here: the simulator processes start while the caller loads
     its prompts and the rig starts the target; ``Deployment.wait_ready`` joins them.
     """
+    check_deployment(scenario, endpoint)
     plan = scenario.faults
-    has_restart = any(e.kind == "restart" for e in plan.events)
     notes: list[str] = []
     if endpoint is not None:
-        if has_restart:
-            raise UsageError(
-                "the scenario restarts its target, but --endpoint names one loadtest does "
-                "not manage; drop --endpoint to use the scenario's [target] or the simulator"
-            )
         return Deployment(endpoint, _rig(scenario, endpoint, None, None, {}), notes=())
     if scenario.target is not None:
         t = scenario.target
@@ -116,11 +139,6 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
             uses = proxy.url
         config = spec.target_config(uses)
         notes.append(f"draft server at {draft_url}" + (f", reached via {uses}" if proxy else ""))
-    elif plan.needs_proxy:
-        raise UsageError(
-            "the scenario has draft faults but no draft: set [sim] speculative = true, "
-            "or point [faults].proxy_upstream at your draft server"
-        )
     url = f"http://127.0.0.1:{port}"
     target = ManagedTarget(
         TargetSpec(

@@ -1,40 +1,28 @@
 """One run, from options to the files on disk, for 1..N workers.
 
-The one orchestrator: plan (scenario, access, prompts) -> deployment (the user's
-endpoint, a managed target or the built-in simulator) -> the load (in this process when
-there is one worker, in N worker processes or Ray tasks otherwise) -> merge -> finish
-(summary, files, the printed table). A single-process run is the N = 1 case, not a path
-of its own: everything but the middle step is shared.
+The one orchestrator: plan (``plan.plan_run``, every check a run makes, which
+``--check`` prints) -> deployment (the user's endpoint, a managed target or the
+built-in simulator) -> the load (in this process when there is one worker, in N worker
+processes or Ray tasks otherwise) -> merge -> finish (summary, files, the printed
+table). A single-process run is the N = 1 case, not a path of its own: everything but
+the middle step is shared.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import ssl
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.app.console import log, say, use_tui
 from loadtest.app.deployment import Deployment, plan_deployment
 from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
-from loadtest.app.options import (
-    RunOptions,
-    apply_overrides,
-    default_scenario_path,
-    resolve_access,
-    resolve_scenario,
-    start_notes,
-)
-from loadtest.app.workers import check_splittable, run_workers, split_load, worker_configs
-from loadtest.config.scenario import Scenario
-from loadtest.datasets import build_pool
+from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
+from loadtest.app.plan import RunPlan, load_prompts, plan_run, prompt_counts
+from loadtest.app.workers import run_workers, worker_configs
 from loadtest.engine.runner import RunConfig, RunOutcome
-from loadtest.errors import UsageError
-from loadtest.features.agent.taskspec import build_tasks
-from loadtest.features.workload import is_workload, plan_lines
+from loadtest.features.workload import plan_lines
 from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.report.table import render_agent
@@ -50,22 +38,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """Everything decided before anything is started."""
-
-    scenario: Scenario
-    options: RunOptions
-    """With the resolved API key in ``api_key``."""
-    run_dir: Path
-    tls: ssl.SSLContext | bool
-
-
 def check_job(options: RunOptions) -> str:
-    """Validate the scenario and flags without sending anything; returns the plan."""
-    scenario = resolve_scenario(options)
-    key, _ = resolve_access(scenario, options)
-    load = scenario.load
+    """The run's own checks (``plan_run``) and its prompts loaded, sending nothing;
+    returns the plan, with what the run would warn about."""
+    plan = plan_run(options)
+    scenario, load = plan.scenario, plan.scenario.load
+    counts = prompt_counts(scenario)
     shape = (
         f"closed loop, {load.concurrency} sessions"
         if load.mode == "closed"
@@ -73,9 +51,16 @@ def check_job(options: RunOptions) -> str:
     )
     bound = f"{load.duration_s:g} s" if load.duration_s is not None else f"{load.requests} requests"
     t = scenario.timeouts
+    warnings = sum(n.warn for n in plan.notes)
     lines = [
-        f"scenario {scenario.name} ({scenario.path}): valid",
+        f"scenario {scenario.name} ({scenario.path}): valid"
+        + (f", {warnings} warning{'s' * (warnings > 1)} below" if warnings else ""),
         f"  load: {shape}, {bound}, warm-up {load.warmup_s:g} s",
+        *(
+            [f"  workers: {len(plan.splits)} {'Ray tasks' if options.ray else 'driver processes'}"]
+            if plan.sharded
+            else []
+        ),
         "  sources (max_tokens: --max-tokens, over every prompt's own):"
         if scenario.max_tokens_override
         else "  sources:",
@@ -84,35 +69,42 @@ def check_job(options: RunOptions) -> str:
             f"{scenario.max_tokens if s.max_tokens is None else s.max_tokens}"
             for s in scenario.sources
         ),
+        "  prompts: not loaded here: cut with the endpoint's tokenizer once it is up"
+        if counts is None
+        else f"  prompts loaded: {', '.join(f'{k} {n}' for k, n in counts.items()) or 'none'}",
         f"  timeouts: total {t.total_s:g} s, first byte {t.first_byte_s:g} s, "
         f"between chunks {t.between_chunks_s:g} s, connect {t.connect_s:g} s",
         f"  endpoint: {options.endpoint or 'the built-in simulator'}",
         f"  fault events: {len(scenario.faults.events)}",
+        *(
+            f"    {e.label}: {e.kind} at {e.at_s:g} s"
+            + (f" for {e.duration_s:g} s" if e.duration_s else "")
+            for e in scenario.faults.events
+        ),
         f"  SLOs: {', '.join(f'{t.label} <= {t.limit:g}' for t in scenario.slo.thresholds)}"
         if scenario.slo.thresholds
         else "  SLOs: none",
         *plan_lines(scenario),
-        *(f"  {n.text}" for n in start_notes(scenario, options, key)),
+        *(f"  {'warning: ' if n.warn else ''}{n.text}" for n in plan.notes),
     ]
     return "\n".join(lines)
 
 
 def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     """Run a whole job; returns the summary, the run directory and whether it was stopped."""
-    plan = _plan(options)
+    plan = plan_run(options)
     options = plan.options
-    sharded = options.workers > 1 or options.ray is not None
-    if sharded:
-        check_splittable(plan.scenario)
-    log.debug("phase: planned (scenario, access)")
+    for note in plan.notes:
+        say([note.text], warn=note.warn)
+    log.debug("phase: planned (scenario, access, split, deployment, timeline)")
     deployment = plan_deployment(plan.scenario, options.endpoint, plan.run_dir)
     say(deployment.notes)
     # The prompts load in a thread while the simulator processes start: both take
     # about as long, and neither needs the other.
     loading = ThreadPoolExecutor(1, thread_name_prefix="loadtest-prompts")
     try:
-        prompts = loading.submit(_load, plan.scenario)
-        if sharded:
+        prompts = loading.submit(load_prompts, plan.scenario)
+        if plan.sharded:
             ran = _run_workers(plan, deployment, prompts)
         else:
             ran = run_in_process(
@@ -129,7 +121,7 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
         deployment.stop()
     loaded = prompts.result()
     extra: RunExtra = {"prompt_load_s": round(loaded.load_s, 3)}
-    if sharded:
+    if plan.sharded:
         extra["workers"] = options.workers
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
@@ -146,45 +138,7 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     return summary, ran.config.run_dir, ran.outcome.interrupted
 
 
-def _plan(options: RunOptions) -> _Plan:
-    scenario = resolve_scenario(options)
-    key, tls = resolve_access(scenario, options)
-    for note in start_notes(scenario, options, key):
-        say([note.text], warn=note.warn)
-    if options.workers > 1 or options.ray is not None:
-        # Checked before the prompts load: a bad split should not wait for data sets.
-        split_load(scenario.load, options.workers, scenario.seed)
-    return _Plan(
-        scenario=scenario,
-        options=dataclasses.replace(options, api_key=key),
-        run_dir=Path(options.run_dir or Path(options.out) / _run_id(scenario.name)),
-        tls=tls,
-    )
-
-
-def _run_id(name: str) -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-{name}"
-
-
-def _load(scenario: Scenario) -> Prompts:
-    """The prompts of a scenario, or the tasks of an agent scenario, with counts.
-
-    None for a workload (synthetic lengths, a trace, conversations): its prompts need
-    the endpoint's tokenizer, so they are built once the endpoint is up.
-    """
-    t0 = time.perf_counter()
-    if is_workload(scenario):
-        return Prompts(None, {}, time.perf_counter() - t0)
-    if scenario.agent is None:
-        pool, counts = build_pool(scenario)
-        return Prompts(pool, counts, time.perf_counter() - t0)
-    tasks = build_tasks(scenario.tasks, scenario.seed)
-    if not tasks.size:
-        raise UsageError(f"{scenario.path}: the [[tasks]] sources hold no tasks")
-    return Prompts(tasks, {"tasks": tasks.size}, time.perf_counter() - t0)
-
-
-def _run_workers(plan: _Plan, dep: Deployment, prompts: Future[Prompts]) -> LocalRun:
+def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> LocalRun:
     """N > 1: the model is found here once; the load runs in N workers, merged."""
     sc, options = plan.scenario, plan.options
     prompts.result()  # the workers load their own; a data set error stops the job here
@@ -200,7 +154,7 @@ def _run_workers(plan: _Plan, dep: Deployment, prompts: Future[Prompts]) -> Loca
         keepalive=options.keepalive and sc.load.keepalive,
         record_outputs=options.record_outputs,
     )
-    plans = split_load(sc.load, options.workers, sc.seed)
+    plans = list(plan.splits)
     where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
     say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
     # The dashboard reads the local workers' files; Ray workers keep theirs remote.

