@@ -10,7 +10,6 @@ temperature 0 and whose speed gain is nil). The packages are the extra ``loadtes
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.app.draft_model import DEFAULT_DRAFT_LAYERS, ensure_early_exit
+from loadtest.datasets.cache import cache_dir
 from loadtest.errors import MissingExtraError, UsageError
 
 __all__ = [
@@ -90,8 +90,7 @@ class LlamaOptions:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("LOADTEST_CACHE") or str(Path.home() / ".cache" / "loadtest")
-    return Path(base) / "models"
+    return cache_dir() / "models"
 
 
 def ensure_model(cache_dir: Path | None = None) -> Path:

@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
+from loadtest.datasets.cache import cache_dir
 from loadtest.datasets.prompt import Prompt
-from loadtest.datasets.sharegpt import cache_dir
 from loadtest.errors import DatasetError, MissingPackageError
 
 __all__ = [
