@@ -106,7 +106,7 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
         check_splittable(plan.scenario)
     log.debug("phase: planned (scenario, access)")
     deployment = plan_deployment(plan.scenario, options.endpoint, plan.run_dir)
-    say(deployment.notes)
+    say(deployment.notes, label=options.label)
     # The prompts load in a thread while the simulator processes start: both take
     # about as long, and neither needs the other.
     loading = ThreadPoolExecutor(1, thread_name_prefix="loadtest-prompts")
@@ -133,6 +133,8 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
         extra["workers"] = options.workers
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
+    if options.endpoint is None and plan.scenario.target is None:
+        extra["simulated"] = True
     log.debug("phase: deployment stopped")
     summary = finish_run(
         ran.config,
@@ -150,7 +152,7 @@ def _plan(options: RunOptions) -> _Plan:
     scenario = resolve_scenario(options)
     key, tls = resolve_access(scenario, options)
     for note in start_notes(scenario, options, key):
-        say([note.text], warn=note.warn)
+        say([note.text], warn=note.warn, label=options.label)
     if options.workers > 1 or options.ray is not None:
         # Checked before the prompts load: a bad split should not wait for data sets.
         split_load(scenario.load, options.workers, scenario.seed)
@@ -202,11 +204,12 @@ def _run_workers(plan: _Plan, dep: Deployment, prompts: Future[Prompts]) -> Loca
     )
     plans = split_load(sc.load, options.workers, sc.seed)
     where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
-    say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
+    say([f"--workers {options.workers}: {len(plans)} {where}, merged"], label=options.label)
     # The dashboard reads the local workers' files; Ray workers keep theirs remote.
     dashboard = (dep.endpoint, model) if use_tui(options.tui) and not options.ray else None
     tls_spec = (options.ca_bundle, options.insecure)
-    ran = run_workers(worker_configs(base, plans), plan.run_dir, tls_spec, options.ray, dashboard)
+    configs = worker_configs(base, plans)
+    ran = run_workers(configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label)
     outcome = RunOutcome(
         metrics=ran.metrics,
         t0_ns=0,  # each worker's clock; nothing below compares them
@@ -252,7 +255,7 @@ def finish_run(
     # The results table is the product: stdout, whatever the log level.
     print(render_table(summary))
     if "agent" in summary:
-        print(render_agent(summary["agent"]))
+        print(render_agent(summary["agent"], simulated=summary["run"].get("simulated", False)))
     if summary.get("faults"):
         print(render_faults(summary.get("faults", [])))
     print(f"\nresults: {cfg.run_dir}")
