@@ -31,17 +31,21 @@ WIDTH = 80
 
 
 def packed(parts: Sequence[str], sep: str = "  ", width: int = WIDTH) -> list[str]:
-    """``parts`` joined by ``sep``, as many to a line as fit; the next lines indented.
+    """``parts`` joined by ``sep``, as many to a line as fit; the next lines indented two
+    more than the first.
 
     For a line of ``name value`` groups: a group is never split across two lines.
     """
-    lines = [parts[0]] if parts else []
+    if not parts:
+        return []
+    lines = [parts[0]]
+    indent = " " * (len(parts[0]) - len(parts[0].lstrip(" ")) + 2)
     for part in parts[1:]:
         if len(lines[-1]) + len(sep) + len(part) <= width:
             lines[-1] += sep + part
         else:
             lines[-1] += sep.rstrip()
-            lines.append("  " + part)
+            lines.append(indent + part)
     return lines
 
 
@@ -308,5 +312,5 @@ def render_faults(faults: Sequence[FaultVerdict]) -> str:
             lines.append(f"    draft acceptance before/during/after {cells}")
         extra = fault_figures(f)
         if extra:
-            lines.append("    " + "  ".join(extra))
+            lines += packed([f"    {extra[0]}", *extra[1:]])
     return fit(lines)
