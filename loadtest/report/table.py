@@ -71,6 +71,10 @@ def fit(lines: Iterable[str], width: int = WIDTH) -> str:
     return "\n".join(out)
 
 
+_SIMULATED = "not shown, the simulator calls at random"
+"""In place of a share of tool calls matching the expected ones, against the simulator."""
+
+
 def render_agent(agent: AgentBlock, *, simulated: bool = False) -> str:
     """Task outcomes, steps, retries and where task time went, as text.
 
@@ -112,9 +116,6 @@ def render_agent(agent: AgentBlock, *, simulated: bool = False) -> str:
             + [f"{p} {v.get('p50', 0):.1%}/{v.get('p95', 0):.1%}" for p, v in shares.items()]
         )
     return fit(lines)
-
-
-_SIMULATED = "not shown, the simulator calls at random"
 
 
 FigureKey = Literal[
