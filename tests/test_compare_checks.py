@@ -57,11 +57,15 @@ def test_an_ab_that_measured_nothing_says_so_first_and_fails(
     argv = ["ab", str(path), "--baseline", sims["slot_a"], "--candidate", sims["slot_b"]]
     code = main([*argv, "--repeat", "2", "--requests", "12", "--out", str(out)])
     assert code != 0
-    text = capsys.readouterr().out
-    # The runs print their own tables first (each opening with its own STOP line); the
-    # comparison opens with what it lacks.
-    assert text.startswith("STOP: no measured request completed")
+    captured = capsys.readouterr()
+    text = captured.out
+    # One line per run, each saying it measured nothing; the comparison opens with what
+    # it lacks, and the last line on stderr names why ab exits 1.
+    runs = text.splitlines()[:4]
+    assert [r[:5] for r in runs] == ["A 1/2", "B 1/2", "B 2/2", "A 2/2"], text
+    assert all(" ok 0 " in r and "STOP: nothing measured" in r for r in runs), text
     comparison = text[text.index("STOP: A completed") :]
+    assert captured.err.splitlines()[-1].startswith("exit 1: comparison: no completed requests")
     assert comparison.startswith("STOP: A completed no measured request (24 sent)"), text
     assert comparison.index("STOP:") < comparison.index("A (baseline)")
     assert "beyond what the endpoint serves" in text

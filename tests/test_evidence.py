@@ -52,21 +52,32 @@ def test_a_run_whose_requests_all_failed_says_stop_first_and_exits_1(
 ) -> None:
     # A count-bound run waits for its measured requests (each bounded by its timeout).
     code = _run(tmp_path, "stall", ["--requests", "2", "--timeout", "1"])
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
     assert code == 1
     assert out[0].startswith("STOP: no measured request completed (2 sent, 2 failed")
     assert not any("beyond the endpoint" in line for line in out)
+    # The last word says why it exits 1, even with -q.
+    assert (
+        captured.err.splitlines()[-1] == "exit 1: nothing measured (no measured request completed)"
+    )
 
 
 def test_a_run_cut_off_by_the_grace_period_says_the_load_was_beyond_the_endpoint(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = _run(tmp_path, "stall", ["--duration", "1"])
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    # Each STOP line wrapped to 80 columns: its next lines are indented.
+    stops = [line for line in captured.out.split("\nSTOP: ") if line]
     assert code == 1
-    assert out[0].startswith("STOP: no measured request completed")
-    assert out[1].startswith("STOP: 2 of 2 measured requests were still running")
-    assert "beyond the endpoint" in out[1]
+    assert stops[0].startswith("STOP: no measured request completed")
+    assert stops[1].startswith("2 of 2 measured requests were still running")
+    assert "beyond the endpoint" in " ".join(stops[1].split())
+    assert captured.err.splitlines()[-1] == (
+        "exit 1: nothing measured (no measured request completed); "
+        "load beyond the endpoint (2 of 2 measured requests cut off)"
+    )
 
 
 def test_a_run_that_completed_has_no_stop_line(

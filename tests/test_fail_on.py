@@ -21,6 +21,11 @@ _LEAKY = (
 )
 
 
+def _window_name(out: Path) -> str:
+    (run_dir,) = out.iterdir()
+    return str(orjson.loads((run_dir / "summary.json").read_bytes())["faults"][0]["name"])
+
+
 def _verdicts(out: Path) -> list[str]:
     (run_dir,) = out.iterdir()
     summary = orjson.loads((run_dir / "summary.json").read_bytes())
@@ -34,11 +39,15 @@ def test_a_failed_window_exits_1_unless_told_never(
     scenario.write_text(_LEAKY)
     argv = ["run", str(scenario), "--no-tui", "-q"]
     code = main([*argv, "--out", str(tmp_path / "a")])
-    assert _verdicts(tmp_path / "a") == ["failed"], capsys.readouterr()
+    err = capsys.readouterr().err
+    assert _verdicts(tmp_path / "a") == ["failed"], err
     assert code == 1  # --fail-on failed is the default: CI sees the leak
+    # ... and the last line says why, even with -q (the window has no name: its kind's).
+    assert err.splitlines()[-1] == f"exit 1: fault window {_window_name(tmp_path / 'a')} failed"
     code = main([*argv, "--out", str(tmp_path / "b"), "--fail-on", "never"])
     assert _verdicts(tmp_path / "b") == ["failed"]
     assert code == 0
+    assert "exit" not in capsys.readouterr().err
 
 
 def test_fail_on_takes_only_the_known_words(capsys: pytest.CaptureFixture[str]) -> None:
@@ -53,7 +62,10 @@ def test_sweep_and_ab_gate_on_the_windows_of_every_run(
     scenario.write_text(_LEAKY)
     shared = ["--no-tui", "-q", "--duration", "2.5"]
     sweep = ["sweep", str(scenario), "--concurrency", "2", "--out", str(tmp_path / "s")]
-    assert main([*sweep, *shared]) == 1, capsys.readouterr().err
+    assert main([*sweep, *shared]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith("exit 1: concurrency 2: fault window "), err
+    assert err.splitlines()[-1].endswith(" failed")
     sweep[-1] = str(tmp_path / "s2")
     assert main([*sweep, *shared, "--fail-on", "never"]) == 0, capsys.readouterr().err
     # ab also stops on fewer than 10 values of a metric a side, so only the fault gate
@@ -67,6 +79,10 @@ def test_sweep_and_ab_gate_on_the_windows_of_every_run(
     assert late_window != _LEAKY
     late.write_text(late_window)
     ab = ["ab", str(late), "--out", str(tmp_path / "ab"), "--max-tokens", "10", "--repeat", "1"]
-    assert main([*ab, *shared]) == 1, capsys.readouterr().err
+    assert main([*ab, *shared]) == 1
+    err = capsys.readouterr().err
+    # Named by the run it came from: A 1/1 (the baseline's first of one).
+    assert err.splitlines()[-1].startswith("exit 1: A 1/1: fault window "), err
+    assert "; B 1/1: fault window " in err.splitlines()[-1]
     ab[3] = str(tmp_path / "ab2")
     assert main([*ab, *shared, "--fail-on", "never"]) == 0, capsys.readouterr()

@@ -36,6 +36,29 @@ def test_an_unknown_flag_shows_the_error_once_the_usage_and_a_suggestion(
     assert "did you mean --concurrency?" in capsys.readouterr().err
 
 
+def test_a_mistyped_command_or_choice_gets_a_suggestion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["rnu"]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("loadtest: argument command: invalid choice: 'rnu' (choose from")
+    assert first.endswith("; did you mean run?")
+    assert main(["run", "--fail-on", "faild", "--check"]) == 2
+    assert "did you mean failed?" in capsys.readouterr().err
+    # Nothing close: the choices alone, no guess.
+    assert main(["xyzzy"]) == 2
+    assert "did you mean" not in capsys.readouterr().err
+
+
+def test_a_bad_sweep_step_names_the_flag_given_and_the_item(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["sweep", "--rates", "2,x"]) == 2
+    assert capsys.readouterr().err == "loadtest: --rates 2,x: 'x' is not a number\n"
+    assert main(["sweep", "--concurrency", "1,2.5"]) == 2
+    assert "--concurrency 1,2.5: '2.5' is not a whole number" in capsys.readouterr().err
+
+
 def test_a_flag_of_run_is_a_flag_of_sweep_and_ab(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict, final
 
@@ -29,10 +30,15 @@ from loadtest.app.options import RunOptions, apply_overrides, scenario_path
 from loadtest.config.scenario import load_scenario
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.comparison import Comparison
+from loadtest.model.summary import Summary
 from loadtest.report.atomic import write_atomic
 from loadtest.report.compare import RunData, compare_runs, load_run
+from loadtest.report.evidence import run_evidence
 
-__all__ = ["AbStopped", "ab_order", "run_ab"]
+__all__ = ["AbStopped", "ab_order", "run_ab", "side_line"]
+
+LETTERS = {"baseline": "A", "candidate": "B"}
+"""How the comparison names the sides, and each run's line and progress lines too."""
 
 
 @final
@@ -61,20 +67,28 @@ def run_ab(
     run: RunFn,
     *,
     min_effect: float = MIN_EFFECT,
+    say: Callable[[str], None] = print,
 ) -> tuple[Comparison | AbStopped, Path, bool]:
     """Run both sides ``repeat`` times, interleaved; returns (comparison, folder, stopped).
 
     ``sides`` maps ``baseline`` and ``candidate`` to a URL, the simulator or a managed
     llama.cpp deployment (``ab_sides``). ``comparison.json`` is written into the folder,
-    with the runs done so far when a run was stopped.
+    with the runs done so far when a run was stopped. Each run is labelled ``A 1/2``
+    (side, run of the side) on its progress lines, and ``say`` gets one line for it
+    when it ends (``side_line``): the runs' own tables are in their folders.
     """
     folder = Path(base.out) / (time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-ab-{name}")
     runs: dict[str, list[RunData]] = {"baseline": [], "candidate": []}
     stopped = False
     for side in ab_order(repeat):
-        options = dataclasses.replace(base, out=str(folder / side), record_outputs=True)
+        label = f"{LETTERS[side]} {len(runs[side]) + 1}/{repeat}"
+        options = dataclasses.replace(
+            base, out=str(folder / side), record_outputs=True, label=label
+        )
         run_dir, interrupted = run_side(sides[side], options, run)
-        runs[side].append(load_run(run_dir))
+        data = load_run(run_dir)
+        runs[side].append(data)
+        say(side_line(label, side, data.summary, run_dir))
         if interrupted:
             stopped = True
             break
@@ -93,6 +107,21 @@ def run_ab(
         result = c
     write_atomic(folder / "comparison.json", orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return result, folder, stopped
+
+
+def side_line(label: str, side: str, summary: Summary, run_dir: Path) -> str:
+    """``A 1/2 baseline   ok 60  TTFT p50 22.9 ms  -> out/.../baseline/<run-id>``."""
+    r = summary["requests"]
+    ok = r.get("measured_ok", r["ok"])
+    counts = f"ok {ok}" + (f" failed {r['failed']}" if r["failed"] else "")
+    counts += f" cancelled {r['cancelled']}" if r["cancelled"] else ""
+    stats = summary["metrics"].get("ttft_ms")
+    ttft = None if stats is None else stats.get("p50")
+    shown = "no data" if ttft is None else f"{ttft:.1f} ms"
+    notes = ["INTERRUPTED"] * summary["run"]["interrupted"]
+    notes += [f"STOP: {why}" for why in run_evidence(summary).reasons]
+    tail = "".join(f"  {n}" for n in notes)
+    return f"{label} {side:<9}  {counts}  TTFT p50 {shown}{tail}  -> {run_dir}"
 
 
 def prompt_cache_policy(base: RunOptions) -> str:

@@ -109,7 +109,7 @@ def run_in_process(
 
         runner, outcome = run_with_tui(prepare)
     else:
-        runner, outcome = _run_plain(prepare, options.uvloop)
+        runner, outcome = _run_plain(prepare, options.uvloop, options.label)
     return LocalRun(runner.config, outcome, runner.stale_retries)
 
 
@@ -138,9 +138,11 @@ def edge_hooks() -> list[RunHook]:
     return [HlogHook(), QuietGc()]
 
 
-def progress_of(runner: Runner) -> Progress:
+def progress_of(runner: Runner, label: str = "") -> Progress:
     """The progress line's counters from a runner's snapshot."""
     s = runner.snapshot()
+    # The snapshot's percentiles are 0.0 while nothing was measured (none is ever 0.0).
+    measured = s.ttft_p99_ms > 0
     return Progress(
         sent=s.sent,
         ok=s.ok,
@@ -149,12 +151,15 @@ def progress_of(runner: Runner) -> Progress:
         requests_per_s=s.requests_per_s,
         output_tokens_per_s=s.output_tokens_per_s,
         elapsed_s=s.elapsed_s,
-        ttft_ms=(s.ttft_p50_ms, s.ttft_p99_ms),
+        ttft_ms=(s.ttft_p50_ms, s.ttft_p99_ms) if measured else None,
+        ttft_known=True,
+        warmup=s.warmup,
+        label=label,
     )
 
 
 def _run_plain(
-    prepare: Callable[[], Awaitable[Runner]], use_uvloop: bool
+    prepare: Callable[[], Awaitable[Runner]], use_uvloop: bool, label: str
 ) -> tuple[Runner, RunOutcome]:
     async def main() -> tuple[Runner, RunOutcome]:
         runner = await prepare()
@@ -167,7 +172,7 @@ def _run_plain(
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
-        progress = asyncio.create_task(_progress(runner))
+        progress = asyncio.create_task(_progress(runner, label))
         try:
             log.debug("phase: load starts")
             outcome = await runner.run()
@@ -188,8 +193,8 @@ def _run_plain(
     return asyncio.run(main())
 
 
-async def _progress(runner: Runner) -> None:
+async def _progress(runner: Runner, label: str) -> None:
     """One status line every 5 s, for terminals without the TUI and for CI logs."""
     while True:
         await asyncio.sleep(_PROGRESS_EVERY_S)
-        log.info("%s", progress_of(runner).line())
+        log.info("%s", progress_of(runner, label).line())

@@ -95,10 +95,10 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     plan = plan_run(options)
     options = plan.options
     for note in plan.notes:
-        say([note.text], warn=note.warn)
+        say([note.text], warn=note.warn, label=options.label)
     log.debug("phase: planned (scenario, access, split, deployment, timeline)")
     deployment = plan_deployment(plan.scenario, options.endpoint, plan.run_dir)
-    say(deployment.notes)
+    say(deployment.notes, label=options.label)
     # The prompts load in a thread while the simulator processes start: both take
     # about as long, and neither needs the other.
     loading = ThreadPoolExecutor(1, thread_name_prefix="loadtest-prompts")
@@ -125,6 +125,8 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
         extra["workers"] = options.workers
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
+    if options.endpoint is None and plan.scenario.target is None:
+        extra["simulated"] = True
     log.debug("phase: deployment stopped")
     summary = finish_run(
         ran.config,
@@ -156,11 +158,12 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
     )
     plans = list(plan.splits)
     where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
-    say([f"--workers {options.workers}: {len(plans)} {where}, merged"])
+    say([f"--workers {options.workers}: {len(plans)} {where}, merged"], label=options.label)
     # The dashboard reads the local workers' files; Ray workers keep theirs remote.
     dashboard = (dep.endpoint, model) if use_tui(options.tui) and not options.ray else None
     tls_spec = (options.ca_bundle, options.insecure)
-    ran = run_workers(worker_configs(base, plans), plan.run_dir, tls_spec, options.ray, dashboard)
+    configs = worker_configs(base, plans)
+    ran = run_workers(configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label)
     outcome = RunOutcome(
         metrics=ran.metrics,
         t0_ns=0,  # each worker's clock; nothing below compares them
@@ -206,7 +209,7 @@ def finish_run(
     # The results table is the product: stdout, whatever the log level.
     print(render_table(summary))
     if "agent" in summary:
-        print(render_agent(summary["agent"]))
+        print(render_agent(summary["agent"], simulated=summary["run"].get("simulated", False)))
     if summary.get("faults"):
         print(render_faults(summary.get("faults", [])))
     print(f"\nresults: {cfg.run_dir}")

@@ -53,6 +53,8 @@ class RunOptions:
     """The run's own folder instead of ``out/<run-id>`` (a sweep's steps, one level deep)."""
     print_results: bool = True
     """Print the results table at the end (a sweep prints one capacity table instead)."""
+    label: str = ""
+    """Starts the run's notes and progress lines, where runs go in turn (``ab``: ``A 1/2``)."""
     seed: int | None = None
     tui: bool = True
     api_key: str | None = field(default=None, repr=False)

@@ -54,20 +54,22 @@ class SweepPlan:
 
 
 def parse_steps(text: str, kind: str) -> tuple[float, ...]:
-    """``1,2,4,8`` into increasing numbers; ``UsageError`` naming the bad entry."""
+    """``1,2,4,8`` into increasing numbers; ``UsageError`` naming the flag and the bad item."""
+    flag = "--concurrency" if kind == "concurrency" else "--rates"
     steps = []
     for part in text.split(","):
+        item = part.strip()
         try:
-            v = float(part)
+            v = float(item)
         except ValueError:
-            raise UsageError(f"--{kind}: {part.strip()!r} is not a number") from None
+            raise UsageError(f"{flag} {text}: {item!r} is not a number") from None
         if not v > 0 or v != v or v == float("inf"):
-            raise UsageError(f"--{kind}: every step must be a positive number, got {part!r}")
+            raise UsageError(f"{flag} {text}: every step must be a positive number, not {item!r}")
         if kind == "concurrency" and v != int(v):
-            raise UsageError(f"--concurrency: {part!r} is not a whole number")
+            raise UsageError(f"{flag} {text}: {item!r} is not a whole number")
         steps.append(v)
     if sorted(steps) != steps or len(set(steps)) != len(steps):
-        raise UsageError(f"--{kind}: steps must increase, got {text}")
+        raise UsageError(f"{flag} {text}: steps must increase")
     return tuple(steps)
 
 

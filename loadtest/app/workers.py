@@ -153,11 +153,13 @@ def run_workers(
     tls: tuple[str | None, bool],
     ray_address: str | None = None,
     dashboard: tuple[str, str] | None = None,
+    label: str = "",
 ) -> WorkersRun:
     """Run the workers (local processes, or Ray tasks), wait, merge.
 
     ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``);
-    ``dashboard`` (endpoint, model) shows the merged dashboard while local workers run.
+    ``dashboard`` (endpoint, model) shows the merged dashboard while local workers run;
+    ``label`` starts their progress lines (``Progress.label``).
     """
     from loadtest.measure.merge import merge_metrics
 
@@ -166,7 +168,7 @@ def run_workers(
 
         results = run_on_ray(configs, tls, ray_address, _START_DELAY_S, stop_notice)
     else:
-        results = _run_local(configs, tls, dashboard)
+        results = _run_local(configs, tls, dashboard, label)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(
         [r.metrics for r in results],
@@ -189,6 +191,7 @@ def _run_local(
     configs: list[RunConfig],
     tls: tuple[str | None, bool],
     dashboard: tuple[str, str] | None = None,
+    label: str = "",
 ) -> list[WorkerResult]:
     ctx = multiprocessing.get_context("spawn")
     start_wall = time.time() + _START_DELAY_S
@@ -233,7 +236,7 @@ def _run_local(
                 p.join(0.2)
             if time.monotonic() - last >= 5:
                 last = time.monotonic()
-                _log_progress([Path(c.run_dir) for c in configs])
+                _log_progress([Path(c.run_dir) for c in configs], label)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -249,7 +252,7 @@ def _run_local(
     return results
 
 
-def _log_progress(dirs: list[Path]) -> None:
+def _log_progress(dirs: list[Path], label: str) -> None:
     states = []
     for d in dirs:
         try:
@@ -267,6 +270,7 @@ def _log_progress(dirs: list[Path]) -> None:
         requests_per_s=total["rate"],
         output_tokens_per_s=total["tok_rate"],
         workers=len(states),
+        label=label,
     )
     log.info("%s", progress.line())
 

@@ -19,7 +19,6 @@ from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
 from loadtest.cli.sim_flags import add_sim_flags
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
-from loadtest.model.verdict import FaultVerdict, failing_windows
 
 __all__ = ["main"]
 
@@ -219,12 +218,11 @@ def _run(args: argparse.Namespace) -> int:
     summary, _, interrupted = run_job(options)
     if interrupted:
         return EXIT_INTERRUPTED
-    from loadtest.report.evidence import run_evidence
+    from loadtest.cli.exits import closing
+    from loadtest.report.exit_reasons import run_reasons
 
-    if run_evidence(summary).blocking:
-        return EXIT_ERROR  # nothing measured: a CI gate must not pass on it
-    gated = failing_windows(summary.get("faults", []), args.fail_on)
-    return EXIT_OK if summary["slo"]["met"] and not gated else EXIT_SLO_MISSED
+    # Nothing measured (a CI gate must not pass on it), an SLO missed, a window failed.
+    return closing(run_reasons(summary, args.fail_on), EXIT_SLO_MISSED)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -232,30 +230,29 @@ def _sweep(args: argparse.Namespace) -> int:
 
     from loadtest.app.job import run_job
     from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep
+    from loadtest.cli.exits import closing
     from loadtest.model.summary import Summary
+    from loadtest.report.exit_reasons import run_reasons
 
     kind = "concurrency" if args.concurrency else "rate"
     plan = SweepPlan(
         kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
     )
     base = run_options(args)
-    gated: list[FaultVerdict] = []  # the windows of every step that fail --fail-on
+    reasons: list[str] = []  # why each step would exit 1, named by its load
 
     def step(load: float, out: Path) -> tuple[Summary, bool]:
         over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
         step_options = replace(base, run_dir=str(out), print_results=False, **over)
         summary, _, interrupted = run_job(step_options)
-        gated.extend(failing_windows(summary.get("faults", []), args.fail_on))
+        reasons.extend(f"{kind} {load:g}: {r}" for r in run_reasons(summary, args.fail_on))
         return summary, interrupted
 
     name = Path(base.scenario).stem if base.scenario else "mixed"
     result, folder, stopped = run_sweep(plan, Path(base.out), name, step)
     print(render_capacity(result))
     print(f"\ncapacity: {folder / 'capacity.csv'}")
-    if stopped:
-        return EXIT_INTERRUPTED
-    met = all(r["slo_met"] for r in result["steps"])
-    return EXIT_OK if met and not gated else EXIT_SLO_MISSED
+    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_SLO_MISSED)
 
 
 def _runs_in(path: str) -> list[Any]:
@@ -293,25 +290,27 @@ def _ab(args: argparse.Namespace) -> int:
     from loadtest.app.ab import run_ab
     from loadtest.app.ab_sides import parse_side
     from loadtest.app.job import RunOptions, run_job
+    from loadtest.cli.exits import closing
     from loadtest.model.summary import Summary
-    from loadtest.report.compare import comparison_failed, render_comparison
-    from loadtest.report.equivalence import equivalence_failed
+    from loadtest.report.compare import render_comparison
+    from loadtest.report.exit_reasons import comparison_reasons, fault_reasons
 
     if args.endpoint:
         raise UsageError("ab takes --baseline URL and --candidate URL, not --endpoint")
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
-    base = run_options(args, tui=False, temperature=None if args.keep_sampling else 0.0)
+    temperature = None if args.keep_sampling else 0.0
+    base = run_options(args, tui=False, temperature=temperature, print_results=False)
     name = Path(base.scenario).stem if base.scenario else "mixed"
     sides = {
         "baseline": parse_side(args.baseline, "--baseline"),
         "candidate": parse_side(args.candidate, "--candidate"),
     }
-    gated: list[FaultVerdict] = []  # the windows of either side that fail --fail-on
+    reasons: list[str] = []  # the windows of either side that fail --fail-on, by run
 
     def run(options: RunOptions) -> tuple[Summary, Path, bool]:
         summary, folder, stopped = run_job(options)
-        gated.extend(failing_windows(summary.get("faults", []), args.fail_on))
+        reasons.extend(f"{options.label}: {r}" for r in fault_reasons(summary, args.fail_on))
         return summary, folder, stopped
 
     result, folder, stopped = run_ab(
@@ -320,13 +319,9 @@ def _ab(args: argparse.Namespace) -> int:
     if "metrics" in result:
         print(render_comparison(result))
         print(f"prompt cache: {result['prompt_cache']}")
+        reasons += comparison_reasons(result)
     print(f"\ncomparison: {folder / 'comparison.json'}")
-    if stopped:
-        return EXIT_INTERRUPTED
-    failed = "metrics" in result and (
-        comparison_failed(result) or equivalence_failed(result["equivalence"])
-    )
-    return EXIT_SLO_MISSED if failed or gated else EXIT_OK
+    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_SLO_MISSED)
 
 
 def _serve_llama(args: argparse.Namespace) -> int:

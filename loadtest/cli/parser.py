@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from loadtest.errors import UsageError
 
@@ -17,6 +17,20 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message}\n{_usage_line(self)}")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse lists the choices of a mistyped command (loadtest rnu) or flag value
+        # (--fail-on faild) but does not say which was meant; the closest one is added.
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            choices = [str(c) for c in action.choices or ()]
+            close = difflib.get_close_matches(str(value), choices, n=1)
+            if not close:
+                raise
+            raise argparse.ArgumentError(
+                action, f"{exc.message}; did you mean {close[0]}?"
+            ) from None
 
     def refuse_unknown(self, words: Sequence[str]) -> None:
         """``unknown`` for the words that look like flags this parser does not have."""

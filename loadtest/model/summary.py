@@ -84,6 +84,9 @@ class RunBlock(TypedDict):
     prompt_load_s: NotRequired[float]
     target_time_to_ready_s: NotRequired[float]
     workers: NotRequired[int]
+    simulated: NotRequired[bool]
+    """True when the built-in simulator served the run: its tool calls are random, so
+    their matches with expected answers are chance (the table leaves the share out)."""
 
 
 class RunExtra(TypedDict, total=False):
@@ -92,6 +95,7 @@ class RunExtra(TypedDict, total=False):
     prompt_load_s: float
     target_time_to_ready_s: float
     workers: int
+    simulated: bool
 
 
 class RequestsBlock(TypedDict):

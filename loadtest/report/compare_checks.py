@@ -21,7 +21,15 @@ from loadtest.model.comparison import FindingJson
 from loadtest.model.summary import Summary
 from loadtest.report.evidence import beyond_endpoint
 
-__all__ = ["CacheUse", "Finding", "LoadShape", "SideCounts", "findings", "load_shape"]
+__all__ = [
+    "CONFOUNDING",
+    "CacheUse",
+    "Finding",
+    "LoadShape",
+    "SideCounts",
+    "findings",
+    "load_shape",
+]
 
 FindingKind = Literal[
     "no completed requests",
@@ -30,6 +38,10 @@ FindingKind = Literal[
     "load shapes differ",
     "prompt caches differ",
 ]
+
+CONFOUNDING: tuple[FindingKind, ...] = ("load shapes differ", "prompt caches differ")
+"""The findings that mark the verdicts confounded: the sides differ in more than the
+deployment."""
 
 CACHE_SHARE_TOLERANCE = 0.1
 """Sides whose prompt-cache hit shares differ by more than this are flagged."""
@@ -47,7 +59,7 @@ class Finding:
     @property
     def confounds(self) -> bool:
         """True when the sides differ in more than the deployment."""
-        return self.kind in ("load shapes differ", "prompt caches differ")
+        return self.kind in CONFOUNDING
 
     def to_json(self) -> FindingJson:
         """A JSON-ready dict."""

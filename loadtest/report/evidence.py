@@ -32,14 +32,18 @@ class Evidence:
 
     lines: tuple[str, ...]
     blocking: bool
+    reasons: tuple[str, ...] = ()
+    """The blocking lines in a few words, for the command's closing ``exit 1:`` line."""
 
 
 def run_evidence(summary: Summary) -> Evidence:
     """The lines that must come before a run's figures (empty when it measured enough)."""
     r = summary["requests"]
     lines: list[str] = []
+    reasons: list[str] = []
     blocking = r.get("measured_ok", r["ok"]) == 0
     if blocking:
+        reasons.append("nothing measured (no measured request completed)")
         lines.append(
             f"STOP: no measured request completed ({r['sent']} sent, {r['failed']} failed, "
             f"{r['cancelled']} cancelled): this run measured nothing"
@@ -49,9 +53,12 @@ def run_evidence(summary: Summary) -> Evidence:
     if beyond_endpoint(drained, measured):
         # The SLO checks would judge the fast part of a censored sample: not evidence.
         blocking = True
+        reasons.append(
+            f"load beyond the endpoint ({drained} of {measured} measured requests cut off)"
+        )
         lines.append(
             f"STOP: {drained} of {measured} measured requests were still running when the "
             "grace period ended: the load was beyond the endpoint (lower --concurrency or "
             "--rate, or raise [load] grace_s)"
         )
-    return Evidence(tuple(lines), blocking)
+    return Evidence(tuple(lines), blocking, tuple(reasons))

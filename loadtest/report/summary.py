@@ -265,6 +265,8 @@ def build_summary(
         run["target_time_to_ready_s"] = extra["target_time_to_ready_s"]
     if "workers" in extra:
         run["workers"] = extra["workers"]
+    if "simulated" in extra:
+        run["simulated"] = extra["simulated"]
     requests: RequestsBlock = {
         "sent": sent,
         "ok": metrics.outcomes["ok"],

@@ -1,28 +1,98 @@
-"""The compact table printed at the end of a run; plain text, no terminal control codes."""
+"""The compact table printed at the end of a run; plain text, no terminal control codes.
+
+Every line fits ``WIDTH`` columns, so that an 80x24 terminal shows each row once: the
+latency rows are laid out to fit, and a line of prose longer than that (a warning, a
+fault window's reason, a long endpoint) is wrapped at its spaces.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from loadtest.model.summary import AgentBlock, StatKey, Summary
+from loadtest.model.summary import AgentBlock, MetricStats, StatKey, Summary
 from loadtest.model.verdict import FaultVerdict, SloCheck
 from loadtest.report.evidence import run_evidence
 
-__all__ = ["fault_figures", "render_agent", "render_faults", "render_table", "slo_line"]
+__all__ = [
+    "WIDTH",
+    "fault_figures",
+    "fit",
+    "packed",
+    "render_agent",
+    "render_faults",
+    "render_table",
+    "slo_line",
+]
+
+WIDTH = 80
+"""Columns of the narrowest terminal the table is laid out for."""
 
 
-def render_agent(agent: AgentBlock) -> str:
-    """Task outcomes, steps, retries and where task time went, as text."""
+def packed(parts: Sequence[str], sep: str = "  ", width: int = WIDTH) -> list[str]:
+    """``parts`` joined by ``sep``, as many to a line as fit; the next lines indented two
+    more than the first.
+
+    For a line of ``name value`` groups: a group is never split across two lines.
+    """
+    if not parts:
+        return []
+    lines = [parts[0]]
+    indent = " " * (len(parts[0]) - len(parts[0].lstrip(" ")) + 2)
+    for part in parts[1:]:
+        if len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines[-1] += sep.rstrip()
+            lines.append(indent + part)
+    return lines
+
+
+def fit(lines: Iterable[str], width: int = WIDTH) -> str:
+    """``lines`` joined, each one longer than ``width`` wrapped at its spaces.
+
+    A wrapped line goes on indented two more than its own indent, so it reads as one.
+    """
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        out += textwrap.wrap(
+            line.lstrip(" "),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return "\n".join(out)
+
+
+_SIMULATED = "not shown, the simulator calls at random"
+"""In place of a share of tool calls matching the expected ones, against the simulator."""
+
+
+def render_agent(agent: AgentBlock, *, simulated: bool = False) -> str:
+    """Task outcomes, steps, retries and where task time went, as text.
+
+    ``simulated``: the built-in simulator served the run; it calls tools at random, so a
+    share of calls matching the expected ones is chance and is not shown.
+    """
     rate = agent["completion_rate"]
-    lines = [
-        f"agent tasks: {agent['tasks']} ended, {agent['completed']} completed"
-        + (f" ({rate:.0%})" if rate is not None else "")
-        + f", {agent['failed']} failed, {agent['step_limit']} hit the step limit, "
-        f"{agent['cancelled']} cancelled"
-        + ("  errors: " + ", ".join(f"{k} {v}" for k, v in agent["errors"].items()))
-        * bool(agent["errors"]),
+    done = f"{agent['completed']} completed" + (f" ({rate:.0%})" if rate is not None else "")
+    outcomes = [
+        f"agent tasks: {agent['tasks']} ended",
+        done,
+        f"{agent['failed']} failed",
+        f"{agent['step_limit']} hit the step limit",
+        f"{agent['cancelled']} cancelled",
     ]
+    lines = packed(outcomes, ", ")
+    if agent["errors"]:
+        lines.append("  errors: " + ", ".join(f"{k} {v}" for k, v in agent["errors"].items()))
     steps, retries = agent["steps"], agent["retries"]
     if steps["count"]:
         lines.append(
@@ -34,14 +104,18 @@ def render_agent(agent: AgentBlock) -> str:
     if validity is not None:
         lines.append(f"valid calls: {validity:.1%} of responses with calls")
     if expected is not None:
-        lines.append(f"calls matching the expected function: {expected:.1%}")
+        lines.append(
+            f"calls matching the expected function: {_SIMULATED}"
+            if simulated
+            else f"calls matching the expected function: {expected:.1%}"
+        )
     shares = agent["time_shares"]
     if shares:
-        parts = "  ".join(
-            f"{p} {v.get('p50', 0):.1%}/{v.get('p95', 0):.1%}" for p, v in shares.items()
+        lines += packed(
+            ["share of task time (p50/p95):"]
+            + [f"{p} {v.get('p50', 0):.1%}/{v.get('p95', 0):.1%}" for p, v in shares.items()]
         )
-        lines.append(f"share of task time (p50/p95): {parts}")
-    return "\n".join(lines)
+    return fit(lines)
 
 
 FigureKey = Literal[
@@ -69,6 +143,15 @@ _ROWS = (
     ("client lag (reading)", "client_lag_ms"),
 )
 _COLS: tuple[StatKey, ...] = ("count", "p50", "p90", "p99", "p999", "max")
+_LABEL, _CELL = 25, 9
+"""Column widths: the longest row label, and a cell (25 + 6 x 9 = 79 columns)."""
+
+
+def _cell(v: float) -> str:
+    # Two decimals up to 99,999.99 ms (the column keeps its decimal points in line); past
+    # that fewer, so that 9 columns hold up to 99,999,999 ms.
+    decimals = 2 if v < 100_000 else 1 if v < 1_000_000 else 0
+    return f"{v:>{_CELL}.{decimals}f}"
 
 
 def render_table(summary: Summary) -> str:
@@ -81,46 +164,41 @@ def render_table(summary: Summary) -> str:
         "measured until then"
     ] * run["interrupted"]
     lines += run_evidence(summary).lines
-    lines += [
-        f"run {run['id']}  scenario {run['scenario']}  model {run['model']}  "
-        f"endpoint {run['endpoint']}",
-        f"requests: sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  "
-        f"cancelled {r['cancelled']}  (warm-up {r['warmup']})"
-        + (
-            f"  resent on a stale connection {r['resent_stale_connection']}"
-            if r.get("resent_stale_connection")
-            else ""
-        )
-        + (
-            "  errors: " + ", ".join(f"{k} {v}" for k, v in r["errors"].items())
-            if r["errors"]
-            else ""
-        ),
-        f"throughput: {t['requests_per_s']:.2f} req/s  {t['output_tokens_per_s']:.1f} "
-        f"output tokens/s over {run['measured_s']:.1f} s",
+    lines += packed(
+        [
+            f"run {run['id']}",
+            f"scenario {run['scenario']}",
+            f"model {run['model']}",
+            f"endpoint {run['endpoint']}",
+        ]
+    )
+    counts = [
+        f"requests: sent {r['sent']}",
+        f"ok {r['ok']}",
+        f"failed {r['failed']}",
+        f"cancelled {r['cancelled']}",
+        f"(warm-up {r['warmup']})",
     ]
-    tpc = summary["tokens_per_chunk"]
-    if tpc["count"]:
-        lines.append(
-            f"tokens per chunk: mean {tpc.get('mean', 0):.2f}  p50 {tpc.get('p50', 0):.2f}"
-        )
-    tc = summary["tool_calls"]
-    if tc["responses_with_calls"]:
-        lines.append(
-            f"tool calls: {tc['valid']}/{tc['responses_with_calls']} valid, "
-            f"{tc['correct']}/{tc['judged']} match the expected answer"
-        )
-    head = f"{'latency (ms)':<26}" + "".join(f"{c:>10}" for c in _COLS)
+    if r.get("resent_stale_connection"):
+        counts.append(f"resent on a stale connection {r['resent_stale_connection']}")
+    if r["errors"]:
+        counts.append("errors: " + ", ".join(f"{k} {v}" for k, v in r["errors"].items()))
+    lines += packed(counts)
+    lines.append(
+        f"throughput: {t['requests_per_s']:.2f} req/s  {t['output_tokens_per_s']:.1f} "
+        f"output tokens/s over {run['measured_s']:.1f} s"
+    )
+    lines += _chunk_lines(summary["tokens_per_chunk"])
+    lines += _tool_call_lines(summary)
+    head = f"{'latency (ms)':<{_LABEL}}" + "".join(f"{c:>{_CELL}}" for c in _COLS)
     lines += ["", head, "-" * len(head)]
     metrics = summary["metrics"]
     for label, key in _ROWS:
         stats = metrics.get(key)
         if not stats or not stats["count"]:
             continue
-        cells = "".join(
-            f"{stats.get(c):>10}" if c == "count" else f"{stats.get(c, 0.0):>10.2f}" for c in _COLS
-        )
-        lines.append(f"{label:<26}{cells}")
+        cells = f"{stats['count']:>{_CELL}}" + "".join(_cell(stats.get(c, 0.0)) for c in _COLS[1:])
+        lines.append(f"{label:<{_LABEL}}{cells}")
     driver = summary.get("driver")
     advice = driver["advice"] if driver else None
     if advice:
@@ -134,7 +212,42 @@ def render_table(summary: Summary) -> str:
             f"goodput: {good['requests']} requests within every limit, "
             f"{good['per_s']:.2f}/s ({good['share']:.0%} of ok)"
         )
-    return "\n".join(lines)
+    return fit(lines)
+
+
+def _chunk_lines(tpc: MetricStats) -> list[str]:
+    """Tokens per chunk, and why where it is under 1.
+
+    Only chunks that carried output (text, reasoning, a tool call) are counted; under 1,
+    some of them carried no token of the server's own count: the simulator's tool-call
+    chunk that names the function, which its usage leaves out.
+    """
+    if not tpc["count"]:
+        return []
+    mean = tpc.get("mean", 0.0)
+    line = f"tokens per chunk: mean {mean:.2f}  p50 {tpc.get('p50', 0.0):.2f}"
+    if round(mean, 2) < 1:
+        why = "(under 1: some chunks held no token of the server's count, e.g. a tool name)"
+        return packed([line, why])
+    return [line]
+
+
+def _tool_call_lines(summary: Summary) -> list[str]:
+    """Valid calls, and the share matching the expected answers where it means something.
+
+    Without expected answers (prompts that are not BFCL's) there is no share; against the
+    built-in simulator, which calls a tool at random with made-up arguments, a match is
+    chance, so the share is left out rather than read as the endpoint's failure.
+    """
+    tc = summary["tool_calls"]
+    if not tc["responses_with_calls"]:
+        return []
+    head = f"tool calls: {tc['valid']}/{tc['responses_with_calls']} valid"
+    if not tc["judged"]:
+        return [head]
+    if summary["run"].get("simulated"):
+        return [f"{head} (no answer match: the simulator calls tools at random)"]
+    return [f"{head}, {tc['correct']}/{tc['judged']} match the expected answer"]
 
 
 def slo_line(check: SloCheck, ok: int | None = None) -> str:
@@ -178,16 +291,21 @@ def render_faults(faults: Sequence[FaultVerdict]) -> str:
     """One block per fault window: verdict, reason and before/during/after latency."""
     lines = ["", "faults"]
     for f in faults:
-        lines.append(
-            f"  {f['name']:<24} {f['start_s']:>6.1f}-{f['end_s']:<6.1f}s  "
-            f"{f['verdict'].upper():<9} {f['reason']}"
-        )
+        # The reason on a line of its own: beside the name and times it wrapped every row.
+        span = f"{f['start_s']:.1f}-{f['end_s']:.1f} s"
+        lines.append(f"  {f['name']:<32} {span:>14}  {f['verdict'].upper()}")
+        lines.append(f"    {f['reason']}")
         b, d, a = f["before"], f["during"], f["after"]
-        lines.append(
-            f"    TTFT p95 ms before/during/after {_ms(b['ttft_p95_ms'])} / "
-            f"{_ms(d['ttft_p95_ms'])} / {_ms(a['ttft_p95_ms'])}   TPOT p95 "
-            f"{_ms(b['tpot_p95_ms'])} / {_ms(d['tpot_p95_ms'])} / {_ms(a['tpot_p95_ms'])}"
-        )
+        ttft = f"{_ms(b['ttft_p95_ms'])} / {_ms(d['ttft_p95_ms'])} / {_ms(a['ttft_p95_ms'])}"
+        tpot = f"{_ms(b['tpot_p95_ms'])} / {_ms(d['tpot_p95_ms'])} / {_ms(a['tpot_p95_ms'])}"
+        both = f"    p95 ms before/during/after: TTFT {ttft}   TPOT {tpot}"
+        if len(both) <= WIDTH:
+            lines.append(both)
+        else:
+            lines += [
+                f"    TTFT p95 ms before/during/after {ttft}",
+                f"    TPOT p95 ms before/during/after {tpot}",
+            ]
         acc = f["acceptance"]
         rates = (acc["before"], acc["during"], acc["after"])
         if any(v is not None for v in rates):
@@ -195,5 +313,5 @@ def render_faults(faults: Sequence[FaultVerdict]) -> str:
             lines.append(f"    draft acceptance before/during/after {cells}")
         extra = fault_figures(f)
         if extra:
-            lines.append("    " + "  ".join(extra))
-    return "\n".join(lines)
+            lines += packed([f"    {extra[0]}", *extra[1:]])
+    return fit(lines)

@@ -1,0 +1,74 @@
+"""Why a command exits 1, in words: the closing line that names each reason.
+
+A run that measured nothing, missed an SLO or had a fault window judged as bad as
+``--fail-on`` exits 1, as a CI gate expects; without a closing word the only sign was a
+``MISSED`` or ``FAILED`` somewhere in the table. The reasons are read off the summaries
+(and an ``ab`` comparison) here, by the same rules that set the exit code, so the code
+and the words cannot disagree: the command exits 1 exactly when there is a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from loadtest.model.comparison import Comparison
+from loadtest.model.summary import Summary
+from loadtest.model.verdict import FailOn, SloCheck, failing_windows
+from loadtest.report.compare_checks import CONFOUNDING
+from loadtest.report.equivalence import equivalence_failed
+from loadtest.report.evidence import run_evidence
+
+__all__ = ["comparison_reasons", "exit_line", "fault_reasons", "run_reasons", "slo_reasons"]
+
+
+def run_reasons(summary: Summary, fail_on: FailOn | str) -> list[str]:
+    """Every reason a run exits 1: nothing measured, SLOs missed, fault windows failed."""
+    return [
+        *run_evidence(summary).reasons,
+        *slo_reasons(summary),
+        *fault_reasons(summary, fail_on),
+    ]
+
+
+def slo_reasons(summary: Summary) -> list[str]:
+    """``SLO ttft_ms.p95 missed (612.0 ms > 500 ms)`` for each check not met."""
+    return [_slo_reason(c) for c in summary["slo"]["checks"] if not c["met"]]
+
+
+def _slo_reason(check: SloCheck) -> str:
+    value, limit = check["value"], check["limit"]
+    if value is None:
+        return f"SLO {check['slo']} not exercised (no data)"
+    unit = " ms" if check["slo"].split(".")[0].endswith("_ms") else ""
+    shown = f"{value:.1f}" if unit else f"{value:.3g}"
+    return f"SLO {check['slo']} missed ({shown}{unit} > {limit:g}{unit})"
+
+
+def fault_reasons(summary: Summary, fail_on: FailOn | str) -> list[str]:
+    """``fault window draft-outage failed`` for each window ``--fail-on`` gates on."""
+    return [
+        f"fault window {f['name']} {f['verdict']}"
+        for f in failing_windows(summary.get("faults", []), fail_on)
+    ]
+
+
+def comparison_reasons(c: Comparison) -> list[str]:
+    """Why a comparison fails: what no verdict stands on, unlike sides, other outputs."""
+    reasons: list[str] = []
+    for f in c["findings"]:
+        if f["blocking"] or f["kind"] in CONFOUNDING:
+            why = f"comparison: {f['kind']}" + ("" if f["blocking"] else " (confounded)")
+            if why not in reasons:  # "too few samples" comes once per metric
+                reasons.append(why)
+    eq = c["equivalence"]
+    if eq is not None and equivalence_failed(eq):
+        reasons.append(
+            f"outputs differ: B answered {eq['attributed']} of {eq['prompts_compared']} "
+            "prompts otherwise, beyond A's own divergence"
+        )
+    return reasons
+
+
+def exit_line(code: int, reasons: Sequence[str]) -> str:
+    """``exit 1: SLO ttft_ms.p95 missed (612.0 ms > 500 ms); fault window x failed``."""
+    return f"exit {code}: " + "; ".join(reasons)
