@@ -10,8 +10,9 @@ import orjson
 import pytest
 
 from loadtest.app.export_trace import trace_lines
+from loadtest.app.options import RunOptions, apply_overrides
 from loadtest.cli.main import main
-from loadtest.config.scenario import Scenario
+from loadtest.config.scenario import Scenario, load_scenario
 from loadtest.datasets.tokenizer import EndpointTokenizer
 from loadtest.datasets.trace import read_trace, trace_prompts
 from loadtest.engine.runner import RunConfig, Runner
@@ -170,3 +171,16 @@ def test_a_trace_source_wants_a_path_and_only_its_keys(tmp_path: Path) -> None:
         trace_scenario(FIXTURE, max_turns=3)
     sc = trace_scenario(FIXTURE, speedup=4.0)
     assert replace(sc).sources[0].workload.speedup == 4.0
+
+
+def test_duration_and_requests_flags_bound_a_replay() -> None:
+    # A trace with no bound of its own is replayed whole, unless a flag bounds it.
+    sc = load_scenario(FIXTURE.parent.parent / "trace.toml")
+    assert sc.bound_defaulted
+    whole = prepare_workload(apply_overrides(sc, RunOptions()), "m", None)
+    timed = prepare_workload(apply_overrides(sc, RunOptions(duration=0.3)), "m", None)
+    counted = prepare_workload(apply_overrides(sc, RunOptions(requests=7)), "m", None)
+    assert whole is not None and timed is not None and counted is not None
+    assert (whole.scenario.load.requests, whole.scenario.load.duration_s) == (40, None)
+    assert timed.scenario.load.duration_s == 0.3
+    assert counted.scenario.load.requests == 7

@@ -161,6 +161,9 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     """The scenario with command-line flags applied on top."""
     _check_numbers(o)
     sc = dataclasses.replace(sc, load=_load(sc.load, o), timeouts=_timeouts(sc.timeouts, o))
+    if o.duration is not None or o.requests is not None:
+        # The flag is a bound: a trace replay must stop at it, not at the trace's end.
+        sc = dataclasses.replace(sc, bound_defaulted=False)
     if o.model is not None:
         sc = dataclasses.replace(sc, model=o.model)
     if o.max_tokens is not None:

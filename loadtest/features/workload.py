@@ -216,7 +216,9 @@ def prepare_workload(
             mode="trace",
             rate=len(offsets) / span_s,
             trace_offsets_ns=offsets,
-            requests=len(offsets),
+            requests=len(offsets)
+            if scenario.bound_defaulted or scenario.load.requests is None
+            else min(len(offsets), scenario.load.requests),
             # A trace keeps its own times: an in-flight cap only where an open mode set one.
             concurrency=0 if scenario.load.mode == "closed" else scenario.load.concurrency,
             # The trace is the bound, unless the scenario cuts it short.
