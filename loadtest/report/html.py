@@ -24,6 +24,7 @@ from loadtest.model.json import JsonObject
 from loadtest.model.summary import StatKey, Summary
 from loadtest.model.sweep import CapacityResult, knee_text
 from loadtest.report.atomic import write_atomic
+from loadtest.report.evidence import rebuilt_note
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
     capacity_figure,
@@ -31,6 +32,7 @@ from loadtest.report.plots import (
     save_figure,
     timeline_figure,
 )
+from loadtest.report.rebuild import is_run_folder, summary_of
 
 __all__ = ["write_report"]
 
@@ -103,6 +105,9 @@ def _limits(summary: Summary) -> dict[str, float]:
 
 def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
     run, req = summary["run"], summary["requests"]
+    note = rebuilt_note(summary)
+    if note is not None:  # first: every figure below stands on it
+        page.add(f'<p class="bad">{_esc(note)}</p>')
     page.add(
         _table(
             ("run", "value"),
@@ -364,14 +369,14 @@ def write_report(path: str | Path, out: str | Path | None = None) -> Path:
         title = f"Comparison: {folder.name}"
         page = _Page(folder, title)
         _comparison_section(page, folder, c)
-    elif (folder / "summary.json").exists():
-        summary = load_summary(folder / "summary.json")
+    elif is_run_folder(folder):
+        summary = summary_of(folder)  # a killed run's is rebuilt from its files
         title = f"Run {summary['run']['id']}"
         page = _Page(folder, title)
         _run_section(page, folder, summary)
     else:
         raise UsageError(
-            f"{folder}: no summary.json, capacity.json or comparison.json; "
+            f"{folder}: no summary.json, requests.jsonl, capacity.json or comparison.json; "
             "give a run, sweep or ab folder"
         )
     write_atomic(target, page.html(title))

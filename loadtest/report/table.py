@@ -79,7 +79,7 @@ def render_table(summary: Summary) -> str:
     lines = [
         f"INTERRUPTED: stopped before its end; the figures cover the {run['measured_s']:.1f} s "
         "measured until then"
-    ] * run["interrupted"]
+    ] * (run["interrupted"] and "rebuilt" not in summary)  # a rebuilt one says more
     lines += run_evidence(summary).lines
     lines += [
         f"run {run['id']}  scenario {run['scenario']}  model {run['model']}  "
