@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from loadtest.errors import UsageError
 from loadtest.measure.recorders import new_histogram
 from loadtest.model.io import load_capacity, load_summary
 from loadtest.model.json import JsonObject
-from loadtest.model.summary import StatKey, Summary
+from loadtest.model.summary import MetricStats, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, knee_text
 from loadtest.report.atomic import write_atomic
 from loadtest.report.evidence import rebuilt_note
@@ -33,8 +33,9 @@ from loadtest.report.plots import (
     timeline_figure,
 )
 from loadtest.report.rebuild import is_run_folder, summary_of
+from loadtest.report.table import LATENCY_ORDER
 
-__all__ = ["write_report"]
+__all__ = ["latency_order", "write_report"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222}
@@ -127,7 +128,8 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
             ],
         )
     )
-    rows = [(m, *(s.get(k) for k in _STATS)) for m, s in summary["metrics"].items() if s["count"]]
+    metrics = summary["metrics"]
+    rows = [(m, *(metrics[m].get(k) for k in _STATS)) for m in latency_order(metrics)]
     page.add("<h2>Latency (ms)</h2>" + _table(("metric", *_STATS), rows))
     slo = summary["slo"]
     if slo["checks"]:
@@ -178,6 +180,14 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
             if m in totals and totals[m].get_total_count():
                 fig = percentile_figure({run["id"]: totals[m]}, m, _limits(summary))
                 page.plot(fig, f"{m}-percentiles", m)
+
+
+def latency_order(metrics: Mapping[str, MetricStats]) -> list[str]:
+    """The metrics with values, as the printed table orders them (TTFT first, the
+    driver's lags last); any it does not name after those, by name."""
+    known = [m for m in LATENCY_ORDER if m in metrics]
+    rest = sorted(m for m in metrics if m not in LATENCY_ORDER)
+    return [m for m in (*known, *rest) if metrics[m]["count"]]
 
 
 def _unescape_marks(text: str) -> str:
@@ -245,7 +255,6 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
 
 
 def _comparison_section(page: _Page, folder: Path, raw: JsonObject) -> None:
-    from collections.abc import Mapping
     from typing import cast
 
     from loadtest.measure.stats import format_p

@@ -9,7 +9,14 @@ from loadtest.model.summary import AgentBlock, StatKey, Summary
 from loadtest.model.verdict import FaultVerdict, SloCheck
 from loadtest.report.evidence import run_evidence
 
-__all__ = ["fault_figures", "render_agent", "render_faults", "render_table", "slo_line"]
+__all__ = [
+    "LATENCY_ORDER",
+    "fault_figures",
+    "render_agent",
+    "render_faults",
+    "render_table",
+    "slo_line",
+]
 
 
 def render_agent(agent: AgentBlock) -> str:
@@ -68,6 +75,10 @@ _ROWS = (
     ("dispatch lag", "dispatch_lag_ms"),
     ("client lag (reading)", "client_lag_ms"),
 )
+LATENCY_ORDER = tuple(key for _, key in _ROWS)
+"""The latency metrics in the order a reader asks about them: the first token, the gaps
+between tokens, the whole answer, tool calls, then the driver's own lags (the printed
+table and the HTML report both)."""
 _COLS: tuple[StatKey, ...] = ("count", "p50", "p90", "p99", "p999", "max")
 
 
