@@ -111,10 +111,7 @@ def rebuild_summary(folder: Path) -> Rebuilt:
     closed_loop = start is not None and start["run"]["load"]["mode"] == "closed"
     spec = _slo(start)
     warmup_s = start["run"]["load"]["warmup_s"] if start else 0.0
-    done = [
-        _account(p / "requests.jsonl", closed_loop, spec, warmup_s, known=start is not None)
-        for p in parts
-    ]
+    done = [_account(p / "requests.jsonl", closed_loop, spec, warmup_s) for p in parts]
     metrics = (
         done[0].metrics
         if len(done) == 1
@@ -144,7 +141,7 @@ def rebuild_summary(folder: Path) -> Rebuilt:
         "start_record": start is not None,
         "from_hlog": [] if chunk_times or hlog_requests is None else list(_FROM_HLOG),
         "hlog_requests": hlog_requests,
-        "not_rebuilt": _not_rebuilt(start),
+        "not_rebuilt": _not_rebuilt(start, chunk_times or hlog_requests is not None),
     }
     summary["rebuilt"] = rebuilt
     return Rebuilt(summary, metrics)
@@ -173,11 +170,14 @@ def _refuse_live(folder: Path, start: RunStart) -> None:
         return  # another machine's run, or this process's own (ended) one
     try:
         os.kill(pid, 0)
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except ProcessLookupError:
         return
-    except (PermissionError, FileNotFoundError):
-        cmdline = b"loadtest"  # alive, not ours to inspect (or no /proc): assume it runs
+    except PermissionError:
+        pass  # alive, another user's
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        cmdline = b"loadtest"  # no /proc to tell: a live pid is taken for the run
     # A zombie has an empty command line; a reused pid another program's.
     if b"loadtest" in cmdline:
         raise UsageError(
@@ -192,9 +192,7 @@ def _slo(start: RunStart | None) -> SLOSpec:
     return SLOSpec(tuple(t for text in start["slo"] for t in parse_slo_flag(text)))
 
 
-def _account(
-    path: Path, closed_loop: bool, spec: SLOSpec, warmup_s: float, *, known: bool
-) -> _Part:
+def _account(path: Path, closed_loop: bool, spec: SLOSpec, warmup_s: float) -> _Part:
     """Every complete line of one requests.jsonl, counted as the run counted it."""
     metrics = Metrics(closed_loop=closed_loop, t0_ns=0, goodput_limits=spec.request_limits())
     lines = JsonLines(path)
@@ -222,7 +220,7 @@ def _account(
         duration_s=end / 1e9,
         measured_s=measured_s(
             plan,
-            closed_loop=closed_loop and known,
+            closed_loop=closed_loop,
             first_intended_ns=metrics.measure_start_ns,
             last_end_ns=metrics.last_end_ns,
             end_ns=end,
@@ -298,8 +296,13 @@ def _server(folder: Path) -> ServerBlock | None:
     return summarize_samples(list(JsonLines(path))) if path.exists() else None
 
 
-def _not_rebuilt(start: RunStart | None) -> list[str]:
+def _not_rebuilt(start: RunStart | None, chunk_figures: bool) -> list[str]:
     out = []
+    if not chunk_figures:
+        out.append(
+            f"{', '.join(_FROM_HLOG)}: requests.jsonl has no chunk times (--record-chunks) "
+            "and there is no histograms.hlog"
+        )
     if start is None:
         out.append(
             "scenario, endpoint, model and SLOs: the folder has no run.json (an older "
