@@ -250,8 +250,13 @@ def _hlog_into(metrics: Metrics, parts: list[Path], names: tuple[str, ...]) -> i
 
 
 def _head(folder: Path, start: RunStart | None, parts: list[Path]) -> RunHead:
+    # The logs' headers have the run's own start (its workers' earliest, as the run
+    # takes); run.json's is a moment before it, which can be the second before.
+    walls = [w for p in parts if (w := _hlog_start(p / "histograms.hlog")) is not None]
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(min(walls))) if walls else None
     if start is not None:
-        return {**start["run"], "id": folder.name}
+        run = start["run"]
+        return {**run, "id": folder.name, "started_at": started or run["started_at"]}
     return {
         "id": folder.name,
         "scenario": "unknown (no run.json)",
@@ -260,7 +265,7 @@ def _head(folder: Path, start: RunStart | None, parts: list[Path]) -> RunHead:
         "model": "unknown",
         "api": "unknown",
         "stream": True,
-        "started_at": _hlog_start(parts[0] / "histograms.hlog"),
+        "started_at": started or "unknown",
         "load": {
             "mode": "unknown",
             "concurrency": None,
@@ -275,19 +280,18 @@ def _head(folder: Path, start: RunStart | None, parts: list[Path]) -> RunHead:
     }
 
 
-def _hlog_start(path: Path) -> str:
-    """The start time in an .hlog's header (``#[StartTime: 1796117664.716 ...``)."""
+def _hlog_start(path: Path) -> float | None:
+    """The start in an .hlog's header (``#[StartTime: 1796117664.716 ...``), epoch s."""
     try:
         with open(path, encoding="ascii", errors="replace") as f:
             for line in f:
                 if line.startswith("#[StartTime: "):
-                    wall = float(line.split()[1])
-                    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
+                    return float(line.split()[1])
                 if not line.startswith("#"):
                     break
     except (OSError, ValueError):
         pass
-    return "unknown"
+    return None
 
 
 def _server(folder: Path) -> ServerBlock | None:
