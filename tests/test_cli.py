@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import read_jsonl
 
@@ -246,7 +247,11 @@ def test_a_killed_run_leaves_whole_request_lines_and_no_half_summary(tmp_path: P
     assert rows
     assert not (run_dir / "summary.json").exists()
     assert not list(run_dir.glob(".*.tmp"))
-    # The simulator it started does not outlive it.
+    _assert_the_simulator_died(err)
+
+
+def _assert_the_simulator_died(err: str) -> None:
+    """The simulator a killed run started (named in its stderr) does not outlive it."""
     sim_url = re.search(r"built-in simulator at (http://\S+)", err)
     assert sim_url is not None, err
     host, port = sim_url.group(1).removeprefix("http://").split(":")
@@ -259,6 +264,78 @@ def test_a_killed_run_leaves_whole_request_lines_and_no_half_summary(tmp_path: P
         time.sleep(0.2)
     else:
         raise AssertionError(f"the simulator at {sim_url.group(1)} outlived the killed run")
+
+
+def _hdr_stats(values_ms: list[float]) -> dict[str, float]:
+    """count, min, p50..p999 and max of ``values_ms`` as summary.json states them, from
+    hdrh itself (not loadtest's fast percentile), at the lines' 0.1 µs truncated to µs."""
+    from hdrh.histogram import HdrHistogram
+
+    h = HdrHistogram(1, 3_600_000_000, 3)
+    for v in values_ms:
+        h.record_value(round(v * 1e4) // 10)
+    stats = {"count": h.get_total_count(), "min": round(h.get_min_value() / 1e3, 3)}
+    for key, q in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
+        stats[key] = round(h.get_value_at_percentile(q) / 1e3, 3)
+    stats["max"] = round(h.get_max_value() / 1e3, 3)
+    return stats
+
+
+def test_a_killed_run_is_summarized_reported_and_compared(tmp_path: Path) -> None:
+    import shutil
+
+    import numpy as np
+
+    proc, out = _start(tmp_path, "duration_s = 120\n", "8")
+    deadline = time.monotonic() + 60
+    run_dir = None
+    while time.monotonic() < deadline:
+        found = [p for p in out.glob("*/requests.jsonl")] if out.exists() else []
+        if found and found[0].read_bytes().count(b"\n") >= 150:
+            run_dir = found[0].parent
+            break
+        time.sleep(0.1)
+    assert run_dir is not None, "the run wrote no 150 lines within 60 s"
+    live = loadtest("summarize", str(run_dir))
+    assert live.returncode == 2 and "still going" in live.stderr, live.stderr
+    proc.kill()
+    _, err = proc.communicate(timeout=10)
+    _assert_the_simulator_died(err)
+    rows = read_jsonl(run_dir / "requests.jsonl")
+
+    torn = tmp_path / "torn"
+    shutil.copytree(run_dir, torn)
+    with open(torn / "requests.jsonl", "ab") as f:
+        f.write(orjson.dumps(rows[-1])[:60])
+    res = loadtest("summarize", str(torn))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("REBUILT: the run was killed")
+    assert "1 torn last line not counted" in " ".join(res.stdout.split())
+    s = orjson.loads((torn / "summary.json").read_bytes())
+    r = s["requests"]
+    assert r["sent"] == len(rows) == s["rebuilt"]["lines"] and s["rebuilt"]["torn_lines"] == 1
+    assert r["ok"] == sum(row["outcome"] == "ok" for row in rows)
+    assert r["warmup"] == sum(bool(row["warmup"]) for row in rows)
+    assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"]
+    measured = [row for row in rows if row["outcome"] == "ok" and not row["warmup"]]
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms", "dispatch_lag_ms", "client_lag_ms"):
+        values = [row[metric] for row in measured if row[metric] is not None]
+        assert s["metrics"][metric] == {**_hdr_stats(values), "mean": s["metrics"][metric]["mean"]}
+        assert s["metrics"][metric]["mean"] == pytest.approx(np.mean(values), abs=1e-3)
+        # The sample at HdrHistogram's rank (0.99 n, rounded), within its bucket's width.
+        p99 = float(np.sort(values)[max(1, int(0.99 * len(values) + 0.5)) - 1])
+        assert s["metrics"][metric]["p99"] == pytest.approx(p99, rel=1e-3, abs=2e-3)
+
+    # report and compare read the killed folder as it is: rebuilt, and not written.
+    rep = loadtest("report", str(run_dir))
+    assert rep.returncode == 0, rep.stderr
+    assert "REBUILT: the run was killed" in (run_dir / "report.html").read_text()
+    assert "no summary.json: rebuilt from requests.jsonl" in rep.stderr
+    assert not (run_dir / "summary.json").exists()
+    cmp = loadtest("compare", str(run_dir), str(torn))
+    assert cmp.returncode == 0, cmp.stdout + cmp.stderr
+    assert "NOTE: A: 1 run(s) killed before writing a summary" in cmp.stdout
+    assert "no detectable difference" in cmp.stdout
 
 
 def test_sim_command_serves_until_terminated() -> None:

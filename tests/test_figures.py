@@ -116,3 +116,49 @@ def test_plots_stop_where_the_sample_does_draw_limits_and_keep_legends_off_the_d
         assert labels == ["1", "2", "4", "8"]
         assert all(float(t.get_fontsize()) >= 9 for t in ax.texts)
     assert any(ln.get_label() == "SLO p95 12 ms" for ln in fig.axes[0].get_lines())
+
+
+def test_an_slo_far_above_the_data_is_marked_at_the_edge_not_drawn() -> None:
+    from loadtest.report.plots import slo_place
+
+    assert slo_place(2000.0, 20.0, 50.0) == "above"
+    assert slo_place(60.0, 20.0, 50.0) == "line"  # the data still fill most of the axis
+    assert slo_place(30.0, 20.0, 50.0) == "line"
+    assert slo_place(500.0, 2000.0, 5000.0) == "line"
+    assert slo_place(5.0, 1000.0, 1100.0) == "below"
+
+
+def test_ttft_plots_scale_to_their_data_and_say_where_an_off_scale_slo_is() -> None:
+    from loadtest.model.sweep import CapacityResult, SweepStep
+    from loadtest.report.plots import capacity_figure, percentile_figure
+
+    h = new_histogram()
+    for i in range(200):
+        h.record_value(20_000 + 150 * i)  # 20-50 ms
+    fig = percentile_figure({"run": h}, "ttft_ms", {"ttft_ms.p99": 2000.0})
+    (ax,) = fig.axes
+    assert ax.get_ylim()[1] < 100  # the curve fills the axis, not its bottom 2.5 %
+    assert not [ln for ln in ax.get_lines() if str(ln.get_label()).startswith("SLO")]
+    assert [t.get_text() for t in ax.texts] == ["SLO p99 2000 ms ↑"]
+    near = percentile_figure({"run": h}, "ttft_ms", {"ttft_ms.p99": 60.0})
+    (ax,) = near.axes
+    assert ax.get_ylim()[1] >= 60 and not ax.texts
+    assert [ln.get_label() for ln in ax.get_lines() if ln.get_label() == "SLO p99 60 ms"]
+
+    def step(load: float) -> SweepStep:
+        row: dict[str, object] = {k: None for k in SweepStep.__annotations__}
+        row.update(load=load, requests_per_s=load, ttft_ms_p50=20 + load, ttft_ms_p95=25 + load)
+        row.update(e2e_ms_p50=100 * load, slo_met=True)
+        return cast(SweepStep, row)
+
+    result: CapacityResult = {
+        "kind": "concurrency",
+        "steps": [step(c) for c in (1, 2, 4, 8)],
+        "best_load": 8,
+        "knee": None,
+        "knee_tolerance": 0.5,
+        "interrupted": False,
+    }
+    ttft, _ = capacity_figure(result, limits={"ttft_ms.p95": 500.0}).axes
+    assert ttft.get_ylim()[1] < 50
+    assert "SLO p95 500 ms ↑" in [t.get_text() for t in ttft.texts]

@@ -82,6 +82,25 @@ def test_a_report_is_one_self_contained_file_with_its_plots(
         assert text in page, text
 
 
+def test_the_latency_table_reads_as_a_reader_asks(folders: dict[str, Path]) -> None:
+    folder = folders["run"]
+    assert main(["report", str(folder)]) == 0
+    page = (folder / "report.html").read_text()
+    table = page.split("<h2>Latency (ms)</h2>", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr><td>(\w+)</td>", table)
+    # summary.json's keys are sorted: client_lag_ms and dispatch_lag_ms would come first.
+    assert rows == [
+        "ttft_ms",
+        "ttft_ms_corrected",
+        "itl_ms",
+        "tpot_ms",
+        "e2e_ms",
+        "e2e_ms_corrected",
+        "dispatch_lag_ms",
+        "client_lag_ms",
+    ]
+
+
 def test_a_folder_that_is_none_of_them_is_a_usage_error(tmp_path: Path) -> None:
     assert main(["report", str(tmp_path)]) == 2
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.errors import UsageError
+from loadtest.errors import ResultFileError, UsageError
+from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
 
 __all__ = ["export_trace", "trace_lines"]
@@ -21,19 +22,11 @@ __all__ = ["export_trace", "trace_lines"]
 def trace_lines(requests_jsonl: Path) -> list[JsonObject]:
     """The trace of a run's ``requests.jsonl`` (lines without a send time are skipped)."""
     try:
-        raw = requests_jsonl.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{requests_jsonl}: cannot read ({exc.strerror})") from exc
-    rows = []
-    for lineno, text in enumerate(raw.splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            row = orjson.loads(text)
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{requests_jsonl}:{lineno}: not JSON ({exc})") from exc
-        if isinstance(row, dict) and isinstance(row.get("intended_ms"), int | float):
-            rows.append(row)
+        rows = [
+            r for r in JsonLines(requests_jsonl) if isinstance(r.get("intended_ms"), int | float)
+        ]
+    except ResultFileError as exc:
+        raise UsageError(str(exc)) from exc
     rows.sort(key=lambda r: (r["intended_ms"], r.get("index", 0)))
     if not rows:
         raise UsageError(f"{requests_jsonl}: no request to export")

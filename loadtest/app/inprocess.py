@@ -28,6 +28,7 @@ from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.taskspec import TaskPool
 from loadtest.features.workload import workload_for
 from loadtest.report.hlog import HlogHook
+from loadtest.report.run_start import RunStartHook
 from loadtest.transport.client import discover_model
 
 __all__ = ["LocalRun", "Prompts", "progress_of", "run_in_process"]
@@ -90,19 +91,21 @@ def run_in_process(
             tls=tls,
             record_outputs=options.record_outputs,
         )
+        counts = prompts.result().counts
         if pool is None:  # a workload: its prompts are cut with the endpoint's tokenizer
             wl = await asyncio.to_thread(
                 workload_for, scenario, dep.endpoint, model, options.api_key
             )
             assert wl is not None
             cfg = dataclasses.replace(cfg, scenario=wl.scenario)
-            hooks = [*edge_hooks(), dep.rig, *wl.hooks]
+            hooks = [*edge_hooks(cfg, counts), dep.rig, *wl.hooks]
             return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
         if isinstance(pool, TaskPool):
             assert scenario.agent is not None
             agent = AgentDriver(scenario.agent, pool, scenario.seed)
-            return Runner(cfg, None, hooks=[*edge_hooks(), dep.rig, agent], unit=agent)
-        return Runner(cfg, pool, hooks=[*edge_hooks(), dep.rig])
+            hooks = [*edge_hooks(cfg, counts), dep.rig, agent]
+            return Runner(cfg, None, hooks=hooks, unit=agent)
+        return Runner(cfg, pool, hooks=[*edge_hooks(cfg, counts), dep.rig])
 
     if tui:
         from loadtest.tui import run_with_tui
@@ -133,9 +136,10 @@ async def _ready(dep: Deployment, prompts: Future[Prompts]) -> PromptPool | Task
     return loaded.result().pool
 
 
-def edge_hooks() -> list[RunHook]:
-    """What the command line adds to every run: the interval log and the GC policy."""
-    return [HlogHook(), QuietGc()]
+def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
+    """What the command line adds to every run: the start record (what a summary rebuilt
+    after a kill needs), the interval log and the GC policy."""
+    return [RunStartHook(cfg, prompts), HlogHook(), QuietGc()]
 
 
 def progress_of(runner: Runner, label: str = "") -> Progress:

@@ -73,6 +73,7 @@ def worker_run(job: WorkerJob, stop_count: Callable[[], int] | None = None) -> W
     from loadtest.engine.runner import Runner
     from loadtest.measure.merge import encode_metrics
     from loadtest.report.hlog import HlogHook
+    from loadtest.report.run_start import RunStartHook
     from loadtest.transport.auth import tls_context
 
     ship = job.ship_files
@@ -84,8 +85,9 @@ def worker_run(job: WorkerJob, stop_count: Callable[[], int] | None = None) -> W
     run_dir = Path(cfg.run_dir)
 
     async def main() -> WorkerResult:
-        pool, _ = build_pool(cfg.scenario)
-        runner = Runner(cfg, pool, hooks=[HlogHook(), QuietGc()])
+        pool, counts = build_pool(cfg.scenario)
+        hooks = [RunStartHook(cfg, counts), HlogHook(), QuietGc()]
+        runner = Runner(cfg, pool, hooks=hooks)
         if stop_count is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):

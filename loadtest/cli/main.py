@@ -6,7 +6,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import fields, replace
-from typing import Any
 
 from loadtest.cli.catalogue import (
     CATALOGUE_COMMANDS,
@@ -18,6 +17,7 @@ from loadtest.cli.llama_flags import add_llama_flags
 from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
 from loadtest.cli.sim_flags import add_sim_flags
+from loadtest.cli.summarize import add_summarize, summarize
 from loadtest.errors import LoadtestError, ScenarioError, UsageError
 
 __all__ = ["main"]
@@ -128,6 +128,8 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     rep.add_argument("folder", help="out/<run-id>, a sweep folder or an ab folder")
     rep.add_argument("--out", help="the HTML file (default: FOLDER/report.html)")
 
+    add_summarize(sub, out)
+
     exp = sub.add_parser(
         "export-trace", parents=[out], help="a finished run's requests as a replayable trace"
     )
@@ -177,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             view_run(folder)
             return EXIT_OK
+        if args.command == "summarize":
+            return summarize(args.folder)
         if args.command == "export-trace":
             from loadtest.app.export_trace import export_trace
 
@@ -255,29 +259,20 @@ def _sweep(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_SLO_MISSED)
 
 
-def _runs_in(path: str) -> list[Any]:
-    from pathlib import Path
-
-    from loadtest.report.compare import load_run
-
-    folder = Path(path)
-    if (folder / "summary.json").exists():
-        return [load_run(folder)]
-    runs = sorted(p for p in folder.glob("*") if (p / "summary.json").exists())
-    if not runs:
-        raise UsageError(f"{folder}: neither a run folder nor a folder of run folders")
-    return [load_run(p) for p in runs]
-
-
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import orjson
 
     from loadtest.report.atomic import write_atomic
-    from loadtest.report.compare import compare_runs, comparison_failed, render_comparison
+    from loadtest.report.compare import (
+        compare_runs,
+        comparison_failed,
+        load_runs,
+        render_comparison,
+    )
 
-    c = compare_runs(_runs_in(args.run_a), _runs_in(args.run_b), min_effect=args.min_effect / 100)
+    c = compare_runs(load_runs(args.run_a), load_runs(args.run_b), min_effect=args.min_effect / 100)
     print(render_comparison(c))
     if args.json:
         write_atomic(Path(args.json), orjson.dumps(c, option=orjson.OPT_INDENT_2))

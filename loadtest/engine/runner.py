@@ -21,7 +21,7 @@ from loadtest.engine.loops import closed_loop, open_loop
 from loadtest.engine.outcome import RunConfig, RunOutcome
 from loadtest.engine.request_unit import RequestUnit
 from loadtest.engine.schedule import Clock, MonotonicClock
-from loadtest.engine.stop import StopState, decide, plan_stop
+from loadtest.engine.stop import StopState, decide, measured_s, plan_stop
 from loadtest.measure.recorders import Metrics, Snapshot
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
@@ -323,19 +323,18 @@ class Runner:
     def _outcome(self, end: int) -> RunOutcome:
         results = [h.result(self.config.run_dir) for h in self.hooks]
         m = self.metrics
-        warmup_end = self._plan.warmup_end_ns
-        # A closed loop's window starts by the clock: a session stuck in a warm-up
-        # request must not push it back. Open-loop workers may start their arrivals late.
-        measured_from = warmup_end
-        if not self.closed_loop:
-            measured_from = max(warmup_end, m.measure_start_ns or warmup_end)
-        measured_to = m.last_end_ns or end
         return RunOutcome(
             metrics=m,
             t0_ns=self.t0_ns,
             started_wall=self.started_wall,
             duration_s=(end - self.t0_ns) / 1e9,
-            measured_s=max(measured_to - measured_from, 1) / 1e9,
+            measured_s=measured_s(
+                self._plan,
+                closed_loop=self.closed_loop,
+                first_intended_ns=m.measure_start_ns,
+                last_end_ns=m.last_end_ns,
+                end_ns=end,
+            ),
             interrupted=self._interrupted,
             faults=tuple(f for r in results for f in r.faults),
             server=_first_set(r.server for r in results),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from loadtest.config.scenario import LoadSpec
 
-__all__ = ["Decision", "StopPlan", "StopState", "decide", "plan_stop"]
+__all__ = ["Decision", "StopPlan", "StopState", "decide", "measured_s", "plan_stop"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +71,23 @@ def decide(plan: StopPlan, state: StopState) -> Decision:
     if plan.limit is not None and state.measured >= plan.limit:
         return Decision(go=False, reason="requests")
     return _MEASURED
+
+
+def measured_s(
+    plan: StopPlan,
+    *,
+    closed_loop: bool,
+    first_intended_ns: int | None,
+    last_end_ns: int | None,
+    end_ns: int,
+) -> float:
+    """The measured window, in seconds: from the warm-up's end to the last measured end.
+
+    A closed loop's window starts by the clock: a session stuck in a warm-up request
+    must not push it back. Open-loop workers may start their arrivals late, so theirs
+    starts at the first measured intended send. The run's rates divide by this.
+    """
+    start = plan.warmup_end_ns
+    if not closed_loop:
+        start = max(start, first_intended_ns or start)
+    return max((last_end_ns or end_ns) - start, 1) / 1e9

@@ -4,10 +4,15 @@ Every reader goes through ``load_summary``: a file that is not JSON or breaks th
 fails here, once, with the file and the field named, instead of as a ``KeyError`` deep
 in a report. ``summary_schema`` is generated from the same types, so the published
 schema (``docs/summary.schema.json``) cannot drift from what the code writes.
+
+``JsonLines`` is the one reader of the JSONL files a run streams (``requests.jsonl``,
+``metrics.jsonl``): a killed run can leave its last line torn, and every reader must
+count that line the same way rather than each crash on it or skip it silently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,12 +21,14 @@ import orjson
 
 from loadtest.errors import ResultFileError
 from loadtest.model.json import JsonObject
-from loadtest.model.summary import Summary
+from loadtest.model.summary import RunStart, Summary
 from loadtest.model.sweep import CapacityResult
 
 __all__ = [
+    "JsonLines",
     "dump_summary",
     "load_capacity",
+    "load_run_start",
     "load_summary",
     "parse_summary",
     "summary_schema",
@@ -68,6 +75,58 @@ def load_capacity(path: str | Path) -> CapacityResult:
     """Read and validate a sweep's ``capacity.json``."""
     p = Path(path)
     return _parse(_read(p, "capacity table"), CapacityResult, str(p), "capacity table")
+
+
+def load_run_start(path: Path) -> RunStart:
+    """Read and validate a run's ``run.json`` (``RunStart``)."""
+    return _parse(_read(path, "start record"), RunStart, str(path), "start record")
+
+
+class JsonLines:
+    """The JSON objects of a JSONL file, in order; iterate once, then read the counts.
+
+    Lines are written whole (``report.atomic.LineLog``), so only the last can be cut
+    short, by a kill in the middle of a write. A last line without its newline that is a
+    whole JSON object lost only the newline and is read; any other is ``torn``: counted
+    there, never read as a request. A bad line before the last is not a kill's doing:
+    ``ResultFileError`` naming the file and the line.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines = 0
+        """Complete lines read (blank lines are not lines)."""
+        self.torn = 0
+        """A last line cut short: 0 or 1."""
+
+    def __iter__(self) -> Iterator[JsonObject]:
+        try:
+            with open(self.path, "rb") as f:
+                for n, raw in enumerate(f, 1):
+                    if not raw.strip():
+                        continue
+                    row = self._row(raw, n)
+                    if row is None:
+                        self.torn += 1
+                        continue
+                    self.lines += 1
+                    yield row
+        except OSError as exc:
+            raise ResultFileError(f"{self.path}: cannot read it: {exc.strerror or exc}") from exc
+
+    def _row(self, raw: bytes, n: int) -> JsonObject | None:
+        whole = raw.endswith(b"\n")
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if not whole:
+                return None
+            raise ResultFileError(f"{self.path}:{n}: not a JSON line ({exc})") from exc
+        if not isinstance(row, dict):
+            if not whole:
+                return None
+            raise ResultFileError(f"{self.path}:{n}: not a JSON object")
+        return row
 
 
 def dump_summary(summary: Summary) -> bytes:

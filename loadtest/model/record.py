@@ -167,3 +167,69 @@ class RequestRecord:
                 None if self.cancel_ns is None else self.end_ns - self.cancel_ns
             ),
         }
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> RequestRecord:
+        """The record a ``to_json`` line was written from, its times relative to the run's
+        start (``t0_ns`` = 0), to the line's 0.1 µs rounding.
+
+        Each duration is rebuilt from its own field (``ttft_ms``, ``e2e_ms``...), not from
+        a difference of two rounded times, so a metric recorded again from the record is
+        the line's value. Not in a line, so absent here: the first byte's time, and the
+        chunk times unless the run was ``--record-chunks``. ``KeyError``/``TypeError``
+        when the line is not one of a request.
+        """
+        sent = _ns(row["sent_ms"])
+        first = None if row.get("ttft_ms") is None else sent + _ns(row["ttft_ms"])
+        end = sent + _ns(row["e2e_ms"])
+        tokens = int(row.get("output_tokens") or 0)
+        tpot = row.get("tpot_ms")
+        close = row.get("cancel_close_ms")
+        return cls(
+            index=int(row["index"]),
+            prompt_id=str(row.get("prompt_id")),
+            source=str(row.get("source")),
+            category=str(row.get("category")),
+            warmup=bool(row.get("warmup")),
+            intended_ns=sent - _ns(row.get("dispatch_lag_ms") or 0.0),
+            sent_ns=sent,
+            end_ns=end,
+            outcome=str(row["outcome"]),
+            error_class=row.get("error_class"),
+            error=row.get("error"),
+            status=row.get("status"),
+            first_token_ns=first,
+            last_token_ns=None
+            if first is None or tpot is None
+            else first + _ns(tpot) * (tokens - 1),
+            token_chunk_ns=tuple(sent + _ns(ms) for ms in row.get("token_chunk_ms") or ()),
+            chunks=int(row.get("chunks") or 0),
+            token_steps=int(row.get("token_steps") or 0),
+            output_tokens=tokens,
+            tokens_estimated=bool(row.get("tokens_estimated")),
+            prompt_tokens=row.get("prompt_tokens"),
+            finish_reason=row.get("finish_reason"),
+            response_id=row.get("response_id"),
+            tool_calls=int(row.get("tool_calls") or 0),
+            tool_call_valid=row.get("tool_call_valid"),
+            tool_call_correct=row.get("tool_call_correct"),
+            tool_call_ns=None
+            if row.get("tool_call_ms") is None
+            else sent + _ns(row["tool_call_ms"]),
+            server_timings=row.get("server_timings"),
+            prompt_chars=int(row.get("prompt_chars") or 0),
+            cancel_ns=end - _ns(close)
+            if row.get("injected_cancel") and close is not None
+            else None,
+            retry_after_s=row.get("retry_after_s"),
+            output_sha256=row.get("output_sha256"),
+            output_head=row.get("output_head"),
+            written_ns=None if row.get("write_ms") is None else sent + _ns(row["write_ms"]),
+            client_lag_ns=None if row.get("client_lag_ms") is None else _ns(row["client_lag_ms"]),
+            arrival_clock=row.get("arrival_clock"),
+        )
+
+
+def _ns(ms: float) -> int:
+    # Lines hold ms to 4 decimals: whole multiples of 100 ns once rounded back.
+    return round(ms * 1e6)

@@ -21,9 +21,12 @@ __all__ = [
     "MetricStats",
     "Outcome",
     "Percentiles",
+    "RebuiltBlock",
     "RequestsBlock",
     "RunBlock",
     "RunExtra",
+    "RunHead",
+    "RunStart",
     "ServerBlock",
     "ServerTimingsBlock",
     "StatKey",
@@ -63,8 +66,8 @@ class LoadBlock(TypedDict):
     warmup_s: float
 
 
-class RunBlock(TypedDict):
-    """What was run, against what, when and for how long."""
+class RunHead(TypedDict):
+    """What was run, against what and when: all a run knows once its load starts."""
 
     id: str
     scenario: str
@@ -74,12 +77,17 @@ class RunBlock(TypedDict):
     api: str
     stream: bool
     started_at: str
-    duration_s: float
-    measured_s: float
-    interrupted: bool
     load: LoadBlock
     prompts: dict[str, int]
     seed: int | None
+
+
+class RunBlock(RunHead):
+    """What was run, against what, when and for how long."""
+
+    duration_s: float
+    measured_s: float
+    interrupted: bool
     # Added by the orchestrator (``RunExtra``).
     prompt_load_s: NotRequired[float]
     target_time_to_ready_s: NotRequired[float]
@@ -96,6 +104,48 @@ class RunExtra(TypedDict, total=False):
     target_time_to_ready_s: float
     workers: int
     simulated: bool
+
+
+class RunStart(TypedDict):
+    """``run.json``, written when the load starts: what a summary rebuilt from
+    ``requests.jsonl`` needs and the lines do not hold, should the run die."""
+
+    schema: int
+    run: RunHead
+    slo: list[str]
+    """The run's objectives as ``--slo`` takes them (``ttft_ms.p95=500``, ``error_rate=0.01``)."""
+    fault_windows: list[str]
+    """The labels of the scenario's fault events: a rebuild cannot judge them, and says so."""
+    agent: bool
+    """Agent sessions: their task section is not rebuilt, and a rebuild says so."""
+    pid: int
+    host: str
+    """Where the run's process ran: a folder whose process still runs is not a dead run."""
+
+
+class RebuiltBlock(TypedDict):
+    """How a summary was rebuilt after its run died before writing one (``loadtest
+    summarize``, or ``report``/``view``/``compare`` of such a folder)."""
+
+    reason: Literal["killed"]
+    """The run ended without writing summary.json: killed (SIGKILL, OOM, a CI timeout)
+    or crashed. Requests in flight at that moment have no line and are not counted."""
+    rebuilt_at: str
+    lines: int
+    """Complete lines of requests.jsonl accounted for: ``requests.sent`` counts each once."""
+    torn_lines: int
+    """A last line cut short by the kill (0 or 1): not a request, not counted."""
+    start_record: bool
+    """Whether run.json was there; without it the scenario, endpoint, model, start time
+    and SLOs are unknown (an older loadtest, or a kill before the load started)."""
+    from_hlog: list[str]
+    """Metrics taken from histograms.hlog: requests.jsonl holds no chunk times without
+    ``--record-chunks``, so the chunk gaps and tokens per chunk come from there."""
+    hlog_requests: int | None
+    """Requests histograms.hlog covers (its end-to-end count, against ``measured_ok``);
+    None without a readable histograms.hlog."""
+    not_rebuilt: list[str]
+    """What only the run itself could say, left out (fault verdicts, agent tasks...)."""
 
 
 class RequestsBlock(TypedDict):
@@ -235,3 +285,5 @@ class Summary(TypedDict):
     server: NotRequired[ServerBlock | None]
     server_timings: NotRequired[ServerTimingsBlock | None]
     agent: NotRequired[AgentBlock]
+    rebuilt: NotRequired[RebuiltBlock]
+    """Only in a summary rebuilt from the files of a run that died (``RebuiltBlock``)."""

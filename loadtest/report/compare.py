@@ -58,6 +58,7 @@ from loadtest.report.compare_figures import (
 )
 from loadtest.report.compare_render import line_verdict, render_comparison
 from loadtest.report.equivalence import equivalence
+from loadtest.report.rebuild import is_run_folder, summary_of
 
 __all__ = [
     "SIDE_FIELDS",
@@ -66,6 +67,7 @@ __all__ = [
     "comparison_failed",
     "line_verdict",
     "load_run",
+    "load_runs",
     "load_summary",
     "render_comparison",
 ]
@@ -98,10 +100,14 @@ class RunData:
 
 
 def load_summary(run_dir: str | Path) -> Summary:
-    """The summary.json of a run folder, read through the model; ``UsageError`` naming the
-    path (and the field) when it is missing or not a summary."""
+    """The summary.json of a run folder, read through the model, or the summary rebuilt
+    from its files when its run was killed before writing one; ``UsageError`` naming the
+    path (and the field) when it is neither."""
+    folder = Path(run_dir)
     try:
-        return io.load_summary(Path(run_dir) / "summary.json")
+        if not is_run_folder(folder):
+            return io.load_summary(folder / "summary.json")  # says what is missing
+        return summary_of(folder)
     except ResultFileError as exc:
         # Given on the command line (compare RUN_A RUN_B), so a usage error: exit 2.
         raise UsageError(str(exc)) from exc
@@ -119,18 +125,21 @@ def _deployment(folder: Path) -> DeploymentRun | None:
 
 def _rows(path: Path) -> Iterator[JsonObject]:
     try:
-        with open(path, "rb") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = orjson.loads(line)
-                except orjson.JSONDecodeError as exc:
-                    raise UsageError(f"{path}:{n}: not a JSON line ({exc})") from exc
-                if isinstance(row, dict):
-                    yield row
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the requests of the run ({exc.strerror})") from exc
+        yield from io.JsonLines(path)
+    except ResultFileError as exc:
+        raise UsageError(f"{exc} (the requests of the run)") from exc
+
+
+def load_runs(path: str | Path) -> list[RunData]:
+    """The runs of a side given on the command line: a run folder (a killed run's too:
+    its summary is rebuilt), or a folder of run folders."""
+    folder = Path(path)
+    if is_run_folder(folder):
+        return [load_run(folder)]
+    runs = sorted(p for p in folder.glob("*") if is_run_folder(p))
+    if not runs:
+        raise UsageError(f"{folder}: neither a run folder nor a folder of run folders")
+    return [load_run(p) for p in runs]
 
 
 def load_run(run_dir: str | Path) -> RunData:
@@ -217,6 +226,7 @@ def _counts(name: str, runs: Sequence[RunData]) -> SideCounts:
         values={m: sum(r.samples[m].size for r in runs) for m in METRICS},
         shapes=tuple(load_shape(r.summary) for r in runs),
         cache=CacheUse(sum(r.cache.cached for r in runs), sum(r.cache.computed for r in runs)),
+        rebuilt=sum("rebuilt" in r.summary for r in runs),
     )
 
 

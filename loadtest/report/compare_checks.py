@@ -37,6 +37,7 @@ FindingKind = Literal[
     "beyond the endpoint",
     "load shapes differ",
     "prompt caches differ",
+    "rebuilt summaries",
 ]
 
 CONFOUNDING: tuple[FindingKind, ...] = ("load shapes differ", "prompt caches differ")
@@ -78,6 +79,8 @@ class LoadShape:
     def __str__(self) -> str:
         if self.mode == "closed":
             return f"closed loop, concurrency {self.concurrency}"
+        if self.rate is None:  # a summary rebuilt without run.json: mode "unknown"
+            return f"{self.mode} load"
         burst = f", burstiness {self.burstiness:g}" if self.burstiness is not None else ""
         return f"{self.mode} arrivals at {self.rate:g} req/s{burst}"
 
@@ -109,6 +112,8 @@ class SideCounts:
     values: dict[str, int]
     shapes: tuple[LoadShape, ...]
     cache: CacheUse
+    rebuilt: int = 0
+    """Runs killed before they wrote a summary, theirs rebuilt from requests.jsonl."""
 
 
 def load_shape(summary: Summary) -> LoadShape:
@@ -170,6 +175,17 @@ def findings(a: SideCounts, b: SideCounts, metrics: Sequence[str]) -> list[Findi
                 False,
             )
         )
+    for side in (a, b):
+        if side.rebuilt:
+            out.append(
+                Finding(
+                    "rebuilt summaries",
+                    f"{side.name}: {side.rebuilt} run(s) killed before writing a summary; "
+                    "theirs were rebuilt from requests.jsonl (requests in flight at the kill "
+                    "are not in it)",
+                    False,
+                )
+            )
     sa, sb = a.cache.share, b.cache.share
     if sa is not None and sb is not None and abs(sa - sb) > CACHE_SHARE_TOLERANCE:
         out.append(

@@ -4,16 +4,18 @@ A run whose measured requests all failed or were cancelled still writes a table 
 empty percentiles and an SLO block with nothing to judge; read alone, that passes for a
 result. These lines come first instead, and ``loadtest run`` (and ``sweep``) exit 1 when a
 blocking one is there: nothing measured, or most measured requests cut off by the grace
-period (what completed is then the fast part of a censored sample).
+period (what completed is then the fast part of a censored sample). First of all comes
+whether the summary is the run's own or was rebuilt after the run died (``rebuilt_note``).
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from loadtest.model.summary import Summary
 
-__all__ = ["DRAINED_SHARE", "Evidence", "beyond_endpoint", "run_evidence"]
+__all__ = ["DRAINED_SHARE", "Evidence", "beyond_endpoint", "rebuilt_note", "run_evidence"]
 
 DRAINED_SHARE = 0.5
 """More than this share of measured requests cut off by the grace period: the load was
@@ -36,10 +38,28 @@ class Evidence:
     """The blocking lines in a few words, for the command's closing ``exit 1:`` line."""
 
 
+def rebuilt_note(summary: Summary) -> str | None:
+    """What a rebuilt summary stands on, in words, wrapped to 80 columns; None for a
+    run's own summary."""
+    rebuilt = summary.get("rebuilt")
+    if rebuilt is None:
+        return None
+    torn = rebuilt["torn_lines"]
+    text = (
+        f"REBUILT: the run was killed before it wrote its summary; rebuilt from the "
+        f"{rebuilt['lines']} lines of requests.jsonl"
+        + (f" ({torn} torn last line not counted)" if torn else "")
+        + f", {summary['run']['measured_s']:.1f} s measured; requests in flight at the "
+        "kill have no line and are not counted"
+    )
+    return "\n".join(textwrap.wrap(text, 80))
+
+
 def run_evidence(summary: Summary) -> Evidence:
     """The lines that must come before a run's figures (empty when it measured enough)."""
     r = summary["requests"]
-    lines: list[str] = []
+    rebuilt = rebuilt_note(summary)
+    lines: list[str] = [] if rebuilt is None else rebuilt.splitlines()
     reasons: list[str] = []
     blocking = r.get("measured_ok", r["ok"]) == 0
     if blocking:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import IO
 
 from hdrh.histogram import HdrHistogram
-from hdrh.log import HistogramLogReader
 
 from loadtest.engine.hooks import RunContext, RunHook
 from loadtest.measure.recorders import MetricSet, new_histogram
@@ -46,6 +45,9 @@ class HlogWriter:
             payload = hist.encode().decode("ascii") if hist.get_total_count() else _empty()
             top = hist.get_max_value() / 1000 if hist.get_total_count() else 0.0
             self._f.write(f"Tag={name},{start_s:.3f},{length_s:.3f},{top:.3f},{payload}\n")
+        # Each interval reaches the file whole: a killed run keeps every interval but the
+        # one being written (its buffer would otherwise hold the last 8 KB, cut anywhere).
+        self._f.flush()
 
     def close(self) -> None:
         """Flush and close the file."""
@@ -103,18 +105,13 @@ def _empty() -> str:
 
 
 def read_hlog(path: Path) -> dict[str, HdrHistogram]:
-    """Sum every interval of an ``.hlog`` by tag, with ``hdrh``'s own reader."""
-    reader = HistogramLogReader(str(path), new_histogram())
+    """Sum every interval of an ``.hlog`` by tag (``read_intervals``: a line a kill cut
+    short, which ``hdrh``'s own reader fails on, is left out)."""
     totals: dict[str, HdrHistogram] = {}
-    while True:
-        h = reader.get_next_interval_histogram()
-        if h is None:
-            break
-        tag = h.get_tag() or ""
-        if tag not in totals:
-            totals[tag] = new_histogram()
-        totals[tag].add(h)
-    reader.close()
+    for tag, items in read_intervals(path).items():
+        total = totals[tag] = new_histogram()
+        for _, _, hist in items:
+            total.add(hist)
     return totals
 
 
@@ -122,12 +119,13 @@ def read_intervals(path: Path) -> dict[str, list[tuple[float, float, HdrHistogra
     """Every interval of an ``.hlog``: per tag, (start s, length s, histogram) in order.
 
     Reads the interval lines loadtest writes (``Tag=NAME,start,length,max,payload``);
-    the start is relative to the run's start.
+    the start is relative to the run's start. A last line without its newline was cut
+    short by a kill and is left out.
     """
     out: dict[str, list[tuple[float, float, HdrHistogram]]] = {}
     with open(path, encoding="ascii") as f:
         for line in f:
-            if not line.startswith("Tag="):
+            if not line.startswith("Tag=") or not line.endswith("\n"):
                 continue
             tag, start, length, _, payload = line[4:].rstrip("\n").split(",", 4)
             hist = HdrHistogram.decode(payload.encode("ascii"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,10 @@ from loadtest.errors import UsageError
 from loadtest.measure.recorders import new_histogram
 from loadtest.model.io import load_capacity, load_summary
 from loadtest.model.json import JsonObject
-from loadtest.model.summary import StatKey, Summary
+from loadtest.model.summary import MetricStats, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, knee_text
 from loadtest.report.atomic import write_atomic
+from loadtest.report.evidence import rebuilt_note
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
     capacity_figure,
@@ -31,8 +32,10 @@ from loadtest.report.plots import (
     save_figure,
     timeline_figure,
 )
+from loadtest.report.rebuild import is_run_folder, summary_of
+from loadtest.report.table import LATENCY_ORDER
 
-__all__ = ["write_report"]
+__all__ = ["latency_order", "write_report"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:70em;color:#222}
@@ -103,6 +106,9 @@ def _limits(summary: Summary) -> dict[str, float]:
 
 def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
     run, req = summary["run"], summary["requests"]
+    note = rebuilt_note(summary)
+    if note is not None:  # first: every figure below stands on it
+        page.add(f'<p class="bad">{_esc(note)}</p>')
     page.add(
         _table(
             ("run", "value"),
@@ -122,7 +128,8 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
             ],
         )
     )
-    rows = [(m, *(s.get(k) for k in _STATS)) for m, s in summary["metrics"].items() if s["count"]]
+    metrics = summary["metrics"]
+    rows = [(m, *(metrics[m].get(k) for k in _STATS)) for m in latency_order(metrics)]
     page.add("<h2>Latency (ms)</h2>" + _table(("metric", *_STATS), rows))
     slo = summary["slo"]
     if slo["checks"]:
@@ -173,6 +180,14 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
             if m in totals and totals[m].get_total_count():
                 fig = percentile_figure({run["id"]: totals[m]}, m, _limits(summary))
                 page.plot(fig, f"{m}-percentiles", m)
+
+
+def latency_order(metrics: Mapping[str, MetricStats]) -> list[str]:
+    """The metrics with values, as the printed table orders them (TTFT first, the
+    driver's lags last); any it does not name after those, by name."""
+    known = [m for m in LATENCY_ORDER if m in metrics]
+    rest = sorted(m for m in metrics if m not in LATENCY_ORDER)
+    return [m for m in (*known, *rest) if metrics[m]["count"]]
 
 
 def _unescape_marks(text: str) -> str:
@@ -240,7 +255,6 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
 
 
 def _comparison_section(page: _Page, folder: Path, raw: JsonObject) -> None:
-    from collections.abc import Mapping
     from typing import cast
 
     from loadtest.measure.stats import format_p
@@ -364,14 +378,14 @@ def write_report(path: str | Path, out: str | Path | None = None) -> Path:
         title = f"Comparison: {folder.name}"
         page = _Page(folder, title)
         _comparison_section(page, folder, c)
-    elif (folder / "summary.json").exists():
-        summary = load_summary(folder / "summary.json")
+    elif is_run_folder(folder):
+        summary = summary_of(folder)  # a killed run's is rebuilt from its files
         title = f"Run {summary['run']['id']}"
         page = _Page(folder, title)
         _run_section(page, folder, summary)
     else:
         raise UsageError(
-            f"{folder}: no summary.json, capacity.json or comparison.json; "
+            f"{folder}: no summary.json, requests.jsonl, capacity.json or comparison.json; "
             "give a run, sweep or ab folder"
         )
     write_atomic(target, page.html(title))

@@ -5,8 +5,11 @@
   (x = 1 / (1 - p): 90%, 99%, 99.9% equally spaced), one line per run;
 - ``timeline_figure``: requests/s and TTFT p95 per interval of a run, fault windows shaded.
 
-Every legend sits outside the axes, so none covers data; SLO limits are drawn as
-horizontal lines; a percentile curve stops at the percentile its sample supports.
+Every legend sits outside the axes, so none covers data; a percentile curve stops at
+the percentile its sample supports. An SLO limit is a horizontal line where the data
+reach near it; one far beyond them (2,000 ms over data at 20-50 ms) would squash the
+curves into a flat line along the edge, so the axis keeps to the data and the limit is
+marked at that edge instead (``SLO p99 2000 ms ↑``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import matplotlib
 
@@ -29,10 +33,12 @@ from loadtest.model.sweep import CapacityResult, step_stat
 from loadtest.model.verdict import FaultVerdict
 
 __all__ = [
+    "DATA_SHARE",
     "capacity_figure",
     "percentile_curve",
     "percentile_figure",
     "save_figure",
+    "slo_place",
     "timeline_figure",
 ]
 
@@ -45,18 +51,54 @@ def _legend_outside(ax: Axes) -> None:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
 
 
+DATA_SHARE = 1 / 3
+"""An SLO line is drawn when the data would still fill at least this share of the y axis
+stretched to reach it; otherwise it is marked at the edge."""
+
+SloPlace = Literal["line", "above", "below"]
+
+
+def slo_place(limit: float, low: float, high: float) -> SloPlace:
+    """Where the SLO ``limit`` goes on an axis whose data span ``low``..``high``: a line,
+    or a mark at the top (``above``) or bottom (``below``) edge of an axis kept to them."""
+    if not (math.isfinite(low) and math.isfinite(high)) or low <= limit <= high:
+        return "line"
+    span = max(high, limit) - min(low, limit)
+    if (high - low) >= DATA_SHARE * span:
+        return "line"
+    return "above" if limit > high else "below"
+
+
 def _limit_lines(ax: Axes, metric: str, limits: Mapping[str, float]) -> None:
-    """A dashed line per SLO on ``metric`` (``limits``: ``ttft_ms.p95`` -> ms)."""
+    """Each SLO on ``metric`` (``limits``: ``ttft_ms.p95`` -> ms) as a dashed line, or,
+    when it lies far off the data, as a mark at the edge it lies beyond (call it after
+    the data are plotted and before anything else)."""
+    low, high = ax.dataLim.y0, ax.dataLim.y1
+    marks = {"above": 0, "below": 0}
     for label, limit in sorted(limits.items()):
         name, _, stat = label.partition(".")
-        if name == metric:
-            ax.axhline(
-                limit,
-                color="tab:red",
-                linestyle="--",
-                linewidth=1,
-                label=f"SLO {stat} {limit:g} ms",
-            )
+        if name != metric:
+            continue
+        text = f"SLO {stat} {limit:g} ms"
+        place = slo_place(limit, low, high)
+        if place == "line":
+            ax.axhline(limit, color="tab:red", linestyle="--", linewidth=1, label=text)
+            continue
+        # Top left / bottom right: latency curves rise to the right, so those corners
+        # are the empty ones.
+        up = place == "above"
+        n = marks[place]
+        marks[place] += 1
+        ax.annotate(
+            f"{text} {'↑' if up else '↓'}",
+            xy=(0.01, 0.99 - 0.07 * n) if up else (0.99, 0.01 + 0.07 * n),
+            xycoords="axes fraction",
+            ha="left" if up else "right",
+            va="top" if up else "bottom",
+            color="tab:red",
+            fontsize=8,
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "tab:red", "alpha": 0.9},
+        )
 
 
 def save_figure(fig: Figure, stem: Path) -> list[Path]:

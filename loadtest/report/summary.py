@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Collection, Mapping, Sequence
+from typing import cast
 
 from hdrh.histogram import HdrHistogram
 
@@ -18,6 +19,7 @@ from loadtest.model.summary import (
     RequestsBlock,
     RunBlock,
     RunExtra,
+    RunHead,
     ServerBlock,
     Summary,
 )
@@ -38,6 +40,8 @@ __all__ = [
     "metric_stats",
     "metrics_block",
     "resolution_ms",
+    "run_head",
+    "summary_from_head",
 ]
 
 SCHEMA_VERSION = 1
@@ -210,6 +214,41 @@ def judge_run(
     return driver, slo
 
 
+def run_head(
+    scenario: Scenario,
+    *,
+    run_id: str,
+    endpoint: str,
+    model: str,
+    started_wall: float,
+    prompts: dict[str, int],
+) -> RunHead:
+    """The ``run`` block as far as it is known when the load starts: what ``run.json``
+    holds and ``summary.json`` begins with."""
+    load = scenario.load
+    return {
+        "id": run_id,
+        "scenario": scenario.name,
+        "scenario_path": scenario.path,
+        "endpoint": endpoint,
+        "model": model,
+        "api": scenario.api,
+        "stream": scenario.stream,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_wall)),
+        "load": {
+            "mode": load.mode,
+            "concurrency": load.concurrency,
+            "rate": load.rate if load.mode != "closed" else None,
+            "burstiness": load.burstiness if load.mode == "gamma" else None,
+            "duration_s": load.duration_s,
+            "requests": load.requests,
+            "warmup_s": load.warmup_s,
+        },
+        "prompts": prompts,
+        "seed": scenario.seed,
+    }
+
+
 def build_summary(
     *,
     run_id: str,
@@ -228,36 +267,62 @@ def build_summary(
     agent: AgentBlock | None = None,
     stale_retries: int | None = None,
 ) -> Summary:
-    """The whole summary document; its schema is ``docs/summary.schema.json``."""
-    load = scenario.load
+    """The whole summary document of a run that ended; its schema is
+    ``docs/summary.schema.json``."""
+    head = run_head(
+        scenario,
+        run_id=run_id,
+        endpoint=endpoint,
+        model=model,
+        started_wall=started_wall,
+        prompts=prompts,
+    )
+    return summary_from_head(
+        head,
+        scenario.slo,
+        metrics,
+        duration_s=duration_s,
+        measured_s=measured_s,
+        interrupted=interrupted,
+        extra=extra,
+        faults=faults,
+        server=server,
+        agent=agent,
+        stale_retries=stale_retries,
+    )
+
+
+def summary_from_head(
+    head: RunHead,
+    slo_spec: SLOSpec,
+    metrics: Metrics,
+    *,
+    duration_s: float,
+    measured_s: float,
+    interrupted: bool,
+    extra: RunExtra | None = None,
+    faults: Sequence[FaultVerdict] = (),
+    server: ServerBlock | None = None,
+    agent: AgentBlock | None = None,
+    stale_retries: int | None = None,
+) -> Summary:
+    """The summary from the run's ``head`` and its metrics: the one place a summary is
+    built, for a run that ended and for one rebuilt from its files after it died."""
     sent = metrics.sent
     tool = metrics.tool_stats
     block = metrics_block(metrics.total)
-    driver, slo = judge_run(metrics, scenario.slo, measured_s, block)
-    run: RunBlock = {
-        "id": run_id,
-        "scenario": scenario.name,
-        "scenario_path": scenario.path,
-        "endpoint": endpoint,
-        "model": model,
-        "api": scenario.api,
-        "stream": scenario.stream,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_wall)),
-        "duration_s": round(duration_s, 3),
-        "measured_s": round(measured_s, 3),
-        "interrupted": interrupted,
-        "load": {
-            "mode": load.mode,
-            "concurrency": load.concurrency,
-            "rate": load.rate if load.mode != "closed" else None,
-            "burstiness": load.burstiness if load.mode == "gamma" else None,
-            "duration_s": load.duration_s,
-            "requests": load.requests,
-            "warmup_s": load.warmup_s,
+    driver, slo = judge_run(metrics, slo_spec, measured_s, block)
+    # The head and the three figures of its end are the whole block; mypy asks the **
+    # item for the block's optional keys too (the extras, added below).
+    run = cast(
+        RunBlock,
+        {
+            **head,
+            "duration_s": round(duration_s, 3),
+            "measured_s": round(measured_s, 3),
+            "interrupted": interrupted,
         },
-        "prompts": prompts,
-        "seed": scenario.seed,
-    }
+    )
     extra = extra or {}
     if "prompt_load_s" in extra:
         run["prompt_load_s"] = extra["prompt_load_s"]

@@ -16,6 +16,7 @@ from loadtest.model.verdict import FaultVerdict, SloCheck
 from loadtest.report.evidence import run_evidence
 
 __all__ = [
+    "LATENCY_ORDER",
     "WIDTH",
     "fault_figures",
     "fit",
@@ -142,6 +143,10 @@ _ROWS = (
     ("dispatch lag", "dispatch_lag_ms"),
     ("client lag (reading)", "client_lag_ms"),
 )
+LATENCY_ORDER = tuple(key for _, key in _ROWS)
+"""The latency metrics in the order a reader asks about them: the first token, the gaps
+between tokens, the whole answer, tool calls, then the driver's own lags (the printed
+table and the HTML report both)."""
 _COLS: tuple[StatKey, ...] = ("count", "p50", "p90", "p99", "p999", "max")
 _LABEL, _CELL = 25, 9
 """Column widths: the longest row label, and a cell (25 + 6 x 9 = 79 columns)."""
@@ -162,7 +167,7 @@ def render_table(summary: Summary) -> str:
     lines = [
         f"INTERRUPTED: stopped before its end; the figures cover the {run['measured_s']:.1f} s "
         "measured until then"
-    ] * run["interrupted"]
+    ] * (run["interrupted"] and "rebuilt" not in summary)  # a rebuilt one says more
     lines += run_evidence(summary).lines
     lines += packed(
         [

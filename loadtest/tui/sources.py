@@ -23,10 +23,11 @@ from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.verdict import after_span_s
 from loadtest.features.scrape import acceptance
 from loadtest.measure.recorders import Metrics, fast_percentile, new_histogram, record_many
-from loadtest.model.io import load_summary
+from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict
 from loadtest.report.hlog import read_intervals
+from loadtest.report.rebuild import summary_of
 from loadtest.report.summary import judge_run
 from loadtest.tui.frame import (
     DASH_METRICS,
@@ -202,12 +203,12 @@ class ReplaySource:
         folder = Path(run_dir)
         self.folder = folder
         try:
-            self.summary = load_summary(folder / "summary.json")
+            self.summary = summary_of(folder)  # a killed run's is rebuilt from its files
             self.intervals = read_intervals(folder / "histograms.hlog")
         except (OSError, ResultFileError, ValueError) as exc:
             raise UsageError(f"{folder}: not a finished loadtest run ({exc})") from exc
-        self.rows: list[JsonObject] = [orjson.loads(x) for x in _lines(folder / "requests.jsonl")]
-        self.samples: list[JsonObject] = [orjson.loads(x) for x in _lines(folder / "metrics.jsonl")]
+        self.rows: list[JsonObject] = _lines(folder / "requests.jsonl")
+        self.samples: list[JsonObject] = _lines(folder / "metrics.jsonl")
         self.n = max((len(v) for v in self.intervals.values()), default=0)
         if self.n == 0:
             raise UsageError(f"{folder / 'histograms.hlog'}: holds no intervals")
@@ -315,11 +316,9 @@ class ReplaySource:
         return RunVerdicts(self.summary["slo"], self.summary.get("driver"))
 
 
-def _lines(path: Path) -> list[bytes]:
-    try:
-        return [line for line in path.read_bytes().splitlines() if line.strip()]
-    except FileNotFoundError:
-        return []
+def _lines(path: Path) -> list[JsonObject]:
+    # A killed run's last line may be torn: JsonLines leaves it out, as every reader does.
+    return list(JsonLines(path)) if path.exists() else []
 
 
 class WorkersSource:

@@ -16,8 +16,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from loadtest.engine.hooks import CancelOrder, HookResult, RunContext, RunHook
 from loadtest.features.faults.hooks import run_command, run_request
 from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
@@ -25,6 +23,7 @@ from loadtest.features.faults.proxy import FaultProxy, Toxic
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.faults.verdict import judge_windows
 from loadtest.features.scrape import Scraper, summarize_samples
+from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import ServerBlock
 from loadtest.model.verdict import FaultVerdict, Observed, RequestRow
@@ -132,9 +131,9 @@ class FaultRig(RunHook):
         if not self.plan.events:
             return (), server
         rows: list[RequestRow] = []
-        with contextlib.suppress(FileNotFoundError), open(run_dir / "requests.jsonl", "rb") as f:
-            for line in f:
-                r = orjson.loads(line)
+        path = run_dir / "requests.jsonl"
+        if path.exists():
+            for r in JsonLines(path):
                 rows.append(
                     {
                         "sent_ms": r["sent_ms"],

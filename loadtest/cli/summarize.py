@@ -1,0 +1,45 @@
+"""``loadtest summarize FOLDER``: write the summary a killed run did not write.
+
+The rebuild is ``loadtest.report.rebuild``; this writes its result with the run's own
+writer (``write_results``: the .hgrm files, summary.csv and summary.json last, each
+atomically), so that afterwards every command reads the folder as a finished run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from loadtest.cli.parser import Parser
+
+__all__ = ["add_summarize", "summarize"]
+
+
+def add_summarize(sub: argparse._SubParsersAction[Parser], out: Parser) -> None:
+    """The ``summarize`` sub-command (``out``: the output flags every command takes)."""
+    cmd = sub.add_parser(
+        "summarize",
+        parents=[out],
+        help="rebuild and write summary.json of a run killed before it wrote one",
+    )
+    cmd.add_argument("folder", help="out/<run-id> of the killed run")
+
+
+def summarize(folder: str) -> int:
+    """Rebuild, write and print the summary of the run in ``folder``; the exit code."""
+    from loadtest.errors import UsageError
+    from loadtest.report import render_table, write_results
+    from loadtest.report.rebuild import rebuild_summary
+
+    path = Path(folder)
+    if not path.is_dir():
+        raise UsageError(f"{folder}: not a folder; give out/<run-id>")
+    if (path / "summary.json").exists():
+        print(f"{path / 'summary.json'}: already there; nothing to rebuild", file=sys.stderr)
+        return 0
+    rebuilt = rebuild_summary(path)
+    write_results(path, rebuilt.summary, rebuilt.metrics)
+    print(render_table(rebuilt.summary))
+    print(f"\nsummary: {path / 'summary.json'}")
+    return 0

@@ -1,0 +1,324 @@
+"""The summary of a run that died before writing one, rebuilt from what it streamed.
+
+A run killed hard (SIGKILL, the OOM killer, a CI timeout, a lost machine) writes no
+summary.json, but every request it accounted is a line of requests.jsonl, and run.json
+says what was run (``report.run_start``). Each line is turned back into its
+``RequestRecord`` and counted into ``Metrics`` in the order the run counted them, and
+the summary is built by the one function that builds every summary
+(``summary_from_head``): the same percentiles, SLO checks and driver verdicts.
+
+requests.jsonl is the record of truth: ``requests.sent`` is its complete lines, a torn
+last line is counted as torn. What the lines do not hold comes from beside them: the
+chunk gaps and tokens per chunk from histograms.hlog (unless the run recorded chunk
+times), the server's peaks from metrics.jsonl. What only the living run could say (its
+fault verdicts, agent tasks, stale-connection resends) is listed as not rebuilt, never
+filled with a zero. The summary carries a ``rebuilt`` block that says all of this.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadtest.engine.stop import StopPlan, measured_s
+from loadtest.errors import ResultFileError, UsageError
+from loadtest.features.scrape import summarize_samples
+from loadtest.measure.merge import encode_metrics, merge_metrics
+from loadtest.measure.recorders import Metrics
+from loadtest.measure.slo import SLOSpec, parse_slo_flag
+from loadtest.model.io import JsonLines, load_summary
+from loadtest.model.record import RequestRecord
+from loadtest.model.summary import (
+    RebuiltBlock,
+    RunExtra,
+    RunHead,
+    RunStart,
+    ServerBlock,
+    Summary,
+)
+from loadtest.report.hlog import read_hlog
+from loadtest.report.run_start import read_run_start
+from loadtest.report.summary import summary_from_head
+
+__all__ = ["Rebuilt", "is_run_folder", "rebuild_summary", "summary_of"]
+
+log = logging.getLogger("loadtest.report")
+
+_FROM_HLOG = ("itl_ms", "tokens_per_chunk")
+"""Recorded from chunk times, which requests.jsonl has only with ``--record-chunks``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """A rebuilt summary and the metrics it was built from (for the .hgrm files)."""
+
+    summary: Summary
+    metrics: Metrics
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """What one requests.jsonl (the run's, or one worker's) accounts for."""
+
+    metrics: Metrics
+    lines: int
+    torn: int
+    chunk_times: bool
+    duration_s: float
+    measured_s: float
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a run's: a summary.json, or requests.jsonl to rebuild one."""
+    return (folder / "summary.json").exists() or bool(_parts(folder))
+
+
+def summary_of(folder: Path) -> Summary:
+    """The run folder's summary.json, or, when its run died before writing one, the
+    summary rebuilt from its files (not written: see ``loadtest summarize``)."""
+    if (folder / "summary.json").exists():
+        return load_summary(folder)
+    summary = rebuild_summary(folder).summary
+    # Not written: reading a folder must not change it (it may be read-only, or another
+    # user's); writing it is what ``summarize`` is for.
+    log.warning(
+        "%s: no summary.json: rebuilt from requests.jsonl (the run was killed); "
+        "loadtest summarize %s writes it",
+        folder,
+        folder,
+    )
+    return summary
+
+
+def rebuild_summary(folder: Path) -> Rebuilt:
+    """Rebuild the summary of the dead run in ``folder`` (nothing is written).
+
+    ``UsageError`` when the folder holds no requests.jsonl or its run still goes;
+    ``ResultFileError`` naming the file and line when a line is not a request.
+    """
+    parts = _parts(folder)
+    if not parts:
+        raise UsageError(
+            f"{folder}: no summary.json and no requests.jsonl: not a run folder (give out/<run-id>)"
+        )
+    start = read_run_start(folder) or read_run_start(parts[0])
+    if start is not None:
+        _refuse_live(folder, start)
+    closed_loop = start is not None and start["run"]["load"]["mode"] == "closed"
+    spec = _slo(start)
+    warmup_s = start["run"]["load"]["warmup_s"] if start else 0.0
+    done = [_account(p / "requests.jsonl", closed_loop, spec, warmup_s) for p in parts]
+    metrics = (
+        done[0].metrics
+        if len(done) == 1
+        else merge_metrics(
+            [encode_metrics(d.metrics) for d in done], closed_loop=closed_loop, t0_ns=0
+        )
+    )
+    chunk_times = any(d.chunk_times for d in done)
+    hlog_requests = _hlog_into(metrics, parts, () if chunk_times else _FROM_HLOG)
+    extra: RunExtra = {"workers": len(parts)} if parts[0] != folder else {}
+    head = _head(folder, start, parts)
+    summary = summary_from_head(
+        head,
+        spec,
+        metrics,
+        duration_s=max(d.duration_s for d in done),
+        measured_s=max(d.measured_s for d in done),
+        interrupted=True,
+        extra=extra,
+        server=_server(folder),
+    )
+    rebuilt: RebuiltBlock = {
+        "reason": "killed",
+        "rebuilt_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "lines": sum(d.lines for d in done),
+        "torn_lines": sum(d.torn for d in done),
+        "start_record": start is not None,
+        "from_hlog": [] if chunk_times or hlog_requests is None else list(_FROM_HLOG),
+        "hlog_requests": hlog_requests,
+        "not_rebuilt": _not_rebuilt(start, chunk_times or hlog_requests is not None),
+    }
+    summary["rebuilt"] = rebuilt
+    return Rebuilt(summary, metrics)
+
+
+def _parts(folder: Path) -> list[Path]:
+    # A --workers run merges its workers' files only at its end: a killed one has them
+    # in worker-<i>/, which are the record then (a merge cut short would be partial).
+    workers = sorted(
+        (p for p in folder.glob("worker-*") if (p / "requests.jsonl").exists()),
+        key=_worker_index,
+    )
+    if workers:
+        return workers
+    return [folder] if (folder / "requests.jsonl").exists() else []
+
+
+def _worker_index(path: Path) -> int:
+    index = path.name.removeprefix("worker-")
+    return int(index) if index.isdigit() else -1
+
+
+def _refuse_live(folder: Path, start: RunStart) -> None:
+    pid = start["pid"]
+    if start["host"] != socket.gethostname() or pid == os.getpid():
+        return  # another machine's run, or this process's own (ended) one
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        pass  # alive, another user's
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        cmdline = b"loadtest"  # no /proc to tell: a live pid is taken for the run
+    # A zombie has an empty command line; a reused pid another program's.
+    if b"loadtest" in cmdline:
+        raise UsageError(
+            f"{folder}: its run is still going (pid {pid}); its summary.json is written "
+            "when it ends"
+        )
+
+
+def _slo(start: RunStart | None) -> SLOSpec:
+    if start is None:
+        return SLOSpec()
+    return SLOSpec(tuple(t for text in start["slo"] for t in parse_slo_flag(text)))
+
+
+def _account(path: Path, closed_loop: bool, spec: SLOSpec, warmup_s: float) -> _Part:
+    """Every complete line of one requests.jsonl, counted as the run counted it."""
+    metrics = Metrics(closed_loop=closed_loop, t0_ns=0, goodput_limits=spec.request_limits())
+    lines = JsonLines(path)
+    chunk_times = False
+    end = 0
+    try:
+        for row in lines:
+            rec = RequestRecord.from_json(row)
+            chunk_times = chunk_times or "token_chunk_ms" in row
+            metrics.add(rec)
+            end = max(end, rec.end_ns)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResultFileError(
+            f"{path}: line {lines.lines}: not a request line (no or bad {exc})"
+        ) from exc
+    metrics.roll(end / 1e9)  # the recorded values reach the totals
+    # Without run.json the warm-up is unknown: the window starts at the first measured
+    # send, as an open loop's does.
+    plan = StopPlan(int(warmup_s * 1e9))
+    return _Part(
+        metrics,
+        lines.lines,
+        lines.torn,
+        chunk_times,
+        duration_s=end / 1e9,
+        measured_s=measured_s(
+            plan,
+            closed_loop=closed_loop,
+            first_intended_ns=metrics.measure_start_ns,
+            last_end_ns=metrics.last_end_ns,
+            end_ns=end,
+        ),
+    )
+
+
+def _hlog_into(metrics: Metrics, parts: list[Path], names: tuple[str, ...]) -> int | None:
+    """Add ``names`` from the parts' histograms.hlog into ``metrics``; the requests the
+    logs cover (their end-to-end count), None when there is none to read."""
+    logs = [p / "histograms.hlog" for p in parts if (p / "histograms.hlog").exists()]
+    if not logs:
+        return None
+    covered = 0
+    for path in logs:
+        totals = read_hlog(path)
+        e2e = totals.get("e2e_ms")
+        covered += e2e.get_total_count() if e2e is not None else 0
+        for name in names:
+            hist = totals.get(name)
+            if hist is None or not hist.get_total_count():
+                continue
+            metrics.total.hists[name].add(hist)
+            # The log keeps no exact sum: the mean is HdrHistogram's, to its resolution.
+            metrics.total.sums[name] += hist.get_mean_value() * hist.get_total_count()
+    return covered
+
+
+def _head(folder: Path, start: RunStart | None, parts: list[Path]) -> RunHead:
+    # The logs' headers have the run's own start (its workers' earliest, as the run
+    # takes); run.json's is a moment before it, which can be the second before.
+    walls = [w for p in parts if (w := _hlog_start(p / "histograms.hlog")) is not None]
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(min(walls))) if walls else None
+    if start is not None:
+        run = start["run"]
+        return {**run, "id": folder.name, "started_at": started or run["started_at"]}
+    return {
+        "id": folder.name,
+        "scenario": "unknown (no run.json)",
+        "scenario_path": None,
+        "endpoint": "unknown",
+        "model": "unknown",
+        "api": "unknown",
+        "stream": True,
+        "started_at": started or "unknown",
+        "load": {
+            "mode": "unknown",
+            "concurrency": None,
+            "rate": None,
+            "burstiness": None,
+            "duration_s": None,
+            "requests": None,
+            "warmup_s": 0.0,
+        },
+        "prompts": {},
+        "seed": None,
+    }
+
+
+def _hlog_start(path: Path) -> float | None:
+    """The start in an .hlog's header (``#[StartTime: 1796117664.716 ...``), epoch s."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("#[StartTime: "):
+                    return float(line.split()[1])
+                if not line.startswith("#"):
+                    break
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _server(folder: Path) -> ServerBlock | None:
+    """The scraped peaks, from the samples the run streamed to metrics.jsonl."""
+    path = folder / "metrics.jsonl"
+    return summarize_samples(list(JsonLines(path))) if path.exists() else None
+
+
+def _not_rebuilt(start: RunStart | None, chunk_figures: bool) -> list[str]:
+    out = []
+    if not chunk_figures:
+        out.append(
+            f"{', '.join(_FROM_HLOG)}: requests.jsonl has no chunk times (--record-chunks) "
+            "and there is no histograms.hlog"
+        )
+    if start is None:
+        out.append(
+            "scenario, endpoint, model and SLOs: the folder has no run.json (an older "
+            "loadtest, or killed before the load started); corrected figures taken as "
+            "an open loop's, from each line's intended send"
+        )
+    elif start["fault_windows"]:
+        out.append(
+            f"fault verdicts of {', '.join(start['fault_windows'])}: they need what the "
+            "run observed of its target"
+        )
+    if start is not None and start["agent"]:
+        out.append("agent tasks: tasks.jsonl is not read back")
+    out.append("resent_stale_connection: counted by the run's client only")
+    return out
