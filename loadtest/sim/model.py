@@ -94,6 +94,10 @@ class SimConfig:
     prefill_chunk_tokens: int = 256
     """Load model: prompt tokens a request in its prefill adds to each step until its
     first token (chunked prefill sharing steps with decode)."""
+    profile: str = ""
+    """A profile TOML fitted to a real engine (``loadtest sim --fit``): its settings are
+    the base, settings given explicitly win; the server warns when the load leaves the
+    range it was fitted on."""
     kv_tokens: int = 0
     """KV capacity in tokens: a request reserves its prompt and answer when admitted and
     waits while they do not fit (0 = unlimited)."""
