@@ -4,6 +4,7 @@ usage chunks, cached prompt tokens and both /tokenize dialects."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -134,3 +135,32 @@ async def test_temperature_zero_is_greedy_and_a_seed_varies_a_sampled_answer() -
         ]
     assert len(set(greedy)) == 1
     assert len(set(sampled[:3])) == 3 and sampled[3] == sampled[0]
+
+
+async def test_a_real_tokenizer_counts_the_prompt_and_answers_tokenize(tmp_path: Path) -> None:
+    from tests.test_synthetic import _bpe_tokenizer
+
+    path = _bpe_tokenizer(tmp_path)
+    from tokenizers import Tokenizer
+
+    real = Tokenizer.from_file(str(path))
+    text = "Une question en français, puis 中文, then English words."
+    ids = real.encode(text, add_special_tokens=False).ids
+    assert len(ids) != len(text) // 4  # the test tells the two counts apart
+    async with InProcessSim(replace(FAST, tokenizer=str(path))) as sim:
+        body = {
+            "model": "sim-llm",
+            "messages": [{"role": "user", "content": text}],
+            "max_tokens": 4,
+            "stream_options": {"include_usage": True},
+        }
+        chunks = await _stream(sim.url, body)
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{sim.url}/tokenize", json={"prompt": text}) as r:
+                answer = await r.json()
+            async with http.post(f"{sim.url}/detokenize", json={"tokens": ids}) as r:
+                back = await r.json()
+    usage = next(c["usage"] for c in chunks if c.get("usage"))
+    assert usage["prompt_tokens"] == len(ids)
+    assert answer["tokens"] == ids and answer["count"] == len(ids)
+    assert back["content"] == real.decode(ids, skip_special_tokens=False)

@@ -12,6 +12,7 @@ import hashlib
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 
@@ -94,6 +95,9 @@ class SimConfig:
     prefill_chunk_tokens: int = 256
     """Load model: prompt tokens a request in its prefill adds to each step until its
     first token (chunked prefill sharing steps with decode)."""
+    tokenizer: str = ""
+    """A ``tokenizer.json`` (needs the ``tokenizers`` package): prompts are counted and
+    ``/tokenize`` answers with it, instead of four characters a token."""
     profile: str = ""
     """A profile TOML fitted to a real engine (``loadtest sim --fit``): its settings are
     the base, settings given explicitly win; the server warns when the load leaves the
@@ -148,6 +152,8 @@ class SimConfig:
                 raise UsageError(f"sim {name} must be between 0 and 1, not {value}")
         if self.step_token_share < 0 or self.kv_tokens < 0:
             raise UsageError("sim step_token_share and kv_tokens must not be negative")
+        if self.tokenizer and not Path(self.tokenizer).is_file():
+            raise UsageError(f"sim tokenizer {self.tokenizer}: no such file")
         if self.prefill_chunk_tokens < 1:
             raise UsageError("sim prefill_chunk_tokens must be at least 1")
         if self.spec_k < 1:
@@ -232,8 +238,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
     """Decide the whole response to ``request`` (whose raw bytes are ``body``)."""
     key_body = _answer_key(body, request)
     rng = _rng_for(cfg.seed, key_body)
-    prompt_chars = _prompt_chars(request)
-    prompt_tokens = max(1, prompt_chars // 4)
+    prompt_tokens = _prompt_tokens(cfg, request)
     prefill_ms = cfg.ttft_per_1k_tokens_ms * prompt_tokens / 1000
     ttft_ms = _lognormal(rng, cfg.ttft_ms, cfg.ttft_sigma) + prefill_ms
     fail = 500 if rng.random() < cfg.error_rate else None
@@ -315,13 +320,23 @@ def tool_results(request: JsonObject) -> int:
     return n
 
 
-def _prompt_chars(request: JsonObject) -> int:
+def _prompt_text(request: JsonObject) -> str:
     prompt = request.get("prompt")
     if isinstance(prompt, str):
-        return len(prompt)
-    total = 0
+        return prompt
+    parts = []
     for m in request.get("messages") or ():
         if isinstance(m, dict):
             content = m.get("content")
-            total += len(content) if isinstance(content, str) else len(str(content or ""))
-    return total
+            parts.append(content if isinstance(content, str) else str(content or ""))
+    return "".join(parts)
+
+
+def _prompt_tokens(cfg: SimConfig, request: JsonObject) -> int:
+    """The prompt's tokens: by the configured tokenizer, else four characters a token."""
+    text = _prompt_text(request)
+    if cfg.tokenizer:
+        from loadtest.sim.tokenize import real_tokenizer
+
+        return max(1, len(real_tokenizer(cfg.tokenizer).encode(text).ids))
+    return max(1, len(text) // 4)

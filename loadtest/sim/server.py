@@ -365,7 +365,7 @@ def build_app(config: SimConfig) -> web.Application:
     app.router.add_get("/health", sim.health)
     app.router.add_get("/sim/truth", sim.truth_handler)
     app.router.add_get("/metrics", metrics_handler(sim.samples))
-    add_tokenize_routes(app)
+    add_tokenize_routes(app, config.tokenizer)
     engine = sim.engine
     if engine is not None:
 

@@ -10,10 +10,15 @@ seen. Exact-length workloads can then be checked against its ``prompt_tokens``.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import orjson
 from aiohttp import web
 
-__all__ = ["add_tokenize_routes"]
+from loadtest.errors import MissingExtraError, UsageError
+
+__all__ = ["add_tokenize_routes", "real_tokenizer"]
 
 _PIECE = 4
 _MAX_VOCAB = 2_000_000
@@ -39,6 +44,46 @@ class _Vocabulary:
             out.append(tid)
         return out
 
+    @property
+    def size(self) -> int:
+        return len(self.pieces)
+
+    def piece(self, token: int) -> str:
+        return self.pieces[token]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.pieces[t] for t in ids)
+
+
+@functools.cache
+def real_tokenizer(path: str) -> Any:
+    """A ``tokenizer.json`` (the ``tokenizers`` package), loaded once per process."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise MissingExtraError("the simulator's --tokenizer", "tokens") from exc
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as exc:  # the package raises plain Exceptions for a bad file
+        raise UsageError(f"sim tokenizer {path}: not a tokenizer.json ({exc})") from exc
+
+
+class _RealVocabulary:
+    """The ids of a real tokenizer, for ``/tokenize`` and ``/detokenize``."""
+
+    def __init__(self, path: str) -> None:
+        self._tok = real_tokenizer(path)
+        self.size = int(self._tok.get_vocab_size())
+
+    def encode(self, text: str) -> list[int] | None:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def piece(self, token: int) -> str:
+        return str(self._tok.id_to_token(token))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=False))
+
 
 async def _body(request: web.Request) -> dict[str, object] | None:
     try:
@@ -59,9 +104,12 @@ def _text(body: dict[str, object]) -> str | None:
     return None
 
 
-def add_tokenize_routes(app: web.Application) -> None:
-    """Serve ``POST /tokenize`` and ``POST /detokenize`` on ``app``."""
-    vocab = _Vocabulary()
+def add_tokenize_routes(app: web.Application, tokenizer: str = "") -> None:
+    """Serve ``POST /tokenize`` and ``POST /detokenize`` on ``app``: four characters a
+    token, or the ids of a real ``tokenizer``."""
+    vocab: _Vocabulary | _RealVocabulary = (
+        _RealVocabulary(tokenizer) if tokenizer else _Vocabulary()
+    )
 
     async def tokenize(request: web.Request) -> web.Response:
         body = await _body(request)
@@ -77,7 +125,7 @@ def add_tokenize_routes(app: web.Application) -> None:
             answer |= {
                 "count": len(ids),
                 "max_model_len": MAX_MODEL_LEN,
-                "token_strs": [vocab.pieces[t] for t in ids],
+                "token_strs": [vocab.piece(t) for t in ids],
             }
         return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
@@ -85,10 +133,10 @@ def add_tokenize_routes(app: web.Application) -> None:
         body = await _body(request)
         ids = None if body is None else body.get("tokens")
         if not isinstance(ids, list) or not all(
-            isinstance(t, int) and 0 <= t < len(vocab.pieces) for t in ids
+            isinstance(t, int) and 0 <= t < vocab.size for t in ids
         ):
             return web.json_response({"error": "'tokens' must be known token ids"}, status=400)
-        text = "".join(vocab.pieces[t] for t in ids)
+        text = vocab.decode(ids)
         return web.Response(body=orjson.dumps({"content": text}), content_type="application/json")
 
     app.router.add_post("/tokenize", tokenize)
