@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from loadtest.features.scrape import acceptance, parse_metrics, summarize_samples
+from loadtest.features.scrape import parse_metrics
+from loadtest.features.server_summary import acceptance, summarize_samples
 
 VLLM = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
