@@ -62,13 +62,14 @@ _NAMES: dict[str, str] = {
 _MAXED = frozenset({"kv_cache_usage", "accept_length", "speculating"})
 FIELDS = tuple(sorted(set(_NAMES.values())))
 _PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-# Histogram families -> key, in order of preference: vLLM 0.11 renamed the inter-token
-# histogram and serves the old name beside it with the same observations.
+# Histogram families -> key. vLLM 0.11 renamed the inter-token histogram and serves the
+# old name beside it (first on the page) with the same observations: the new name wins.
 _HISTOGRAMS = {
     "vllm:time_to_first_token_seconds": "ttft",
     "vllm:inter_token_latency_seconds": "itl",
     "vllm:time_per_output_token_seconds": "itl",
 }
+_OLD_NAMES = frozenset({"vllm:time_per_output_token_seconds"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +91,9 @@ def read_page(text: str) -> Page:
     histograms: dict[str, Buckets] = {}
     for family in text_string_to_metric_families(text):
         key = _HISTOGRAMS.get(family.name)
-        if key is not None and key not in histograms and family.type == "histogram":
+        if key is not None and family.type == "histogram":
             found = family_buckets(family)
-            if found is not None:
+            if found is not None and not (family.name in _OLD_NAMES and key in histograms):
                 histograms[key] = found
             continue
         for sample in family.samples:
