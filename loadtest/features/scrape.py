@@ -1,8 +1,11 @@
 """Server metrics: poll Prometheus ``/metrics`` of vLLM, SGLang, llama.cpp (or ours).
 
-``parse_metrics`` (pure) maps each engine's names onto one set of fields; ``Scraper``
+``read_page`` (pure) maps each engine's names onto one set of fields, and reads vLLM's
+per-position acceptance counter and its TTFT and inter-token histograms; ``Scraper``
 polls on an interval, writes the timeline to ``metrics.jsonl`` and keeps it (one small
-dict per second) for the fault verdicts and the summary.
+dict per second) for the fault verdicts and the summary. The histograms go only into
+the rows scraped at the measured window's edges (its start, after any warm-up, and the
+run's end), whose difference is what the run added.
 """
 
 from __future__ import annotations
@@ -11,16 +14,17 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 import aiohttp
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtest.model.summary import ServerBlock
+from loadtest.features.histograms import Buckets, family_buckets
 
-__all__ = ["FIELDS", "Scraper", "acceptance", "parse_metrics", "summarize_samples"]
+__all__ = ["FIELDS", "Page", "Scraper", "parse_metrics", "read_page"]
 
 # Sample name -> field. Counters keep their ``_total`` suffix in sample names.
 _NAMES: dict[str, str] = {
@@ -31,6 +35,11 @@ _NAMES: dict[str, str] = {
     "vllm:gpu_cache_usage_perc": "kv_cache_usage",
     "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
     "vllm:spec_decode_num_accepted_tokens_total": "accepted_tokens",
+    "vllm:spec_decode_num_drafts_total": "drafts",
+    # In tokens. Not the deprecated vllm:gpu_prefix_cache_* beside them (0.9, 0.10):
+    # the same counts under two names would add up twice.
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits",
     # SGLang
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "waiting",
@@ -52,13 +61,46 @@ _NAMES: dict[str, str] = {
 }
 _MAXED = frozenset({"kv_cache_usage", "accept_length", "speculating"})
 FIELDS = tuple(sorted(set(_NAMES.values())))
+_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+# Histogram families -> key. vLLM 0.11 renamed the inter-token histogram and serves the
+# old name beside it (first on the page) with the same observations: the new name wins.
+_HISTOGRAMS = {
+    "vllm:time_to_first_token_seconds": "ttft",
+    "vllm:inter_token_latency_seconds": "itl",
+    "vllm:time_per_output_token_seconds": "itl",
+}
+_OLD_NAMES = frozenset({"vllm:time_per_output_token_seconds"})
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """The known fields found in a Prometheus text exposition (labels summed over)."""
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What one scrape found."""
+
+    fields: dict[str, float]
+    """The known fields (labels summed over)."""
+    accepted_per_position: list[float]
+    """vLLM's accepted drafts by position (0..k-1); empty where it has no such counter."""
+    histograms: dict[str, Buckets]
+    """``ttft`` and ``itl`` where the server has them."""
+
+
+def read_page(text: str) -> Page:
+    """Read a Prometheus text exposition; raises ValueError when it is not one."""
     out: dict[str, float] = {}
+    positions: dict[int, float] = {}
+    histograms: dict[str, Buckets] = {}
     for family in text_string_to_metric_families(text):
+        key = _HISTOGRAMS.get(family.name)
+        if key is not None and family.type == "histogram":
+            found = family_buckets(family)
+            if found is not None and not (family.name in _OLD_NAMES and key in histograms):
+                histograms[key] = found
+            continue
         for sample in family.samples:
+            if sample.name == _PER_POSITION and sample.labels.get("position", "").isdigit():
+                at = int(sample.labels["position"])
+                positions[at] = positions.get(at, 0.0) + float(sample.value)
+                continue
             field = _NAMES.get(sample.name)
             if field is None:
                 continue
@@ -69,56 +111,13 @@ def parse_metrics(text: str) -> dict[str, float]:
                 out[field] = max(out[field], value)
             else:  # the same count for several labels (models, GPUs): add them up
                 out[field] += value
-    return out
+    per_position = [positions.get(i, 0.0) for i in range(max(positions, default=-1) + 1)]
+    return Page(out, per_position, histograms)
 
 
-def acceptance(first: dict[str, Any], last: dict[str, Any]) -> float | None:
-    """Accepted / drafted tokens between two samples, None without drafts between them."""
-    try:
-        drafted = float(last["draft_tokens"]) - float(first["draft_tokens"])
-        accepted = float(last["accepted_tokens"]) - float(first["accepted_tokens"])
-    except (KeyError, TypeError):
-        return None
-    return accepted / drafted if drafted > 0 else None
-
-
-PeakKey = Literal[
-    "running_peak",
-    "waiting_peak",
-    "kv_cache_usage_peak",
-    "gpu_memory_mib_peak",
-    "gpu_power_w_peak",
-    "target_rss_mib_peak",
-]
-
-
-def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
-    """Acceptance over the run and the peak of each gauge."""
-    ok = [s for s in samples if s.get("ok")]
-    out: ServerBlock = {"samples": len(samples), "scraped": len(ok)}
-    if not ok:
-        return out
-    out["engine"] = ok[-1].get("engine")
-    out["acceptance_rate"] = acceptance(ok[0], ok[-1])
-
-    def peak(field: str, rows: list[dict[str, Any]]) -> float | None:
-        return max((r[field] for r in rows if field in r), default=None)
-
-    peaks: tuple[tuple[PeakKey, float | None], ...] = (
-        ("running_peak", peak("running", ok)),
-        ("waiting_peak", peak("waiting", ok)),
-        ("kv_cache_usage_peak", peak("kv_cache_usage", ok)),
-        ("gpu_memory_mib_peak", peak("gpu_memory_mib", ok)),
-        ("gpu_power_w_peak", peak("gpu_power_w", ok)),
-        ("target_rss_mib_peak", peak("target_rss_mib", samples)),
-    )
-    for key, value in peaks:
-        if value is not None:
-            out[key] = value
-    if "fallbacks" in ok[-1]:
-        # A count: the counter is parsed as a float, the summary prints it as one.
-        out["fallbacks"] = round(ok[-1]["fallbacks"] - ok[0].get("fallbacks", 0))
-    return out
+def parse_metrics(text: str) -> dict[str, float]:
+    """The known fields found in a Prometheus text exposition (labels summed over)."""
+    return read_page(text).fields
 
 
 def _engine(text: str) -> str:
@@ -145,6 +144,7 @@ class Scraper:
         dcgm_url: str | None = None,
         pid: Callable[[], int | None] | None = None,
         t0_ns: int | None = None,
+        window_start_s: float = 0.0,
     ) -> None:
         self.url = url
         self.dcgm_url = dcgm_url
@@ -152,26 +152,36 @@ class Scraper:
         self.interval_s = interval_s
         self.pid = pid
         self.t0_ns = t0_ns or time.perf_counter_ns()
+        self.window_start_s = window_start_s
+        """When the measured window starts (after the warm-up), from ``t0_ns``: the
+        scrape then reads the histograms, as the last one (``close``) does."""
         self.samples: list[dict[str, Any]] = []
         self.unavailable: str | None = None
         self._session: aiohttp.ClientSession | None = None
         self._file: IO[bytes] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._edge: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Open the output and start polling."""
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2.0))
         self._file = open(self.out_path, "wb")  # noqa: SIM115, ASYNC230
         self._task = asyncio.create_task(self._loop(), name="loadtest-scraper")
+        if self.window_start_s > 0:
+            self._edge = asyncio.create_task(self._window_start(), name="loadtest-scrape-edge")
 
     async def close(self) -> None:
         """Take a last sample, stop polling and close the output."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+            for task in (self._task, self._edge):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(
+                *(t for t in (self._task, self._edge) if t), return_exceptions=True
+            )
+            self._task = self._edge = None
             with contextlib.suppress(Exception):
-                await self.sample()
+                await self.sample(edge="end")
         if self._session is not None:
             await self._session.close()
         if self._file is not None:
@@ -179,13 +189,21 @@ class Scraper:
 
     async def _loop(self) -> None:
         next_at = time.perf_counter()
+        edge: str | None = "start" if self.window_start_s <= 0 else None
         while True:
-            await self.sample()
+            await self.sample(edge=edge)
+            edge = None
             next_at += self.interval_s
             await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
 
-    async def sample(self) -> dict[str, Any]:
-        """Scrape once now, record and return the sample."""
+    async def _window_start(self) -> None:
+        due_ns = self.t0_ns + int(self.window_start_s * 1e9)
+        await asyncio.sleep(max(0, due_ns - time.perf_counter_ns()) / 1e9)
+        await self.sample(edge="start")
+
+    async def sample(self, edge: str | None = None) -> dict[str, Any]:
+        """Scrape once now, record and return the sample; at an ``edge`` of the measured
+        window (``start`` or ``end``) with the server's latency histograms."""
         assert self._session is not None
         t = round((time.perf_counter_ns() - self.t0_ns) / 1e9, 3)
         row: dict[str, Any] = {"t_s": t, "ok": False}
@@ -196,7 +214,14 @@ class Scraper:
                 self.unavailable = f"{self.url} gave no Prometheus metrics"
         else:
             try:
-                row.update(parse_metrics(text))
+                page = read_page(text)
+                row.update(page.fields)
+                if page.accepted_per_position:
+                    row["accepted_per_position"] = page.accepted_per_position
+                if edge is not None:
+                    row["edge"] = edge
+                    if page.histograms:
+                        row["histograms"] = page.histograms
                 row["engine"] = _engine(text)
                 row["ok"] = True
             except ValueError as exc:

@@ -192,12 +192,28 @@ class CategoryBlock(TypedDict):
 
 
 class ServerBlock(TypedDict):
-    """The scraped ``/metrics`` of the endpoint over the run: acceptance and peaks."""
+    """The scraped ``/metrics`` of the endpoint over the run: acceptance, the server's own
+    latency percentiles, and peaks."""
 
     samples: int
     scraped: int
     engine: NotRequired[str | None]
     acceptance_rate: NotRequired[float | None]
+    accepted_per_position: NotRequired[list[float] | None]
+    """P(the draft token at position i is accepted), i = 0..k-1, from vLLM's
+    ``spec_decode_num_accepted_tokens_per_pos`` over ``spec_decode_num_drafts``; None
+    where the server counts positions but drafted nothing in the run."""
+    prefix_cache_hit_rate: NotRequired[float | None]
+    """Prompt tokens the prefix cache served over those looked up (vLLM's
+    ``prefix_cache_hits`` / ``prefix_cache_queries``); None with no lookups."""
+    ttft_ms: NotRequired[Percentiles]
+    """p50/p95 of the server's own TTFT histogram between the window's edges."""
+    itl_ms: NotRequired[Percentiles]
+    """p50/p95 of the server's own inter-token latency histogram, likewise."""
+    histogram_requests: NotRequired[int]
+    """Requests the server's TTFT histogram counted between the window's edges."""
+    latency_note: NotRequired[str]
+    """Why the server's latency percentiles are missing, where it keeps histograms."""
     running_peak: NotRequired[float]
     waiting_peak: NotRequired[float]
     kv_cache_usage_peak: NotRequired[float]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from loadtest.engine.stop import StopPlan, measured_s
 from loadtest.errors import ResultFileError, UsageError
-from loadtest.features.scrape import summarize_samples
+from loadtest.features.server_summary import summarize_samples
 from loadtest.measure.merge import encode_metrics, merge_metrics
 from loadtest.measure.recorders import Metrics
 from loadtest.measure.slo import SLOSpec, parse_slo_flag

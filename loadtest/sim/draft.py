@@ -15,7 +15,7 @@ import orjson
 from aiohttp import web
 
 from loadtest.sim.model import SimConfig
-from loadtest.sim.prometheus import metrics_handler
+from loadtest.sim.prometheus import Sample, metrics_handler, plain_families
 
 __all__ = ["DRAFT_KEY", "DRAFT_MODES", "DraftServer", "build_draft_app"]
 
@@ -68,7 +68,7 @@ class DraftServer:
         """``GET /health``."""
         return web.json_response({"status": "ok", "role": "draft", "mode": self.mode})
 
-    def samples(self) -> list[tuple[str, str, float, str]]:
+    def samples(self) -> list[Sample]:
         """(name, type, value, help) of what ``/metrics`` shows."""
         return [
             ("loadtest_sim_draft_requests", "counter", self.served, "Draft steps served."),
@@ -92,5 +92,5 @@ def build_draft_app(config: SimConfig) -> web.Application:
     app.router.add_post("/draft", draft.draft)
     app.router.add_post("/sim/mode", draft.set_mode)
     app.router.add_get("/health", draft.health)
-    app.router.add_get("/metrics", metrics_handler(draft.samples))
+    app.router.add_get("/metrics", metrics_handler(lambda: plain_families(draft.samples())))
     return app

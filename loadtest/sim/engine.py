@@ -59,7 +59,11 @@ class SpecEngine:
         self._draft = config.draft_url.rstrip("/") + "/draft"
         self.draft_tokens = 0
         self.accepted_tokens = 0
-        self.drafts = 0
+        self.accepted_steps = [0] * (config.spec_k + 1)
+        """Verify steps of one sequence by how many proposals they accepted (0..k): a
+        vLLM draft each, one integer increment a step (positions are read from it)."""
+        self.draft_calls = 0
+        """Proposals fetched: one call for the whole batch a step."""
         self.spec_steps = 0
         self.plain_steps = 0
         self.draft_errors: dict[str, int] = {}
@@ -78,6 +82,21 @@ class SpecEngine:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
+
+    @property
+    def drafts(self) -> int:
+        """Drafts verified, one per sequence a step (``vllm:spec_decode_num_drafts``)."""
+        return sum(self.accepted_steps)
+
+    def accepted_per_position(self) -> list[int]:
+        """Drafts whose proposal at position ``i`` was accepted, for ``i`` in ``0..k-1``
+        (``vllm:spec_decode_num_accepted_tokens_per_pos``): a prefix is accepted, so a
+        draft that accepted ``a`` counts at positions ``0..a-1``."""
+        out, running = [], 0
+        for accepted in range(len(self.accepted_steps) - 1, 0, -1):
+            running += self.accepted_steps[accepted]
+            out.append(running)
+        return out[::-1]
 
     @property
     def speculating(self) -> bool:
@@ -136,6 +155,7 @@ class SpecEngine:
                     accepted = accepted_tokens(seq.rng, seq.accept_p, k)
                     self.draft_tokens += k
                     self.accepted_tokens += accepted
+                    self.accepted_steps[accepted] += 1
                     n += accepted
                 seq.ready = min(seq.total, seq.ready + n)
                 seq.event.set()
@@ -154,7 +174,7 @@ class SpecEngine:
             self.draft_errors[kind] = self.draft_errors.get(kind, 0) + 1
             self.health.failed(time.monotonic())
             return False
-        self.drafts += 1
+        self.draft_calls += 1
         self.health.ok(time.monotonic())
         return True
 

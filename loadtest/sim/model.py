@@ -185,6 +185,8 @@ class ResponsePlan:
     cached_tokens: int | None = None
     """Prompt tokens the prefix cache served (``usage.prompt_tokens_details``); None
     without a prefix cache, as vLLM leaves the details out then."""
+    max_tokens: int = 0
+    """The most tokens the request allowed (its ``max_tokens``, or the default 128)."""
     call_key: str = ""
     """Names the tool call (``call_<key>``): from the request's bytes, not its arrival
     order, so that a conversation that carries the id back is the same every run."""
@@ -210,6 +212,11 @@ class Truth:
     first_token_written_ns: int | None = None
     end_ns: int | None = None
     outcome: str = "ok"
+    tokens_written: int = 0
+    """Output pieces written so far (fewer than planned when the client went away)."""
+    steps: int = 0
+    """Decode steps that gave it tokens, the first included: each token in the plain
+    model, each verify step with speculation (vLLM's inter-token gaps are between them)."""
 
 
 def _rng_for(seed: int, body: bytes) -> random.Random:
@@ -284,6 +291,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         prompt_tokens=prompt_tokens,
         fail_status=fail,
         disconnect_after=disconnect,
+        max_tokens=max_tokens,
         call_key=call_key,
     )
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import hashlib
 import os
 import time
@@ -36,18 +35,19 @@ from loadtest.sim.frames import error_response
 from loadtest.sim.load import BatchLoad, KvBudget
 from loadtest.sim.metrics import server_samples
 from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
+from loadtest.sim.prefix import PrefixCache
 from loadtest.sim.profile import RangeWatch
-from loadtest.sim.prometheus import Sample, metrics_handler
+from loadtest.sim.prometheus import Metric, metrics_handler
 from loadtest.sim.responses import as_chat
 from loadtest.sim.speculation import infer_category
 from loadtest.sim.streaming import StreamShape, sleep_until, stream_response, timed, whole_response
-from loadtest.sim.tokenize import add_tokenize_routes
+from loadtest.sim.tokenize import MAX_MODEL_LEN, add_tokenize_routes
+from loadtest.sim.vllm_stats import VllmStats
 
 __all__ = ["SIM_KEY", "SimServer", "build_app", "stamp_arrivals"]
 
 _perf = time.perf_counter_ns
 _TRUTH_KEEP = 200_000
-_PREFIX_KEEP = 10_000
 _ID_PREFIX = {"chat": "chatcmpl", "completions": "cmpl", "responses": "resp"}
 
 
@@ -62,14 +62,13 @@ class SimServer:
         self.served = 0
         self.cancelled = 0
         self.cold_starts = 0
-        self.prefix_hits = 0
-        self.prefix_misses = 0
+        self.prefix = PrefixCache(config.prefix_cache, config.prefix_hit_factor)
+        self.stats = VllmStats(MAX_MODEL_LEN)
         self._counter = 0
         self._slots = asyncio.Semaphore(config.max_running) if config.max_running > 0 else None
         self._warm = config.cold_start_ms <= 0
         self._warming: asyncio.Task[None] | None = None
         self._last_active = time.monotonic()
-        self._prefixes: collections.OrderedDict[bytes, None] = collections.OrderedDict()
         self.load = BatchLoad(config.step_token_share)
         self.kv = KvBudget(config.kv_tokens)
         self.fitted = RangeWatch.of(config)
@@ -121,7 +120,7 @@ class SimServer:
         """``POST /v1/responses``: planned and timed as the chat request it amounts to."""
         return await self._complete(request, "responses")
 
-    def samples(self) -> list[Sample]:
+    def samples(self) -> list[Metric]:
         """What ``/metrics`` shows, under vLLM's names where vLLM has one."""
         return server_samples(self)
 
@@ -136,7 +135,7 @@ class SimServer:
             and time.monotonic() - self._last_active > idle
         ):
             self._warm = False
-            self._prefixes.clear()
+            self.prefix.clear()
 
     async def _warm_up(self) -> None:
         """Pay the cold-start delay once; requests arriving meanwhile wait for it too."""
@@ -147,27 +146,6 @@ class SimServer:
             self._warming = asyncio.create_task(asyncio.sleep(self.config.cold_start_ms / 1000))
         await asyncio.shield(self._warming)
         self._warm = True
-
-    def _after_cache(self, plan: ResponsePlan, req: JsonObject) -> tuple[ResponsePlan, int]:
-        """The plan and its TTFT after the prefix cache: a repeated prefix pays only part
-        of its prefill, and the tokens it did not pay for are reported as cached. The
-        plan's own offsets stay: the stream is shifted by the TTFT it returns."""
-        if not self.config.prefix_cache:
-            return plan, plan.ttft_ns
-        key = hashlib.blake2b(_prefix_text(req), digest_size=12).digest()
-        if key in self._prefixes:
-            self._prefixes.move_to_end(key)
-            self.prefix_hits += 1
-            served = 1.0 - self.config.prefix_hit_factor
-            # The prefill is linear in prompt tokens, so the share of its time saved is
-            # the share of the prompt the cache served.
-            cached = dataclasses.replace(plan, cached_tokens=int(plan.prompt_tokens * served))
-            return cached, plan.ttft_ns - int(plan.prefill_ns * served)
-        self.prefix_misses += 1
-        self._prefixes[key] = None
-        if len(self._prefixes) > _PREFIX_KEEP:
-            self._prefixes.popitem(last=False)
-        return dataclasses.replace(plan, cached_tokens=0), plan.ttft_ns
 
     async def _complete(self, request: web.Request, api: str) -> web.StreamResponse:
         received = _perf()
@@ -218,10 +196,11 @@ class SimServer:
             self.waiting -= 1
         self.running += 1
         self.fitted.observe(self.running, plan.prompt_tokens)
+        admitted = _perf()
         leaked = False
         try:
             await self._warm_up()
-            plan, ttft = self._after_cache(plan, req)
+            plan, ttft = self.prefix.apply(plan, req)
             # The prefill shares its steps with what else runs: they slow it, as it will
             # slow them (counted while the stream waits for its first token).
             ttft = int(ttft * self.load.factor(per_sequence=self._tokens_per_sequence(), own=0))
@@ -252,6 +231,7 @@ class SimServer:
             self.served += 1
             self._last_active = time.monotonic()
             truth.end_ns = _perf()
+            self.stats.request_ended(plan, truth, admitted, bool(req.get("stream")))
 
     def _gone(self, truth: Truth) -> None:
         truth.outcome = "client_gone"
@@ -314,14 +294,6 @@ class SimServer:
             "code": cfg.accept_code,
             "multilingual": cfg.accept_multilingual,
         }.get(category, cfg.accept_chat)
-
-
-def _prefix_text(req: JsonObject) -> bytes:
-    """The first 1 KB of the prompt: what a prefix cache would find again."""
-    prompt = req.get("prompt")
-    if isinstance(prompt, str):
-        return prompt[:1024].encode()
-    return orjson.dumps(req.get("messages"))[:1024]
 
 
 SIM_KEY: web.AppKey[SimServer] = web.AppKey("sim", SimServer)

@@ -79,6 +79,7 @@ async def whole_response(
     end = first_ns + plan.token_offsets_ns[-1] - plan.ttft_ns
     await sleep_until(end)
     truth.first_token_written_ns = _perf()
+    truth.tokens_written = truth.steps = plan.completion_tokens
     if api == "responses":
         whole = orjson.dumps(response_object(plan, rid, model, True))
         return web.Response(body=whole, content_type="application/json")
@@ -169,7 +170,10 @@ async def stream_response(
                 await resp.write(part)
         else:
             await resp.write(b"".join(parts))
-        i = j
+        # A verify step is one step however many tokens it gave; in the plain model
+        # pieces due together are written together, but each was a step of its own.
+        truth.steps += 1 if shape.steps is not None else j - i
+        truth.tokens_written = i = j
         if i >= stop:
             break
     if plan.disconnect_after is not None:

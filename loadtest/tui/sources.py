@@ -21,7 +21,7 @@ from loadtest.engine.runner import Runner, RunOutcome
 from loadtest.errors import ResultFileError, UsageError
 from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.verdict import after_span_s
-from loadtest.features.scrape import acceptance
+from loadtest.features.server_summary import acceptance
 from loadtest.measure.recorders import Metrics, fast_percentile, new_histogram, record_many
 from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject

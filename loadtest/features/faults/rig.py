@@ -22,7 +22,8 @@ from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
 from loadtest.features.faults.proxy import FaultProxy, Toxic
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.faults.verdict import judge_windows
-from loadtest.features.scrape import Scraper, summarize_samples
+from loadtest.features.scrape import Scraper
+from loadtest.features.server_summary import summarize_samples
 from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import ServerBlock
@@ -83,6 +84,7 @@ class FaultRig(RunHook):
                 dcgm_url=self.plan.dcgm_url,
                 pid=(lambda: target.pid) if target is not None else None,
                 t0_ns=t0_ns,
+                window_start_s=ctx.scenario.load.warmup_s,
             )
             await self.scraper.start()
         for i, ev in enumerate(self.plan.events):

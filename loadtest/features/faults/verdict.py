@@ -25,7 +25,7 @@ import numpy as np
 
 from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
 from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
-from loadtest.features.scrape import acceptance
+from loadtest.features.server_summary import acceptance
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import (
     CancelFigures,

@@ -1,0 +1,120 @@
+"""The ``server`` block of a summary, from the ``/metrics`` samples of a run.
+
+Rates are the change of a server's counters between the first and the last sample
+(acceptance, acceptance by position, prefix-cache hits); latency percentiles come from
+the histograms scraped at the measured window's edges; peaks are of each gauge.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from loadtest.features.histograms import bucket_quantile, buckets_between
+from loadtest.model.summary import Percentiles, ServerBlock
+
+__all__ = ["acceptance", "position_rates", "summarize_samples", "window_latency"]
+
+
+def acceptance(first: dict[str, Any], last: dict[str, Any]) -> float | None:
+    """Accepted / drafted tokens between two samples, None without drafts between them."""
+    return _rate(first, last, "accepted_tokens", "draft_tokens")
+
+
+def _rate(first: dict[str, Any], last: dict[str, Any], part: str, whole: str) -> float | None:
+    """How much ``part`` grew over how much ``whole`` grew, None where ``whole`` did not."""
+    try:
+        grew = float(last[whole]) - float(first[whole])
+        of_it = float(last[part]) - float(first[part])
+    except (KeyError, TypeError):
+        return None
+    return of_it / grew if grew > 0 else None
+
+
+def position_rates(first: dict[str, Any], last: dict[str, Any]) -> list[float] | None:
+    """P(the draft's token at position ``i`` is accepted), by position, between two
+    samples: accepted drafts at each position over drafts; None without drafts."""
+    drafts = float(last.get("drafts", 0.0)) - float(first.get("drafts", 0.0))
+    if drafts <= 0:
+        return None
+    before = list(first.get("accepted_per_position") or [])
+    after = list(last.get("accepted_per_position") or [])
+    before += [0.0] * (len(after) - len(before))
+    return [round((a - b) / drafts, 6) for a, b in zip(after, before, strict=False)]
+
+
+def window_latency(rows: list[dict[str, Any]], out: ServerBlock) -> None:
+    """Add the server's own TTFT and ITL p50/p95 over the measured window to ``out``: the
+    histograms of the scrapes at its two edges, subtracted (what the server saw between
+    them), or a ``latency_note`` saying why not."""
+    if not any("histograms" in r for r in rows):
+        return  # the server keeps no such histograms: nothing to say
+    start = next((r for r in rows if r.get("edge") == "start" and "histograms" in r), None)
+    end = next((r for r in reversed(rows) if r.get("edge") == "end" and "histograms" in r), None)
+    if start is None or end is None:
+        out["latency_note"] = (
+            "the server's latency histograms were not scraped at both edges of the "
+            "measured window (a run cut short, or one that ended in its warm-up)"
+        )
+        return
+    for key in ("ttft", "itl"):
+        if key not in start["histograms"] or key not in end["histograms"]:
+            continue
+        seen = buckets_between(start["histograms"][key], end["histograms"][key])
+        if seen is None:
+            out["latency_note"] = f"the server's {key} histogram went back between the edges"
+            continue
+        p50, p95 = bucket_quantile(0.5, seen), bucket_quantile(0.95, seen)
+        if p50 is None or p95 is None:
+            out["latency_note"] = f"the server observed no {key} in the measured window"
+            continue
+        found: Percentiles = {"p50": round(p50 * 1000, 3), "p95": round(p95 * 1000, 3)}
+        if key == "ttft":
+            out["ttft_ms"] = found
+            out["histogram_requests"] = round(seen["counts"][-1])
+        else:
+            out["itl_ms"] = found
+
+
+PeakKey = Literal[
+    "running_peak",
+    "waiting_peak",
+    "kv_cache_usage_peak",
+    "gpu_memory_mib_peak",
+    "gpu_power_w_peak",
+    "target_rss_mib_peak",
+]
+
+
+def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
+    """Acceptance over the run and the peak of each gauge."""
+    ok = [s for s in samples if s.get("ok")]
+    out: ServerBlock = {"samples": len(samples), "scraped": len(ok)}
+    if not ok:
+        return out
+    out["engine"] = ok[-1].get("engine")
+    out["acceptance_rate"] = acceptance(ok[0], ok[-1])
+    if ok[-1].get("accepted_per_position"):
+        out["accepted_per_position"] = position_rates(ok[0], ok[-1])
+    if "prefix_cache_queries" in ok[-1]:
+        hit_rate = _rate(ok[0], ok[-1], "prefix_cache_hits", "prefix_cache_queries")
+        out["prefix_cache_hit_rate"] = hit_rate
+    window_latency(ok, out)
+
+    def peak(field: str, rows: list[dict[str, Any]]) -> float | None:
+        return max((r[field] for r in rows if field in r), default=None)
+
+    peaks: tuple[tuple[PeakKey, float | None], ...] = (
+        ("running_peak", peak("running", ok)),
+        ("waiting_peak", peak("waiting", ok)),
+        ("kv_cache_usage_peak", peak("kv_cache_usage", ok)),
+        ("gpu_memory_mib_peak", peak("gpu_memory_mib", ok)),
+        ("gpu_power_w_peak", peak("gpu_power_w", ok)),
+        ("target_rss_mib_peak", peak("target_rss_mib", samples)),
+    )
+    for key, value in peaks:
+        if value is not None:
+            out[key] = value
+    if "fallbacks" in ok[-1]:
+        # A count: the counter is parsed as a float, the summary prints it as one.
+        out["fallbacks"] = round(ok[-1]["fallbacks"] - ok[0].get("fallbacks", 0))
+    return out

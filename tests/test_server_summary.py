@@ -1,0 +1,99 @@
+"""The server block of a run against the built-in speculative deployment: acceptance by
+position, the prefix-cache hit rate and the server's own latency, read from its
+``/metrics`` as from vLLM's; and the scrape at the end of a warm-up."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+from loadtest.cli.main import main
+from loadtest.features.scrape import Scraper
+from loadtest.features.server_summary import summarize_samples
+from loadtest.sim import SimConfig
+from loadtest.sim.process import InProcessSim
+
+K = 4
+P = 0.7
+REQUESTS = 40
+_SCENARIO = f"""
+name = "positions"
+max_tokens = 64
+[[sources]]
+kind = "inline"
+category = "chat"
+prompts = ["tell me a story about a cat", "what is the weather like", "say hello"]
+[load]
+mode = "closed"
+concurrency = 4
+requests = {REQUESTS}
+[sim]
+speculative = true
+spec_k = {K}
+accept_chat = {P}
+itl_ms = 2.0
+ttft_ms = 2.0
+draft_timeout_ms = 2000.0
+"""
+
+
+def test_a_run_reads_acceptance_by_position_and_the_servers_latency(tmp_path: Path) -> None:
+    path = tmp_path / "positions.toml"
+    path.write_text(_SCENARIO)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--no-tui", "-q", "--out", str(out)]) == 0
+    (run_dir,) = out.iterdir()
+    summary = orjson.loads((run_dir / "summary.json").read_bytes())
+    server = summary["server"]
+    rows = [orjson.loads(line) for line in (run_dir / "metrics.jsonl").read_bytes().splitlines()]
+    ok = [r for r in rows if r["ok"]]
+    drafts = ok[-1]["drafts"] - ok[0]["drafts"]
+    rates = server["accepted_per_position"]
+    assert len(rates) == K and drafts > 0
+    assert all(a >= b for a, b in itertools.pairwise(rates))
+    for i, rate in enumerate(rates):
+        # Each draft accepts position i with chance p^(i+1), independently of the other
+        # drafts (each stream draws from its own seeded generator): the rate is a
+        # binomial share with sd sqrt(q(1-q)/n). 4 sd (~900 drafts: 0.06 at position 0)
+        # fails p = 0.6 or a position off by one (0.49 for 0.7), and by chance 1 in 15,000.
+        q = P ** (i + 1)
+        assert abs(rate - q) <= 4 * math.sqrt(q * (1 - q) / drafts), (i, rate, q)
+    assert server["prefix_cache_hit_rate"] is None  # no prefix cache: nothing looked up
+    # The server's histograms, read at the window's edges, counted this run's requests.
+    assert server["histogram_requests"] == summary["requests"]["sent"] == REQUESTS
+    assert 0 < server["ttft_ms"]["p50"] <= server["ttft_ms"]["p95"]
+    assert 0 < server["itl_ms"]["p50"] <= server["itl_ms"]["p95"]
+    assert "latency_note" not in server
+
+
+async def test_the_scrape_at_the_end_of_the_warm_up_starts_the_window(tmp_path: Path) -> None:
+    """With a warm-up the start edge is scraped when it ends: requests before it are not
+    in the server's figures, those after are."""
+    cfg = SimConfig(itl_ms=1.0, itl_sigma=0.0, ttft_ms=1.0)
+    async with InProcessSim(cfg) as sim, aiohttp.ClientSession() as s:
+        scraper = Scraper(sim.url + "/metrics", tmp_path / "metrics.jsonl", window_start_s=0.3)
+        await scraper.start()
+        await _ask(s, sim.url, 3)  # in the warm-up
+        for _ in range(100):  # the edge is due 0.3 s after the start
+            if any(r.get("edge") == "start" for r in scraper.samples):
+                break
+            await asyncio.sleep(0.02)
+        await _ask(s, sim.url, 5)
+        await scraper.close()
+    edges = [r["edge"] for r in scraper.samples if "edge" in r]
+    assert edges == ["start", "end"]
+    assert scraper.samples[0].get("edge") is None  # the first scrape is not an edge here
+    assert summarize_samples(scraper.samples)["histogram_requests"] == 5
+
+
+async def _ask(s: aiohttp.ClientSession, url: str, n: int) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    for _ in range(n):
+        async with s.post(url + "/v1/chat/completions", json=body) as resp:
+            assert resp.status == 200
+            await resp.read()
