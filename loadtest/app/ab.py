@@ -89,8 +89,12 @@ def run_ab(
         label = (
             f"{base.label} " * bool(base.label) + f"{LETTERS[side]} {len(runs[side]) + 1}/{repeat}"
         )
+        # Named here, not by the second it starts (the run id): two short runs of a
+        # side back to back started in one second and the second overwrote the first.
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+        run_dir = folder / side / f"{stamp}-{name}-{len(runs[side]) + 1:02d}"
         options = dataclasses.replace(
-            base, out=str(folder / side), record_outputs=True, label=label
+            base, out=str(folder / side), run_dir=str(run_dir), record_outputs=True, label=label
         )
         run_dir, interrupted = run_side(sides[side], options, run)
         data = load_run(run_dir)
