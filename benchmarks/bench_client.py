@@ -108,6 +108,7 @@ async def _plain_reader(url: str, concurrency: int, seconds: float, max_tokens: 
 def bench_ingest(seconds: float, concurrency: int) -> dict[str, Any]:
     # No delays at all: the simulator writes as fast as the socket takes it, in batches.
     sim_cfg = SimConfig(
+        step_token_share=0.0,
         ttft_ms=0.0,
         itl_ms=0.0,
         ttft_sigma=0,
@@ -190,7 +191,12 @@ def bench_ttft(
         # Slow enough per stream that the streams stay within one simulator core.
         itl = itl_ms or (20.0 if n < 1000 else 100.0 if n < 5000 else 500.0)
         sim_cfg = SimConfig(
-            ttft_ms=30.0, ttft_sigma=0.2, itl_ms=itl, itl_sigma=0.2, min_output_fraction=1.0
+            step_token_share=0.0,
+            ttft_ms=30.0,
+            ttft_sigma=0.2,
+            itl_ms=itl,
+            itl_sigma=0.2,
+            min_output_fraction=1.0,
         )
         with SimProcess(sim_cfg) as sim:
             records: list[RequestRecord] = []
@@ -250,7 +256,12 @@ def bench_ttft(
 # -- 3. Poisson at 1,000 req/s -------------------------------------------------------------
 def bench_poisson(rate: float, seconds: float) -> dict[str, Any]:
     sim_cfg = SimConfig(
-        ttft_ms=5.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1, min_output_fraction=1.0
+        step_token_share=0.0,
+        ttft_ms=5.0,
+        itl_ms=2.0,
+        ttft_sigma=0.1,
+        itl_sigma=0.1,
+        min_output_fraction=1.0,
     )
     with SimProcess(sim_cfg) as sim:
         records: list[RequestRecord] = []

@@ -44,7 +44,7 @@ def _scenario(folder: Path, max_tokens: int) -> Path:
 
 
 def _runs(args: argparse.Namespace, folder: Path) -> dict[str, list[Path]]:
-    config = SimConfig(ttft_ms=8.0, itl_ms=2.0, ttft_sigma=0.2, itl_sigma=0.2)
+    config = SimConfig(step_token_share=0.0, ttft_ms=8.0, itl_ms=2.0, ttft_sigma=0.2, itl_sigma=0.2)
     sims = {"a": SimProcess(config), "b": SimProcess(dataclasses.replace(config, seed=1))}
     urls = {side: p.start() for side, p in sims.items()}
     scenario = _scenario(folder, args.max_tokens)

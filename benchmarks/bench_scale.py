@@ -84,7 +84,12 @@ async def _streams(url: str, n: int, out: Path) -> dict[str, Any]:
 def bench_streams(levels: list[int]) -> list[dict[str, Any]]:
     """Memory per open stream at each level, one fresh driver state per level."""
     cfg = SimConfig(
-        ttft_ms=50.0, itl_ms=1000.0, ttft_sigma=0.0, itl_sigma=0.0, min_output_fraction=1.0
+        step_token_share=0.0,
+        ttft_ms=50.0,
+        itl_ms=1000.0,
+        ttft_sigma=0.0,
+        itl_sigma=0.0,
+        min_output_fraction=1.0,
     )
     rows = []
     with SimProcess(cfg) as sim, tempfile.TemporaryDirectory() as tmp:
@@ -113,7 +118,14 @@ async def _long(url: str, requests: int, out: Path) -> list[tuple[int, float, fl
 
 def bench_long(requests: int) -> list[tuple[int, float, float]]:
     """RSS every tenth of a ``requests``-long run against a fast simulator."""
-    cfg = SimConfig(ttft_ms=0.0, itl_ms=0.0, ttft_sigma=0.0, itl_sigma=0.0, ttft_per_1k_tokens_ms=0)
+    cfg = SimConfig(
+        step_token_share=0.0,
+        ttft_ms=0.0,
+        itl_ms=0.0,
+        ttft_sigma=0.0,
+        itl_sigma=0.0,
+        ttft_per_1k_tokens_ms=0,
+    )
     with SimProcess(cfg) as sim, tempfile.TemporaryDirectory() as tmp:
         return asyncio.run(_long(sim.url, requests, Path(tmp)))
 

@@ -59,7 +59,12 @@ async def replay(trace: Path, url: str, run_dir: Path, sink: list[RequestRecord]
 def bench(rate: float, seconds: float) -> JsonObject:
     """Replay ``rate * seconds`` requests; returns the lag figures."""
     sim_cfg = SimConfig(
-        ttft_ms=5.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1, min_output_fraction=1.0
+        step_token_share=0.0,
+        ttft_ms=5.0,
+        itl_ms=2.0,
+        ttft_sigma=0.1,
+        itl_sigma=0.1,
+        min_output_fraction=1.0,
     )
     with tempfile.TemporaryDirectory() as tmp, SimProcess(sim_cfg) as sim:
         trace = Path(tmp) / "trace.jsonl"

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from loadtest.sim.load import BatchLoad
 from loadtest.sim.model import SimConfig
 from loadtest.sim.speculation import DraftHealth, accepted_tokens
 
@@ -42,8 +43,10 @@ class _Sequence:
 class SpecEngine:
     """Decode steps for all running sequences of one target server."""
 
-    def __init__(self, config: SimConfig) -> None:
+    def __init__(self, config: SimConfig, load: BatchLoad | None = None) -> None:
         self.config = config
+        self.load = load or BatchLoad(config.step_token_share)
+        """The server's batch: the engine keeps its decoding count; prefills add to it."""
         self.health = DraftHealth(
             backoff_s=config.probe_backoff_ms / 1000,
             backoff_max_s=config.probe_backoff_max_ms / 1000,
@@ -89,6 +92,7 @@ class SpecEngine:
         """
         seq = _Sequence(total, accept_p, random.Random(seed))
         self._active.add(seq)
+        self.load.decoding = len(self._active)
         self._wake.set()
         try:
             while seq.ready < total:
@@ -97,6 +101,7 @@ class SpecEngine:
                 yield seq.ready
         finally:
             self._active.discard(seq)
+            self.load.decoding = len(self._active)
 
     async def _loop(self) -> None:
         cfg = self.config
@@ -109,7 +114,13 @@ class SpecEngine:
             speculate = False
             if self.health.should_try(time.monotonic()):
                 speculate = await self._propose(len(batch), k)
-            step_ms = cfg.itl_ms * (cfg.verify_factor if speculate else 1.0)
+            # The whole step's tokens: k + 1 per sequence verified, plus the prefills.
+            self.load.decoding = len(batch)
+            if speculate:
+                factor = self.load.factor(cfg.verify_factor, per_sequence=k + 1)
+            else:
+                factor = self.load.factor()
+            step_ms = cfg.itl_ms * factor
             if cfg.itl_sigma > 0:
                 step_ms *= math.exp(self._rng.gauss(0.0, cfg.itl_sigma))
             await asyncio.sleep(step_ms / 1000)

@@ -84,7 +84,19 @@ class SimConfig:
     accept_multilingual: float = 0.35
     """Per-token acceptance probability of drafts for non-English prompts."""
     verify_factor: float = 1.15
-    """A verify step's time relative to a plain decode step (``itl_ms``)."""
+    """A verify step's time relative to a plain decode step (``itl_ms``), before the
+    cost of the tokens it carries (``step_token_share``)."""
+    step_token_share: float = 0.01
+    """Load model: each token a decode step carries beyond its own adds this share of
+    ``itl_ms`` to the step (a compute cost on top of the memory-bound floor), so
+    latency grows with the batch, and a verify step, carrying ``spec_k + 1`` tokens per
+    sequence, loses its advantage past a computable batch (0 = flat, the old model)."""
+    prefill_chunk_tokens: int = 256
+    """Load model: prompt tokens a request in its prefill adds to each step until its
+    first token (chunked prefill sharing steps with decode)."""
+    kv_tokens: int = 0
+    """KV capacity in tokens: a request reserves its prompt and answer when admitted and
+    waits while they do not fit (0 = unlimited)."""
     draft_timeout_ms: float = 60.0
     """The target gives up on a draft answer after this long and decodes plainly."""
     probe_backoff_ms: float = 250.0
@@ -130,6 +142,10 @@ class SimConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise UsageError(f"sim {name} must be between 0 and 1, not {value}")
+        if self.step_token_share < 0 or self.kv_tokens < 0:
+            raise UsageError("sim step_token_share and kv_tokens must not be negative")
+        if self.prefill_chunk_tokens < 1:
+            raise UsageError("sim prefill_chunk_tokens must be at least 1")
         if self.spec_k < 1:
             raise UsageError(f"sim spec_k must be at least 1, not {self.spec_k}")
         for name in ("ttft_ms", "itl_ms", "draft_timeout_ms", "load_s", "cold_start_ms"):

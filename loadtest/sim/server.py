@@ -33,6 +33,8 @@ from loadtest._compat import kernel_stamps
 from loadtest.model.json import JsonObject
 from loadtest.sim.engine import SpecEngine
 from loadtest.sim.frames import error_response
+from loadtest.sim.load import BatchLoad, KvBudget
+from loadtest.sim.metrics import server_samples
 from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
 from loadtest.sim.prometheus import Sample, metrics_handler
 from loadtest.sim.responses import as_chat
@@ -67,7 +69,9 @@ class SimServer:
         self._warming: asyncio.Task[None] | None = None
         self._last_active = time.monotonic()
         self._prefixes: collections.OrderedDict[bytes, None] = collections.OrderedDict()
-        self.engine = SpecEngine(config) if config.draft_url else None
+        self.load = BatchLoad(config.step_token_share)
+        self.kv = KvBudget(config.kv_tokens)
+        self.engine = SpecEngine(config, self.load) if config.draft_url else None
         self._leaks: set[asyncio.Task[None]] = set()
         self.arrivals: weakref.WeakKeyDictionary[Any, _Arrival] = weakref.WeakKeyDictionary()
         """Per connection (by transport), when its latest bytes reached the kernel."""
@@ -117,48 +121,7 @@ class SimServer:
 
     def samples(self) -> list[Sample]:
         """What ``/metrics`` shows, under vLLM's names where vLLM has one."""
-        out: list[Sample] = [
-            ("vllm:num_requests_running", "gauge", self.running, "Requests being served."),
-            ("vllm:num_requests_waiting", "gauge", self.waiting, "Requests queued."),
-            ("loadtest_sim_requests_served", "counter", self.served, "Requests ended."),
-            (
-                "loadtest_sim_cancellations",
-                "counter",
-                self.cancelled,
-                "Requests whose client went away before the end.",
-            ),
-            ("loadtest_sim_cold_starts", "counter", self.cold_starts, "Warm-ups paid."),
-            ("loadtest_sim_prefix_cache_hits", "counter", self.prefix_hits, "Prefix hits."),
-        ]
-        if self._slots is not None:
-            usage = self.running / self.config.max_running
-            out.append(("vllm:kv_cache_usage_perc", "gauge", usage, "Share of slots in use."))
-        eng = self.engine
-        if eng is not None:
-            out += [
-                (
-                    "vllm:spec_decode_num_draft_tokens",
-                    "counter",
-                    eng.draft_tokens,
-                    "Draft tokens proposed to the verifier.",
-                ),
-                (
-                    "vllm:spec_decode_num_accepted_tokens",
-                    "counter",
-                    eng.accepted_tokens,
-                    "Draft tokens the verifier accepted.",
-                ),
-                ("vllm:spec_decode_num_drafts", "counter", eng.drafts, "Draft steps."),
-                (
-                    "loadtest_sim_draft_fallbacks",
-                    "counter",
-                    eng.health.fallbacks,
-                    "Switches from speculation to plain decoding.",
-                ),
-                ("loadtest_sim_plain_steps", "counter", eng.plain_steps, "Steps without draft."),
-                ("loadtest_sim_speculating", "gauge", int(eng.speculating), "1 = drafts in use."),
-            ]
-        return out
+        return server_samples(self)
 
     def _cool_if_idle(self) -> None:
         """An arrival after ``idle_cold_s`` with nothing running finds the server cold."""
@@ -236,9 +199,16 @@ class SimServer:
             return error_response(plan.fail_status, "simulated server error")
         self._cool_if_idle()
         self.waiting += 1
+        need = plan.prompt_tokens + plan.completion_tokens
         try:
             if self._slots is not None:
                 await self._slots.acquire()
+            try:
+                await self.kv.reserve(need)
+            except asyncio.CancelledError:
+                if self._slots is not None:
+                    self._slots.release()
+                raise
         except asyncio.CancelledError:
             self._gone(truth)
             raise
@@ -249,6 +219,9 @@ class SimServer:
         try:
             await self._warm_up()
             plan, ttft = self._after_cache(plan, req)
+            # The prefill shares its steps with what else runs: they slow it, as it will
+            # slow them (counted while the stream waits for its first token).
+            ttft = int(ttft * self.load.factor(per_sequence=self._tokens_per_sequence(), own=0))
             ttft += _perf() - received
             truth.first_token_scheduled_ns = received + ttft
             if req.get("stream"):
@@ -266,13 +239,13 @@ class SimServer:
                 end = received + plan.token_offsets_ns[-1]
                 if self.config.leak_on_disconnect_s > 0:
                     end = _perf() + int(self.config.leak_on_disconnect_s * 1e9)
-                task = asyncio.get_running_loop().create_task(self._leak(end))
+                task = asyncio.get_running_loop().create_task(self._leak(end, need))
                 self._leaks.add(task)
                 task.add_done_callback(self._leaks.discard)
             raise
         finally:
             if not leaked:
-                self._release()
+                await self._release(need)
             self.served += 1
             self._last_active = time.monotonic()
             truth.end_ns = _perf()
@@ -281,26 +254,52 @@ class SimServer:
         truth.outcome = "client_gone"
         self.cancelled += 1
 
-    def _release(self) -> None:
+    async def _release(self, kv_tokens: int) -> None:
         self.running -= 1
+        await self.kv.release(kv_tokens)
         if self._slots is not None:
             self._slots.release()
 
-    async def _leak(self, until_ns: int) -> None:
+    async def _leak(self, until_ns: int, kv_tokens: int) -> None:
         await asyncio.sleep(max(0, until_ns - _perf()) / 1e9)
-        self._release()
+        await self._release(kv_tokens)
+
+    def _tokens_per_sequence(self) -> int:
+        """Tokens a decoding sequence puts into each step: k + 1 while verifying."""
+        engine = self.engine
+        return self.config.spec_k + 1 if engine is not None and engine.speculating else 1
 
     async def _source(
         self, plan: ResponsePlan, received: int, ttft: int, category: str, rid: str
     ) -> AsyncIterator[int]:
-        """Yield the end index of the pieces to write next, when they are due."""
-        if self.engine is None:
-            shift = ttft - plan.ttft_ns  # queueing, warm-up and prefix cache move it all
-            async for j in timed(plan, received + shift, self.config.max_batch):
-                yield j
-            return
-        await sleep_until(received + ttft)
-        yield 1
+        """Yield the end index of the pieces to write next, when they are due.
+
+        Until its first token the request's prefill chunk is in every step; after it,
+        a plain stream is one decoding sequence (the engine counts its own).
+        """
+        chunk = min(plan.prompt_tokens, self.config.prefill_chunk_tokens)
+        load = self.load
+        load.prefilling += chunk
+        prefilling, decoding = True, False
+        try:
+            if self.engine is None:
+                shift = ttft - plan.ttft_ns  # queueing, warm-up and prefix cache move it all
+                async for j in timed(plan, received + shift, self.config.max_batch, load):
+                    if prefilling:
+                        load.prefilling -= chunk
+                        load.decoding += 1
+                        prefilling, decoding = False, True
+                    yield j
+                return
+            await sleep_until(received + ttft)
+            load.prefilling -= chunk
+            prefilling = False
+            yield 1
+        finally:
+            if prefilling:
+                load.prefilling -= chunk
+            if decoding:
+                load.decoding -= 1
         seed = int.from_bytes(hashlib.blake2b(rid.encode(), digest_size=8).digest(), "little")
         async for j in self.engine.decode(plan.completion_tokens, self._accept(category), seed):
             yield j

@@ -27,6 +27,7 @@ from loadtest.sim.frames import (
     usage,
     usage_chunk,
 )
+from loadtest.sim.load import BatchLoad
 from loadtest.sim.model import ResponsePlan, Truth
 from loadtest.sim.responses import closing, delta_frame, opening, response_object
 
@@ -42,22 +43,32 @@ async def sleep_until(due_ns: int) -> None:
         await asyncio.sleep(delay / 1e9)
 
 
-async def timed(plan: ResponsePlan, start: int, cap: int) -> AsyncIterator[int]:
+async def timed(
+    plan: ResponsePlan, start: int, cap: int, load: BatchLoad | None = None
+) -> AsyncIterator[int]:
     """The plain model's schedule: pieces fall due at their planned offsets.
 
-    Pieces already due are handed out together (up to ``cap``), so a fast configuration
-    costs one write per batch rather than one per token.
+    The offsets are planned for a batch of one; with a ``load``, each gap is stretched
+    by the step factor of the batch it falls in (read when the gap starts). Pieces
+    already due are handed out together (up to ``cap``), so a fast configuration costs
+    one write per batch rather than one per token.
     """
     offsets = plan.token_offsets_ns
     n = len(offsets)
+    due = start + offsets[0]  # the first token: its TTFT is the caller's
     i = 0
     while i < n:
-        await sleep_until(start + offsets[i])
+        await sleep_until(due)
         now = _perf()
+        stretch = 1.0 if load is None else load.factor()
         j = i + 1
-        while j < n and j - i < cap and start + offsets[j] <= now:
+        while j < n and j - i < cap and due + (offsets[j] - offsets[j - 1]) * stretch <= now:
+            due += int((offsets[j] - offsets[j - 1]) * stretch)
             j += 1
         yield j
+        if j < n:
+            stretch = 1.0 if load is None else load.factor()
+            due += int((offsets[j] - offsets[j - 1]) * stretch)
         i = j
 
 
