@@ -13,19 +13,20 @@ from loadtest.cli.main import main
 from loadtest.model.decision import Decision
 from loadtest.model.io import decision_schema_bytes, load_decision
 from loadtest.sim import SimConfig
-from loadtest.sim.process import SimProcess
+from loadtest.sim.load import crossover_batch, tokens_per_verify_step
+from loadtest.sim.process import SimProcess, SpecDeployment
 
 TWIN = SimConfig(ttft_ms=8.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1)
 
 
-def scenario(tmp_path: Path, requests: int = 30, max_tokens: int = 16) -> Path:
+def scenario(tmp_path: Path, bound: str = "requests = 30", max_tokens: int = 16) -> Path:
     """One category of short chat prompts, with an SLO so that goodput is counted."""
     prompts = ", ".join(f'"prompt {i}"' for i in range(12))
     path = tmp_path / "sweep.toml"
     path.write_text(
         f'name = "sweep"\nmax_tokens = {max_tokens}\n'
         f'[[sources]]\nkind = "inline"\ncategory = "chat"\nprompts = [{prompts}]\n'
-        f"[load]\nconcurrency = 1\nrequests = {requests}\nwarmup_s = 0\n"
+        f"[load]\nconcurrency = 1\n{bound}\nwarmup_s = 0\n"
         "[slo]\ne2e_ms.p99 = 10000\n"
     )
     return path
@@ -90,8 +91,7 @@ def test_check_prints_the_plan_and_runs_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    path = scenario(tmp_path)
-    path.write_text(path.read_text().replace("requests = 30", "duration_s = 10"))
+    path = scenario(tmp_path, "duration_s = 10")
     argv = ["ab", str(path), "--sweep", "concurrency=1,2,4", "--repeat", "3"]
     assert main([*argv, "--check", "--out", str(out)]) == 0
     text = capsys.readouterr().out
@@ -109,3 +109,61 @@ def test_the_gate_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "one of the sweep's steps (1,2)" in capsys.readouterr().err
     assert main(["ab", path, "--sweep", "load=1,2", "--check"]) == 2
     assert main(["run", path, "--fail-on", "slower", "--check"]) == 2  # ab's word only
+
+
+# The designed crossover: a verify step carries spec_k + 1 tokens a sequence, and every
+# token a step carries costs step_token_share of itl_ms (the simulator's load model), so
+# the speculative side pays more per step as the batch grows.
+SHARE, ACCEPT, K, VERIFY = 0.27, 0.9, 8, 1.15
+LOADED = SimConfig(
+    ttft_ms=5.0,
+    itl_ms=8.0,
+    ttft_sigma=0.1,
+    itl_sigma=0.1,
+    min_output_fraction=1.0,
+    step_token_share=SHARE,
+    accept_chat=ACCEPT,
+    spec_k=K,
+    verify_factor=VERIFY,
+    draft_token_ms=0.1,
+)
+
+
+def test_a_designed_crossover_lies_inside_the_reported_bracket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Per token, a verify step of B sequences costs (VERIFY + s (B (K + 1) - 1)) / m and
+    # plain decoding 1 + s (B - 1), m = 1 + p + ... + p^K tokens a verify step: equal at
+    # B* = (m - VERIFY + s (1 - m)) / (s (K + 1 - m)).
+    m = sum(ACCEPT**i for i in range(K + 1))
+    designed = (m - VERIFY + SHARE * (1 - m)) / (SHARE * (K + 1 - m))
+    assert m == pytest.approx(tokens_per_verify_step(ACCEPT, K))
+    assert designed == pytest.approx(crossover_batch(ACCEPT, K, VERIFY, SHARE))
+    assert 4 < designed < 5  # 4.6: the model says 0.54x plain at 1, 1.15x at 8
+    plain, spec = SimProcess(LOADED), SpecDeployment(LOADED)
+    try:
+        baseline = plain.start()
+        candidate, _ = spec.start()
+        out = tmp_path / "out"
+        argv = ["ab", str(scenario(tmp_path, "duration_s = 2.5", 32)), "--out", str(out)]
+        argv += ["--baseline", baseline, "--candidate", candidate, "--repeat", "2"]
+        code = main([*argv, "--sweep", "concurrency=1,8", "--fail-on", "slower"])
+    finally:
+        plain.stop()
+        spec.stop()
+    captured = capsys.readouterr()
+    d = only_decision(out)
+    chat = d["rows"][0]
+    b = chat["bracket"]
+    # Steps well either side of B*: the draft's own round trip per step (not in the
+    # formula, ~5 ms here on a busy 2-core machine) moves the measured crossover below
+    # B* (measured: -28% at 1, +0% at 2, +35% at 8), so a step at 2 or 4 could be
+    # called slower on a busier machine and the bracket would then be the round trip's.
+    assert (b["faster_to"], b["slower_from"]) == (1, 8), captured.out
+    assert b["faster_to"] <= designed <= b["slower_from"]
+    assert b["text"].startswith("faster up to 1 (e2e -"), b
+    # Both ends called: the zero crossing interpolated between them (measured: ~4).
+    assert b["crossover"] is not None and 1 < b["crossover"] < 8, b
+    # --fail-on slower: the candidate is slower at 8, said on the closing line.
+    assert code == 1
+    assert "exit 1: concurrency 8: chat slower (e2e +" in captured.err

@@ -38,8 +38,11 @@ def cell_text(cell: DecisionCell, width: int = CELL - 1) -> str:
     head = _pct(e)
     if lo is None or hi is None:
         return head
-    full = f"{head} [{_pct(lo, '')},{_pct(hi, '')}]"
-    return full if len(full) <= width else head
+    interval = f"[{_pct(lo, '')},{_pct(hi, '')}]"
+    for text in (f"{head} {interval}", head + interval):
+        if len(text) <= width:
+            return text
+    return head
 
 
 def _row(label: str, cells: list[str]) -> str:
@@ -69,9 +72,7 @@ def render_decision(d: Decision) -> str:
     for row in d["rows"]:
         lines.append(_row(row["category"], [SAID[c["verdict"]] for c in row["steps"]]))
         for j, metric in enumerate(row["deciding"]):
-            label = (
-                "  " + METRIC_LABELS[metric] + (" (+ more)" if metric == "goodput_per_s" else "")
-            )
+            label = "  " + METRIC_LABELS[metric]
             lines.append(_row(label, [cell_text(c["cells"][j]) for c in row["steps"]]))
     blocked = [s for s in d["steps"] if s["blocked"]]
     for s in blocked:
