@@ -80,7 +80,13 @@ def render_decision(d: Decision) -> str:
     lines.append("")
     lines.append("where the candidate stops paying:")
     for row in d["rows"]:
-        lines.append(f"  {row['category']}: {row['bracket']['text']}")
+        b = row["bracket"]
+        crossing = (
+            f"; the effect crosses zero near {b['crossover']:g} (interpolated)"
+            if b["crossover"] is not None
+            else ""
+        )
+        lines.append(f"  {row['category']}: {b['text']}{crossing}")
         why = {c["why"] for call in row["steps"] for c in call["cells"] if c["why"]}
         if why and row["category"] == "whole mix":
             lines.append(f"    ({'; '.join(sorted(why))})")
