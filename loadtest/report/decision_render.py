@@ -82,7 +82,7 @@ def render_decision(d: Decision) -> str:
     for row in d["rows"]:
         b = row["bracket"]
         crossing = (
-            f"; the effect crosses zero near {b['crossover']:g} (interpolated)"
+            f"; the effect crosses zero near {b['crossover']:.3g} (interpolated)"
             if b["crossover"] is not None
             else ""
         )
