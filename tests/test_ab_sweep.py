@@ -80,6 +80,13 @@ def test_identical_sides_show_no_difference_at_every_step(
     assert gate is not None and gate["failed"] is False
     # The table as printed: both steps, both rows, the brackets.
     assert "c=1" in printed and "c=4" in printed and "no difference across the range" in printed
+    # The folder's HTML report opens with the decision, its plot embedded.
+    (folder,) = out.iterdir()
+    assert main(["report", str(folder)]) == 0
+    page = (folder / "report.html").read_text()
+    assert "The decision, per category and concurrency" in page
+    assert "no difference across the range" in page and "data:image/png;base64," in page
+    assert (folder / "plots" / "decision.svg").exists()
     # Every step is an ab of its own: comparison.json and both sides' runs.
     for step in d["steps"]:
         folder = Path(step["folder"])
