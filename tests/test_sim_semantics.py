@@ -116,3 +116,21 @@ async def test_tokenize_speaks_llama_cpp_and_vllm() -> None:
     assert set(vllm) == {"tokens", "count", "max_model_len", "token_strs"}
     assert vllm["count"] == 3 and vllm["token_strs"] == ["abcd", "efgh", "ij"]
     assert vllm["tokens"][:2] == llama["tokens"]
+
+
+def _text(chunks: list[dict[str, Any]]) -> str:
+    return "".join(ch.get("delta", {}).get("content") or "" for c in chunks for ch in c["choices"])
+
+
+async def test_temperature_zero_is_greedy_and_a_seed_varies_a_sampled_answer() -> None:
+    async with InProcessSim(FAST) as sim:
+        greedy = [
+            _text(await _stream(sim.url, _chat(3, max_tokens=24, temperature=0, seed=s)))
+            for s in (1, 2, 3)
+        ]
+        sampled = [
+            _text(await _stream(sim.url, _chat(3, max_tokens=24, temperature=0.8, seed=s)))
+            for s in (1, 2, 3, 1)
+        ]
+    assert len(set(greedy)) == 1
+    assert len(set(sampled[:3])) == 3 and sampled[3] == sampled[0]

@@ -22,6 +22,7 @@ from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.sim import SimConfig, SimProcess
 from loadtest.sim.process import SpecDeployment, sim_command
+from loadtest.sim.profile import with_profile
 from loadtest.transport.urls import server_root
 
 __all__ = ["Deployment", "check_deployment", "free_port", "free_ports", "plan_deployment"]
@@ -118,7 +119,8 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
         target = ManagedTarget(t, run_dir / "target.log")
         rig = _rig(scenario, t.endpoint, target, None, {})
         return Deployment(t.endpoint, rig, notes=(f"managed target: {' '.join(t.command)}",))
-    config = dataclasses.replace(SimConfig(seed=scenario.seed), **scenario.sim.settings)
+    settings = scenario.sim.settings
+    config = with_profile(dataclasses.replace(SimConfig(seed=scenario.seed), **settings), settings)
     if not scenario.sim.speculative and not plan.events:
         sim = SimProcess(config, port=free_port())
         sim.spawn()

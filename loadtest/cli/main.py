@@ -80,6 +80,10 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
         action="store_true",
         help="serve a speculative deployment: a draft process and a target process",
     )
+    sim.add_argument(
+        "--fit", nargs="+", metavar="RUN", help="fit a profile to runs against a real engine"
+    )
+    sim.add_argument("--write", default="sim-profile.toml", help="--fit: the profile to write")
     cmp = sub.add_parser(
         "compare",
         parents=[out],
@@ -281,12 +285,28 @@ def _serve_llama(args: argparse.Namespace) -> int:
 
 def _sim(args: argparse.Namespace) -> int:
     import asyncio
+    from pathlib import Path
 
     from loadtest.sim.model import SimConfig
     from loadtest.sim.process import die_with_parent, serve, serve_deployment
+    from loadtest.sim.profile import with_profile
 
+    if args.fit:
+        from loadtest.app.twin import fit_profile
+
+        out, settings, notes = fit_profile(args.fit, Path(args.write))
+        print("\n".join([*notes, *(f"{k} = {v}" for k, v in settings.items())]))
+        print(f"profile: {out} (serve it: loadtest sim --profile {out})")
+        return EXIT_OK
     die_with_parent()
     config = SimConfig(**{f.name: getattr(args, f.name) for f in fields(SimConfig)})
+    defaults = SimConfig()
+    given = {
+        f.name: getattr(config, f.name)
+        for f in fields(SimConfig)
+        if f.name != "profile" and getattr(config, f.name) != getattr(defaults, f.name)
+    }
+    config = with_profile(config, given)
     config.check()
     try:
         if args.spec:

@@ -94,6 +94,10 @@ class SimConfig:
     prefill_chunk_tokens: int = 256
     """Load model: prompt tokens a request in its prefill adds to each step until its
     first token (chunked prefill sharing steps with decode)."""
+    profile: str = ""
+    """A profile TOML fitted to a real engine (``loadtest sim --fit``): its settings are
+    the base, settings given explicitly win; the server warns when the load leaves the
+    range it was fitted on."""
     kv_tokens: int = 0
     """KV capacity in tokens: a request reserves its prompt and answer when admitted and
     waits while they do not fit (0 = unlimited)."""
@@ -211,9 +215,23 @@ def _lognormal(rng: random.Random, median: float, sigma: float) -> float:
     return median * math.exp(rng.gauss(0.0, sigma)) if sigma > 0 else median
 
 
+_NOT_SAMPLING = ("seed", "stream", "stream_options", "user")
+"""Keys that change no greedy answer: at temperature 0 an engine gives the same text
+whatever the seed, streamed or not."""
+
+
+def _answer_key(body: bytes, request: JsonObject) -> bytes:
+    """What the answer is drawn from: the request's bytes, less what cannot change a
+    greedy answer at temperature 0 (with a higher one, a ``seed`` gives another)."""
+    if request.get("temperature") == 0 and any(k in request for k in _NOT_SAMPLING):
+        return orjson.dumps({k: v for k, v in request.items() if k not in _NOT_SAMPLING})
+    return body
+
+
 def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponsePlan:
     """Decide the whole response to ``request`` (whose raw bytes are ``body``)."""
-    rng = _rng_for(cfg.seed, body)
+    key_body = _answer_key(body, request)
+    rng = _rng_for(cfg.seed, key_body)
     prompt_chars = _prompt_chars(request)
     prompt_tokens = max(1, prompt_chars // 4)
     prefill_ms = cfg.ttft_per_1k_tokens_ms * prompt_tokens / 1000
@@ -238,7 +256,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
             ("" if i == 0 else " ") + _WORDS[rng.randrange(len(_WORDS))] for i in range(n)
         )
     # Its own draw, so every other draw of the plan stays as it was.
-    diverge = cfg.diverge_rate > 0 and _rng_for(cfg.seed + 1, body).random() < cfg.diverge_rate
+    diverge = cfg.diverge_rate > 0 and _rng_for(cfg.seed + 1, key_body).random() < cfg.diverge_rate
     if diverge and tool_name is None and pieces:
         pieces = (*pieces[:-1], (" " if len(pieces) > 1 else "") + "diverged")
     offsets = []

@@ -36,6 +36,7 @@ from loadtest.sim.frames import error_response
 from loadtest.sim.load import BatchLoad, KvBudget
 from loadtest.sim.metrics import server_samples
 from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
+from loadtest.sim.profile import RangeWatch
 from loadtest.sim.prometheus import Sample, metrics_handler
 from loadtest.sim.responses import as_chat
 from loadtest.sim.speculation import infer_category
@@ -71,6 +72,7 @@ class SimServer:
         self._prefixes: collections.OrderedDict[bytes, None] = collections.OrderedDict()
         self.load = BatchLoad(config.step_token_share)
         self.kv = KvBudget(config.kv_tokens)
+        self.fitted = RangeWatch.of(config)
         self.engine = SpecEngine(config, self.load) if config.draft_url else None
         self._leaks: set[asyncio.Task[None]] = set()
         self.arrivals: weakref.WeakKeyDictionary[Any, _Arrival] = weakref.WeakKeyDictionary()
@@ -215,6 +217,7 @@ class SimServer:
         finally:
             self.waiting -= 1
         self.running += 1
+        self.fitted.observe(self.running, plan.prompt_tokens)
         leaked = False
         try:
             await self._warm_up()

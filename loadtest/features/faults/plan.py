@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -240,6 +241,7 @@ def parse_target(t: Table) -> TargetSpec:
 def parse_sim(t: Table) -> SimSpec:
     """The ``[sim]`` table: ``speculative`` plus any setting of ``loadtest sim``."""
     from loadtest.sim.model import SimConfig
+    from loadtest.sim.profile import read_profile
 
     speculative = t.get("speculative", bool, False, "true or false")
     known = {f.name: f for f in dataclasses.fields(SimConfig)}
@@ -250,6 +252,11 @@ def parse_sim(t: Table) -> SimSpec:
             continue
         if name not in known or name in ("role", "draft_url"):
             raise t.fail(name, "unknown simulator setting (see `loadtest sim --help`)")
+        if name == "profile" and isinstance(value, str):
+            # Relative to the scenario file, like every path in it; read now, so that a
+            # bad profile is an error before the run.
+            value = str(Path(t.path).parent / value) if not Path(value).is_absolute() else value
+            read_profile(value)
         default = getattr(defaults, name)
         kind: tuple[type, ...] = (int, float) if isinstance(default, float) else (type(default),)
         if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, kind):

@@ -1,0 +1,206 @@
+"""``loadtest sim --fit RUN ...``: a simulator profile fitted to runs against a real engine.
+
+Best fed the steps of a sweep (several loads, the same prompts). From the measured,
+successful requests of each run it fits the simulator's own model
+(``sim/load.py``, ``sim/model.py``):
+
+- TTFT against prompt tokens, on the least loaded run: ``ttft_ms`` (the intercept),
+  ``ttft_per_1k_tokens_ms`` (the slope) and ``ttft_sigma`` (the log spread around it);
+- step time against batch: each run's median TPOT against its batch ``B`` (the
+  requests in flight by Little's law, capped at the engine's slots), as
+  ``itl_ms * (1 + step_token_share * (B - 1))``, least squares;
+- the engine's slots (``max_running``): the running peak of a run that had requests
+  waiting, from the server's own metrics; queueing beyond them is what the twin's
+  TTFT then reproduces;
+- output lengths: the share of ``max_tokens`` below which 5% of answers stop;
+- acceptance: a per-token acceptance that gives the engine's acceptance rate.
+
+What cannot be fitted from what the runs hold is said in the notes at the top of the
+profile, and the range of load and prompt lengths it saw is recorded, so the twin can
+warn when it is used beyond them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loadtest.errors import UsageError
+from loadtest.model.io import JsonLines, load_summary
+from loadtest.model.summary import Summary
+from loadtest.report.atomic import write_atomic
+from loadtest.sim.profile import FittedRange, profile_text
+
+__all__ = ["RunPoint", "fit_profile", "fit_runs", "run_point"]
+
+_ENOUGH = 20
+"""Requests the TTFT line is fitted on, at the least (from the calmest runs up)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunPoint:
+    """One run as the fit sees it: its load and its measured, successful requests."""
+
+    folder: str
+    in_flight: float
+    """Requests in flight on average (Little's law: the sum of e2e over the window)."""
+    prompt_tokens: tuple[int, ...]
+    ttft_ms: tuple[float, ...]
+    tpot_ms: tuple[float, ...]
+    output_tokens: tuple[int, ...]
+    stopped: int
+    """Answers that ended before their ``max_tokens`` (``finish_reason`` stop)."""
+    running_peak: float | None
+    waiting_peak: float | None
+    engine: str
+    acceptance: float | None
+
+
+def _folders(given: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for g in given:
+        p = Path(g)
+        if (p / "summary.json").is_file():
+            out.append(p)
+            continue
+        steps = sorted(q for q in p.glob("*") if (q / "summary.json").is_file())
+        if not steps:
+            raise UsageError(f"--fit {g}: neither a run folder nor a sweep folder of runs")
+        out += steps
+    return out
+
+
+def run_point(folder: Path) -> RunPoint:
+    """What one run folder holds for the fit."""
+    summary: Summary = load_summary(folder / "summary.json")
+    rows = [
+        r
+        for r in JsonLines(folder / "requests.jsonl")
+        if r.get("outcome") == "ok" and not r.get("warmup") and r.get("ttft_ms") is not None
+    ]
+    if not rows:
+        raise UsageError(f"--fit {folder}: no measured request completed")
+    load: Any = summary["run"].get("load") or {}
+    if load.get("mode") == "closed" and load.get("concurrency"):
+        in_flight = float(load["concurrency"])  # a closed loop keeps exactly this many
+    else:
+        # Little's law; the window's edges cut requests off, so it reads a little low.
+        window_ms = 1000 * float(summary["run"].get("measured_s") or 0) or 1.0
+        in_flight = sum(float(r.get("e2e_ms") or 0) for r in rows) / window_ms
+    server: Any = summary.get("server") or {}
+    return RunPoint(
+        folder=str(folder),
+        in_flight=max(1.0, in_flight),
+        prompt_tokens=tuple(int(r.get("prompt_tokens") or 0) for r in rows),
+        ttft_ms=tuple(float(r["ttft_ms"]) for r in rows),
+        tpot_ms=tuple(float(r["tpot_ms"]) for r in rows if r.get("tpot_ms") is not None),
+        output_tokens=tuple(int(r.get("output_tokens") or 0) for r in rows),
+        stopped=sum(1 for r in rows if r.get("finish_reason") == "stop"),
+        running_peak=server.get("running_peak"),
+        waiting_peak=server.get("waiting_peak"),
+        engine=str(server.get("engine") or "unknown"),
+        acceptance=server.get("acceptance_rate"),
+    )
+
+
+def _line(x: list[float], y: list[float]) -> tuple[float, float]:
+    """Intercept and slope of a least-squares line (slope 0 where x does not vary)."""
+    if len(set(x)) < 2:
+        return statistics.median(y), 0.0
+    slope, intercept = np.polyfit(np.asarray(x), np.asarray(y), 1)
+    return float(intercept), float(slope)
+
+
+def _per_token_acceptance(rate: float, k: int) -> float:
+    """The per-token acceptance ``p`` whose ``(p + ... + p^k) / k`` is ``rate``."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if sum(mid**i for i in range(1, k + 1)) / k < rate:
+            lo = mid
+        else:
+            hi = mid
+    return round(lo, 4)
+
+
+def fit_runs(points: list[RunPoint]) -> tuple[dict[str, Any], FittedRange, list[str]]:
+    """The profile's settings, its range, and notes on what the fit could not see."""
+    notes: list[str] = []
+    queued = [p for p in points if (p.waiting_peak or 0) > 0 and p.running_peak]
+    slots = int(max(p.running_peak or 0 for p in queued)) if queued else 0
+    if not any(p.running_peak is not None for p in points):
+        notes.append("no server metrics in the runs: the engine's slots are not known")
+    batches = [min(p.in_flight, slots) if slots else p.in_flight for p in points]
+    tpots = [statistics.median(p.tpot_ms) for p in points]
+    itl, slope = _line([b - 1 for b in batches], tpots)
+    itl = max(itl, 0.01)
+    share = max(0.0, slope / itl)
+    # TTFT from the calmest runs where no request queued for a slot, each TTFT taken
+    # back to a batch of one by its run's step factor: enough requests for a line.
+    calm: list[tuple[float, float]] = []
+    for p, b in sorted(zip(points, batches, strict=True), key=lambda x: x[0].in_flight):
+        if calm and (len(calm) >= _ENOUGH or (slots and p.in_flight > slots)):
+            break
+        factor = 1 + share * (b - 1)
+        calm += [(float(t), ms / factor) for t, ms in zip(p.prompt_tokens, p.ttft_ms, strict=True)]
+    base, per_token = _line([t for t, _ in calm], [ms for _, ms in calm])
+    per_token = max(0.0, per_token)
+    base = max(0.1, base)
+    logs = [math.log(ms / (base + per_token * t)) for t, ms in calm if ms > 0]
+    calmest = min(points, key=lambda p: p.in_flight)
+    gaps = [max(1, n - 1) for n in calmest.output_tokens]
+    tpot_logs = [math.log(t) for t in calmest.tpot_ms if t > 0]
+    itl_sigma = statistics.pstdev(tpot_logs) * math.sqrt(statistics.mean(gaps)) if tpot_logs else 0
+    outputs = [n for p in points for n in p.output_tokens]
+    stopped = sum(p.stopped for p in points)
+    settings: dict[str, Any] = {
+        "ttft_ms": round(base, 3),
+        "ttft_per_1k_tokens_ms": round(1000 * per_token, 3),
+        "ttft_sigma": round(statistics.pstdev(logs), 4) if len(logs) > 1 else 0.0,
+        "itl_ms": round(itl, 3),
+        "itl_sigma": round(min(itl_sigma, 1.0), 4),
+        "step_token_share": round(share, 5),
+        "max_running": slots,
+        # The prefill's cost is in the fitted TTFT: no chunk is added to other steps.
+        "prefill_chunk_tokens": 1,
+        "min_output_fraction": round(
+            1.0 if stopped == 0 else float(np.percentile(outputs, 5)) / max(outputs), 3
+        ),
+    }
+    rates = [p.acceptance for p in points if p.acceptance is not None]
+    if rates:
+        k = 4
+        p_token = _per_token_acceptance(statistics.median(rates), k)
+        settings |= {f"accept_{c}": p_token for c in ("tool_calls", "code", "chat", "multilingual")}
+        notes.append(
+            f"acceptance rate {statistics.median(rates):.3f} -> per-token {p_token} for every "
+            f"category at spec_k {k}; serve with --spec for the speculative twin"
+        )
+    if len(points) < 2:
+        notes.append("one run: step time against batch is not fitted (flat)")
+    fitted = FittedRange(
+        running=(
+            max(1, math.floor(min(p.in_flight for p in points))),
+            max(1, math.ceil(max(p.in_flight for p in points))),
+        ),
+        prompt_tokens=(
+            min(t for p in points for t in p.prompt_tokens),
+            max(t for p in points for t in p.prompt_tokens),
+        ),
+        engine=points[0].engine,
+        runs=tuple(p.folder for p in points),
+    )
+    return settings, fitted, notes
+
+
+def fit_profile(given: list[str], out: Path) -> tuple[Path, dict[str, Any], list[str]]:
+    """Fit the runs (folders, or sweep folders of them) and write the profile."""
+    points = [run_point(f) for f in _folders(given)]
+    settings, fitted, notes = fit_runs(points)
+    write_atomic(out, profile_text(settings, fitted, notes).encode())
+    return out, settings, notes
