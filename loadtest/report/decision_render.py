@@ -58,13 +58,13 @@ def render_decision(d: Decision) -> str:
         f"decision: candidate against baseline, per category, {kind} "
         + ", ".join(f"{load:g}" for load in d["loads"]),
         f"  effect = (B - A) / A in %, [95% interval]; called faster/SLOWER with Holm over "
-        f"{d['family_size']} tests of the sweep and |effect| >= {d['min_effect']:.0%}; "
-        "good/s: + is more"
+        f"{d['family_size']} tests of the sweep and |effect| >= {d['min_effect']:.0%}"
         + (
             f" (asked {d['min_effect_asked']:.0%}, one run a side)"
             if d["min_effect"] != d["min_effect_asked"]
             else ""
-        ),
+        )
+        + "; good/s: + is more",
         "",
         _row("category", head),
         "-" * min(WIDTH, LABEL + CELL * len(head)),
