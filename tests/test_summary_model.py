@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 
 from loadtest.errors import ResultFileError
-from loadtest.model.io import load_summary, parse_summary, summary_schema_bytes
+from loadtest.model.io import (
+    decision_schema_bytes,
+    load_summary,
+    parse_summary,
+    summary_schema_bytes,
+)
 from loadtest.model.verdict import STATE_OF, VerdictState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,11 +25,19 @@ SAMPLE = ROOT / "fixtures" / "runs" / "sample" / "summary.json"
 UPDATE = os.environ.get("LOADTEST_UPDATE_SCHEMA") == "1"
 
 
-def test_the_published_schema_is_the_one_the_model_generates() -> None:
-    fresh = summary_schema_bytes()
+@pytest.mark.parametrize(
+    ("schema", "fresh"),
+    [
+        (SCHEMA, summary_schema_bytes),
+        (ROOT / "docs" / "decision.schema.json", decision_schema_bytes),
+    ],
+)
+def test_the_published_schema_is_the_one_the_model_generates(
+    schema: Path, fresh: Callable[[], bytes]
+) -> None:
     if UPDATE:
-        SCHEMA.write_bytes(fresh)
-    assert SCHEMA.read_bytes() == fresh, f"{SCHEMA} is stale; see LOADTEST_UPDATE_SCHEMA"
+        schema.write_bytes(fresh())
+    assert schema.read_bytes() == fresh(), f"{schema} is stale; see LOADTEST_UPDATE_SCHEMA"
 
 
 def test_an_older_summary_still_loads() -> None:

@@ -68,6 +68,7 @@ def run_ab(
     *,
     min_effect: float = MIN_EFFECT,
     say: Callable[[str], None] = print,
+    folder: Path | None = None,
 ) -> tuple[Comparison | AbStopped, Path, bool]:
     """Run both sides ``repeat`` times, interleaved; returns (comparison, folder, stopped).
 
@@ -75,15 +76,25 @@ def run_ab(
     llama.cpp deployment (``ab_sides``). ``comparison.json`` is written into the folder,
     with the runs done so far when a run was stopped. Each run is labelled ``A 1/2``
     (side, run of the side) on its progress lines, and ``say`` gets one line for it
-    when it ends (``side_line``): the runs' own tables are in their folders.
+    when it ends (``side_line``): the runs' own tables are in their folders. ``folder``
+    (default ``OUT/<time>-ab-<name>``) and ``base.label`` (before ``A 1/2``) are how a
+    sweep's steps are kept apart.
     """
-    folder = Path(base.out) / (time.strftime("%Y%m%d-%H%M%S", time.localtime()) + f"-ab-{name}")
+    if folder is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+        folder = Path(base.out) / f"{stamp}-ab-{name}"
     runs: dict[str, list[RunData]] = {"baseline": [], "candidate": []}
     stopped = False
     for side in ab_order(repeat):
-        label = f"{LETTERS[side]} {len(runs[side]) + 1}/{repeat}"
+        label = (
+            f"{base.label} " * bool(base.label) + f"{LETTERS[side]} {len(runs[side]) + 1}/{repeat}"
+        )
+        # Named here, not by the second it starts (the run id): two short runs of a
+        # side back to back started in one second and the second overwrote the first.
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+        run_dir = folder / side / f"{stamp}-{name}-{len(runs[side]) + 1:02d}"
         options = dataclasses.replace(
-            base, out=str(folder / side), record_outputs=True, label=label
+            base, out=str(folder / side), run_dir=str(run_dir), record_outputs=True, label=label
         )
         run_dir, interrupted = run_side(sides[side], options, run)
         data = load_run(run_dir)

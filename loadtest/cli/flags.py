@@ -42,7 +42,7 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_run_flags(p: argparse.ArgumentParser) -> None:
+def add_run_flags(p: argparse.ArgumentParser, *, fail_on_slower: bool = False) -> None:
     """The flags of any command that makes runs: scenario, endpoint, bounds, access..."""
     p.add_argument(
         "scenario",
@@ -77,12 +77,15 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
         help="an objective, e.g. ttft_ms.p95=500 or error_rate=0.01 (repeatable); "
         "a missed one makes the command exit 1",
     )
+    slower = " (ab --sweep: slower, the candidate slower at a step, fault windows as failed)"
     p.add_argument(
         "--fail-on",
-        choices=("degraded", "failed", "never"),
+        choices=("degraded", "failed", "never", *(("slower",) * fail_on_slower)),
         default="failed",
         help="exit 1 when a fault window's verdict is this bad or worse: degraded (a "
-        "fallback slowed the endpoint past its bound), failed (default) or never",
+        "fallback slowed the endpoint past its bound), failed (default) or never"
+        + slower
+        * fail_on_slower,
     )
     p.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
     p.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")

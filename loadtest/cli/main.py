@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import fields, replace
 
+from loadtest.cli.ab import add_ab, run_ab_command
 from loadtest.cli.catalogue import (
     CATALOGUE_COMMANDS,
     add_catalogue_commands,
@@ -99,29 +100,7 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
         help="smallest difference called faster/slower, in %% of the baseline (default: 2)",
     )
 
-    ab = sub.add_parser(
-        "ab",
-        parents=[runs],
-        help="run baseline and candidate endpoints interleaved, then compare them",
-    )
-    add_load_flags(ab)
-    side = "base URL, or llama:none|ngram|self|draft[:LAYERS] (ab starts llama.cpp and "
-    side += "measures its cold start, memory, energy); default: the built-in simulator"
-    ab.add_argument("--baseline", help=f"baseline {side}")
-    ab.add_argument("--candidate", help=f"candidate {side}")
-    ab.add_argument("--repeat", type=int, default=2, help="runs per side (default: 2)")
-    ab.add_argument(
-        "--min-effect",
-        type=float,
-        default=2.0,
-        metavar="PCT",
-        help="smallest difference called faster/slower, in %% of the baseline (default: 2)",
-    )
-    ab.add_argument(
-        "--keep-sampling",
-        action="store_true",
-        help="keep the scenario's sampling instead of temperature 0 (no equivalence check)",
-    )
+    add_ab(sub)
 
     view = sub.add_parser("view", parents=[out], help="open a finished run in the dashboard")
     view.add_argument("folder", help="out/<run-id>")
@@ -171,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sweep":
             return _sweep(args)
         if args.command == "ab":
-            return _ab(args)
+            return run_ab_command(args)
         if args.command == "view":
             folder = _existing(args.folder)
             if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -281,46 +260,6 @@ def _compare(args: argparse.Namespace) -> int:
     if args.json:
         write_atomic(Path(args.json), orjson.dumps(c, option=orjson.OPT_INDENT_2))
     return EXIT_ERROR if comparison_failed(c) else EXIT_OK
-
-
-def _ab(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from loadtest.app.ab import run_ab
-    from loadtest.app.ab_sides import parse_side
-    from loadtest.app.job import RunOptions, run_job
-    from loadtest.cli.exits import closing
-    from loadtest.model.summary import Summary
-    from loadtest.report.compare import render_comparison
-    from loadtest.report.exit_reasons import comparison_reasons, fault_reasons
-
-    if args.endpoint:
-        raise UsageError("ab takes --baseline URL and --candidate URL, not --endpoint")
-    if args.repeat < 1:
-        raise UsageError("--repeat must be at least 1")
-    temperature = None if args.keep_sampling else 0.0
-    base = run_options(args, tui=False, temperature=temperature, print_results=False)
-    name = Path(base.scenario).stem if base.scenario else "mixed"
-    sides = {
-        "baseline": parse_side(args.baseline, "--baseline"),
-        "candidate": parse_side(args.candidate, "--candidate"),
-    }
-    reasons: list[str] = []  # the windows of either side that fail --fail-on, by run
-
-    def run(options: RunOptions) -> tuple[Summary, Path, bool]:
-        summary, folder, stopped = run_job(options)
-        reasons.extend(f"{options.label}: {r}" for r in fault_reasons(summary, args.fail_on))
-        return summary, folder, stopped
-
-    result, folder, stopped = run_ab(
-        base, sides, args.repeat, name, run, min_effect=args.min_effect / 100
-    )
-    if "metrics" in result:
-        print(render_comparison(result))
-        print(f"prompt cache: {result['prompt_cache']}")
-        reasons += comparison_reasons(result)
-    print(f"\ncomparison: {folder / 'comparison.json'}")
-    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_SLO_MISSED)
 
 
 def _serve_llama(args: argparse.Namespace) -> int:

@@ -20,14 +20,17 @@ import msgspec
 import orjson
 
 from loadtest.errors import ResultFileError
+from loadtest.model.decision import Decision
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import RunStart, Summary
 from loadtest.model.sweep import CapacityResult
 
 __all__ = [
     "JsonLines",
+    "decision_schema_bytes",
     "dump_summary",
     "load_capacity",
+    "load_decision",
     "load_run_start",
     "load_summary",
     "parse_summary",
@@ -75,6 +78,14 @@ def load_capacity(path: str | Path) -> CapacityResult:
     """Read and validate a sweep's ``capacity.json``."""
     p = Path(path)
     return _parse(_read(p, "capacity table"), CapacityResult, str(p), "capacity table")
+
+
+def load_decision(path: str | Path) -> Decision:
+    """Read and validate an ab sweep's ``decision.json`` (or its folder)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "decision.json"
+    return _parse(_read(p, "decision"), Decision, str(p), "decision")
 
 
 def load_run_start(path: Path) -> RunStart:
@@ -134,14 +145,28 @@ def dump_summary(summary: Summary) -> bytes:
     return orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
 
 
+def _schema(kind: type, title: str) -> JsonObject:
+    schema = msgspec.json.schema(kind)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = title
+    return schema
+
+
+def _published(schema: JsonObject) -> bytes:
+    # As checked in: sorted, indented, with a final newline.
+    return orjson.dumps(schema, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
 def summary_schema() -> JsonObject:
     """The JSON Schema (2020-12) of ``summary.json``, generated from ``Summary``."""
-    schema = msgspec.json.schema(Summary)
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "loadtest summary.json"
-    return schema
+    return _schema(Summary, "loadtest summary.json")
 
 
 def summary_schema_bytes() -> bytes:
     """``docs/summary.schema.json`` as it is checked in (sorted, indented, newline)."""
-    return orjson.dumps(summary_schema(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    return _published(summary_schema())
+
+
+def decision_schema_bytes() -> bytes:
+    """``docs/decision.schema.json``: the schema of ``ab --sweep``'s ``decision.json``."""
+    return _published(_schema(Decision, "loadtest decision.json"))

@@ -97,6 +97,10 @@ class RunData:
     """Per prompt category, the engine's draft counters and loadtest's steps."""
     deployment: DeploymentRun | None = None
     """What starting and serving this run cost (``deployment.json``; ab's managed sides)."""
+    by_category: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    """``samples`` split by prompt category (the decision of ``ab --sweep``)."""
+    ok_by_category: dict[str, int] = field(default_factory=dict)
+    """Measured ok requests per prompt category."""
 
 
 def load_summary(run_dir: str | Path) -> Summary:
@@ -152,6 +156,7 @@ def load_run(run_dir: str | Path) -> RunData:
     answered: dict[str, int] = {}
     sent = drained = cached = computed = 0
     acceptance: dict[str, AcceptanceCounts] = {}
+    per_cat: dict[str, dict[str, list[float]]] = {}
     for row in _rows(folder / "requests.jsonl"):
         if row.get("warmup"):
             continue
@@ -169,10 +174,12 @@ def load_run(run_dir: str | Path) -> RunData:
             if counted is not None:
                 cat = str(row.get("category"))
                 acceptance[cat] = acceptance.get(cat, AcceptanceCounts()) + counted
+        cat_values = per_cat.setdefault(str(row.get("category")), {m: [] for m in METRICS})
         for m in METRICS:
             v = row.get(m)
             if isinstance(v, int | float):
                 values[m].append(float(v))
+                cat_values[m].append(float(v))
         digest = row.get("output_sha256")
         if isinstance(digest, str):
             pid = str(row.get("prompt_id"))
@@ -192,6 +199,8 @@ def load_run(run_dir: str | Path) -> RunData:
         CacheUse(cached, computed),
         acceptance,
         _deployment(folder),
+        {c: {m: np.asarray(v) for m, v in vs.items()} for c, vs in per_cat.items()},
+        {c: len(vs["e2e_ms"]) for c, vs in per_cat.items()},
     )
 
 

@@ -1,6 +1,7 @@
 """``loadtest report``: one self-contained HTML file for a run, a sweep or a comparison.
 
-Tables come from the folder's JSON (summary.json, capacity.json or comparison.json),
+Tables come from the folder's JSON (summary.json, capacity.json, comparison.json or an
+ab sweep's decision.json),
 plots from its histograms; every plot is also saved as PNG and SVG under ``plots/`` and
 embedded in the page as a data URI, so the page has no outside reference and can be
 attached to a capacity review as it is.
@@ -19,7 +20,7 @@ from hdrh.histogram import HdrHistogram
 
 from loadtest.errors import UsageError
 from loadtest.measure.recorders import new_histogram
-from loadtest.model.io import load_capacity, load_summary
+from loadtest.model.io import load_capacity, load_decision, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import MetricStats, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, knee_text
@@ -366,7 +367,13 @@ def write_report(path: str | Path, out: str | Path | None = None) -> Path:
     """Write ``report.html`` for the run, sweep or comparison folder ``path``."""
     folder = Path(path)
     target = Path(out) if out else folder / "report.html"
-    if (folder / "capacity.json").exists():
+    if (folder / "decision.json").exists():
+        from loadtest.report.decision_html import decision_section
+
+        title = f"Decision across load: {folder.name}"
+        page = _Page(folder, title)
+        decision_section(page, load_decision(folder))
+    elif (folder / "capacity.json").exists():
         result = load_capacity(folder / "capacity.json")
         title = f"Capacity sweep: {folder.name}"
         page = _Page(folder, title)

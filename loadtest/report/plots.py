@@ -3,7 +3,8 @@
 - ``capacity_figure``: latency against achieved throughput over a sweep's steps;
 - ``percentile_figure``: a latency distribution on HdrHistogram's log percentile axis
   (x = 1 / (1 - p): 90%, 99%, 99.9% equally spaced), one line per run;
-- ``timeline_figure``: requests/s and TTFT p95 per interval of a run, fault windows shaded.
+- ``timeline_figure``: requests/s and TTFT p95 per interval of a run, fault windows shaded;
+- ``decision_figure``: per category, both sides' deciding metric against load (ab --sweep).
 
 Every legend sits outside the axes, so none covers data; a percentile curve stops at
 the percentile its sample supports. An SLO limit is a horizontal line where the data
@@ -29,12 +30,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from loadtest.measure.hdr import fast_percentile
+from loadtest.model.decision import Decision
 from loadtest.model.sweep import CapacityResult, step_stat
 from loadtest.model.verdict import FaultVerdict
 
 __all__ = [
     "DATA_SHARE",
     "capacity_figure",
+    "decision_figure",
     "percentile_curve",
     "percentile_figure",
     "save_figure",
@@ -230,5 +233,42 @@ def timeline_figure(
         ax.grid(True, alpha=0.3)
     if not any(math.isfinite(x) for x in t):
         top.text(0.5, 0.5, "no intervals", transform=top.transAxes, ha="center")
+    fig.tight_layout()
+    return fig
+
+
+def decision_figure(decision: Decision) -> Figure:
+    """Per category, the quoted deciding metric of both sides against load; the
+    bracket where the candidate stops paying shaded, the interpolated crossing a line."""
+    rows = decision["rows"]
+    fig, axes = plt.subplots(1, len(rows), figsize=(5.5 * len(rows), 3.8), squeeze=False)
+    for ax, row in zip(axes[0], rows, strict=True):
+        metric = row["deciding"][0]
+        firsts = [(call["load"], call["cells"][0]) for call in row["steps"]]
+        for side, style, pts in (
+            ("A baseline", "o-", [(x, c["a"]) for x, c in firsts if c["a"] is not None]),
+            ("B candidate", "s--", [(x, c["b"]) for x, c in firsts if c["b"] is not None]),
+        ):
+            if pts:
+                ax.plot(*zip(*pts, strict=True), style, label=side)
+        b = row["bracket"]
+        if b["faster_to"] is not None and b["slower_from"] is not None:
+            ax.axvspan(
+                b["faster_to"],
+                b["slower_from"],
+                color="tab:orange",
+                alpha=0.12,
+                label="faster .. slower",
+            )
+        if b["crossover"] is not None:
+            ax.axvline(b["crossover"], color="tab:red", linestyle=":", label="crossing")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(decision["loads"], [f"{x:g}" for x in decision["loads"]])
+        ax.set_xlabel(decision["kind"])
+        unit = "good requests/s" if metric == "goodput_per_s" else "median ms"
+        ax.set_ylabel(f"{metric} ({unit})")
+        ax.set_title(row["category"])
+        ax.grid(True, alpha=0.3)
+        _legend_outside(ax)
     fig.tight_layout()
     return fig

@@ -1,0 +1,209 @@
+"""``loadtest ab --sweep``: an ``ab`` at every load step, then one decision over them all.
+
+Each step is a whole ``ab`` (``run_ab``: both sides interleaved A B B A ..., repeated,
+compared, ``comparison.json``) into ``OUT/<time>-ab-sweep-<name>/step-NN-<load>/``;
+the steps run in increasing load, so a candidate that stops paying is seen doing so.
+From every step's runs the decision (``report.decision``) judges each category on the
+metric that decides for it, with Holm's correction over the whole sweep, and writes
+``decision.json`` beside the steps. ``--fail-on slower`` is judged on it here
+(``gate``), so the exit code and the closing line read one result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from loadtest.app.ab import run_ab
+from loadtest.app.ab_sides import RunFn, Side
+from loadtest.app.options import RunOptions
+from loadtest.errors import UsageError
+from loadtest.measure.stats import MIN_EFFECT
+from loadtest.model.comparison import Comparison
+from loadtest.model.decision import Decision, DecisionGate
+from loadtest.report.atomic import write_atomic
+from loadtest.report.compare import RunData, load_runs
+from loadtest.report.compare_checks import CONFOUNDING
+from loadtest.report.crossover import effect_text
+from loadtest.report.decision import METRIC_LABELS, RunSamples, Step, decide
+
+__all__ = [
+    "AbSweepPlan",
+    "gate",
+    "parse_operating_point",
+    "parse_sweep",
+    "run_ab_sweep",
+    "run_samples",
+    "step_label",
+]
+
+KINDS = ("concurrency", "rate")
+
+
+@dataclass(frozen=True, slots=True)
+class AbSweepPlan:
+    """The loads of a paired sweep: closed-loop concurrencies or open-loop rates."""
+
+    kind: str
+    steps: tuple[float, ...]
+
+
+def parse_sweep(text: str) -> AbSweepPlan:
+    """``concurrency=1,2,4,8`` or ``rate=5,10,20``; ``UsageError`` naming ``--sweep``."""
+    from loadtest.app.sweep import parse_steps
+
+    kind, eq, values = text.partition("=")
+    kind = kind.strip()
+    if not eq or kind not in KINDS:
+        raise UsageError(
+            f"--sweep {text!r}: expected concurrency=N,N,... or rate=R,R,... "
+            "(e.g. --sweep concurrency=1,2,4,8)"
+        )
+    try:
+        return AbSweepPlan(kind, parse_steps(values, kind))
+    except UsageError as exc:
+        flag = "--concurrency" if kind == "concurrency" else "--rates"
+        raise UsageError(str(exc).replace(f"{flag} ", f"--sweep {kind}=", 1)) from None
+
+
+def parse_operating_point(text: str, plan: AbSweepPlan) -> float:
+    """``--operating-point concurrency=8``: one of the sweep's own loads."""
+    kind, eq, value = text.partition("=")
+    try:
+        load = float(value)
+    except ValueError:
+        load = float("nan")
+    if not eq or kind.strip() != plan.kind or load not in plan.steps:
+        loads = ",".join(f"{s:g}" for s in plan.steps)
+        raise UsageError(
+            f"--operating-point {text!r}: expected {plan.kind}=LOAD, one of the sweep's "
+            f"steps ({loads})"
+        )
+    return load
+
+
+def step_label(kind: str, load: float) -> str:
+    """How a step's runs are labelled on their lines: ``c=4``, ``r=10``."""
+    return f"{kind[0]}={load:g}"
+
+
+def run_samples(run: RunData) -> RunSamples:
+    """What the decision reads from one run: per-category samples, goodput."""
+    good = run.summary["slo"].get("goodput")
+    return RunSamples(run.by_category, run.ok_by_category, good["per_s"] if good else None)
+
+
+def _blocked(c: Comparison) -> str | None:
+    why = [f["message"] for f in c["findings"] if f["blocking"] or f["kind"] in CONFOUNDING]
+    return "; ".join(why) or None
+
+
+def run_ab_sweep(
+    base: RunOptions,
+    sides: dict[str, Side],
+    plan: AbSweepPlan,
+    repeat: int,
+    name: str,
+    run: RunFn,
+    *,
+    min_effect: float = MIN_EFFECT,
+    say: Callable[[str], None] = print,
+) -> tuple[Decision, list[tuple[float, Comparison]], Path, bool]:
+    """Every step's ``ab``, then the decision; returns (decision, comparisons, folder,
+    stopped). A step stopped by Ctrl-C ends the sweep; what was done is still decided."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+    folder = Path(base.out) / f"{stamp}-ab-sweep-{name}"
+    steps: list[Step] = []
+    compared: list[tuple[float, Comparison]] = []
+    stopped = False
+    for i, load in enumerate(plan.steps):
+        say(f"step {i + 1}/{len(plan.steps)}: {plan.kind} {load:g}")
+        over = {"concurrency": int(load)} if plan.kind == "concurrency" else {"rate": load}
+        options = dataclasses.replace(base, label=step_label(plan.kind, load), **over)
+        step_folder = folder / f"step-{i:02d}-{load:g}"
+        result, _, stopped = run_ab(
+            options, sides, repeat, name, run, min_effect=min_effect, say=say, folder=step_folder
+        )
+        if "metrics" not in result:
+            break  # stopped before both sides had a run: nothing to decide at this load
+        c = result
+        compared.append((load, c))
+        steps.append(
+            Step(
+                load,
+                [run_samples(r) for r in _side_runs(step_folder / "baseline")],
+                [run_samples(r) for r in _side_runs(step_folder / "candidate")],
+                str(step_folder),
+                _blocked(c),
+            )
+        )
+        if stopped:
+            break
+    decision = decide(plan.kind, steps, repeat=repeat, min_effect=min_effect, interrupted=stopped)
+    write_decision(folder, decision)
+    return decision, compared, folder, stopped
+
+
+def _side_runs(folder: Path) -> list[RunData]:
+    return load_runs(folder) if folder.is_dir() else []
+
+
+def write_decision(folder: Path, decision: Decision) -> None:
+    """``decision.json`` in the sweep's folder, atomically."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / "decision.json", orjson.dumps(decision, option=orjson.OPT_INDENT_2))
+
+
+def gate(decision: Decision, fail_on: str, operating_point: float | None) -> DecisionGate:
+    """``--fail-on slower``: each category found slower at a gated load, as a reason."""
+    reasons: list[str] = []
+    if fail_on == "slower":
+        for row in decision["rows"]:
+            for call in row["steps"]:
+                if call["verdict"] != "slower":
+                    continue
+                if operating_point is not None and call["load"] != operating_point:
+                    continue
+                cell = next(c for c in call["cells"] if c["verdict"] == "slower")
+                effect = effect_text(
+                    cell["effect"],
+                    cell["effect_low"],
+                    cell["effect_high"],
+                    METRIC_LABELS[cell["metric"]],
+                )
+                reasons.append(
+                    f"{decision['kind']} {call['load']:g}: {row['category']} slower ({effect})"
+                )
+    return {
+        "fail_on": fail_on,
+        "operating_point": operating_point,
+        "failed": bool(reasons),
+        "reasons": reasons,
+    }
+
+
+def plan_lines(
+    plan: AbSweepPlan, repeat: int, per_run_s: float | None, bound: str, sides: Sequence[str]
+) -> list[str]:
+    """``--check``: steps x sides x repeats, and the time the runs alone will take."""
+    runs = len(plan.steps) * 2 * repeat
+    loads = ", ".join(f"{s:g}" for s in plan.steps)
+    lines = [
+        f"ab sweep: {len(plan.steps)} {plan.kind} steps ({loads}) x 2 sides x {repeat} "
+        f"repeats = {runs} runs, interleaved A B B A at each step",
+        f"  sides: baseline {sides[0]}, candidate {sides[1]}",
+    ]
+    if per_run_s is None:
+        lines.append(f"  expected time: not known before a first run (each run is {bound})")
+    else:
+        total = runs * per_run_s
+        lines.append(
+            f"  expected time: {runs} runs x {per_run_s:g} s ({bound}) = {total / 60:.1f} min, "
+            "plus each run's start (a managed llama.cpp side: its cold start)"
+        )
+    return lines

@@ -1,0 +1,179 @@
+"""``loadtest ab``: its flags and its dispatch, with or without ``--sweep``.
+
+Without ``--sweep`` one ``ab`` at the scenario's own load (``app.ab``); with it an
+``ab`` at every step and the decision over them (``app.ab_sweep``). ``--check`` prints
+the plan of either and sends nothing. Only parsing and printing here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
+from loadtest.cli.parser import Parser
+from loadtest.errors import UsageError
+
+if TYPE_CHECKING:
+    from loadtest.app.ab_sides import RunFn, Side
+    from loadtest.app.ab_sweep import AbSweepPlan
+    from loadtest.app.options import RunOptions
+
+__all__ = ["EXIT_GATE", "add_ab", "run_ab_command"]
+
+EXIT_GATE, EXIT_INTERRUPTED = 1, 130
+
+
+def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
+    """The ``ab`` sub-command: the run flags (``--fail-on`` also takes ``slower``)."""
+    runs = Parser(add_help=False)
+    add_output_flags(runs)
+    add_run_flags(runs, fail_on_slower=True)
+    ab = sub.add_parser(
+        "ab",
+        parents=[runs],
+        help="run baseline and candidate endpoints interleaved, then compare them",
+    )
+    add_load_flags(ab)
+    side = "base URL, or llama:none|ngram|self|draft[:LAYERS] (ab starts llama.cpp and "
+    side += "measures its cold start, memory, energy); default: the built-in simulator"
+    ab.add_argument("--baseline", help=f"baseline {side}")
+    ab.add_argument("--candidate", help=f"candidate {side}")
+    ab.add_argument("--repeat", type=int, default=2, help="runs per side (default: 2)")
+    ab.add_argument(
+        "--min-effect",
+        type=float,
+        default=2.0,
+        metavar="PCT",
+        help="smallest difference called faster/slower, in %% of the baseline (default: 2)",
+    )
+    ab.add_argument(
+        "--keep-sampling",
+        action="store_true",
+        help="keep the scenario's sampling instead of temperature 0 (no equivalence check)",
+    )
+    ab.add_argument(
+        "--sweep",
+        metavar="KIND=LOADS",
+        help="an ab at every load step, e.g. concurrency=1,2,4,8 or rate=5,10,20, then the "
+        "decision per category (decision.json)",
+    )
+    ab.add_argument(
+        "--operating-point",
+        metavar="KIND=LOAD",
+        help="with --fail-on slower: gate only this step of the sweep, e.g. concurrency=8",
+    )
+    ab.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the scenario and flags, print the plan (steps x sides x repeats, "
+        "expected time) and exit",
+    )
+
+
+def run_ab_command(args: argparse.Namespace) -> int:
+    """``loadtest ab``: the runs, the comparison (or the decision), the exit code."""
+    from loadtest.app.ab import run_ab
+    from loadtest.app.ab_sides import parse_side
+    from loadtest.app.ab_sweep import parse_operating_point, parse_sweep
+    from loadtest.app.job import run_job
+    from loadtest.cli.exits import closing
+    from loadtest.model.summary import Summary
+    from loadtest.report.compare import render_comparison
+    from loadtest.report.exit_reasons import comparison_reasons, fault_reasons
+
+    if args.endpoint:
+        raise UsageError("ab takes --baseline URL and --candidate URL, not --endpoint")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    plan: AbSweepPlan | None = parse_sweep(args.sweep) if args.sweep else None
+    point = None
+    if args.operating_point is not None:
+        if plan is None or args.fail_on != "slower":
+            raise UsageError("--operating-point needs --sweep and --fail-on slower")
+        point = parse_operating_point(args.operating_point, plan)
+    if args.fail_on == "slower" and plan is None:
+        raise UsageError("--fail-on slower judges a sweep's decision: give --sweep too")
+    # Fault windows are gated as by default when --fail-on is taken by the sweep's gate.
+    windows = "failed" if args.fail_on == "slower" else args.fail_on
+    temperature = None if args.keep_sampling else 0.0
+    base = run_options(args, tui=False, temperature=temperature, print_results=False)
+    name = Path(base.scenario).stem if base.scenario else "mixed"
+    sides = {
+        "baseline": parse_side(args.baseline, "--baseline"),
+        "candidate": parse_side(args.candidate, "--candidate"),
+    }
+    if args.check:
+        return _check(base, plan, args.repeat, sides)
+    reasons: list[str] = []  # the windows of either side that fail --fail-on, by run
+
+    def run(options: RunOptions) -> tuple[Summary, Path, bool]:
+        summary, folder, stopped = run_job(options)
+        reasons.extend(f"{options.label}: {r}" for r in fault_reasons(summary, windows))
+        return summary, folder, stopped
+
+    if plan is not None:
+        return _sweep(args, base, sides, plan, point, name, run, reasons)
+    result, folder, stopped = run_ab(
+        base, sides, args.repeat, name, run, min_effect=args.min_effect / 100
+    )
+    if "metrics" in result:
+        print(render_comparison(result))
+        print(f"prompt cache: {result['prompt_cache']}")
+        reasons += comparison_reasons(result)
+    print(f"\ncomparison: {folder / 'comparison.json'}")
+    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_GATE)
+
+
+def _sweep(
+    args: argparse.Namespace,
+    base: RunOptions,
+    sides: dict[str, Side],
+    plan: AbSweepPlan,
+    point: float | None,
+    name: str,
+    run: RunFn,
+    reasons: list[str],
+) -> int:
+    from loadtest.app.ab_sweep import gate, run_ab_sweep, write_decision
+    from loadtest.cli.exits import closing
+    from loadtest.report.decision_render import render_decision
+    from loadtest.report.exit_reasons import comparison_reasons
+
+    decision, compared, folder, stopped = run_ab_sweep(
+        base, sides, plan, args.repeat, name, run, min_effect=args.min_effect / 100
+    )
+    if args.fail_on == "slower":
+        decision["gate"] = gate(decision, "slower", point)
+        write_decision(folder, decision)
+        reasons += decision["gate"]["reasons"]
+    for load, c in compared:
+        reasons += [f"{decision['kind']} {load:g}: {r}" for r in comparison_reasons(c)]
+    print(render_decision(decision))
+    print(f"\ndecision: {folder / 'decision.json'}")
+    sys.stdout.flush()
+    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_GATE)
+
+
+def _check(base: RunOptions, plan: AbSweepPlan | None, repeat: int, sides: dict[str, Side]) -> int:
+    from loadtest.app.ab_sweep import AbSweepPlan, plan_lines
+    from loadtest.app.job import check_job
+    from loadtest.app.plan import plan_run
+
+    scenario = plan_run(base).scenario
+    load = scenario.load
+    if plan is None:
+        kind = "concurrency" if load.mode == "closed" else "rate"
+        plan = AbSweepPlan(kind, (float(load.concurrency if kind == "concurrency" else load.rate),))
+    per_run = None if load.duration_s is None else load.warmup_s + load.duration_s
+    bound = (
+        f"{load.warmup_s:g} s warm-up + {load.duration_s:g} s"
+        if load.duration_s is not None
+        else f"{load.requests} requests after a {load.warmup_s:g} s warm-up"
+    )
+    given = [s.given or "the built-in simulator" for s in sides.values()]
+    print(check_job(base))
+    print("\n".join(plan_lines(plan, repeat, per_run, bound, given)))
+    return 0

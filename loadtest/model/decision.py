@@ -1,0 +1,156 @@
+"""``decision.json`` of ``loadtest ab --sweep``: the speculation decision across load.
+
+TypedDicts for the same reason as ``model.comparison``: the decision *is* the file that
+users' scripts and CI read by key, so the object built is the object written, checked
+by mypy and validated by msgspec on the way back in (``io.load_decision``), with its
+published schema generated from these types (``docs/decision.schema.json``).
+
+Per prompt category, per load step, the candidate's effect on the category's deciding
+metric (relative to the baseline, with its interval), judged with Holm's correction over
+the whole sweep; per category, the bracket where the candidate stops paying.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict
+
+__all__ = [
+    "CELL_VERDICTS",
+    "Bracket",
+    "CellVerdict",
+    "Decision",
+    "DecisionCell",
+    "DecisionGate",
+    "DecisionRow",
+    "DecisionStep",
+    "StepCall",
+]
+
+CellVerdict = Literal["faster", "slower", "no difference", "cannot tell", "not exercised"]
+"""The candidate at one load: ``faster``/``slower`` only when called after Holm's
+correction over the whole sweep, beyond the interval and the practical threshold;
+``no difference`` when tested and not called (not "the same"); ``cannot tell`` when
+no test was trusted (too few values, a step whose comparison cannot stand, metrics that
+disagree); ``not exercised`` when a side has no value at all."""
+CELL_VERDICTS: tuple[CellVerdict, ...] = (
+    "faster",
+    "slower",
+    "no difference",
+    "cannot tell",
+    "not exercised",
+)
+
+
+class DecisionCell(TypedDict):
+    """One deciding metric of one category at one load step."""
+
+    metric: str
+    """``tool_call_ms``, ``e2e_ms``, ``tpot_ms`` (medians), or ``goodput_per_s``."""
+    a: float | None
+    """The baseline's value: the median (ms) of its runs' pooled requests, or its mean
+    goodput per second over its runs."""
+    b: float | None
+    effect: float | None
+    """(B - A) / A. Negative is faster for latencies; for goodput positive is more."""
+    effect_low: float | None
+    effect_high: float | None
+    """The 95% interval of ``effect`` (None: unbounded, nothing tested)."""
+    p_value: float | None
+    p_holm: float | None
+    """``p_value`` adjusted with Holm over the whole sweep's family."""
+    threshold: float
+    """The practical threshold ``|effect|`` had to reach, as a fraction of A."""
+    verdict: CellVerdict
+    why: str | None
+    """Why ``cannot tell`` or ``not exercised``; None otherwise."""
+
+
+class StepCall(TypedDict):
+    """A category at one load: its deciding metrics' cells and their joint verdict."""
+
+    load: float
+    verdict: CellVerdict
+    """``slower`` when a deciding metric is slower and none faster, ``faster`` the other
+    way round, ``no difference`` when every one was tested and none called, else
+    ``cannot tell`` (metrics that disagree, or one that could not be tested)."""
+    cells: list[DecisionCell]
+
+
+class Bracket(TypedDict):
+    """Where the candidate stops paying for one category, in words and in loads."""
+
+    text: str
+    """E.g. ``faster up to 4 (e2e -31% [-35, -27]), slower from 8 (e2e +12% [8, 15])``,
+    ``faster across the range``, ``cannot tell between 4 and 8``."""
+    shape: str
+    """The runs of verdicts in load order, e.g. ``faster, then slower``."""
+    faster_to: float | None
+    """The highest load at which the candidate is still faster, with no slower step
+    below it."""
+    slower_from: float | None
+    """The first load above ``faster_to`` (or the first at all) at which it is slower."""
+    crossover: float | None
+    """Where the effect crosses zero, interpolated linearly between two neighbouring
+    steps that were both called; None where no such pair brackets the change."""
+    cannot_tell: list[float]
+    """The loads that could not be called."""
+
+
+class DecisionRow(TypedDict):
+    """One row of the decision table: a category (or the whole mix's goodput)."""
+
+    category: str
+    deciding: list[str]
+    """The deciding metrics, first the one the bracket quotes."""
+    rule: str
+    """Why these metrics: ``tool calls`` (time to a valid tool call), ``text`` (TPOT and
+    end-to-end), or ``whole mix`` (goodput under the scenario's SLOs)."""
+    steps: list[StepCall]
+    bracket: Bracket
+
+
+class DecisionStep(TypedDict):
+    """One load step of the sweep: where its ``ab`` is, and what it could not judge."""
+
+    load: float
+    folder: str
+    """The step's ``ab`` folder (its ``comparison.json``, ``baseline/``, ``candidate/``)."""
+    blocked: str | None
+    """Why the step's comparison cannot stand (nothing measured, unlike sides): its
+    cells then say ``cannot tell``. None when it stands."""
+
+
+class DecisionGate(TypedDict):
+    """``--fail-on slower``: whether the candidate is slower where the gate looks."""
+
+    fail_on: str
+    operating_point: float | None
+    """``--operating-point``: the one load gated; None gates every step."""
+    failed: bool
+    reasons: list[str]
+    """One line per category and load found slower, e.g. ``concurrency 8: code slower
+    (e2e +12% [8, 15])``."""
+
+
+class Decision(TypedDict):
+    """The whole ``decision.json``."""
+
+    kind: str
+    """``concurrency`` or ``rate``."""
+    loads: list[float]
+    repeat: int
+    alpha: float
+    """The family-wise error rate of the whole sweep."""
+    min_effect: float
+    """The practical threshold used (the one-run bar with a single run a side)."""
+    min_effect_asked: float
+    family: str
+    """How the family of tests under Holm's correction was formed, in words."""
+    family_size: int
+    resamples: int
+    """Bootstrap resamples per test, enough that the smallest p-value, adjusted over the
+    family, can still fall under ``alpha``."""
+    steps: list[DecisionStep]
+    rows: list[DecisionRow]
+    interrupted: bool
+    gate: NotRequired[DecisionGate]

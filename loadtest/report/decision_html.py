@@ -1,0 +1,80 @@
+"""The decision of ``ab --sweep`` at the top of its folder's HTML report.
+
+The same table as the terminal's (``decision_render``): categories as rows, load steps
+as columns, each cell the verdict and the effect with its interval; then the brackets,
+and the plot of the deciding metric against load for both sides with the bracket and
+the crossing marked. Each step's own comparison is in its folder
+(``loadtest report FOLDER/step-NN-LOAD``).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Protocol
+
+from loadtest.model.decision import Decision
+from loadtest.report.decision import METRIC_LABELS
+from loadtest.report.decision_render import SAID, cell_text
+from loadtest.report.plots import decision_figure
+
+__all__ = ["decision_section"]
+
+
+class Page(Protocol):
+    """What the section writes to (``html._Page``)."""
+
+    def add(self, text: str) -> None: ...
+
+    def plot(self, fig: Any, name: str, alt: str) -> None: ...
+
+
+_CLASS = {"faster": "good", "slower": "bad"}
+
+
+def _cell(verdict: str, effects: list[str]) -> str:
+    said = html.escape(SAID.get(verdict, verdict))  # type: ignore[call-overload]
+    cls = _CLASS.get(verdict)
+    head = f'<span class="{cls}">{said}</span>' if cls else said
+    return head + "".join(f"<br>{html.escape(e)}" for e in effects)
+
+
+def decision_section(page: Page, d: Decision) -> None:
+    """The decision table, the brackets, the gate and the plot."""
+    kind = d["kind"]
+    head = "".join(f"<th>{kind} {load:g}</th>" for load in d["loads"])
+    body = []
+    for row in d["rows"]:
+        metrics = ", ".join(METRIC_LABELS[m] for m in row["deciding"])
+        cells = "".join(
+            "<td>"
+            + _cell(
+                call["verdict"],
+                [f"{METRIC_LABELS[c['metric']]} {cell_text(c, 40)}" for c in call["cells"]],
+            )
+            + "</td>"
+            for call in row["steps"]
+        )
+        body.append(f"<tr><td>{html.escape(row['category'])}<br>({metrics})</td>{cells}</tr>")
+    page.add(
+        f"<h2>The decision, per category and {kind}</h2>"
+        f"<p>Effect = (B - A) / A in %, [95% interval]; called faster or slower with Holm "
+        f"over {d['family_size']} tests of the whole sweep and |effect| at least "
+        f"{d['min_effect']:.0%}. Goodput: + is more. {html.escape(d['family'])}.</p>"
+        f"<table><tr><th>category</th>{head}</tr>{''.join(body)}</table>"
+    )
+    items = "".join(
+        f"<li><b>{html.escape(r['category'])}</b>: {html.escape(r['bracket']['text'])}"
+        + (
+            f"; the effect crosses zero near {r['bracket']['crossover']:.3g} (interpolated)"
+            if r["bracket"]["crossover"] is not None
+            else ""
+        )
+        + "</li>"
+        for r in d["rows"]
+    )
+    page.add(f"<h2>Where the candidate stops paying</h2><ul>{items}</ul>")
+    gate = d.get("gate")
+    if gate is not None:
+        said = "failed: " + "; ".join(gate["reasons"]) if gate["failed"] else "passed"
+        page.add(f"<p>Gate <code>--fail-on slower</code>: {html.escape(said)}</p>")
+    page.plot(decision_figure(d), "decision", "deciding metric against load")

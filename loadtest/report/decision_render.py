@@ -1,0 +1,102 @@
+"""The decision as a terminal table: categories as rows, load steps as columns.
+
+Each category takes a line of verdicts and, under it, a line per deciding metric with
+its effect in percent of the baseline and the 95% interval (``-31 [-35,-27]``). Laid
+out for ``WIDTH`` columns with up to five steps (a label of 14, cells of 13); the
+brackets and the gate follow as prose, wrapped to fit.
+"""
+
+from __future__ import annotations
+
+from loadtest.model.decision import CellVerdict, Decision, DecisionCell
+from loadtest.report.decision import METRIC_LABELS
+from loadtest.report.table import WIDTH, fit
+
+__all__ = ["cell_text", "render_decision"]
+
+LABEL = 14
+CELL = 13
+SAID: dict[CellVerdict, str] = {
+    "faster": "faster",
+    "slower": "SLOWER",
+    "no difference": "no diff",
+    "cannot tell": "cannot tell",
+    "not exercised": "n/a",
+}
+
+
+def _pct(v: float, sign: str = "+") -> str:
+    # round first: -0.3% is said 0, not -0
+    return f"{round(v * 100) + 0:{sign}.0f}"
+
+
+def cell_text(cell: DecisionCell, width: int = CELL - 1) -> str:
+    """``-31 [-35,-27]``: the effect and its interval in percent, cut to ``width``."""
+    e, lo, hi = cell["effect"], cell["effect_low"], cell["effect_high"]
+    if e is None:
+        return "-"
+    head = _pct(e)
+    if lo is None or hi is None:
+        return head
+    interval = f"[{_pct(lo, '')},{_pct(hi, '')}]"
+    for text in (f"{head} {interval}", head + interval):
+        if len(text) <= width:
+            return text
+    return head
+
+
+def _row(label: str, cells: list[str]) -> str:
+    short = label if len(label) < LABEL else label[: LABEL - 2] + "~"
+    return (f"{short:<{LABEL}}" + "".join(f"{c:<{CELL}}" for c in cells)).rstrip()
+
+
+def render_decision(d: Decision) -> str:
+    """The decision table, the brackets and, where gated, the gate."""
+    kind = d["kind"]
+    head = [f"{kind[0]}={load:g}" for load in d["loads"]]
+    lines = [
+        f"decision: candidate against baseline, per category, {kind} "
+        + ", ".join(f"{load:g}" for load in d["loads"]),
+        f"  effect = (B - A) / A in %, [95% interval]; called faster/SLOWER with Holm over "
+        f"{d['family_size']} tests of the sweep and |effect| >= {d['min_effect']:.0%}"
+        + (
+            f" (asked {d['min_effect_asked']:.0%}, one run a side)"
+            if d["min_effect"] != d["min_effect_asked"]
+            else ""
+        )
+        + "; good/s: + is more",
+        "",
+        _row("category", head),
+        "-" * min(WIDTH, LABEL + CELL * len(head)),
+    ]
+    for row in d["rows"]:
+        lines.append(_row(row["category"], [SAID[c["verdict"]] for c in row["steps"]]))
+        for j, metric in enumerate(row["deciding"]):
+            label = "  " + METRIC_LABELS[metric]
+            lines.append(_row(label, [cell_text(c["cells"][j]) for c in row["steps"]]))
+    blocked = [s for s in d["steps"] if s["blocked"]]
+    for s in blocked:
+        lines.append(f"{kind} {s['load']:g}: cannot tell: {s['blocked']}")
+    lines.append("")
+    lines.append("where the candidate stops paying:")
+    for row in d["rows"]:
+        b = row["bracket"]
+        crossing = (
+            f"; the effect crosses zero near {b['crossover']:.3g} (interpolated)"
+            if b["crossover"] is not None
+            else ""
+        )
+        lines.append(f"  {row['category']}: {b['text']}{crossing}")
+        why = {c["why"] for call in row["steps"] for c in call["cells"] if c["why"]}
+        if why and row["category"] == "whole mix":
+            lines.append(f"    ({'; '.join(sorted(why))})")
+    gate = d.get("gate")
+    if gate is not None:
+        where = (
+            f"at {kind} {gate['operating_point']:g}"
+            if gate["operating_point"] is not None
+            else "at any step"
+        )
+        said = "FAILED: " + "; ".join(gate["reasons"]) if gate["failed"] else "passed"
+        lines.append(f"gate --fail-on slower {where}: {said}")
+    return fit(lines)
