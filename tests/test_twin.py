@@ -42,7 +42,7 @@ TRUTH = SimConfig(
     itl_ms=10.0,
     itl_sigma=0.05,
     step_token_share=0.03,
-    prefill_chunk_tokens=1,
+    prefill_chunk_tokens=0,
 )
 
 

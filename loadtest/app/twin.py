@@ -40,6 +40,11 @@ __all__ = ["RunPoint", "fit_profile", "fit_runs", "run_point"]
 
 _ENOUGH = 20
 """Requests the TTFT line is fitted on, at the least (from the calmest runs up)."""
+_MAX_SIGMA = 0.5
+"""The widest gap spread a fit writes: a wider one in per-request TPOT is load or noise
+shared by a request's gaps, which independent draws per gap cannot reproduce."""
+_SPREAD_TOKENS = 100
+"""Prompt lengths must span this many tokens for the TTFT line to have a slope."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +153,16 @@ def fit_runs(points: list[RunPoint]) -> tuple[dict[str, Any], FittedRange, list[
             break
         factor = 1 + share * (b - 1)
         calm += [(float(t), ms / factor) for t, ms in zip(p.prompt_tokens, p.ttft_ms, strict=True)]
-    base, per_token = _line([t for t, _ in calm], [ms for _, ms in calm])
+    lengths = [t for t, _ in calm]
+    if max(lengths) - min(lengths) >= _SPREAD_TOKENS:
+        base, per_token = _line(lengths, [ms for _, ms in calm])
+    else:
+        # Prompts this alike cannot separate the prefill's cost per token from noise.
+        base, per_token = statistics.median(ms for _, ms in calm), 0.0
+        notes.append(
+            f"prompts of {min(lengths):.0f}-{max(lengths):.0f} tokens: too alike to fit "
+            "the prefill's cost per token (ttft_per_1k_tokens_ms 0)"
+        )
     per_token = max(0.0, per_token)
     base = max(0.1, base)
     logs = [math.log(ms / (base + per_token * t)) for t, ms in calm if ms > 0]
@@ -162,12 +176,14 @@ def fit_runs(points: list[RunPoint]) -> tuple[dict[str, Any], FittedRange, list[
         "ttft_ms": round(base, 3),
         "ttft_per_1k_tokens_ms": round(1000 * per_token, 3),
         "ttft_sigma": round(statistics.pstdev(logs), 4) if len(logs) > 1 else 0.0,
-        "itl_ms": round(itl, 3),
-        "itl_sigma": round(min(itl_sigma, 1.0), 4),
+        # TPOT is a mean of gaps, and the simulator draws each gap log-normal around a
+        # median: the median that gives the fitted mean.
+        "itl_ms": round(itl / math.exp(min(itl_sigma, _MAX_SIGMA) ** 2 / 2), 3),
+        "itl_sigma": round(min(itl_sigma, _MAX_SIGMA), 4),
         "step_token_share": round(share, 5),
         "max_running": slots,
         # The prefill's cost is in the fitted TTFT: no chunk is added to other steps.
-        "prefill_chunk_tokens": 1,
+        "prefill_chunk_tokens": 0,
         "min_output_fraction": round(
             1.0 if stopped == 0 else float(np.percentile(outputs, 5)) / max(outputs), 3
         ),

@@ -94,7 +94,8 @@ class SimConfig:
     sequence, loses its advantage past a computable batch (0 = flat, the old model)."""
     prefill_chunk_tokens: int = 256
     """Load model: prompt tokens a request in its prefill adds to each step until its
-    first token (chunked prefill sharing steps with decode)."""
+    first token (chunked prefill sharing steps with decode; 0: prefills cost the other
+    streams nothing, as in a profile whose TTFT already holds them)."""
     tokenizer: str = ""
     """A ``tokenizer.json`` (needs the ``tokenizers`` package): prompts are counted and
     ``/tokenize`` answers with it, instead of four characters a token."""
@@ -154,8 +155,8 @@ class SimConfig:
             raise UsageError("sim step_token_share and kv_tokens must not be negative")
         if self.tokenizer and not Path(self.tokenizer).is_file():
             raise UsageError(f"sim tokenizer {self.tokenizer}: no such file")
-        if self.prefill_chunk_tokens < 1:
-            raise UsageError("sim prefill_chunk_tokens must be at least 1")
+        if self.prefill_chunk_tokens < 0:
+            raise UsageError("sim prefill_chunk_tokens must not be negative")
         if self.spec_k < 1:
             raise UsageError(f"sim spec_k must be at least 1, not {self.spec_k}")
         for name in ("ttft_ms", "itl_ms", "draft_timeout_ms", "load_s", "cold_start_ms"):
