@@ -201,6 +201,7 @@ def finish_run(
         faults=outcome.faults,
         server=outcome.server,
         agent=outcome.agent,
+        agent_trace=outcome.agent_trace,
         stale_retries=stale_retries,
     )
     write_results(cfg.run_dir, summary, outcome.metrics)
