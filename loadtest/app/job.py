@@ -25,7 +25,7 @@ from loadtest.engine.runner import RunConfig, RunOutcome
 from loadtest.features.workload import plan_lines
 from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
-from loadtest.report.table import render_agent
+from loadtest.report.table import render_agent, render_agent_trace
 from loadtest.transport.client import discover_model
 
 __all__ = [
@@ -201,6 +201,7 @@ def finish_run(
         faults=outcome.faults,
         server=outcome.server,
         agent=outcome.agent,
+        agent_trace=outcome.agent_trace,
         stale_retries=stale_retries,
     )
     write_results(cfg.run_dir, summary, outcome.metrics)
@@ -210,6 +211,8 @@ def finish_run(
     print(render_table(summary))
     if "agent" in summary:
         print(render_agent(summary["agent"], simulated=summary["run"].get("simulated", False)))
+    if "agent_trace" in summary:
+        print(render_agent_trace(summary["agent_trace"]))
     if summary.get("faults"):
         print(render_faults(summary.get("faults", [])))
     print(f"\nresults: {cfg.run_dir}")

@@ -222,7 +222,14 @@ def start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> lis
     """What the user should know before the load starts (defaults taken, TLS, key)."""
     load = scenario.load
     notes = []
-    if scenario.bound_defaulted and options.duration is None and options.requests is None:
+    # A recorded trace is its own bound: replayed whole, not for the default 30 s.
+    replays_whole = any(s.kind in ("trace", "agent-trace") for s in scenario.sources)
+    if (
+        scenario.bound_defaulted
+        and options.duration is None
+        and options.requests is None
+        and not replays_whole
+    ):
         notes.append(
             Note(
                 f"no duration or request count given: running {load.duration_s:g} s of load "

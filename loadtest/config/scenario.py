@@ -42,7 +42,7 @@ DEFAULT_DURATION_S = 30.0
 APIS = ("chat", "completions", "responses")
 SOURCE_KINDS = (
     *("sharegpt", "bfcl", "humaneval", "jsonl", "sharegpt-file", "inline"),
-    *("synthetic", "trace", "conversations"),
+    *("synthetic", "trace", "conversations", "agent-trace"),
 )
 
 # Keys each prompt source accepts beyond the common ones.
@@ -245,7 +245,7 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
     weight = t.number("weight", 1.0, strict=True)
     max_tokens = t.integer("max_tokens", None, minimum=1)
     path_value = t.get("path", str, None, "a file path")
-    if kind in ("jsonl", "sharegpt-file", "trace") and path_value is None:
+    if kind in ("jsonl", "sharegpt-file", "trace", "agent-trace") and path_value is None:
         raise t.fail("path", f"a {kind} source needs a path")
     file_path = None
     if path_value is not None:

@@ -18,6 +18,7 @@ __all__ = ["DISTRIBUTIONS", "LengthSpec", "WorkloadKeys", "parse_length", "parse
 
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
 ANSWER_MODES = ("server", "recorded")
+SESSION_STARTS = ("recorded", "closed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,8 @@ def parse_length(t: Table, name: str) -> LengthSpec | None:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadKeys:
-    """The source keys of ``synthetic``, ``trace`` and ``conversations`` sources."""
+    """The source keys of ``synthetic``, ``trace``, ``conversations`` and ``agent-trace``
+    sources."""
 
     input_tokens: LengthSpec | None = None
     output_tokens: LengthSpec | None = None
@@ -112,6 +114,9 @@ class WorkloadKeys:
     """Conversations: the pause between an answer and the next user turn."""
     answers: str = "server"
     """Conversations: the history carries the server's answers, or the recorded ones."""
+    starts: str = "recorded"
+    """Agent traces: sessions start at their recorded offsets, or ``closed``: as many
+    at once as ``[load] concurrency``, the next when one ends."""
 
 
 WORKLOAD_KEYS: dict[str, frozenset[str]] = {
@@ -120,6 +125,7 @@ WORKLOAD_KEYS: dict[str, frozenset[str]] = {
     ),
     "trace": frozenset({"path", "speedup", "block_size", "tokenizer", "limit"}),
     "conversations": frozenset({"path", "max_turns", "think_time_ms", "answers", "limit"}),
+    "agent-trace": frozenset({"path", "speedup", "starts", "tokenizer", "limit"}),
 }
 """Keys each workload source kind accepts beyond the common ones."""
 
@@ -140,6 +146,7 @@ def parse_workload_keys(t: Table, kind: str, base: Path) -> WorkloadKeys:
         max_turns=t.integer("max_turns", None, minimum=1),
         think_time_ms=t.number("think_time_ms", 0.0) or 0.0,
         answers=t.choice("answers", "server", ANSWER_MODES),
+        starts=t.choice("starts", "recorded", SESSION_STARTS),
     )
     if kind == "synthetic":
         if keys.input_tokens is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from loadtest.model.json import JsonObject
-from loadtest.model.summary import AgentBlock, ServerBlock
+from loadtest.model.summary import AgentBlock, AgentTraceBlock, ServerBlock
 from loadtest.model.verdict import FaultVerdict
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ class HookResult:
     faults: tuple[FaultVerdict, ...] = ()
     server: ServerBlock | None = None
     agent: AgentBlock | None = None
+    agent_trace: AgentTraceBlock | None = None
 
 
 class RunContext(Protocol):

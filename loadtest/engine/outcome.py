@@ -8,7 +8,7 @@ from pathlib import Path
 
 from loadtest.config.scenario import Scenario
 from loadtest.measure.recorders import Metrics
-from loadtest.model.summary import AgentBlock, ServerBlock
+from loadtest.model.summary import AgentBlock, AgentTraceBlock, ServerBlock
 from loadtest.model.verdict import FaultVerdict
 
 __all__ = ["RunConfig", "RunOutcome"]
@@ -49,3 +49,5 @@ class RunOutcome:
     """Scraped server metrics: acceptance rate and peaks (None when not scraped)."""
     agent: AgentBlock | None = None
     """Task-level figures of an agent scenario (None otherwise)."""
+    agent_trace: AgentTraceBlock | None = None
+    """Replayed recorded agent sessions and their time split (``agent-trace``)."""

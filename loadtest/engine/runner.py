@@ -339,6 +339,7 @@ class Runner:
             faults=tuple(f for r in results for f in r.faults),
             server=_first_set(r.server for r in results),
             agent=_first_set(r.agent for r in results),
+            agent_trace=_first_set(r.agent_trace for r in results),
         )
 
     async def _stop_at(self, end_ns: int) -> None:

@@ -1,8 +1,9 @@
 """Workload sources wired into a run: exact lengths checked, traces replayed in order.
 
-``prepare_workload`` turns a scenario whose sources are ``synthetic``, ``trace`` or
-``conversations`` into what the runner takes (a pool or a unit of load, hooks, the
-scenario with its trace arrival plan); ``plan_lines`` is what ``--check`` prints.
+``prepare_workload`` turns a scenario whose sources are ``synthetic``, ``trace``,
+``conversations`` or ``agent-trace`` into what the runner takes (a pool or a unit of
+load, hooks, the scenario with its trace arrival plan); ``plan_lines`` is what
+``--check`` prints.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import orjson
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets import Prompt, PromptPool, build_pool, load_source
 from loadtest.datasets.conversations import load_conversations
+from loadtest.datasets.otel import read_agent_trace
 from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
 from loadtest.datasets.trace import read_trace
 from loadtest.engine.hooks import HookResult, RunContext, RunHook, UnitOfLoad
 from loadtest.engine.request_unit import prompt_body, raise_if_cancelling
 from loadtest.engine.schedule import trace_offsets_ns
 from loadtest.errors import DatasetError
+from loadtest.features.agent_trace import SessionReplay, session_prompts
 from loadtest.features.multiturn import MultiTurn
 from loadtest.model.record import RequestRecord
 
@@ -37,7 +40,9 @@ __all__ = [
     "workload_for",
 ]
 
-WORKLOAD_KINDS = ("synthetic", "trace", "conversations")
+WORKLOAD_KINDS = ("synthetic", "trace", "conversations", "agent-trace")
+_TIMED = ("trace", "agent-trace")
+"""Sources with recorded times, which ``--speedup`` compresses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +158,9 @@ def apply_workload_flags(
     sources = []
     for s in scenario.sources:
         w = s.workload
-        if tokenizer is not None and s.kind in ("synthetic", "trace"):
+        if tokenizer is not None and s.kind in ("synthetic", *_TIMED):
             w = replace(w, tokenizer=Path(tokenizer))
-        if speedup is not None and s.kind == "trace":
+        if speedup is not None and s.kind in _TIMED:
             if not speedup > 0:
                 raise DatasetError(f"--speedup must be a positive number, got {speedup!r}")
             w = replace(w, speedup=speedup)
@@ -189,8 +194,17 @@ def _kinds(scenario: Scenario) -> set[str]:
 def needs_tokenizer(scenario: Scenario) -> bool:
     """True when a source makes exact lengths and names no ``tokenizer`` file of its own."""
     return any(
-        s.kind in ("synthetic", "trace") and s.workload.tokenizer is None for s in scenario.sources
+        s.workload.tokenizer is None
+        and (s.kind in ("synthetic", "trace") or (s.kind == "agent-trace" and _lengths_only(s)))
+        for s in scenario.sources
     )
+
+
+def _lengths_only(spec: SourceSpec) -> bool:
+    """Whether a call of an agent trace has no captured messages (its prompt is cut)."""
+    assert spec.path is not None
+    sessions = read_agent_trace(spec.path, spec.limit)
+    return any(c.messages is None for s in sessions for c in s.calls)
 
 
 def _only(scenario: Scenario, kind: str) -> SourceSpec:
@@ -204,6 +218,8 @@ def prepare_workload(
 ) -> Workload | None:
     """The pool or unit of a workload scenario; None when it has no workload source."""
     kinds = _kinds(scenario)
+    if "agent-trace" in kinds:
+        return _agent_trace(scenario, _only(scenario, "agent-trace"), model, tokenizer)
     if "trace" in kinds:
         spec = _only(scenario, "trace")
         prompts = load_source(spec, tokenizer)
@@ -239,6 +255,41 @@ def prepare_workload(
     return None
 
 
+def _agent_trace(
+    scenario: Scenario, spec: SourceSpec, model: str, tokenizer: Tokenizer | None
+) -> Workload:
+    """Recorded sessions, a unit each: at their recorded starts, or N at once (closed)."""
+    assert spec.path is not None
+    sessions = read_agent_trace(spec.path, spec.limit)
+    prompts = session_prompts(sessions, tokenizer, str(spec.path))
+    n = len(sessions)
+    if spec.workload.starts == "recorded":
+        offsets = trace_offsets_ns([s.offset_ns / 1e6 for s in sessions], spec.workload.speedup)
+        load = replace(
+            scenario.load,
+            mode="trace",
+            rate=n / max(offsets[-1] / 1e9, 1e-3),
+            trace_offsets_ns=offsets,
+            requests=n
+            if scenario.bound_defaulted or scenario.load.requests is None
+            else min(n, scenario.load.requests),
+            concurrency=0,
+            duration_s=None if scenario.bound_defaulted else scenario.load.duration_s,
+        )
+    else:
+        # Closed: every session once, unless the scenario names its own bound.
+        load = replace(
+            scenario.load,
+            mode="closed",
+            requests=n if scenario.bound_defaulted else scenario.load.requests,
+            duration_s=None if scenario.bound_defaulted else scenario.load.duration_s,
+        )
+    sc = replace(scenario, load=load)
+    unit = SessionReplay(sc, model, sessions, prompts)
+    flat = [p for ps in prompts for p in ps]
+    return Workload(sc, None, unit, (unit, LengthCheck(flat)), {"agent-trace": n})
+
+
 def _drawn(pool: PromptPool, spec: SourceSpec) -> list[Prompt]:
     return [p for p in pool.prompts() if p.source == spec.kind]
 
@@ -264,6 +315,18 @@ def plan_lines(scenario: Scenario) -> list[str]:
             lines.append(
                 f"  trace {s.path}: {len(entries)} requests over {span:.1f} s "
                 f"(speedup {w.speedup:g}), {rate}"
+            )
+        elif s.kind == "agent-trace" and s.path is not None:
+            sessions = read_agent_trace(s.path, s.limit)
+            calls = sum(len(x.calls) for x in sessions)
+            span = sessions[-1].offset_ns / 1e9 / w.speedup
+            starts = (
+                f"at their recorded starts over {span:.1f} s (speedup {w.speedup:g})"
+                if w.starts == "recorded"
+                else f"{scenario.load.concurrency} at a time"
+            )
+            lines.append(
+                f"  agent-trace {s.path}: {len(sessions)} sessions, {calls} model calls, {starts}"
             )
         elif s.kind == "conversations":
             convs = load_conversations(s.path, s.limit, scenario.seed)

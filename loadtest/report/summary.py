@@ -15,6 +15,7 @@ from loadtest.measure.slo import SLOSpec, evaluate, stat_of
 from loadtest.model.record import ENGINE_CANCELS, ERROR_CLASSES
 from loadtest.model.summary import (
     AgentBlock,
+    AgentTraceBlock,
     MetricStats,
     RequestsBlock,
     RunBlock,
@@ -265,6 +266,7 @@ def build_summary(
     faults: Sequence[FaultVerdict] = (),
     server: ServerBlock | None = None,
     agent: AgentBlock | None = None,
+    agent_trace: AgentTraceBlock | None = None,
     stale_retries: int | None = None,
 ) -> Summary:
     """The whole summary document of a run that ended; its schema is
@@ -288,6 +290,7 @@ def build_summary(
         faults=faults,
         server=server,
         agent=agent,
+        agent_trace=agent_trace,
         stale_retries=stale_retries,
     )
 
@@ -304,6 +307,7 @@ def summary_from_head(
     faults: Sequence[FaultVerdict] = (),
     server: ServerBlock | None = None,
     agent: AgentBlock | None = None,
+    agent_trace: AgentTraceBlock | None = None,
     stale_retries: int | None = None,
 ) -> Summary:
     """The summary from the run's ``head`` and its metrics: the one place a summary is
@@ -379,4 +383,6 @@ def summary_from_head(
     }
     if agent is not None:
         summary["agent"] = agent
+    if agent_trace is not None:
+        summary["agent_trace"] = agent_trace
     return summary
