@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loadtest.app.console import Progress, log, stop_notice
 from loadtest.app.deployment import Deployment
@@ -30,7 +31,10 @@ from loadtest.features.workload import workload_for
 from loadtest.report.hlog import HlogHook
 from loadtest.transport.client import discover_model
 
-__all__ = ["LocalRun", "Prompts", "progress_of", "run_in_process"]
+if TYPE_CHECKING:
+    from loadtest.tui import DashboardFeed
+
+__all__ = ["LocalRun", "Prompts", "drive", "progress_of", "run_here", "run_in_process"]
 
 _PROGRESS_EVERY_S = 5.0
 
@@ -105,11 +109,12 @@ def run_in_process(
         return Runner(cfg, pool, hooks=[*edge_hooks(), dep.rig])
 
     if tui:
-        from loadtest.tui import run_with_tui
+        from loadtest.tui import DashboardProcess
 
-        runner, outcome = run_with_tui(prepare)
+        with DashboardProcess() as feed:
+            runner, outcome = run_here(prepare, options.uvloop, feed)
     else:
-        runner, outcome = _run_plain(prepare, options.uvloop)
+        runner, outcome = run_here(prepare, options.uvloop)
     return LocalRun(runner.config, outcome, runner.stale_retries)
 
 
@@ -153,28 +158,28 @@ def progress_of(runner: Runner) -> Progress:
     )
 
 
-def _run_plain(
-    prepare: Callable[[], Awaitable[Runner]], use_uvloop: bool
+def run_here(
+    prepare: Callable[[], Awaitable[Runner]],
+    use_uvloop: bool,
+    dashboard: DashboardFeed | None = None,
 ) -> tuple[Runner, RunOutcome]:
+    """Build the runner and run it in this process's event loop, to the end (``drive``),
+    with Ctrl-C and SIGTERM stopping it."""
+
     async def main() -> tuple[Runner, RunOutcome]:
         runner = await prepare()
         loop = asyncio.get_running_loop()
 
         def on_signal() -> None:
-            if not runner.stopping:
+            if not runner.stopping and dashboard is None:
                 stop_notice()
             runner.on_stop_signal()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
-        progress = asyncio.create_task(_progress(runner))
         try:
-            log.debug("phase: load starts")
-            outcome = await runner.run()
-            log.debug("phase: load done")
-            return runner, outcome
+            return runner, await drive(runner, dashboard)
         finally:
-            progress.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
@@ -186,6 +191,24 @@ def _run_plain(
         except ImportError:
             pass
     return asyncio.run(main())
+
+
+async def drive(runner: Runner, dashboard: DashboardFeed | None = None) -> RunOutcome:
+    """Run the load with one task beside it: the ``dashboard``'s feed (its own process
+    draws), or without one a progress line every 5 s. The loop is the same either way."""
+    if dashboard is not None:
+        await dashboard.open(runner)
+    side = asyncio.create_task(_progress(runner) if dashboard is None else dashboard.serve(runner))
+    try:
+        log.debug("phase: load starts")
+        outcome = await runner.run()
+        log.debug("phase: load done")
+    finally:
+        side.cancel()
+        await asyncio.gather(side, return_exceptions=True)
+    if dashboard is not None:
+        await dashboard.finish(runner, outcome)
+    return outcome
 
 
 async def _progress(runner: Runner) -> None:
