@@ -24,6 +24,7 @@ from loadtest.engine.runner import RunConfig, Runner
 from loadtest.measure.recorders import new_histogram
 from loadtest.sim import InProcessSim, SimProcess
 from loadtest.tui import Dashboard, DashboardFeed, DashboardProcess
+from loadtest.tui.feed import START_S
 from loadtest.tui.frame import (
     Frame,
     latency_cell,
@@ -230,6 +231,19 @@ async def test_live_dashboard_keys_and_panels(tmp_path: Path) -> None:
     assert m.sent == m.outcomes["ok"] + m.outcomes["failed"] + m.outcomes["cancelled"]
     assert m.sent == len(read_jsonl(tmp_path / "requests.jsonl"))
     assert app.last_frame.sent == m.sent and app.last_frame.in_flight == 0
+
+
+async def test_a_run_goes_on_without_a_dashboard_that_went_away(tmp_path: Path) -> None:
+    sc = make_scenario({"mode": "closed", "concurrency": 4, "requests": 20})
+    run_end, dashboard_end = socket.socketpair()
+    dashboard_end.close()  # its process ended before it drew anything
+    async with InProcessSim(FAST_SIM) as sim:
+        runner = Runner(RunConfig(sc, sim.url, "sim-llm", tmp_path), build_pool(sc)[0])
+        started = time.monotonic()
+        outcome = await drive(runner, DashboardFeed(run_end))
+    assert outcome.metrics.outcomes["ok"] == 20
+    # The load did not wait out the dashboard's start-up allowance for one that is gone.
+    assert time.monotonic() - started < START_S
 
 
 def test_a_run_under_the_dashboards_process_accounts_like_a_plain_run(tmp_path: Path) -> None:

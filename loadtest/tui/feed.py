@@ -15,7 +15,6 @@ fewer states and costs the run nothing more. If it goes away, the run goes on wi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
@@ -31,8 +30,9 @@ from loadtest.tui.link import ABORT, PAUSE, READY, STOP, Ending, Hello, LiveStat
 
 __all__ = ["REFRESH_S", "START_S", "DashboardFeed"]
 
-REFRESH_S = 0.25
-"""The shortest time between two states (four frames a second)."""
+REFRESH_S = 0.5
+"""The shortest time between two states: two frames a second, as the dashboard drew
+before it had a process of its own."""
 START_S = 10.0
 """How long the load waits for the dashboard to be up, at most."""
 _HISTORY = 120
@@ -79,8 +79,7 @@ class DashboardFeed:
         self._names = {*DASH_METRICS, *judged_metrics(runner.scenario.slo)}
         self._ready = asyncio.Event()
         self._reading = asyncio.create_task(self._commands(reader, runner))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready.wait(), wait_s)
+        await self._until_ready(wait_s)
 
     async def serve(self, runner: Runner) -> None:
         """Send a state whenever the dashboard is ready for one, until cancelled."""
@@ -88,8 +87,7 @@ class DashboardFeed:
             return
         try:
             last = float("-inf")
-            while not self._reading.done():
-                await self._ready.wait()
+            while await self._until_ready(None):
                 self._ready.clear()
                 await asyncio.sleep(max(0.0, last + self.refresh_s - time.monotonic()))
                 last = time.monotonic()
@@ -116,6 +114,20 @@ class DashboardFeed:
             await writer.wait_closed()
         except OSError as exc:
             log.debug("dashboard: link lost (%s)", exc)
+
+    async def _until_ready(self, timeout_s: float | None) -> bool:
+        """Wait until the dashboard asks for a state (True), has gone, or ``timeout_s``."""
+        assert self._ready is not None
+        assert self._reading is not None
+        if not self._ready.is_set() and not self._reading.done():
+            asked = asyncio.create_task(self._ready.wait())
+            try:
+                await asyncio.wait(
+                    (asked, self._reading), timeout=timeout_s, return_when="FIRST_COMPLETED"
+                )
+            finally:
+                asked.cancel()
+        return self._ready.is_set() and not self._reading.done()
 
     async def _commands(self, reader: asyncio.StreamReader, runner: Runner) -> None:
         assert self._ready is not None

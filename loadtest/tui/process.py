@@ -1,6 +1,6 @@
 """The dashboard in a process of its own, fed by the run's process (``DashboardFeed``).
 
-A Textual repaint is Python: tens of milliseconds of it four times a second. In the
+A Textual repaint is Python: tens of milliseconds of it twice a second. In the
 run's event loop that delay was every open stream's client lag; in a thread of the
 run's process it would still hold the interpreter lock the loop needs. So the
 dashboard is ``python -m loadtest.tui`` beside the run, on the terminal both share, and
