@@ -1,8 +1,8 @@
 """The run's side of the dashboard: a ``LiveState`` per refresh, when the dashboard asks.
 
 Drawing happens in the dashboard's own process (``tui.process``): a Textual repaint
-holds its event loop for milliseconds, and in the run's loop that was every stream's
-client lag (p99 27 ms with the dashboard where 5 ms without). What is left here is taking
+holds its event loop for tens of milliseconds, and in the run's loop that was every open
+stream's client lag (``benchmarks/bench_tui.py``: 25-108 ms more p99 at 64 streams). What is left here is taking
 the state: counters and histories (microseconds), and once a second, after the runner's
 roll, the encoded histograms the dashboard shows and judges, a histogram per loop turn
 (``encode_metrics_steps``), so that reads go on in between. Percentiles, verdicts and
