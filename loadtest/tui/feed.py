@@ -2,11 +2,12 @@
 
 Drawing happens in the dashboard's own process (``tui.process``): a Textual repaint
 holds its event loop for tens of milliseconds, and in the run's loop that was every open
-stream's client lag (``benchmarks/bench_tui.py``: 25-108 ms more p99 at 64 streams). What is left here is taking
-the state: counters and histories (microseconds), and once a second, after the runner's
-roll, the encoded histograms the dashboard shows and judges, a histogram per loop turn
-(``encode_metrics_steps``), so that reads go on in between. Percentiles, verdicts and
-the fault windows' judgement (which reads ``requests.jsonl``) are the dashboard's work.
+stream's client lag (``benchmarks/bench_tui.py``: 25-108 ms more p99 at 64 streams).
+What is left here is taking the state: counters and histories (microseconds), and once a
+second, after the runner's roll, the encoded histograms the dashboard shows and judges,
+a histogram per loop turn (``encode_metrics_steps``), so that reads go on in between.
+Percentiles, verdicts and the fault windows' judgement (which reads ``requests.jsonl``)
+are the dashboard's work.
 
 A state is only taken when the dashboard has drawn the last one: a slow dashboard gets
 fewer states and costs the run nothing more. If it goes away, the run goes on without.
