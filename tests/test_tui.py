@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import html
 import os
+import re
+import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
+from textual.geometry import Region
 from textual.widgets import DataTable
+from textual.widgets._toast import Toast
 
+from loadtest.app.inprocess import drive, run_here
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.measure.recorders import new_histogram
-from loadtest.sim import InProcessSim
-from loadtest.tui import Dashboard
+from loadtest.sim import InProcessSim, SimProcess
+from loadtest.tui import Dashboard, DashboardFeed, DashboardProcess
+from loadtest.tui.feed import START_S
 from loadtest.tui.frame import (
     Frame,
     latency_cell,
@@ -26,6 +35,7 @@ from loadtest.tui.frame import (
     render_histogram,
 )
 from loadtest.tui.sources import ReplaySource
+from loadtest.tui.spark import ZeroSparkline, spark_rows
 from tests.conftest import FAST_SIM, make_scenario, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +52,13 @@ TWO_CATEGORIES = [
 
 def _screen_text(app: Dashboard) -> str:
     return app.export_screenshot().replace("&#160;", " ")
+
+
+def _screen_line(app: Dashboard, row: int) -> str:
+    """One row of the screen as text (the SVG splits a row where its style changes)."""
+    svg = _screen_text(app)
+    parts = re.findall(rf'clip-path="url\(#terminal-\d+-line-{row}\)">([^<]*)</text>', svg)
+    return html.unescape("".join(parts))
 
 
 def test_frame_text() -> None:
@@ -116,6 +133,17 @@ def test_progress_to_a_duration_and_to_a_count() -> None:
     assert progress(3, 0, None, None, 5) == (None, None)
 
 
+def _linked(refresh_s: float = 0.1) -> tuple[Dashboard, DashboardFeed]:
+    """A dashboard and a run's feed, both in this process: the socket pair the dashboard's
+    own process gets, without the process."""
+    run_end, dashboard_end = socket.socketpair()
+    return Dashboard(link=dashboard_end), DashboardFeed(run_end, refresh_s)
+
+
+def _toasts(app: Dashboard) -> list[Region]:
+    return [t.region for t in app.screen.query(Toast)]
+
+
 async def test_live_dashboard_keys_and_panels(tmp_path: Path) -> None:
     sc = make_scenario(
         {"mode": "closed", "concurrency": 4, "duration_s": 60, "grace_s": 1},
@@ -123,13 +151,11 @@ async def test_live_dashboard_keys_and_panels(tmp_path: Path) -> None:
     )
     pool, _ = build_pool(sc)
     async with InProcessSim(FAST_SIM) as sim:
-
-        async def prepare() -> Runner:
-            cfg = RunConfig(scenario=sc, endpoint=sim.url, model="sim-llm", run_dir=tmp_path)
-            return Runner(cfg, pool)
-
-        app = Dashboard(prepare, refresh_s=0.1)
-        async with app.run_test(size=(120, 48)) as pilot:
+        cfg = RunConfig(scenario=sc, endpoint=sim.url, model="sim-llm", run_dir=tmp_path)
+        runner = Runner(cfg, pool)
+        app, feed = _linked()
+        async with app.run_test(size=(120, 48), notifications=True) as pilot:
+            run = asyncio.create_task(drive(runner, feed))
 
             async def until(cond: Callable[[], object]) -> None:
                 """Wait (up to 20 s) for what the test asserts next, not a fixed pause."""
@@ -148,6 +174,10 @@ async def test_live_dashboard_keys_and_panels(tmp_path: Path) -> None:
             assert f is not None and f.phase == "measuring" and f.ok > 0
             assert f.categories == ("all", "chat", "code")
             assert ttft_p99() > 0
+            # Sent counts the requests in flight too, as the replay does.
+            assert f.sent == f.ok + f.failed + f.cancelled + f.in_flight
+            shown = {b.binding.description for b in app.screen.active_bindings.values()}
+            assert {"stop", "pause", "metric"} <= shown and not {"quit", "step"} & shown
             await pilot.press("m")
             await until(lambda: "itl_ms (all)" in _screen_text(app))
             assert app.metric == "itl_ms" and "itl_ms (all)" in _screen_text(app)
@@ -157,51 +187,91 @@ async def test_live_dashboard_keys_and_panels(tmp_path: Path) -> None:
             assert app.last_frame is not None and app.last_frame.category == "chat"
             await pilot.press("p")
             await until(lambda: app.last_frame is not None and app.last_frame.phase == "paused")
-            assert app.runner is not None and app.runner.paused
+            assert runner.paused
             assert app.last_frame is not None and app.last_frame.phase == "paused"
-            sent = app.runner.snapshot().sent
+            # The note takes one line over the footer's right end, and covers no panel.
+            await until(lambda: "load paused" in _screen_line(app, 47))
+            assert "load paused" in _screen_line(app, 47)
+            (note,) = _toasts(app)
+            assert (note.y, note.height) == (47, 1) and note.right <= 120 and note.width < 20
+            for panel in (
+                "#header",
+                "#latency",
+                "#counts",
+                "#series",
+                "#histogram",
+                "#faults",
+                "#verdicts",
+                "#server",
+            ):
+                assert not note.overlaps(app.query_one(panel).region), panel
+            sent = runner.snapshot().sent
             # Unpaused, FAST_SIM's ~20 ms answers on 4 slots are ~200 a second: 0.5 s
             # without a request sent is the pause holding, not chance.
             await pilot.pause(0.5)
-            assert app.runner.snapshot().sent == sent  # nothing offered while paused
+            assert runner.snapshot().sent == sent  # nothing offered while paused
             await pilot.press("p")
-            await until(lambda: app.runner is not None and app.runner.snapshot().sent > sent)
-            assert app.runner.snapshot().sent > sent
+            await until(lambda: runner.snapshot().sent > sent)
+            assert runner.snapshot().sent > sent
+            await until(lambda: "load resumed" in _screen_line(app, 47))
+            assert len(_toasts(app)) == 1  # in place of "load paused", not above it
             await pilot.press("question_mark")
             assert app.query_one("#help").has_class("shown")
+            assert "p pause/resume" in _screen_text(app) and "←/→" not in _screen_text(app)
             await pilot.press("s")
             await until(lambda: bool(app.screenshots))
             assert app.screenshots and app.screenshots[0].parent == tmp_path
             assert app.screenshots[0].read_text().startswith("<svg")
             await pilot.press("q")
-            await until(lambda: app.outcome is not None)
-        assert app.outcome is not None and app.outcome.interrupted
-        m = app.outcome.metrics
-        assert m.sent == m.outcomes["ok"] + m.outcomes["failed"] + m.outcomes["cancelled"]
-        assert m.sent == len(read_jsonl(tmp_path / "requests.jsonl"))
+            await until(run.done)
+        outcome = await run
+    assert outcome.interrupted
+    assert app.last_frame is not None and app.last_frame.phase == "ended"
+    m = outcome.metrics
+    assert m.sent == m.outcomes["ok"] + m.outcomes["failed"] + m.outcomes["cancelled"]
+    assert m.sent == len(read_jsonl(tmp_path / "requests.jsonl"))
+    assert app.last_frame.sent == m.sent and app.last_frame.in_flight == 0
 
 
-async def test_a_run_under_the_dashboard_accounts_like_a_plain_run(tmp_path: Path) -> None:
-    sc = make_scenario({"mode": "closed", "concurrency": 4, "requests": 60}, sources=TWO_CATEGORIES)
-    pool, _ = build_pool(sc)
+async def test_a_run_goes_on_without_a_dashboard_that_went_away(tmp_path: Path) -> None:
+    sc = make_scenario({"mode": "closed", "concurrency": 4, "requests": 20})
+    run_end, dashboard_end = socket.socketpair()
+    dashboard_end.close()  # its process ended before it drew anything
     async with InProcessSim(FAST_SIM) as sim:
-        plain_cfg = RunConfig(sc, sim.url, "sim-llm", tmp_path / "plain")
-        plain = await Runner(plain_cfg, build_pool(sc)[0]).run()
+        runner = Runner(RunConfig(sc, sim.url, "sim-llm", tmp_path), build_pool(sc)[0])
+        started = time.monotonic()
+        outcome = await drive(runner, DashboardFeed(run_end))
+    assert outcome.metrics.outcomes["ok"] == 20
+    # The load did not wait out the dashboard's start-up allowance for one that is gone.
+    assert time.monotonic() - started < START_S
 
-        async def prepare() -> Runner:
-            return Runner(RunConfig(sc, sim.url, "sim-llm", tmp_path / "tui"), pool)
 
-        app = Dashboard(prepare, refresh_s=0.05)
-        async with app.run_test(size=(120, 48)) as pilot:
-            while app.outcome is None and app.error is None:
-                await pilot.pause(0.2)
-    assert app.outcome is not None
-    a, b = plain.metrics, app.outcome.metrics
+def test_a_run_under_the_dashboards_process_accounts_like_a_plain_run(tmp_path: Path) -> None:
+    """The dashboard in its own process (headless), as ``loadtest run`` starts it."""
+    sc = make_scenario({"mode": "closed", "concurrency": 4, "requests": 60}, sources=TWO_CATEGORIES)
+    with SimProcess(FAST_SIM) as sim:
+
+        def prepare_in(run_dir: Path) -> Callable[[], Awaitable[Runner]]:
+            async def prepare() -> Runner:
+                return Runner(RunConfig(sc, sim.url, "sim-llm", run_dir), build_pool(sc)[0])
+
+            return prepare
+
+        _, plain = run_here(prepare_in(tmp_path / "plain"), False)
+        last = tmp_path / "last.svg"
+        process = DashboardProcess(headless=(120, 48), last_screen=last, refresh_s=0.05)
+        with process as feed:
+            _, shown = run_here(prepare_in(tmp_path / "tui"), False, feed)
+    assert process.returncode == 0 and feed.states >= 2
+    a, b = plain.metrics, shown.metrics
     assert a.outcomes == b.outcomes and a.sent == b.sent == 60 + 0
     rows_a = read_jsonl(tmp_path / "plain" / "requests.jsonl")
     rows_b = read_jsonl(tmp_path / "tui" / "requests.jsonl")
     assert sorted(r["index"] for r in rows_a) == sorted(r["index"] for r in rows_b)
     assert {r["outcome"] for r in rows_b} == {"ok"}
+    # The dashboard's process drew the run to its end.
+    screen = last.read_text().replace("&#160;", " ")
+    assert "ended" in screen and "sent 60" in screen and "ok 60" in screen
 
 
 def test_replay_steps_through_the_intervals() -> None:
@@ -217,6 +287,75 @@ def test_replay_steps_through_the_intervals() -> None:
     assert code.categories == ("all", "chat", "code")
     counts = {row[0]: row[1] for row in code.percentiles}
     assert 0 < counts["e2e_ms"] < {row[0]: row[1] for row in first.percentiles}["e2e_ms"] + 999
+
+
+def test_replay_counts_what_was_sent_and_in_flight_from_the_records() -> None:
+    # "sent" is every request that had gone out by the interval's end, the ones still
+    # in flight included, as the live dashboard counts it; not the ended ones alone.
+    src = ReplaySource(SAMPLE)
+    rows = read_jsonl(SAMPLE / "requests.jsonl")
+    src.step(-100)
+    seen_in_flight = False
+    for _ in range(src.n):
+        f = src.frame("ttft_ms", "all")
+        t_ms = f.elapsed_s * 1000
+        went = [r for r in rows if r["sent_ms"] <= t_ms]
+        ended = [r for r in went if r["end_ms"] <= t_ms]
+        assert f.sent == len(went)
+        assert f.in_flight == len(went) - len(ended)
+        assert f.ok + f.failed + f.cancelled == len(ended)
+        assert f.sent == f.ok + f.failed + f.cancelled + f.in_flight
+        seen_in_flight |= f.in_flight > 0
+        src.step(1)
+    assert seen_in_flight  # the check above could tell the two counts apart
+    first = ReplaySource(SAMPLE)
+    first.step(-100)
+    f = first.frame("ttft_ms", "all")
+    assert f.in_flight > 0 and f.sent > f.ok  # interval 1: sent 46 with 3 in flight
+
+
+def test_sparkline_bars_start_at_zero() -> None:
+    assert spark_rows([0.0], 4, 2) == ["    ", "    "]  # a zero draws nothing
+    assert spark_rows([], 3, 1) == ["   "]
+    assert spark_rows([5.0], 4, 2) == ["████", "████"]  # one value is the largest
+    assert spark_rows([0.0, 8.0], 4, 1) == ["  ██"]
+    assert spark_rows([40.0, 30.0], 2, 1) == ["█▆"]  # a dip is a dip, not a fall to 0
+    assert spark_rows([0.01, 100.0], 2, 1) == ["▁█"]  # above zero: at least the lowest
+    assert spark_rows([1, 2, 3, 4, 5, 6, 7, 8], 4, 1) == ["▂▄▆█"]  # max of each share
+
+
+async def test_the_sparkline_widget_draws_a_zero_as_nothing() -> None:
+    class Sparks(App[None]):
+        def compose(self) -> ComposeResult:
+            yield ZeroSparkline([0.0], id="zero")
+            yield ZeroSparkline([0.0, 0.0, 6.0], id="rise")
+
+    app = Sparks()
+    async with app.run_test(size=(6, 2)) as pilot:
+        await pilot.pause(0.1)
+        zero = app.query_one("#zero", ZeroSparkline).render_line(0).text
+        rise = app.query_one("#rise", ZeroSparkline).render_line(0).text
+    assert zero == "      "
+    assert rise == "    ██"
+
+
+async def test_replay_lists_only_the_keys_that_apply_there() -> None:
+    app = Dashboard(replay=ReplaySource(SAMPLE))
+    async with app.run_test(size=(120, 48)) as pilot:
+        await pilot.pause(0.2)
+        shown = {
+            b.binding.description for b in app.screen.active_bindings.values() if b.binding.show
+        }
+        footer = _screen_line(app, 47)
+        await pilot.press("p")  # not bound in a replay: nothing happens
+        assert app.is_running
+        await pilot.press("q")
+        await pilot.pause(0.1)
+        quit_on_q = not app.is_running
+    assert shown == {"quit", "step", "metric", "category", "screenshot", "keys"}
+    assert "quit" in footer and "step" in footer
+    assert "pause" not in footer and "stop" not in footer
+    assert quit_on_q
 
 
 async def _snapshot(app: Dashboard, keys: list[str]) -> str:
@@ -296,20 +435,20 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
         async with InProcessSim(target_cfg) as target:
             rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
 
-            async def prepare() -> Runner:
-                cfg = RunConfig(sc, target.url, "sim-llm", tmp_path / "run")
-                return Runner(cfg, pool, hooks=[rig])
-
-            app = Dashboard(prepare, refresh_s=0.1)
+            runner = Runner(
+                RunConfig(sc, target.url, "sim-llm", tmp_path / "run"), pool, hooks=[rig]
+            )
+            app, feed = _linked()
             async with app.run_test(size=(120, 48)) as pilot:
-                while app.outcome is None and app.error is None:
+                run = asyncio.create_task(drive(runner, feed))
+                while not run.done():
                     await pilot.pause(0.2)
                     if app.last_frame is not None:
                         frames.append(app.last_frame)
+                outcome = await run
         await proxy.close()
-    assert app.error is None and app.runner is not None and app.outcome is not None
-    summary = finish_run(app.runner.config, app.outcome, counts, {}, app.runner.stale_retries)
-    on_disk = load_summary(app.runner.config.run_dir)
+    summary = finish_run(runner.config, outcome, counts, {}, runner.stale_retries)
+    on_disk = load_summary(runner.config.run_dir)
     assert on_disk["faults"] == summary["faults"]
     last = app.last_frame
     assert last is not None and last.phase == "ended"

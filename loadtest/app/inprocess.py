@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loadtest.app.console import Progress, log, stop_notice
 from loadtest.app.deployment import Deployment
@@ -31,7 +32,10 @@ from loadtest.report.hlog import HlogHook
 from loadtest.report.run_start import RunStartHook
 from loadtest.transport.client import discover_model
 
-__all__ = ["LocalRun", "Prompts", "progress_of", "run_in_process"]
+if TYPE_CHECKING:
+    from loadtest.tui import DashboardFeed
+
+__all__ = ["LocalRun", "Prompts", "drive", "progress_of", "run_here", "run_in_process"]
 
 _PROGRESS_EVERY_S = 5.0
 
@@ -108,11 +112,12 @@ def run_in_process(
         return Runner(cfg, pool, hooks=[*edge_hooks(cfg, counts), dep.rig])
 
     if tui:
-        from loadtest.tui import run_with_tui
+        from loadtest.tui import DashboardProcess
 
-        runner, outcome = run_with_tui(prepare)
+        with DashboardProcess() as feed:
+            runner, outcome = run_here(prepare, options.uvloop, feed)
     else:
-        runner, outcome = _run_plain(prepare, options.uvloop, options.label)
+        runner, outcome = run_here(prepare, options.uvloop, label=options.label)
     return LocalRun(runner.config, outcome, runner.stale_retries)
 
 
@@ -162,28 +167,29 @@ def progress_of(runner: Runner, label: str = "") -> Progress:
     )
 
 
-def _run_plain(
-    prepare: Callable[[], Awaitable[Runner]], use_uvloop: bool, label: str
+def run_here(
+    prepare: Callable[[], Awaitable[Runner]],
+    use_uvloop: bool,
+    dashboard: DashboardFeed | None = None,
+    label: str = "",
 ) -> tuple[Runner, RunOutcome]:
+    """Build the runner and run it in this process's event loop, to the end (``drive``),
+    with Ctrl-C and SIGTERM stopping it."""
+
     async def main() -> tuple[Runner, RunOutcome]:
         runner = await prepare()
         loop = asyncio.get_running_loop()
 
         def on_signal() -> None:
-            if not runner.stopping:
+            if not runner.stopping and dashboard is None:
                 stop_notice()
             runner.on_stop_signal()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
-        progress = asyncio.create_task(_progress(runner, label))
         try:
-            log.debug("phase: load starts")
-            outcome = await runner.run()
-            log.debug("phase: load done")
-            return runner, outcome
+            return runner, await drive(runner, dashboard, label)
         finally:
-            progress.cancel()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
@@ -195,6 +201,28 @@ def _run_plain(
         except ImportError:
             pass
     return asyncio.run(main())
+
+
+async def drive(
+    runner: Runner, dashboard: DashboardFeed | None = None, label: str = ""
+) -> RunOutcome:
+    """Run the load with one task beside it: the ``dashboard``'s feed (its own process
+    draws), or without one a progress line every 5 s. The loop is the same either way."""
+    if dashboard is not None:
+        await dashboard.open(runner)
+    side = asyncio.create_task(
+        _progress(runner, label) if dashboard is None else dashboard.serve(runner)
+    )
+    try:
+        log.debug("phase: load starts")
+        outcome = await runner.run()
+        log.debug("phase: load done")
+    finally:
+        side.cancel()
+        await asyncio.gather(side, return_exceptions=True)
+    if dashboard is not None:
+        await dashboard.finish(runner, outcome)
+    return outcome
 
 
 async def _progress(runner: Runner, label: str) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "driver_health",
     "error_rate",
     "judge_run",
+    "judged_metrics",
     "metric_stats",
     "metrics_block",
     "resolution_ms",
@@ -184,6 +185,11 @@ def error_rate(metrics: Metrics) -> float:
     return round(metrics.outcomes["failed"] / sent, 6) if sent else 0.0
 
 
+def judged_metrics(spec: SLOSpec) -> set[str]:
+    """The histograms ``judge_run`` reads: the driver's lags, what they move, the SLOs'."""
+    return {*DRIVER_METRICS, *(t.metric for t in spec.thresholds if t.stat)}
+
+
 def judge_run(
     metrics: Metrics,
     spec: SLOSpec,
@@ -198,8 +204,7 @@ def judge_run(
     summary.json agree.
     """
     if block is None:
-        names = {*DRIVER_METRICS, *(t.metric for t in spec.thresholds if t.stat)}
-        block = metrics_block(metrics.total, names)
+        block = metrics_block(metrics.total, judged_metrics(spec))
     kernel_share = metrics.kernel_stamped / metrics.measured_ok if metrics.measured_ok else None
     driver = driver_health(block, kernel_share)
     slo = evaluate(spec, block, error_rate(metrics))

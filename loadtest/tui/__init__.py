@@ -1,5 +1,7 @@
-"""The Textual dashboard; it only reads frames of the run, it never drives the load."""
+"""The Textual dashboard; it only reads states of the run, it never drives the load."""
 
-from loadtest.tui.app import Dashboard, run_with_tui, view_run
+from loadtest.tui.app import Dashboard, view_run
+from loadtest.tui.feed import DashboardFeed
+from loadtest.tui.process import DashboardProcess
 
-__all__ = ["Dashboard", "run_with_tui", "view_run"]
+__all__ = ["Dashboard", "DashboardFeed", "DashboardProcess", "view_run"]

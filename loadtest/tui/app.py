@@ -1,27 +1,30 @@
 """The Textual dashboard: a live run (``loadtest run``) or a finished one (``loadtest view``).
 
 The app only lays out ``Frame``s (``tui.frame``) that a source builds (``tui.sources``).
-A live run runs as a worker in Textual's event loop and the app pulls one frame four
-times a second: drawing reads what the runner keeps anyway and never waits on it.
+A live run runs in another process (``tui.process``) and sends its states over a socket
+(``link``); the app draws each as it comes and asks for the next, so drawing never holds
+the run's event loop.
 
 Keys: ``q`` stops gracefully (results written, as with Ctrl-C), ``x`` cancels in-flight
 requests at once, ``p`` pauses and resumes the load, ``m`` cycles the metric, ``c`` the
 category, ``s`` saves an SVG screenshot into the run folder, ``?`` shows the keys; in a
-replay, ``←``/``→`` step through the intervals (``home``/``end`` jump).
+replay, ``q`` quits and ``←``/``→`` step through the intervals (``home``/``end`` jump).
+The footer lists the keys of the mode at hand only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Sparkline, Static
+from textual.widgets import DataTable, Footer, Static
 
-from loadtest.engine.runner import Runner, RunOutcome
 from loadtest.tui.frame import (
     DASH_METRICS,
     Frame,
@@ -33,14 +36,37 @@ from loadtest.tui.frame import (
     render_server,
     render_verdicts,
 )
-from loadtest.tui.sources import LiveSource, ReplaySource
-
-__all__ = ["Dashboard", "run_with_tui", "view_run"]
-
-KEYS_HELP = (
-    "q stop (results are written)   x cancel in-flight   p pause/resume   m metric   "
-    "c category   s save SVG screenshot   ? keys   ←/→ step (replay)"
+from loadtest.tui.link import (
+    ABORT,
+    PAUSE,
+    READY,
+    STOP,
+    Command,
+    Hello,
+    LiveState,
+    receive,
+    send_nowait,
 )
+from loadtest.tui.sources import LiveSource, ReplaySource
+from loadtest.tui.spark import ZeroSparkline
+
+__all__ = ["Dashboard", "view_run"]
+
+_VIEW_KEYS = "m metric   c category   s save SVG screenshot   ? keys"
+KEYS_HELP = {
+    "live": "q stop (results are written)   x cancel in-flight   p pause/resume   " + _VIEW_KEYS,
+    "watch": "q stop (results are written)   " + _VIEW_KEYS,
+    "replay": "q quit   ←/→ step   home/end first/last   " + _VIEW_KEYS,
+}
+"""The ``?`` panel of each mode: its keys only."""
+_ONLY_IN: dict[str, tuple[str, ...]] = {
+    "stop": ("live", "watch"),
+    "abort": ("live",),
+    "pause": ("live",),
+    "leave": ("replay",),
+    "step": ("replay",),
+}
+"""The actions that apply in some modes only; the others apply in all."""
 _COLS = ("count", "p50", "p90", "p99", "max")
 
 
@@ -53,7 +79,7 @@ class FrameSource(Protocol):
 
 
 class Dashboard(App[None]):
-    """The dashboard of one run, live (``prepare``) or replayed (``replay``)."""
+    """The dashboard of one run: live, replayed, or of a run's worker processes."""
 
     TITLE = "loadtest"
     # Fits 80x24 (every percentile column and the fault panel show there) and grows
@@ -75,55 +101,68 @@ class Dashboard(App[None]):
     #server { height: auto; max-height: 3; border-top: round $accent; padding: 0 1; }
     #help { height: auto; display: none; background: $panel; padding: 0 1; }
     #help.shown { display: block; }
+    /* A note ("load paused", "saved ...") takes one line at the bottom right, over the
+       footer's unchanging key list: Textual's default box, above the footer, covered
+       the SLO and server panels. One note at a time (``_note``). */
+    ToastRack { align: right bottom; margin: 0; }
+    Toast { width: auto; max-width: 100%; padding: 0 1; margin: 0; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "stop", "stop"),
+        Binding("q", "leave", "quit"),
         Binding("ctrl+c", "stop", "stop", show=False, priority=True),
+        Binding("ctrl+c", "leave", "quit", show=False, priority=True),
         Binding("x", "abort", "cancel in-flight", show=False),
         Binding("p", "pause", "pause"),
+        # priority: the latency table would take the arrows and home/end to scroll.
+        Binding("left", "step(-1)", "back", show=False, priority=True),
+        Binding("right", "step(1)", "step", key_display="←/→", priority=True),
+        Binding("home", "step(-1000000)", show=False, priority=True),
+        Binding("end", "step(1000000)", show=False, priority=True),
         Binding("m", "metric", "metric"),
         Binding("c", "category", "category"),
         Binding("s", "save_svg", "screenshot"),
         Binding("question_mark", "keys", "keys"),
-        # priority: the latency table would take the arrows and home/end to scroll.
-        Binding("left", "step(-1)", "back", show=False, priority=True),
-        Binding("right", "step(1)", "forward", show=False, priority=True),
-        Binding("home", "step(-1000000)", show=False, priority=True),
-        Binding("end", "step(1000000)", show=False, priority=True),
     ]
 
     def __init__(
         self,
-        prepare: Callable[[], Awaitable[Runner]] | None = None,
         replay: ReplaySource | None = None,
         refresh_s: float = 0.5,
         *,
+        link: socket.socket | None = None,
         watch: FrameSource | None = None,
         finished: Callable[[], bool] | None = None,
         on_stop: Callable[[], None] | None = None,
+        last_screen: Path | None = None,
     ) -> None:
-        """Live (``prepare``), replayed (``replay``), or watching other processes
-        (``watch``: until ``finished()``; ``q`` calls ``on_stop``)."""
+        """Replayed (``replay``), live (``link``: the socket of a run's ``DashboardFeed``),
+        or watching other processes (``watch``: until ``finished()``; ``q`` calls
+        ``on_stop``; redrawn every ``refresh_s``). ``last_screen``: where a live run's
+        last screen is saved as SVG when it ends (a headless dashboard's evidence)."""
         super().__init__()
-        self._prepare = prepare
         self.replay = replay
         self.source: FrameSource | None = replay or watch
+        self.mode = "live" if link is not None else "replay" if replay is not None else "watch"
+        self._link = link
+        self._writer: asyncio.StreamWriter | None = None
         self._finished = finished
         self._on_stop = on_stop
-        self.runner: Runner | None = None
-        self.outcome: RunOutcome | None = None
-        self.error: BaseException | None = None
+        self.live: LiveSource | None = None
+        self.states = 0
+        """Live states drawn so far."""
         self.metric = DASH_METRICS[0]
         self.category = "all"
         self.last_frame: Frame | None = None
         self.screenshots: list[Path] = []
         self._refresh_s = refresh_s
+        self._last_screen = last_screen
         self._shown: dict[str, object] = {}
 
     def compose(self) -> ComposeResult:
         """Header, percentiles and counters, series and histogram, faults, server."""
         yield Static("starting...", id="header")
-        yield Static(KEYS_HELP, id="help")
+        yield Static(KEYS_HELP[self.mode], id="help")
         with Vertical():
             with Horizontal(id="row1"):
                 yield DataTable(id="latency", show_cursor=False)
@@ -131,11 +170,11 @@ class Dashboard(App[None]):
             with Horizontal(id="row2"):
                 with Vertical(id="series"):
                     yield Static("requests/s", id="req-label")
-                    yield Sparkline([0.0], id="req")
+                    yield ZeroSparkline([0.0], id="req")
                     yield Static("output tokens/s", id="tok-label")
-                    yield Sparkline([0.0], id="tok")
+                    yield ZeroSparkline([0.0], id="tok")
                     yield Static("TTFT p95 (ms)", id="ttft-label")
-                    yield Sparkline([0.0], id="ttft")
+                    yield ZeroSparkline([0.0], id="ttft")
                 yield Static("", id="histogram")
             with Horizontal(id="row3"):
                 yield Static("", id="faults")
@@ -145,7 +184,7 @@ class Dashboard(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        """Set up the table; start the run (live) and the refresh."""
+        """Set up the table; follow the run (live), or start the refresh."""
         table = self.query_one("#latency", DataTable)
         table.cell_padding = 0
         table.add_column("metric (ms)", key="metric", width=15)
@@ -155,29 +194,45 @@ class Dashboard(App[None]):
             table.add_row(m, *("-" for _ in _COLS), key=m)
         for wid, title in (("#faults", "faults"), ("#verdicts", "SLOs"), ("#server", "server")):
             self.query_one(wid, Static).border_title = title
-        if self._prepare is not None:
-            self.run_worker(self._run(), exclusive=True, name="loadtest-run")
-            self.set_interval(self._refresh_s, self.refresh_view)
+        if self._link is not None:
+            self.run_worker(self._follow(self._link), exclusive=True, name="loadtest-live")
         elif self._finished is not None:
             self.set_interval(self._refresh_s, self._watch_tick)
         else:
             # After the first layout, so the histogram knows its width.
             self.call_after_refresh(self.refresh_view)
 
-    async def _run(self) -> None:
-        assert self._prepare is not None
+    async def _follow(self, link: socket.socket) -> None:
+        """Draw each state of the run as it comes, then ask for the next; close with it."""
         try:
-            self.runner = await self._prepare()
-            live = LiveSource(self.runner)
-            self.source = live
-            self.outcome = await self.runner.run()
-            # The last frame shows the final verdicts: those the summary prints.
-            live.finish(self.outcome)
-            self.refresh_view()
-        except BaseException as exc:  # shown after the app closes
-            self.error = exc
+            reader, self._writer = await asyncio.open_connection(sock=link)
+            while (message := await receive(reader)) is not None:
+                if isinstance(message, Hello):
+                    self.source = self.live = LiveSource(message)
+                elif isinstance(message, LiveState) and self.live is not None:
+                    was = self.live.state.phase if self.live.state else None
+                    self.live.update(message)
+                    self.states += 1
+                    if (was == "paused") != (message.phase == "paused") and was is not None:
+                        self._note("load paused" if message.phase == "paused" else "load resumed")
+                    self.refresh_view()
+                self._tell(READY)
+        except OSError:
+            pass  # the run went away: there is nothing left to draw
         finally:
+            if self._last_screen is not None:
+                path = self._last_screen
+                self.save_screenshot(filename=path.name, path=str(path.parent))
             self.exit()
+
+    def _note(self, text: str) -> None:
+        """A one-line note in place of the last (a second one would stack over a panel)."""
+        self.clear_notifications()
+        self.notify(text, timeout=4)
+
+    def _tell(self, command: Command) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            send_nowait(self._writer, command)
 
     def refresh_view(self) -> None:
         """Pull one frame from the source and lay it out."""
@@ -200,7 +255,7 @@ class Dashboard(App[None]):
         self._text("#counts", render_counts(f, self.query_one("#counts", Static).size.width - 2))
         for wid, values in (("#req", f.req_rate), ("#tok", f.tok_rate), ("#ttft", f.ttft_p95)):
             if self._changed(wid, values):
-                self.query_one(wid, Sparkline).data = list(values)
+                self.query_one(wid, ZeroSparkline).data = list(values)
         self._text("#req-label", f"requests/s  {f.req_rate[-1]:.1f}")
         self._text("#tok-label", f"output tokens/s  {f.tok_rate[-1]:.0f}")
         self._text("#ttft-label", f"TTFT p95 (ms)  {f.ttft_p95[-1]:.1f}")
@@ -217,8 +272,12 @@ class Dashboard(App[None]):
         return True
 
     def _text(self, wid: str, text: str) -> None:
+        before = self._shown.get(wid)
         if self._changed(wid, text):
-            self.query_one(wid, Static).update(text)
+            # A new layout only where the panel's height may change: a reflow of the
+            # whole screen costs more than drawing the text.
+            lines = before.count("\n") if isinstance(before, str) else -1
+            self.query_one(wid, Static).update(text, layout=lines != text.count("\n"))
 
     def _watch_tick(self) -> None:
         assert self._finished is not None
@@ -228,28 +287,29 @@ class Dashboard(App[None]):
             self.refresh_view()
 
     # -- keys ----------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Only the keys of the mode at hand are bound (and listed in the footer)."""
+        modes = _ONLY_IN.get(action)
+        return modes is None or self.mode in modes
+
     def action_stop(self) -> None:
-        """Live: stop scheduling, in-flight requests get the grace period. Replay: quit."""
-        if self.runner is not None:
-            self.runner.stop()
+        """Live: stop scheduling, in-flight requests get the grace period."""
+        if self._link is not None:
+            self._tell(STOP)
         elif self._on_stop is not None:
             self._on_stop()  # watching workers: each stops as on Ctrl-C (again: at once)
-        elif self.replay is not None:
-            self.exit()
+
+    def action_leave(self) -> None:
+        """Replay: quit."""
+        self.exit()
 
     def action_abort(self) -> None:
         """Stop and cancel in-flight requests at once."""
-        if self.runner is not None:
-            self.runner.cancel_in_flight()
+        self._tell(ABORT)
 
     def action_pause(self) -> None:
-        """Pause or resume offering requests."""
-        if self.runner is not None:
-            paused = self.runner.toggle_pause()
-            self.notify("load paused" if paused else "load resumed")
-            self.refresh_view()
-        elif self._on_stop is not None:
-            self.notify("pause is not available with --workers")
+        """Pause or resume offering requests (the next state says which, and a note)."""
+        self._tell(PAUSE)
 
     def action_metric(self) -> None:
         """Show the next metric's distribution."""
@@ -281,25 +341,14 @@ class Dashboard(App[None]):
         name = f"dashboard-{len(self.screenshots) + 1:02d}.svg"
         path = Path(self.save_screenshot(filename=name, path=str(folder)))
         self.screenshots.append(path)
-        self.notify(f"saved {path}")
+        self._note(f"saved {path}")
 
     def _folder(self) -> Path:
-        if self.runner is not None:
-            return self.runner.config.run_dir
+        if self.live is not None:
+            return self.live.hello.run_dir
         if self.replay is not None:
             return self.replay.folder
         return Path(".")
-
-
-def run_with_tui(prepare: Callable[[], Awaitable[Runner]]) -> tuple[Runner, RunOutcome]:
-    """Run the load inside the dashboard; returns when the run has ended."""
-    app = Dashboard(prepare)
-    app.run()
-    if app.error is not None:
-        raise app.error
-    if app.runner is None or app.outcome is None:
-        raise RuntimeError("the run ended before it started")
-    return app.runner, app.outcome
 
 
 def view_run(run_dir: str | Path) -> None:

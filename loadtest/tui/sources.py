@@ -1,14 +1,16 @@
-"""Where the dashboard's frames come from: a live runner, or a finished run's files.
+"""Where the dashboard's frames come from: a live run, its workers, or a finished run.
 
-Both build the same ``Frame``. The live source only reads what the runner already keeps
-(rolled histograms, counters, the scraper's last samples), so drawing never blocks or
-drives the load. The replay source reads ``histograms.hlog``, ``requests.jsonl``,
-``summary.json`` and ``metrics.jsonl`` once and steps through the run's intervals.
+All build the same ``Frame``, in the dashboard's process. The live source reads the
+states the run's process sends (``tui.feed``: counters, the encoded histograms of its
+last roll, the scraper's samples), so drawing never blocks or drives the load. The
+replay source reads ``histograms.hlog``, ``requests.jsonl``, ``summary.json`` and
+``metrics.jsonl`` once and steps through the run's intervals.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TypedDict
 
@@ -17,11 +19,11 @@ import orjson
 from hdrh.histogram import HdrHistogram
 
 from loadtest.config.scenario import Scenario
-from loadtest.engine.runner import Runner, RunOutcome
 from loadtest.errors import ResultFileError, UsageError
-from loadtest.features.faults.rig import FaultRig
-from loadtest.features.faults.verdict import after_span_s
+from loadtest.features.faults.rig import request_rows
+from loadtest.features.faults.verdict import after_span_s, judge_windows
 from loadtest.features.server_summary import acceptance
+from loadtest.measure.merge import merge_metrics
 from loadtest.measure.recorders import Metrics, fast_percentile, new_histogram, record_many
 from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
@@ -41,6 +43,7 @@ from loadtest.tui.frame import (
     progress,
     series,
 )
+from loadtest.tui.link import Hello, LiveState
 
 __all__ = ["LiveSource", "ReplaySource", "WorkersSource"]
 
@@ -93,96 +96,87 @@ def _server_view(samples: list[JsonObject]) -> JsonObject | None:
 
 
 class LiveSource:
-    """Frames of a running ``Runner``.
+    """Frames of a running run, from the states its process sends (``tui.feed``).
 
     Every verdict on screen comes from the function that writes it into summary.json
-    (``judge_windows`` through the rig, ``judge_run``): during the run on what has
-    happened so far (marked ``so far``), and after it, from the run's outcome, so the
-    last frame says what the printed summary says.
+    (``judge_windows``, ``judge_run``): during the run on what has happened so far
+    (marked ``so far``), judged here, in the dashboard's process; after it, the run's
+    own (``Ending``), so the last frame says what the printed summary says.
     """
 
-    def __init__(self, runner: Runner) -> None:
-        self.runner = runner
+    def __init__(self, hello: Hello) -> None:
+        self.hello = hello
+        self.state: LiveState | None = None
+        self._closed = hello.scenario.load.mode == "closed"
+        self._metrics = Metrics(closed_loop=self._closed, t0_ns=0)
+        self._samples: list[JsonObject] = []
         self._faults: tuple[FaultVerdict, ...] = ()
         self._verdicts: RunVerdicts | None = None
         self._judged_at: float | None = None
         self._final = False
 
-    def finish(self, outcome: RunOutcome) -> None:
-        """The run is over: show its final verdicts (those of its summary)."""
-        self._faults = outcome.faults
-        driver, slo = judge_run(outcome.metrics, self.runner.scenario.slo, outcome.measured_s)
-        self._verdicts = RunVerdicts(slo, driver)
-        self._final = True
+    def update(self, state: LiveState) -> None:
+        """Take the run's latest state."""
+        self.state = state
+        if state.metrics is not None:
+            self._metrics = merge_metrics([state.metrics], closed_loop=self._closed, t0_ns=0)
+        # The histograms are a second old at most; the counters are of now.
+        self._metrics.outcomes = Counter(state.outcomes)
+        self._metrics.errors = Counter(state.errors)
+        self._samples.extend(state.samples)
+        if state.ending is not None:
+            self._faults = state.ending.faults
+            self._verdicts = state.ending.verdicts
+            self._final = True
+        else:
+            self._judge(state)
 
     def frame(self, metric: str, category: str) -> Frame:
-        """The run as it is now."""
-        r = self.runner
-        m = r.metrics
-        sc = r.scenario
-        now = time.perf_counter_ns()
-        elapsed = (now - r.t0_ns) / 1e9 if r.t0_ns else 0.0
-        frac, eta = progress(
-            elapsed, sc.load.warmup_s, sc.load.duration_s, sc.load.requests, r.measured
-        )
-        # Not runner.snapshot(): its percentiles walk hdrh's counts in pure Python.
-        in_flight = r.in_flight
-        phase = (
-            "ended"
-            if self._final
-            else "paused"
-            if r.paused
-            else "stopping"
-            if r.stopping
-            else "warm-up"
-            if r.warming_up
-            else "measuring"
-        )
-        self._judge(elapsed)
+        """The run as of its latest state."""
+        h = self.hello
+        sc = h.scenario
+        s = self.state or LiveState(0.0, "starting", 0, 0, {}, {}, (), (), (), None)
+        load = sc.load
+        frac, eta = progress(s.elapsed_s, load.warmup_s, load.duration_s, load.requests, s.measured)
         return Frame(
             scenario=sc.name,
-            endpoint=r.config.endpoint,
-            model=r.config.model,
-            elapsed_s=elapsed,
-            phase=phase,
+            endpoint=h.endpoint,
+            model=h.model,
+            elapsed_s=s.elapsed_s,
+            phase=s.phase,
             progress=frac,
             eta_s=eta,
-            **_metrics_view(m, in_flight, metric, category),
-            req_rate=series(m.rate_history),
-            tok_rate=series(m.token_rate_history),
-            ttft_p95=series(m.ttft_p95_history),
-            faults=self._fault_rows(elapsed),
-            server=self._server(),
+            **_metrics_view(self._metrics, s.in_flight, metric, category),
+            req_rate=series(s.rate_history),
+            tok_rate=series(s.token_rate_history),
+            ttft_p95=series(s.ttft_p95_history),
+            faults=self._fault_rows(s.elapsed_s),
+            server=_server_view(self._samples[-2:]),
             verdicts=self._verdicts,
         )
 
-    def _server(self) -> JsonObject | None:
-        rig = self.runner.hook(FaultRig)
-        if rig is None or rig.scraper is None:
-            return None
-        return _server_view(rig.scraper.samples[-2:])
-
-    def _judge(self, now_s: float) -> None:
+    def _judge(self, s: LiveState) -> None:
         """Provisional verdicts of the run so far, every ``JUDGE_EVERY_S`` once measuring."""
-        r = self.runner
-        if self._final or r.warming_up or not r.t0_ns:
+        if s.phase in ("warm-up", "starting"):
             return
         t = time.monotonic()
         if self._judged_at is not None and t - self._judged_at < JUDGE_EVERY_S:
             return
         self._judged_at = t
-        measured_s = max(now_s - r.scenario.load.warmup_s, 1e-9)
-        driver, slo = judge_run(r.metrics, r.scenario.slo, measured_s)
+        sc = self.hello.scenario
+        measured_s = max(s.elapsed_s - sc.load.warmup_s, 1e-9)
+        driver, slo = judge_run(self._metrics, sc.slo, measured_s)
         self._verdicts = RunVerdicts(slo, driver, provisional=True)
-        rig = r.hook(FaultRig)
-        if rig is not None and rig.plan.events and any("start_s" in o for o in rig.observed):
-            self._faults, _ = rig.judge(r.config.run_dir)
+        plan = self.hello.plan
+        if plan is not None and plan.events and any("start_s" in o for o in s.observed):
+            rows = request_rows(self.hello.run_dir)
+            self._faults = tuple(judge_windows(plan, s.observed, rows, self._samples))
 
     def _fault_rows(self, now_s: float) -> tuple[FaultRow, ...]:
         if self._faults:
             return fault_rows(self._faults, float("inf") if self._final else now_s, not self._final)
-        rig = self.runner.hook(FaultRig)
-        if rig is None:
+        plan = self.hello.plan
+        if plan is None:
             return ()
         return tuple(  # not judged yet: the timeline alone
             FaultRow(
@@ -192,7 +186,7 @@ class LiveSource:
                 ev.end_s,
                 fault_state(ev.at_s, ev.end_s, after_span_s(ev.at_s, ev.end_s), now_s),
             )
-            for ev in rig.plan.events
+            for ev in plan.events
         )
 
 
@@ -256,7 +250,10 @@ class ReplaySource:
         """The run as it was at the end of the current interval."""
         t = self._time_s()
         t_ms = t * 1000
-        done = [r for r in self.rows if (r.get("end_ms") or 0) <= t_ms]
+        # Sent as the live dashboard counts: every request that had gone out by then,
+        # ended (``done``) or still in flight.
+        went = [r for r in self.rows if _sent_ms(r) <= t_ms]
+        done = [r for r in went if (r.get("end_ms") or 0) <= t_ms]
         outcomes = [r["outcome"] for r in done]
         errors: dict[str, int] = {}
         for r in done:
@@ -281,13 +278,11 @@ class ReplaySource:
             phase=f"replay: interval {self.position + 1}/{self.n} (←/→ to step)",
             progress=min(1.0, t / duration) if duration else None,
             eta_s=None,
-            sent=len(done),
+            sent=len(went),
             ok=outcomes.count("ok"),
             failed=outcomes.count("failed"),
             cancelled=outcomes.count("cancelled"),
-            in_flight=sum(
-                1 for r in self.rows if (r.get("sent_ms") or 0) <= t_ms < (r.get("end_ms") or 0)
-            ),
+            in_flight=len(went) - len(done),
             errors=errors,
             category=category,
             categories=("all", *sorted({r["category"] for r in self.rows})),
@@ -316,6 +311,15 @@ class ReplaySource:
         return RunVerdicts(self.summary["slo"], self.summary.get("driver"))
 
 
+def _sent_ms(row: JsonObject) -> float:
+    """When a recorded request went out; one that never did, when it ended."""
+    sent = row.get("sent_ms")
+    if isinstance(sent, int | float):
+        return float(sent)
+    end = row.get("end_ms")
+    return float(end) if isinstance(end, int | float) else 0.0
+
+
 def _lines(path: Path) -> list[JsonObject]:
     # A killed run's last line may be torn: JsonLines leaves it out, as every reader does.
     return list(JsonLines(path)) if path.exists() else []
@@ -333,8 +337,6 @@ class WorkersSource:
 
     def frame(self, metric: str, category: str) -> Frame:
         """All workers as one run, as of their last second."""
-        from loadtest.measure.merge import merge_metrics
-
         live = []
         for d in self.dirs:
             try:

@@ -29,7 +29,7 @@ from loadtest.model.json import JsonObject
 from loadtest.model.summary import ServerBlock
 from loadtest.model.verdict import FaultVerdict, Observed, RequestRow
 
-__all__ = ["CancelOrder", "FaultRig"]
+__all__ = ["CancelOrder", "FaultRig", "request_rows"]
 
 _perf = time.perf_counter_ns
 
@@ -123,8 +123,9 @@ class FaultRig(RunHook):
         """Verdicts per window and the server summary, from the rows on disk.
 
         Nothing per request was kept in memory: the rows are read back from
-        ``requests.jsonl``, keeping only the fields the verdicts need. The dashboard
-        calls this too, during the run, for its provisional verdicts.
+        ``requests.jsonl``, keeping only the fields the verdicts need
+        (``request_rows``; the dashboard's process reads them too, for its provisional
+        verdicts).
         """
         samples = self.scraper.samples if self.scraper is not None else []
         server = summarize_samples(samples) if self.scraper is not None else None
@@ -132,24 +133,7 @@ class FaultRig(RunHook):
             server["note"] = self.scraper.unavailable
         if not self.plan.events:
             return (), server
-        rows: list[RequestRow] = []
-        path = run_dir / "requests.jsonl"
-        if path.exists():
-            for r in JsonLines(path):
-                rows.append(
-                    {
-                        "sent_ms": r["sent_ms"],
-                        "end_ms": r["end_ms"],
-                        "first_token_ms": r.get("first_token_ms"),
-                        "ttft_ms": r.get("ttft_ms"),
-                        "tpot_ms": r.get("tpot_ms"),
-                        "outcome": r["outcome"],
-                        "warmup": bool(r.get("warmup")),
-                        "error_class": r.get("error_class"),
-                        "injected_cancel": r.get("injected_cancel"),
-                        "cancel_close_ms": r.get("cancel_close_ms"),
-                    }
-                )
+        rows = request_rows(run_dir)
         return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
 
     # -- questions from the runner's hot path --------------------------------------------
@@ -315,3 +299,30 @@ class FaultRig(RunHook):
             await asyncio.sleep(0.05)
         obs["settled_s"] = None
         obs["running_excess"] = excess
+
+
+def request_rows(run_dir: Path) -> list[RequestRow]:
+    """The fields of ``requests.jsonl`` the window verdicts read, one row per request.
+
+    Only whole lines count: the dashboard reads the file while the run still writes it.
+    """
+    rows: list[RequestRow] = []
+    path = run_dir / "requests.jsonl"
+    if path.exists():
+        # JsonLines leaves a last line being written (or torn by a kill) out.
+        for r in JsonLines(path):
+            rows.append(
+                {
+                    "sent_ms": r["sent_ms"],
+                    "end_ms": r["end_ms"],
+                    "first_token_ms": r.get("first_token_ms"),
+                    "ttft_ms": r.get("ttft_ms"),
+                    "tpot_ms": r.get("tpot_ms"),
+                    "outcome": r["outcome"],
+                    "warmup": bool(r.get("warmup")),
+                    "error_class": r.get("error_class"),
+                    "injected_cancel": r.get("injected_cancel"),
+                    "cancel_close_ms": r.get("cancel_close_ms"),
+                }
+            )
+    return rows

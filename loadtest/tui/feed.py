@@ -1,0 +1,192 @@
+"""The run's side of the dashboard: a ``LiveState`` per refresh, when the dashboard asks.
+
+Drawing happens in the dashboard's own process (``tui.process``): a Textual repaint
+holds its event loop for tens of milliseconds, and in the run's loop that was every open
+stream's client lag (``benchmarks/bench_tui.py``: 25-108 ms more p99 at 64 streams).
+What is left here is taking the state: counters and histories (microseconds), and once a
+second, after the runner's roll, the encoded histograms the dashboard shows and judges,
+a histogram per loop turn (``encode_metrics_steps``), so that reads go on in between.
+Percentiles, verdicts and the fault windows' judgement (which reads ``requests.jsonl``)
+are the dashboard's work.
+
+A state is only taken when the dashboard has drawn the last one: a slow dashboard gets
+fewer states and costs the run nothing more. If it goes away, the run goes on without.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Generator
+from typing import Any
+
+from loadtest.engine.runner import Runner, RunOutcome
+from loadtest.features.faults.rig import FaultRig
+from loadtest.measure.merge import encode_metrics_steps
+from loadtest.report.summary import judge_run, judged_metrics
+from loadtest.tui.frame import DASH_METRICS, RunVerdicts
+from loadtest.tui.link import ABORT, PAUSE, READY, STOP, Ending, Hello, LiveState, receive, send
+
+__all__ = ["REFRESH_S", "START_S", "DashboardFeed"]
+
+REFRESH_S = 0.5
+"""The shortest time between two states: two frames a second, as the dashboard drew
+before it had a process of its own."""
+START_S = 10.0
+"""How long the load waits for the dashboard to be up, at most."""
+_HISTORY = 120
+"""Seconds of the rate and TTFT series the sparklines show."""
+
+log = logging.getLogger("loadtest")
+
+
+class DashboardFeed:
+    """Feeds one run's states to a dashboard over ``sock`` (see the module docstring)."""
+
+    def __init__(self, sock: socket.socket, refresh_s: float = REFRESH_S) -> None:
+        self._sock = sock
+        self.refresh_s = refresh_s
+        self.states = 0
+        """States sent so far."""
+        self._writer: asyncio.StreamWriter | None = None
+        self._ready: asyncio.Event | None = None
+        self._reading: asyncio.Task[None] | None = None
+        self._rolls = -1
+        self._samples_sent = 0
+        self._names: set[str] = set()
+
+    async def open(self, runner: Runner, wait_s: float = START_S) -> None:
+        """Connect and say hello; wait (up to ``wait_s``) until the dashboard is up.
+
+        The dashboard's start (a second of CPU for its imports) would otherwise take a
+        core from the load's first seconds."""
+        try:
+            reader, self._writer = await asyncio.open_connection(sock=self._sock)
+            rig = runner.hook(FaultRig)
+            hello = Hello(
+                runner.scenario,
+                runner.config.endpoint,
+                runner.config.model,
+                runner.run_dir,
+                rig.plan if rig is not None else None,
+            )
+            await send(self._writer, hello)
+        except OSError as exc:
+            log.debug("dashboard: no link (%s)", exc)
+            self._writer = None
+            return
+        self._names = {*DASH_METRICS, *judged_metrics(runner.scenario.slo)}
+        self._ready = asyncio.Event()
+        self._reading = asyncio.create_task(self._commands(reader, runner))
+        await self._until_ready(wait_s)
+
+    async def serve(self, runner: Runner) -> None:
+        """Send a state whenever the dashboard is ready for one, until cancelled."""
+        if self._writer is None or self._ready is None or self._reading is None:
+            return
+        try:
+            last = float("-inf")
+            while await self._until_ready(None):
+                self._ready.clear()
+                await asyncio.sleep(max(0.0, last + self.refresh_s - time.monotonic()))
+                last = time.monotonic()
+                await send(self._writer, await self._state(runner, None))
+                self.states += 1
+        except OSError as exc:
+            log.debug("dashboard: link lost (%s)", exc)
+
+    async def finish(self, runner: Runner, outcome: RunOutcome) -> None:
+        """Send the last state, with the verdicts the summary writes, and close the link."""
+        writer = self._writer
+        if self._reading is not None:
+            self._reading.cancel()
+            await asyncio.gather(self._reading, return_exceptions=True)
+        if writer is None:
+            self._sock.close()
+            return
+        driver, slo = judge_run(outcome.metrics, runner.scenario.slo, outcome.measured_s)
+        ending = Ending(outcome.faults, RunVerdicts(slo, driver))
+        try:
+            await send(writer, await self._state(runner, ending))
+            self.states += 1
+            writer.close()
+            await writer.wait_closed()
+        except OSError as exc:
+            log.debug("dashboard: link lost (%s)", exc)
+
+    async def _until_ready(self, timeout_s: float | None) -> bool:
+        """Wait until the dashboard asks for a state (True), has gone, or ``timeout_s``."""
+        assert self._ready is not None
+        assert self._reading is not None
+        if not self._ready.is_set() and not self._reading.done():
+            asked = asyncio.create_task(self._ready.wait())
+            try:
+                await asyncio.wait(
+                    (asked, self._reading), timeout=timeout_s, return_when="FIRST_COMPLETED"
+                )
+            finally:
+                asked.cancel()
+        return self._ready.is_set() and not self._reading.done()
+
+    async def _commands(self, reader: asyncio.StreamReader, runner: Runner) -> None:
+        assert self._ready is not None
+        while (command := await receive(reader)) is not None:
+            if command == READY:
+                self._ready.set()
+            elif command == STOP:
+                runner.stop()
+            elif command == ABORT:
+                runner.cancel_in_flight()
+            elif command == PAUSE:
+                runner.toggle_pause()
+
+    async def _state(self, r: Runner, ending: Ending | None) -> LiveState:
+        m = r.metrics
+        metrics = None
+        rolls = len(m.rate_history)
+        if rolls != self._rolls or ending is not None:
+            self._rolls = rolls
+            metrics = await _stepped(encode_metrics_steps(m, self._names))
+        rig = r.hook(FaultRig)
+        samples: list[Any] = []
+        if rig is not None and rig.scraper is not None:
+            samples = rig.scraper.samples[self._samples_sent :]
+            self._samples_sent += len(samples)
+        phase = (
+            "ended"
+            if ending is not None
+            else "paused"
+            if r.paused
+            else "stopping"
+            if r.stopping
+            else "warm-up"
+            if r.warming_up
+            else "measuring"
+        )
+        return LiveState(
+            elapsed_s=(time.perf_counter_ns() - r.t0_ns) / 1e9 if r.t0_ns else 0.0,
+            phase=phase,
+            measured=r.measured,
+            in_flight=r.in_flight,
+            outcomes=dict(m.outcomes),
+            errors=dict(m.errors),
+            rate_history=tuple(m.rate_history[-_HISTORY:]),
+            token_rate_history=tuple(m.token_rate_history[-_HISTORY:]),
+            ttft_p95_history=tuple(m.ttft_p95_history[-_HISTORY:]),
+            metrics=metrics,
+            samples=tuple(samples),
+            observed=tuple(o.copy() for o in rig.observed) if rig is not None else (),
+            ending=ending,
+        )
+
+
+async def _stepped(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any]:
+    """Run ``steps`` to its end, letting the loop run between two of them."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        await asyncio.sleep(0)

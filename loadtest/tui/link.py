@@ -1,0 +1,121 @@
+"""The wire between a run and its dashboard: what each side says, framed on a socket.
+
+The run's process sends a ``Hello`` once, then one ``LiveState`` each time the
+dashboard has asked for one (``READY``: it has drawn the last), at most one per refresh
+period; the last state carries the run's ``Ending``. The dashboard answers with
+``READY`` and the keys' commands (``STOP``, ``ABORT``, ``PAUSE``). A message is a 4-byte
+length and a pickle: both ends are this package, in two processes of one machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from loadtest.config.scenario import Scenario
+from loadtest.features.faults.plan import FaultPlan
+from loadtest.model.json import JsonObject
+from loadtest.model.verdict import FaultVerdict, Observed
+from loadtest.tui.frame import RunVerdicts
+
+__all__ = [
+    "ABORT",
+    "PAUSE",
+    "READY",
+    "STOP",
+    "Command",
+    "Ending",
+    "Hello",
+    "LiveState",
+    "receive",
+    "send",
+    "send_nowait",
+]
+
+Command = Literal["ready", "stop", "abort", "pause"]
+READY: Command = "ready"
+"""The dashboard drew the last state: the run may send the next."""
+STOP: Command = "stop"
+ABORT: Command = "abort"
+PAUSE: Command = "pause"
+
+_LENGTH = struct.Struct("!I")
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """What does not change during the run."""
+
+    scenario: Scenario
+    endpoint: str
+    model: str
+    run_dir: Path
+    plan: FaultPlan | None
+    """The fault rig's plan, when the run has a rig."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """The run's final verdicts: those its summary writes."""
+
+    faults: tuple[FaultVerdict, ...]
+    verdicts: RunVerdicts
+
+
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """The run as it is now, as cheap to take as the run's process can make it.
+
+    The counters move with every request; the histograms change once a second (the
+    runner's roll), so ``metrics`` is only there when they have.
+    """
+
+    elapsed_s: float
+    phase: str
+    """``warm-up``, ``measuring``, ``paused``, ``stopping`` or ``ended``."""
+    measured: int
+    in_flight: int
+    outcomes: dict[str, int]
+    errors: dict[str, int]
+    rate_history: tuple[float, ...]
+    token_rate_history: tuple[float, ...]
+    ttft_p95_history: tuple[float, ...]
+    metrics: dict[str, Any] | None
+    """``encode_metrics`` of the dashboard's histograms, where they changed since the
+    last state; None: keep the last."""
+    samples: tuple[JsonObject, ...] = ()
+    """The scraper's samples taken since the last state."""
+    observed: tuple[Observed, ...] = ()
+    """What the fault rig observed of each window so far."""
+    ending: Ending | None = None
+
+
+async def send(writer: asyncio.StreamWriter, message: object) -> None:
+    """Write one message; waits only while the socket's buffer is full."""
+    writer.write(_framed(message))
+    await writer.drain()
+
+
+def send_nowait(writer: asyncio.StreamWriter, message: object) -> None:
+    """Queue one small message (a command) without waiting."""
+    writer.write(_framed(message))
+
+
+async def receive(reader: asyncio.StreamReader) -> object | None:
+    """The next message, or None once the other side has closed the link."""
+    try:
+        head = await reader.readexactly(_LENGTH.size)
+        body = await reader.readexactly(_LENGTH.unpack(head)[0])
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    message: object = pickle.loads(body)
+    return message
+
+
+def _framed(message: object) -> bytes:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(body)) + body
