@@ -34,7 +34,7 @@ from loadtest.errors import UsageError
 from loadtest.model.io import JsonLines, load_summary
 from loadtest.model.summary import Summary
 from loadtest.report.atomic import write_atomic
-from loadtest.sim.profile import FittedRange, profile_text
+from loadtest.sim.profile import FittedRange, Settings, profile_text
 
 __all__ = ["RunPoint", "fit_profile", "fit_runs", "run_point"]
 
@@ -133,7 +133,7 @@ def _per_token_acceptance(rate: float, k: int) -> float:
     return round(lo, 4)
 
 
-def fit_runs(points: list[RunPoint]) -> tuple[dict[str, Any], FittedRange, list[str]]:
+def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     """The profile's settings, its range, and notes on what the fit could not see."""
     notes: list[str] = []
     queued = [p for p in points if (p.waiting_peak or 0) > 0 and p.running_peak]
@@ -172,7 +172,7 @@ def fit_runs(points: list[RunPoint]) -> tuple[dict[str, Any], FittedRange, list[
     itl_sigma = statistics.pstdev(tpot_logs) * math.sqrt(statistics.mean(gaps)) if tpot_logs else 0
     outputs = [n for p in points for n in p.output_tokens]
     stopped = sum(p.stopped for p in points)
-    settings: dict[str, Any] = {
+    settings: Settings = {
         "ttft_ms": round(base, 3),
         "ttft_per_1k_tokens_ms": round(1000 * per_token, 3),
         "ttft_sigma": round(statistics.pstdev(logs), 4) if len(logs) > 1 else 0.0,
@@ -214,7 +214,7 @@ def fit_runs(points: list[RunPoint]) -> tuple[dict[str, Any], FittedRange, list[
     return settings, fitted, notes
 
 
-def fit_profile(given: list[str], out: Path) -> tuple[Path, dict[str, Any], list[str]]:
+def fit_profile(given: list[str], out: Path) -> tuple[Path, Settings, list[str]]:
     """Fit the runs (folders, or sweep folders of them) and write the profile."""
     points = [run_point(f) for f in _folders(given)]
     settings, fitted, notes = fit_runs(points)

@@ -14,7 +14,6 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from loadtest.errors import ScenarioError, UsageError
 
@@ -104,7 +103,7 @@ def resolve_scenario_path(given: str | None) -> Path:
 
 def _data_files(scenario: Path) -> list[str]:
     """The relative ``path`` values of a scenario's sources and tasks (files it reads)."""
-    data: dict[str, Any] = tomllib.loads(scenario.read_text("utf-8"))
+    data = tomllib.loads(scenario.read_text("utf-8"))
     found = []
     for table in ("sources", "tasks"):
         for entry in data.get(table, []):

@@ -9,8 +9,11 @@ the simulator's own counters, unlabelled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from loadtest.sim.load import KvBudget
+from loadtest.sim.model import SimConfig
+from loadtest.sim.prefix import PrefixCache
 from loadtest.sim.prometheus import (
     Metric,
     Sample,
@@ -23,9 +26,26 @@ from loadtest.sim.prometheus import (
 
 if TYPE_CHECKING:
     from loadtest.sim.engine import SpecEngine
-    from loadtest.sim.server import SimServer
+    from loadtest.sim.vllm_stats import VllmStats
 
-__all__ = ["server_samples"]
+__all__ = ["ServedState", "server_samples"]
+
+
+class ServedState(Protocol):
+    """What a scrape reads of the server (``SimServer`` is one): the page is built from
+    its state, so this module needs no import of the server, which serves the page."""
+
+    config: SimConfig
+    prefix: PrefixCache
+    stats: VllmStats
+    kv: KvBudget
+    engine: SpecEngine | None
+    running: int
+    waiting: int
+    served: int
+    cancelled: int
+    cold_starts: int
+
 
 _HELP = {
     "vllm:time_to_first_token_seconds": "Histogram of time to first token in seconds.",
@@ -57,7 +77,7 @@ _HELP = {
 }
 
 
-def server_samples(server: SimServer) -> list[Metric]:
+def server_samples(server: ServedState) -> list[Metric]:
     """The server's gauges, counters and histograms, read at scrape time."""
     labels = {"model_name": server.config.model, "engine": "0"}
     stats, prefix = server.stats, server.prefix
@@ -156,7 +176,7 @@ def _speculative(eng: SpecEngine, labels: dict[str, str]) -> list[Metric]:
     ]
 
 
-def _own(server: SimServer) -> list[Sample]:
+def _own(server: ServedState) -> list[Sample]:
     out: list[Sample] = [
         ("loadtest_sim_requests_served", "counter", server.served, "Requests ended."),
         (

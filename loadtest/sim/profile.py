@@ -15,12 +15,21 @@ import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loadtest.errors import ScenarioError, UsageError
 from loadtest.sim.model import SimConfig
 
-__all__ = ["FittedRange", "RangeWatch", "profile_text", "read_profile", "with_profile"]
+__all__ = [
+    "FittedRange",
+    "RangeWatch",
+    "Settings",
+    "profile_text",
+    "read_profile",
+    "with_profile",
+]
+
+Settings = dict[str, float | int | bool | str]
+"""``loadtest sim`` settings by name, as a profile or a ``[sim]`` table holds them."""
 
 log = logging.getLogger("loadtest.sim")
 
@@ -38,12 +47,12 @@ class FittedRange:
     runs: tuple[str, ...] = ()
 
 
-def _check_settings(raw: Any, path: str) -> dict[str, Any]:
+def _check_settings(raw: object, path: str) -> Settings:
     if not isinstance(raw, dict):
         raise ScenarioError(path, "sim", "a profile needs a [sim] table of settings")
     defaults = SimConfig()
     known = {f.name for f in dataclasses.fields(SimConfig)} - _NOT_SETTINGS
-    settings: dict[str, Any] = {}
+    settings: Settings = {}
     for name, value in raw.items():
         if name not in known:
             raise ScenarioError(path, f"sim.{name}", "not a setting a profile can carry")
@@ -54,13 +63,19 @@ def _check_settings(raw: Any, path: str) -> dict[str, Any]:
             raise ScenarioError(path, f"sim.{name}", f"expected a {type(default).__name__}")
         settings[name] = value
     try:
-        dataclasses.replace(defaults, **settings).check()
+        replaced(defaults, settings).check()
     except UsageError as exc:
         raise ScenarioError(path, "sim", str(exc)) from exc
     return settings
 
 
-def _pair(raw: dict[str, Any], key: str, path: str) -> tuple[int, int]:
+def replaced(config: SimConfig, settings: Settings) -> SimConfig:
+    """``config`` with ``settings``, each checked against its field's type beforehand."""
+    # mypy cannot match a dict of mixed values to SimConfig's fields one by one.
+    return dataclasses.replace(config, **settings)  # type: ignore[arg-type]
+
+
+def _pair(raw: dict[str, object], key: str, path: str) -> tuple[int, int]:
     value = raw.get(key)
     if (
         not isinstance(value, list)
@@ -72,7 +87,7 @@ def _pair(raw: dict[str, Any], key: str, path: str) -> tuple[int, int]:
     return value[0], value[1]
 
 
-def read_profile(path: str | Path) -> tuple[dict[str, Any], FittedRange]:
+def read_profile(path: str | Path) -> tuple[Settings, FittedRange]:
     """The settings and the fitted range of a profile file (errors name file and key)."""
     p = Path(path)
     try:
@@ -95,16 +110,16 @@ def read_profile(path: str | Path) -> tuple[dict[str, Any], FittedRange]:
     return settings, fit
 
 
-def with_profile(config: SimConfig, overrides: dict[str, Any]) -> SimConfig:
+def with_profile(config: SimConfig, overrides: Settings) -> SimConfig:
     """``config`` with its profile's settings under ``overrides`` (the settings given
     explicitly); unchanged without a profile."""
     if not config.profile:
         return config
     settings, _ = read_profile(config.profile)
-    return dataclasses.replace(config, **{**settings, **overrides})
+    return replaced(config, {**settings, **overrides})
 
 
-def _value(v: Any) -> str:
+def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
@@ -118,7 +133,7 @@ def _value(v: Any) -> str:
     raise TypeError(f"cannot write {v!r} to a profile")
 
 
-def profile_text(settings: dict[str, Any], fitted: FittedRange, notes: list[str]) -> str:
+def profile_text(settings: Settings, fitted: FittedRange, notes: list[str]) -> str:
     """The profile as TOML, with the fit's notes as comments above the tables."""
     lines = ["# A simulator profile fitted by `loadtest sim --fit` (serve: loadtest sim --profile)"]
     lines += [f"# {n}" for n in notes]
