@@ -28,6 +28,8 @@ export LOADTEST_REQUIRE_LLAMA=1 LOADTEST_REQUIRE_RAY=1 LOADTEST_REQUIRE_BFCL=1
 ruff check loadtest tests benchmarks
 ruff format --check loadtest tests benchmarks
 mypy
+# The layering contracts in pyproject.toml ([tool.importlinter]; docs/development.md).
+lint-imports --no-logo --no-cache
 # Everything but llama.cpp on 3 workers, a file each (loadfile: with pytest 9, xdist's
 # loadgroup no longer groups, and module fixtures were rebuilt); then the llama.cpp files
 # alone (its threads spin: beside other CPU work on 2 cores its answers slowed tenfold).

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
-from loadtest.datasets import Prompt
+from loadtest.model.prompt import Prompt
 from loadtest.transport.client import Client, ClientConfig
 
 _BODY = orjson.dumps(

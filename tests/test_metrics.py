@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.measure.hdr import metric_stats
 from loadtest.measure.recorders import Metrics
 from loadtest.model.record import RequestRecord
 from loadtest.report import HlogWriter, build_summary, read_hlog
-from loadtest.report.summary import metric_stats
 from tests.conftest import make_scenario
 
 MS = 1_000_000

@@ -29,9 +29,9 @@ from loadtest.app.ab_sides import RunFn, Side, run_side
 from loadtest.app.options import RunOptions, apply_overrides, scenario_path
 from loadtest.config.scenario import load_scenario
 from loadtest.measure.stats import MIN_EFFECT
+from loadtest.model.atomic import write_atomic
 from loadtest.model.comparison import Comparison
 from loadtest.model.summary import Summary
-from loadtest.report.atomic import write_atomic
 from loadtest.report.compare import RunData, compare_runs, load_run
 from loadtest.report.evidence import run_evidence
 

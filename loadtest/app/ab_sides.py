@@ -32,9 +32,9 @@ from loadtest.app.llama import (
 from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
 from loadtest.features.deployment_cost import EnergyMeter, RssSampler, measure_cold_start
+from loadtest.model.atomic import write_atomic
 from loadtest.model.comparison import DeploymentRun
 from loadtest.model.summary import Summary
-from loadtest.report.atomic import write_atomic
 
 __all__ = ["MANAGED_PREFIX", "RunFn", "Side", "parse_side", "run_side", "stop_process"]
 

@@ -24,9 +24,9 @@ from loadtest.app.ab_sides import RunFn, Side
 from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
 from loadtest.measure.stats import MIN_EFFECT
+from loadtest.model.atomic import write_atomic
 from loadtest.model.comparison import Comparison
 from loadtest.model.decision import Decision, DecisionGate
-from loadtest.report.atomic import write_atomic
 from loadtest.report.compare import RunData, load_runs
 from loadtest.report.compare_checks import CONFOUNDING
 from loadtest.report.crossover import effect_text

@@ -26,9 +26,9 @@ from pathlib import Path
 import orjson
 
 from loadtest.errors import UsageError
+from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import StatKey, Summary
 from loadtest.model.sweep import CapacityResult, SweepStep, knee_text
-from loadtest.report.atomic import write_atomic
 from loadtest.report.evidence import run_evidence
 
 __all__ = [

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from loadtest.errors import UsageError
+from loadtest.model.atomic import write_atomic
 from loadtest.model.io import JsonLines, load_summary
 from loadtest.model.summary import Summary
-from loadtest.report.atomic import write_atomic
 from loadtest.sim.profile import FittedRange, Settings, profile_text
 
 __all__ = ["RunPoint", "fit_profile", "fit_runs", "run_point"]

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from loadtest.model.atomic import write_atomic
 from loadtest.model.json import JsonObject
-from loadtest.report.atomic import write_atomic
 
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig, Runner

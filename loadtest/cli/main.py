@@ -247,7 +247,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     import orjson
 
-    from loadtest.report.atomic import write_atomic
+    from loadtest.model.atomic import write_atomic
     from loadtest.report.compare import (
         compare_runs,
         comparison_failed,

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
+from loadtest.config.slo_table import SLOSpec, parse_slo_table
 from loadtest.config.toml_tables import Table
 from loadtest.config.workload_tables import WORKLOAD_KEYS, WorkloadKeys, parse_workload_keys
 from loadtest.errors import ScenarioError
@@ -23,8 +25,6 @@ from loadtest.features.faults.plan import (
     parse_sim,
     parse_target,
 )
-from loadtest.measure.slo import SLOSpec, parse_slo_table
-from loadtest.transport.auth import DEFAULT_KEY_ENV, AuthSpec
 
 __all__ = [
     "SOURCE_KINDS",

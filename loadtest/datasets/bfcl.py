@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 
 from loadtest.datasets.cache import cache_dir
-from loadtest.datasets.prompt import Prompt
 from loadtest.errors import DatasetError, MissingPackageError
+from loadtest.model.prompt import Prompt
 
 __all__ = [
     "BFCL_FETCH",

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from loadtest.config.scenario import SourceSpec
 from loadtest.config.workload_tables import LengthSpec
-from loadtest.datasets.prompt import Prompt
 from loadtest.datasets.sharegpt import load_sharegpt_rows
 from loadtest.datasets.tokenizer import Tokenizer, cut_to_tokens
 from loadtest.errors import DatasetError
+from loadtest.model.prompt import Prompt
 
 __all__ = ["DEFAULT_SYNTHETIC_PROMPTS", "Corpus", "exact_prompt", "load_synthetic"]
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from loadtest.datasets.prompt import Prompt
 from loadtest.datasets.synthetic import Corpus, exact_prompt
 from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.errors import DatasetError
+from loadtest.model.prompt import Prompt
 
 __all__ = ["TraceEntry", "read_trace", "trace_prompts"]
 

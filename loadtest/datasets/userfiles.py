@@ -9,9 +9,9 @@ from typing import Any
 
 import orjson
 
-from loadtest.datasets.prompt import Prompt
 from loadtest.datasets.sharegpt import parse_sharegpt_bytes
 from loadtest.errors import DatasetError, MissingPackageError
+from loadtest.model.prompt import Prompt
 
 __all__ = ["load_humaneval", "load_inline", "load_jsonl", "load_sharegpt_file"]
 

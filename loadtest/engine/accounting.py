@@ -1,8 +1,8 @@
 """Every finished request becomes metrics and one line of ``requests.jsonl``.
 
-Lines are queued and handed to the file whole (``LineLog``, kept in
-``loadtest/report/atomic``: it has no imports of ours, so the engine depending on it
-makes no circle), once a second by the roll or when the queue fills.
+Lines are queued and handed to the file whole (``LineLog`` from ``loadtest/model/atomic``,
+the one crash-safe writer every layer shares), once a second by the roll or when the
+queue fills.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.datasets import Prompt
 from loadtest.measure.recorders import Metrics, MetricSet
+from loadtest.model.atomic import LineLog
 from loadtest.model.json import JsonObject
+from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
-from loadtest.report.atomic import LineLog
 
 __all__ = ["Accounting"]
 

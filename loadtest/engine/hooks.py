@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     # Types only: features subclass ``RunHook``, and the scenario module imports feature
     # modules (its plans and specs); importing those here at run time would be a cycle.
     from loadtest.config.scenario import Scenario
-    from loadtest.datasets import Prompt
     from loadtest.measure.recorders import Metrics, MetricSet
+    from loadtest.model.prompt import Prompt
     from loadtest.model.record import RequestRecord
     from loadtest.transport.client import Client
 

@@ -9,8 +9,9 @@ import asyncio
 from collections.abc import Sequence
 
 from loadtest.config.scenario import Scenario
-from loadtest.datasets import Prompt, PromptPool
+from loadtest.datasets.prompt import PromptPool
 from loadtest.engine.hooks import CancelOrder, RunContext, RunHook
+from loadtest.model.prompt import Prompt
 from loadtest.protocol.openai import build_payload
 
 __all__ = ["RequestUnit", "prompt_body", "raise_if_cancelling"]

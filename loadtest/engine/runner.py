@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from loadtest.datasets import Prompt, PromptPool
+from loadtest.datasets.prompt import PromptPool
 from loadtest.engine.accounting import Accounting
 from loadtest.engine.hooks import RunHook, UnitOfLoad, overrides
 from loadtest.engine.loops import closed_loop, open_loop
@@ -24,6 +24,7 @@ from loadtest.engine.schedule import Clock, MonotonicClock
 from loadtest.engine.stop import StopState, decide, measured_s, plan_stop
 from loadtest.measure.recorders import Metrics, Snapshot
 from loadtest.model.json import JsonObject
+from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 from loadtest.transport.client import Client, ClientConfig
 

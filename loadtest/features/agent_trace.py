@@ -21,11 +21,11 @@ from pathlib import Path
 
 from loadtest.config.scenario import Scenario
 from loadtest.datasets.otel import RecordedSession
-from loadtest.datasets.prompt import Prompt
 from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.datasets.trace import TraceEntry, trace_prompts
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import prompt_body, raise_if_cancelling
+from loadtest.model.prompt import Prompt
 from loadtest.model.summary import (
     AgentTraceBlock,
     AgentTraceRecorded,

@@ -17,10 +17,10 @@ import orjson
 
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets.conversations import Conversation
-from loadtest.datasets.prompt import Prompt
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import raise_if_cancelling
 from loadtest.model.json import JsonObject
+from loadtest.model.prompt import Prompt
 from loadtest.protocol.openai import build_payload
 
 __all__ = ["MultiTurn", "TurnRow"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 
 from loadtest.config.scenario import Scenario, SourceSpec
-from loadtest.datasets import Prompt, PromptPool, build_pool, load_source
+from loadtest.datasets import PromptPool, build_pool, load_source
 from loadtest.datasets.conversations import load_conversations
 from loadtest.datasets.otel import read_agent_trace
 from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
@@ -26,6 +26,7 @@ from loadtest.engine.schedule import trace_offsets_ns
 from loadtest.errors import DatasetError
 from loadtest.features.agent_trace import SessionReplay, session_prompts
 from loadtest.features.multiturn import MultiTurn
+from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 
 __all__ = [

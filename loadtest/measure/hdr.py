@@ -16,12 +16,15 @@ from hdrh.histogram import HdrHistogram
 
 from loadtest._compat import hdr_internals as _hi
 from loadtest._compat.checks import warn_once
+from loadtest.model.summary import MetricStats
 
 __all__ = [
+    "PERCENTILES",
     "add_into",
     "bucket_arrays",
     "fast_percentile",
     "fits",
+    "metric_stats",
     "new_histogram",
     "record_array",
     "record_corrected_many",
@@ -186,3 +189,27 @@ def record_corrected_many(
     step = np.arange(int(reps.sum()), dtype=np.int64) - np.repeat(starts, reps)
     _add_counts(hist, np.repeat(v, reps) - np.repeat(e, reps) * step)
     return ok
+
+
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
+
+
+def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> MetricStats:
+    """count/min/mean/p50/p90/p95/p99/p999/max of one histogram, in ms (``scale`` µs)."""
+    n = hist.get_total_count()
+    if n == 0:
+        return {"count": 0}
+    # fast_percentile is hdrh's value without its walk over every count (~3 ms each).
+    p = {key: round(fast_percentile(hist, q) / scale, 3) for key, q in PERCENTILES}
+    return {
+        "count": n,
+        "min": round(hist.get_min_value() / scale, 3),
+        # The running sum is exact; HdrHistogram's own mean is slow and bucketed.
+        "mean": round(total_us / n / scale, 3),
+        "p50": p["p50"],
+        "p90": p["p90"],
+        "p95": p["p95"],
+        "p99": p["p99"],
+        "p999": p["p999"],
+        "max": round(hist.get_max_value() / scale, 3),
+    }

@@ -96,7 +96,7 @@ def load_run_start(path: Path) -> RunStart:
 class JsonLines:
     """The JSON objects of a JSONL file, in order; iterate once, then read the counts.
 
-    Lines are written whole (``report.atomic.LineLog``), so only the last can be cut
+    Lines are written whole (``model.atomic.LineLog``), so only the last can be cut
     short, by a kill in the middle of a write. A last line without its newline that is a
     whole JSON object lost only the newline and is read; any other is ``torn``: counted
     there, never read as a request. A bad line before the last is not a kill's doing:

@@ -7,12 +7,12 @@ import io
 from collections.abc import Mapping
 from pathlib import Path
 
+from loadtest.measure.hdr import PERCENTILES
 from loadtest.measure.recorders import Metrics
+from loadtest.model.atomic import write_atomic
 from loadtest.model.io import dump_summary
 from loadtest.model.summary import Summary
-from loadtest.report.atomic import write_atomic
 from loadtest.report.hgrm import hgrm
-from loadtest.report.summary import PERCENTILES
 
 __all__ = ["hgrm", "write_results"]
 

@@ -20,11 +20,11 @@ from hdrh.histogram import HdrHistogram
 
 from loadtest.errors import UsageError
 from loadtest.measure.recorders import new_histogram
+from loadtest.model.atomic import write_atomic
 from loadtest.model.io import load_capacity, load_decision, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import MetricStats, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, knee_text
-from loadtest.report.atomic import write_atomic
 from loadtest.report.evidence import rebuilt_note
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (

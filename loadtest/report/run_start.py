@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 from loadtest.engine.hooks import RunHook
+from loadtest.model.atomic import write_atomic
 from loadtest.model.io import load_run_start
 from loadtest.model.summary import RunHead, RunStart
-from loadtest.report.atomic import write_atomic
 from loadtest.report.summary import SCHEMA_VERSION, run_head
 
 if TYPE_CHECKING:

@@ -7,10 +7,9 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import cast
 
-from hdrh.histogram import HdrHistogram
-
 from loadtest.config.scenario import Scenario
-from loadtest.measure.recorders import Metrics, MetricSet, fast_percentile, new_histogram
+from loadtest.measure.hdr import metric_stats
+from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, stat_of
 from loadtest.model.record import ENGINE_CANCELS, ERROR_CLASSES
 from loadtest.model.summary import (
@@ -32,14 +31,12 @@ __all__ = [
     "DISPATCH_LAG_MOVES",
     "DRIVER_METRICS",
     "LAG_SHARE",
-    "PERCENTILES",
     "SCHEMA_VERSION",
     "build_summary",
     "driver_health",
     "error_rate",
     "judge_run",
     "judged_metrics",
-    "metric_stats",
     "metrics_block",
     "resolution_ms",
     "run_head",
@@ -47,30 +44,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9))
-
-
-def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> MetricStats:
-    """count/min/mean/p50/p90/p95/p99/p999/max of one histogram, in ms (``scale`` µs)."""
-    n = hist.get_total_count()
-    if n == 0:
-        return {"count": 0}
-    # fast_percentile is hdrh's value without its walk over every count (~3 ms each).
-    p = {key: round(fast_percentile(hist, q) / scale, 3) for key, q in PERCENTILES}
-    return {
-        "count": n,
-        "min": round(hist.get_min_value() / scale, 3),
-        # The running sum is exact; HdrHistogram's own mean is slow and bucketed.
-        "mean": round(total_us / n / scale, 3),
-        "p50": p["p50"],
-        "p90": p["p90"],
-        "p95": p["p95"],
-        "p99": p["p99"],
-        "p999": p["p999"],
-        "max": round(hist.get_max_value() / scale, 3),
-    }
-
-
 BUSY_MS = 5.0
 """The lag bar where a run has none of the figures a lag could move (no token times)."""
 LAG_SHARE = 0.1

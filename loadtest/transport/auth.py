@@ -11,25 +11,14 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
 from loadtest.errors import UsageError
 
 __all__ = ["DEFAULT_KEY_ENV", "REDACTED", "AuthSpec", "redact", "resolve_api_key", "tls_context"]
 
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 REDACTED = "[redacted]"
-
-
-@dataclass(frozen=True, slots=True)
-class AuthSpec:
-    """Where the API key comes from: the ``[auth]`` table of a scenario, or flags."""
-
-    api_key_env: str = DEFAULT_KEY_ENV
-    """The environment variable that holds the key (unset or empty: no key)."""
-    api_key_file: str | None = None
-    """A file whose first line is the key; wins over the variable when given."""
 
 
 def resolve_api_key(spec: AuthSpec, environ: Mapping[str, str] | None = None) -> str | None:

@@ -22,7 +22,7 @@ import aiohttp
 from loadtest._compat.arrivals import arrival_stamps, stamping_connector
 from loadtest._compat.eager_send import eager_request_class
 from loadtest._compat.selfcheck import fallbacks
-from loadtest.datasets import Prompt
+from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import StreamReader
 from loadtest.protocol.responses import new_reader

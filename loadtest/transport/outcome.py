@@ -14,9 +14,9 @@ from typing import TypedDict
 
 import aiohttp
 
-from loadtest.datasets import Prompt
 from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
+from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import ServerError, StreamReader
 from loadtest.protocol.validate import ToolValidator

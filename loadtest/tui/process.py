@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
-import loadtest
 from loadtest.tui.feed import REFRESH_S, DashboardFeed
 
 __all__ = ["CLOSE_S", "NICE", "DashboardProcess"]
@@ -67,7 +66,7 @@ class DashboardProcess:
         if self.last_screen is not None:
             cmd += ["--last-screen", str(self.last_screen)]
         # The same loadtest as this process's, wherever that was imported from.
-        root = str(Path(loadtest.__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         try:

@@ -14,18 +14,18 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.datasets import Prompt
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.features.agent.session import TaskRecord, run_task
 from loadtest.features.agent.task_metrics import AgentMetrics
 from loadtest.features.agent.taskspec import AgentSpec, TaskPool
 from loadtest.features.agent.tools import ToolRunner
 from loadtest.features.agent.trace import TraceWriter
+from loadtest.model.atomic import LineLog
 from loadtest.model.json import JsonObject
+from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 from loadtest.model.summary import AgentBlock
 from loadtest.protocol.openai import StreamReader, build_payload
-from loadtest.report.atomic import LineLog
 
 __all__ = ["AgentDriver"]
 

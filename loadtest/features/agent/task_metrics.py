@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from hdrh.histogram import HdrHistogram
 
 from loadtest.features.agent.session import PARTS, TaskRecord
+from loadtest.measure.hdr import metric_stats
 from loadtest.measure.recorders import MetricSet, fast_percentile
 from loadtest.model.summary import AgentBlock, AgentCategory, AgentSteps
 
@@ -65,7 +66,6 @@ class AgentMetrics:
         self, total: MetricSet, by_category: dict[str, MetricSet], tool_stats: Counter[str]
     ) -> AgentBlock:
         """The ``agent`` section of summary.json."""
-        from loadtest.report.summary import metric_stats
 
         def block(ms: MetricSet) -> AgentSteps:
             return {

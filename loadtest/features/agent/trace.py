@@ -13,7 +13,7 @@ from typing import NotRequired, TypedDict
 import orjson
 
 from loadtest.features.agent.session import TaskRecord
-from loadtest.report.atomic import LineLog
+from loadtest.model.atomic import LineLog
 
 __all__ = ["TraceEvent", "TraceWriter", "trace_events"]
 

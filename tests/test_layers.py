@@ -1,0 +1,73 @@
+"""The layering contracts hold, and they are able to fail.
+
+``lint-imports`` reads ``[tool.importlinter]`` from pyproject.toml. A contract that no
+import could break would be decoration, so the same check runs on a copy of the package
+with one wrong-way import added (the engine reaching up into the report), and must fail
+there, naming that import.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which(
+    "lint-imports"
+)
+
+pytestmark = pytest.mark.skipif(LINT is None, reason="import-linter is not installed")
+
+
+def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    assert LINT is not None
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    return subprocess.run(
+        [LINT, "--no-logo", "--no-cache", str(tree / "pyproject.toml")],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _copy(tmp_path: Path) -> Path:
+    tree = tmp_path / "tree"
+    shutil.copytree(
+        ROOT / "loadtest", tree / "loadtest", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    return tree
+
+
+def test_the_contracts_hold_on_the_package(tmp_path: Path) -> None:
+    done = _lint(_copy(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+def test_a_wrong_way_import_breaks_the_layers(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    stop = tree / "loadtest" / "engine" / "stop.py"
+    # Lazy, inside a function: the contracts count those too.
+    stop.write_text(
+        stop.read_text() + "\n\ndef _up() -> None:\n    import loadtest.report.summary  # noqa\n"
+    )
+    done = _lint(tree)
+    assert done.returncode != 0
+    assert "loadtest.engine.stop -> loadtest.report.summary" in done.stdout
+
+
+def test_the_simulator_may_not_reach_into_the_load_side(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    engine = tree / "loadtest" / "sim" / "engine.py"
+    engine.write_text(engine.read_text() + "\nfrom loadtest.measure import hdr  # noqa\n")
+    done = _lint(tree)
+    assert done.returncode != 0
+    assert "loadtest.sim.engine -> loadtest.measure.hdr" in done.stdout
