@@ -50,29 +50,74 @@ def _ray(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+HEAD_IP, NODE_IP = "127.0.0.2", "127.0.0.3"
+"""Loopback addresses Ray keeps: it swaps 127.0.0.1 itself for the machine's address."""
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
 @pytest.fixture
 def ray_head() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """A two-node cluster on loopback: a head and a second node, each on its own address."""
+    port = _free_port(HEAD_IP)
     # Short: Ray's unix sockets live under it, and their paths may not exceed 107 bytes.
     temp = Path(tempfile.mkdtemp(prefix="lt-ray-", dir="/tmp"))
     started = _ray(
         "start",
         "--head",
-        "--node-ip-address=127.0.0.1",
+        f"--node-ip-address={HEAD_IP}",
         f"--port={port}",
-        "--num-cpus=2",
+        "--num-cpus=1",
         "--include-dashboard=false",
         "--disable-usage-stats",
         f"--temp-dir={temp}",
     )
     assert started.returncode == 0, started.stderr[-2000:]
     try:
-        yield f"127.0.0.1:{port}"
+        joined = _ray(
+            "start",
+            f"--address={HEAD_IP}:{port}",
+            f"--node-ip-address={NODE_IP}",
+            "--num-cpus=1",
+            "--disable-usage-stats",
+        )
+        assert joined.returncode == 0, joined.stderr[-2000:]
+        yield f"{HEAD_IP}:{port}"
     finally:
         _ray("stop", "--force")
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _driver_addresses(address: str) -> set[str]:
+    """The addresses every driver that joined the cluster registered under."""
+    code = (
+        "import sys, ray\n"
+        f"ray.init(address={address!r}, include_dashboard=False, log_to_driver=False,"
+        f" _node_ip_address={HEAD_IP!r})\n"
+        "print(*{j['DriverIPAddress'] for j in ray._private.state.jobs()})\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_env()
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = set(done.stdout.split())
+    assert len(found) >= 1
+    return found
+
+
+def test_loopback_clusters_keep_the_driver_on_loopback(caplog: pytest.LogCaptureFixture) -> None:
+    from loadtest.app.ray_backend import _loopback_node
+
+    assert _loopback_node("127.0.0.2:6379") == "127.0.0.2"
+    assert _loopback_node("10.1.2.3:6379") is None
+    # Ray swaps 127.0.0.1 for the machine's address whatever it is told: say so.
+    with caplog.at_level("WARNING", logger="loadtest"):
+        assert _loopback_node("127.0.0.1:6379") is None
+    assert "127.0.0.2" in caplog.text
 
 
 def test_a_run_through_ray_is_complete_and_merged(ray_head: str, tmp_path: Path) -> None:
@@ -93,6 +138,9 @@ def test_a_run_through_ray_is_complete_and_merged(ray_head: str, tmp_path: Path)
     )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "Ray tasks at" in res.stderr
+    # The driver registered on loopback, not under the machine's own network address
+    # (which is what Ray makes of a cluster started on 127.0.0.1).
+    assert _driver_addresses(ray_head) <= {HEAD_IP, NODE_IP}
     (run_dir,) = out.iterdir()
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     assert s["run"]["workers"] == 2

@@ -10,6 +10,8 @@ first stops gracefully, the next cancels. ``ray`` is the optional extra ``ray``.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
+import logging
 import signal
 import time
 from collections.abc import Callable
@@ -22,7 +24,41 @@ from loadtest.errors import EndpointError, MissingExtraError
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig
 
-__all__ = ["run_on_ray"]
+__all__ = ["RAY_REWRITES", "run_on_ray"]
+
+log = logging.getLogger("loadtest")
+
+RAY_REWRITES = ("127.0.0.1", "localhost", "::1")
+"""Hosts Ray itself swaps for the machine's primary address."""
+
+
+def _loopback_node(address: str) -> str | None:
+    """``_node_ip_address`` for a cluster on loopback, so that the driver stays there too.
+
+    Without it ``ray.init`` registers the driver under the machine's primary address
+    (its log says "Connecting to existing Ray cluster at address: <that address>"), and
+    a run meant to stay on loopback would reach out through the network interface. Ray
+    rewrites exactly ``127.0.0.1``, ``localhost`` and ``::1`` to that address wherever
+    it meets them (``resolve_ip_for_localhost``), so a cluster that must stay on
+    loopback is started on another loopback address (``127.0.0.2``): that one is kept.
+    """
+    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        return None
+    if host in RAY_REWRITES:
+        log.warning(
+            "Ray replaces %s with this machine's network address, so the run's Ray "
+            "traffic leaves loopback; start the cluster with --node-ip-address "
+            "127.0.0.2 (any other 127.x address) and pass --ray 127.0.0.2:PORT to keep it "
+            "on loopback",
+            host,
+        )
+        return None
+    return host
 
 
 def run_on_ray(
@@ -39,7 +75,12 @@ def run_on_ray(
         raise MissingExtraError("--ray", "ray") from exc
 
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            _node_ip_address=_loopback_node(address),
+        )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise EndpointError(f"cannot join the Ray cluster at {address}: {exc}") from exc
     try:
