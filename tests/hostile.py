@@ -300,6 +300,7 @@ MODES: dict[str, Handler] = {
     "resp-error-event": resp_error_event,
     "resp-failed": resp_failed,
     "resp-unknown-events": resp_unknown_events,
+    "keyed": ok,
 }
 
 
@@ -309,6 +310,23 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         raise web.HTTPNotFound()
     await request.read()
     return await handler(request)
+
+
+METRICS_PAGE = (
+    "# TYPE vllm:num_requests_running gauge\n"
+    'vllm:num_requests_running{model_name="hostile-llm"} 1.0\n'
+    "# TYPE vllm:num_requests_waiting gauge\n"
+    'vllm:num_requests_waiting{model_name="hostile-llm"} 0.0\n'
+)
+METRICS_KEY = "hostile-metrics-key"
+"""``/keyed/metrics`` answers only a request that carries this key, as a gated server does."""
+
+
+async def _metrics(request: web.Request) -> web.StreamResponse:
+    keyed = request.match_info["mode"] == "keyed"
+    if keyed and request.headers.get("Authorization") != f"Bearer {METRICS_KEY}":
+        return web.Response(status=401, text="no key")
+    return web.Response(text=METRICS_PAGE, content_type="text/plain")
 
 
 async def _models(request: web.Request) -> web.StreamResponse:
@@ -354,6 +372,7 @@ class HostileServer:
         app = web.Application()
         app[_SEEN] = []
         app.router.add_get("/{mode}/v1/models", _models)
+        app.router.add_get("/{mode}/metrics", _metrics)
         app.router.add_post("/{mode}/v1/chat/completions", _dispatch)
         app.router.add_post("/{mode}/v1/responses", _dispatch)
         self._runner = web.AppRunner(app, handler_cancellation=True)

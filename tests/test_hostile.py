@@ -18,7 +18,7 @@ import pytest
 from loadtest.app.job import RunOptions, run_job
 from loadtest.model.summary import Summary
 from tests.conftest import log_records, read_jsonl
-from tests.hostile import ECHO_MODES, HostileServer
+from tests.hostile import ECHO_MODES, METRICS_KEY, HostileServer
 
 SCENARIO = """
 name = "hostile"
@@ -233,3 +233,28 @@ def test_an_echoed_api_key_never_reaches_an_output(
     rows = read_jsonl(run_dir / "requests.jsonl")
     # The server did echo it: loadtest redacted it.
     assert all("[redacted]" in r["error"] for r in rows), rows
+
+
+def test_the_scrape_honours_the_runs_tls(hostile: HostileServer, tmp_path: Path) -> None:
+    """``--ca-bundle`` reaches the ``/metrics`` scrape too: the server block is read."""
+    ca = hostile.ca_file(tmp_path)
+    summary, _ = _run(tmp_path, hostile.url("ok", tls=True), ca_bundle=ca)
+    server = summary.get("server")
+    assert server is not None and server["scraped"] >= 1, server
+    assert server.get("engine") == "vllm" and server.get("running_peak") == 1.0
+
+
+def test_the_scrape_carries_the_runs_key(
+    hostile: HostileServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that gates ``/metrics`` behind the API key is scraped with the run's key."""
+    monkeypatch.setenv("HOSTILE_KEY", METRICS_KEY)
+    summary, _ = _run(tmp_path, hostile.url("keyed"), api_key_env="HOSTILE_KEY")
+    server = summary.get("server")
+    assert server is not None and server["scraped"] >= 1, server
+    # Without the key the same server gives no metrics, and the summary says why.
+    (tmp_path / "nokey").mkdir()
+    summary, _ = _run(tmp_path / "nokey", hostile.url("keyed"))
+    server = summary.get("server")
+    assert server is not None and server["scraped"] == 0
+    assert "HTTP 401" in server.get("note", ""), server

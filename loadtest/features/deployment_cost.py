@@ -27,6 +27,7 @@ import psutil
 
 from loadtest._compat.orphans import die_with_parent
 from loadtest.errors import EndpointError, UsageError
+from loadtest.transport.side import SideHttp
 
 __all__ = [
     "ColdStart",
@@ -234,7 +235,7 @@ async def measure_cold_start(
         preexec_fn=die_with_parent,  # not past an ab killed hard
     )
     try:
-        async with aiohttp.ClientSession() as s:
+        async with SideHttp().session(timeout_s=None) as s:
             ready_s = await _until_ready(s, proc, base_url, t0, timeout_s)
             first_s, error = await _first_token(s, base_url, model, prompt, t0)
     except BaseException:

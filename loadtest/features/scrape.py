@@ -23,6 +23,7 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.features.histograms import Buckets, family_buckets
+from loadtest.transport.side import Fetched, SideHttp, get_text
 
 __all__ = ["FIELDS", "Page", "Scraper", "parse_metrics", "read_page"]
 
@@ -145,8 +146,11 @@ class Scraper:
         pid: Callable[[], int | None] | None = None,
         t0_ns: int | None = None,
         window_start_s: float = 0.0,
+        http: SideHttp | None = None,
     ) -> None:
         self.url = url
+        self.http = http or SideHttp()
+        """The run's TLS and key: a scrape reaches the endpoint as the load does."""
         self.dcgm_url = dcgm_url
         self.out_path = out_path
         self.interval_s = interval_s
@@ -164,7 +168,7 @@ class Scraper:
 
     async def start(self) -> None:
         """Open the output and start polling."""
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2.0))
+        self._session = self.http.session(timeout_s=2.0)
         self._file = open(self.out_path, "wb")  # noqa: SIM115, ASYNC230
         self._task = asyncio.create_task(self._loop(), name="loadtest-scraper")
         if self.window_start_s > 0:
@@ -207,11 +211,12 @@ class Scraper:
         assert self._session is not None
         t = round((time.perf_counter_ns() - self.t0_ns) / 1e9, 3)
         row: dict[str, Any] = {"t_s": t, "ok": False}
-        text = await self._get(self.url)
+        fetched = await self._get(self.url)
+        text = fetched.text
         row["t_end_s"] = round((time.perf_counter_ns() - self.t0_ns) / 1e9, 3)
         if text is None:
             if self.unavailable is None:
-                self.unavailable = f"{self.url} gave no Prometheus metrics"
+                self.unavailable = f"{self.url} gave no Prometheus metrics ({fetched.error})"
         else:
             try:
                 page = read_page(text)
@@ -227,7 +232,7 @@ class Scraper:
             except ValueError as exc:
                 self.unavailable = f"{self.url} is not Prometheus text: {exc}"
         if self.dcgm_url:
-            gpu = await self._get(self.dcgm_url)
+            gpu = (await self._get(self.dcgm_url)).text
             if gpu is not None:
                 with contextlib.suppress(ValueError):
                     row.update(parse_metrics(gpu))
@@ -240,15 +245,9 @@ class Scraper:
             self._file.flush()
         return row
 
-    async def _get(self, url: str) -> str | None:
+    async def _get(self, url: str) -> Fetched:
         assert self._session is not None
-        try:
-            async with self._session.get(url) as resp:
-                if resp.status != 200:
-                    return None
-                return await resp.text()
-        except (aiohttp.ClientError, TimeoutError, OSError, UnicodeDecodeError):
-            return None
+        return await get_text(self._session, self.http, url, "scrape")
 
     def _rss_mib(self) -> float | None:
         pid = self.pid() if self.pid is not None else None

@@ -12,6 +12,7 @@ import orjson
 from loadtest.features.agent.session import ToolError
 from loadtest.features.agent.taskspec import AgentSpec
 from loadtest.protocol.openai import ToolCall
+from loadtest.transport.side import SideHttp
 
 __all__ = ["ToolRunner"]
 
@@ -24,11 +25,12 @@ class ToolRunner:
         self._rng = random.Random(seed ^ 0x7001)
         self._session: aiohttp.ClientSession | None = None
         self.calls = 0
+        self.http = SideHttp()
+        """How a ``tool = "url"`` call is sent: the run sets its TLS here before opening."""
 
     async def __aenter__(self) -> ToolRunner:
         if self.spec.tool == "url":
-            timeout = aiohttp.ClientTimeout(total=self.spec.tool_timeout_s)
-            self._session = aiohttp.ClientSession(timeout=timeout)
+            self._session = self.http.session(timeout_s=self.spec.tool_timeout_s)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -78,7 +80,12 @@ class ToolRunner:
         body = orjson.dumps({"name": call.name, "arguments": args})
         try:
             async with self._session.post(
-                self.spec.tool_url, data=body, headers={"Content-Type": "application/json"}
+                self.spec.tool_url,
+                data=body,
+                headers={
+                    "Content-Type": "application/json",
+                    **self.http.headers(self.spec.tool_url),
+                },
             ) as resp:
                 text = await resp.text()
                 if resp.status >= 400:

@@ -13,6 +13,8 @@ from typing import Any
 
 import aiohttp
 
+from loadtest.transport.side import SideHttp
+
 __all__ = ["run_command", "run_request"]
 
 
@@ -37,14 +39,20 @@ async def run_command(command: str, timeout_s: float = 60.0) -> dict[str, Any]:
 
 
 async def run_request(
-    url: str, method: str = "POST", body: str = "", timeout_s: float = 30.0
+    url: str,
+    method: str = "POST",
+    body: str = "",
+    timeout_s: float = 30.0,
+    http: SideHttp | None = None,
 ) -> dict[str, Any]:
     """Send one HTTP request; returns its status and duration (or the error)."""
     t0 = time.perf_counter()
+    http = http or SideHttp()
     headers = {"Content-Type": "application/json"} if body else {}
+    headers.update(http.headers(url))
     try:
         async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
+            http.session(timeout_s=timeout_s) as session,
             session.request(method, url, data=body.encode() or None, headers=headers) as resp,
         ):
             await resp.read()

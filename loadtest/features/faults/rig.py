@@ -28,6 +28,7 @@ from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import ServerBlock
 from loadtest.model.verdict import FaultVerdict, Observed, RequestRow
+from loadtest.transport.side import SideHttp
 
 __all__ = ["CancelOrder", "FaultRig", "request_rows"]
 
@@ -58,6 +59,7 @@ class FaultRig(RunHook):
         self.t0_ns = _perf()
         self._rng = random.Random(seed ^ 0x5EED)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._http = SideHttp()
         self._idle = [e for e in plan.events if e.kind == "idle"]
         self._down = False
         self._cancels = [(i, e) for i, e in enumerate(plan.events) if e.kind == "cancel"]
@@ -75,6 +77,7 @@ class FaultRig(RunHook):
         """Start the scraper and the timeline, relative to the run's ``t0_ns``."""
         t0_ns, run_dir, control = ctx.t0_ns, ctx.run_dir, ctx
         self.t0_ns = t0_ns
+        self._http = SideHttp.for_endpoint(ctx.client.config)
         if self.metrics_url:
             target = self.target
             self.scraper = Scraper(
@@ -85,6 +88,7 @@ class FaultRig(RunHook):
                 pid=(lambda: target.pid) if target is not None else None,
                 t0_ns=t0_ns,
                 window_start_s=ctx.scenario.load.warmup_s,
+                http=self._http,
             )
             await self.scraper.start()
         for i, ev in enumerate(self.plan.events):
@@ -262,7 +266,7 @@ class FaultRig(RunHook):
         if command:
             return await run_command(self._fill(command))
         assert url is not None
-        return await run_request(self._fill(url), method, self._fill(body))
+        return await run_request(self._fill(url), method, self._fill(body), http=self._http)
 
     def _fill(self, text: str) -> str:
         for key, value in self.placeholders.items():

@@ -21,6 +21,7 @@ import aiohttp
 from loadtest._compat.orphans import die_with_parent
 from loadtest.errors import EndpointError
 from loadtest.features.faults.plan import TargetSpec
+from loadtest.transport.side import SideHttp
 
 __all__ = ["ManagedTarget"]
 
@@ -70,8 +71,8 @@ class ManagedTarget:
 
     async def _wait_ready(self, t0: float) -> None:
         deadline = t0 + self.spec.ready_timeout_s
-        timeout = aiohttp.ClientTimeout(total=2.0)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        # The target is a process this run started, on this machine: default TLS, no key.
+        async with SideHttp().session(timeout_s=2.0) as session:
             while True:
                 if self.proc is not None and self.proc.returncode is not None:
                     raise EndpointError(
