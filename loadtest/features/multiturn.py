@@ -19,6 +19,7 @@ from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets.conversations import Conversation
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import raise_if_cancelling
+from loadtest.measure.hdr import percentile
 from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.protocol.openai import build_payload
@@ -40,8 +41,10 @@ class TurnRow:
     prompt_tokens_mean: float | None
 
 
-def _q(sorted_values: list[float], q: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+def _q(values: list[float], q: float) -> float:
+    p = percentile(values, q * 100)
+    assert p is not None  # callers pass only non-empty lists
+    return p
 
 
 class MultiTurn(RunHook):

@@ -8,7 +8,6 @@ load, hooks, the scenario with its trace arrival plan); ``plan_lines`` is what
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from loadtest.engine.schedule import trace_offsets_ns
 from loadtest.errors import DatasetError
 from loadtest.features.agent_trace import SessionReplay, session_prompts
 from loadtest.features.multiturn import MultiTurn
+from loadtest.measure.hdr import percentile
 from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 
@@ -100,7 +100,7 @@ class LengthCheck(RunHook):
             stopped_early=self._early,
             exact_input=self._exact_in,
             prompt_tokens_reported=len(d),
-            prompt_overhead_median=statistics.median(d) if d else None,
+            prompt_overhead_median=percentile(d, 50),
             prompt_overhead_max=max(d) if d else None,
         )
 
@@ -334,7 +334,7 @@ def plan_lines(scenario: Scenario) -> list[str]:
             turns = [min(c.turns, w.max_turns or c.turns) for c in convs]
             lines.append(
                 f"  conversations: {len(convs)} from {s.path or 'ShareGPT'}, turns "
-                f"{min(turns)}..{max(turns)} (median {statistics.median(turns):g}), "
+                f"{min(turns)}..{max(turns)} (median {percentile(turns, 50):g}), "
                 f"think {w.think_time_ms:g} ms, history with {w.answers} answers"
             )
     return lines

@@ -26,9 +26,11 @@ __all__ = [
     "fits",
     "metric_stats",
     "new_histogram",
+    "percentile",
     "record_array",
     "record_corrected_many",
     "record_many",
+    "target_rank",
 ]
 
 _LOWEST, _HIGHEST, _DIGITS = 1, 3_600_000_000, 3
@@ -80,10 +82,30 @@ def fast_percentile(hist: HdrHistogram, q: float) -> int:
     if not len(counts):
         return 0
     cum = np.cumsum(counts)
-    # hdrh's get_target_count_at_percentile, operation for operation: another order of
-    # the same arithmetic rounds differently where the count lands on a half.
-    at = max(1, int((min(q, 100.0) * int(cum[-1]) / 100) + 0.5))
+    at = target_rank(q, int(cum[-1]))
     return int(highest[min(int(np.searchsorted(cum, at)), len(highest) - 1)])
+
+
+def target_rank(q: float, n: int) -> int:
+    """The 1-based rank of the ``q``-th percentile among ``n`` values: loadtest's one
+    definition of a percentile, for histograms and for lists of values alike.
+
+    hdrh's ``get_target_count_at_percentile``, operation for operation: another order of
+    the same arithmetic rounds differently where the count lands on a half.
+    """
+    return max(1, int((min(q, 100.0) * n / 100) + 0.5))
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) of ``values``, by the rank a histogram uses.
+
+    For the few values a fault window or a conversation turn has, exact; the same value
+    an HDR histogram of them reports, up to its 3 significant digits. None when empty.
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered), target_rank(q, len(ordered))) - 1])
 
 
 _BATCH_MIN = 48

@@ -21,11 +21,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
 from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
 from loadtest.features.server_summary import acceptance
+from loadtest.measure.hdr import percentile
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import (
     CancelFigures,
@@ -41,7 +40,8 @@ __all__ = ["after_span_s", "judge_windows", "phase_stats", "recovery_s"]
 
 
 def _pct(values: Sequence[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 3) if values else None
+    p = percentile(values, q)
+    return None if p is None else round(p, 3)
 
 
 def phase_stats(rows: Iterable[RequestRow]) -> PhaseStats:
