@@ -14,10 +14,10 @@ from loadtest.app.ab import ab_order
 from loadtest.app.ab_sides import Side, parse_side
 from loadtest.app.llama import LlamaOptions
 from loadtest.cli.main import main
-from loadtest.errors import UsageError
+from loadtest.errors import ResultFileError, UsageError
 from loadtest.model.comparison import Comparison
 from loadtest.model.json import JsonObject
-from loadtest.report.compare import compare_runs, load_run, load_summary, render_comparison
+from loadtest.report.compare import compare_runs, load_run, render_comparison
 from loadtest.sim import SimConfig
 from loadtest.sim.process import SimProcess
 from tests.test_cli import inline_scenario
@@ -202,8 +202,8 @@ def test_ab_order_interleaves() -> None:
 
 
 def test_a_folder_without_a_summary_is_named(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=str(tmp_path / "summary.json")):
-        load_summary(tmp_path)
+    with pytest.raises(ResultFileError, match=str(tmp_path / "summary.json")):
+        load_run(tmp_path)
     assert main(["compare", str(tmp_path), str(tmp_path)]) == 2
 
 

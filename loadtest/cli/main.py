@@ -19,7 +19,7 @@ from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
 from loadtest.cli.sim_flags import add_sim_flags
 from loadtest.cli.summarize import add_summarize, summarize
-from loadtest.errors import LoadtestError, ScenarioError, UsageError
+from loadtest.errors import LoadtestError, ResultFileError, ScenarioError, UsageError
 
 __all__ = ["main"]
 
@@ -175,7 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"report: {write_report(_existing(args.folder), args.out)}")
             return EXIT_OK
         return _run(args)
-    except (UsageError, ScenarioError) as exc:
+    except (UsageError, ScenarioError, ResultFileError) as exc:
+        # A broken result file was named on the command line (compare A B, report RUN):
+        # the input is wrong, as with a bad flag.
         print(f"loadtest: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except LoadtestError as exc:

@@ -68,7 +68,6 @@ __all__ = [
     "line_verdict",
     "load_run",
     "load_runs",
-    "load_summary",
     "render_comparison",
 ]
 
@@ -103,20 +102,6 @@ class RunData:
     """Measured ok requests per prompt category."""
 
 
-def load_summary(run_dir: str | Path) -> Summary:
-    """The summary.json of a run folder, read through the model, or the summary rebuilt
-    from its files when its run was killed before writing one; ``UsageError`` naming the
-    path (and the field) when it is neither."""
-    folder = Path(run_dir)
-    try:
-        if not is_run_folder(folder):
-            return io.load_summary(folder / "summary.json")  # says what is missing
-        return summary_of(folder)
-    except ResultFileError as exc:
-        # Given on the command line (compare RUN_A RUN_B), so a usage error: exit 2.
-        raise UsageError(str(exc)) from exc
-
-
 def _deployment(folder: Path) -> DeploymentRun | None:
     path = folder / "deployment.json"
     if not path.exists():
@@ -149,7 +134,7 @@ def load_runs(path: str | Path) -> list[RunData]:
 def load_run(run_dir: str | Path) -> RunData:
     """Summary, per-request samples and recorded outputs of one run folder."""
     folder = Path(run_dir)
-    summary = load_summary(folder)
+    summary = summary_of(folder)
     values: dict[str, list[float]] = {m: [] for m in METRICS}
     outputs: dict[str, set[str]] = {}
     heads: dict[str, str] = {}

@@ -79,9 +79,10 @@ def is_run_folder(folder: Path) -> bool:
 
 def summary_of(folder: Path) -> Summary:
     """The run folder's summary.json, or, when its run died before writing one, the
-    summary rebuilt from its files (not written: see ``loadtest summarize``)."""
-    if (folder / "summary.json").exists():
-        return load_summary(folder)
+    summary rebuilt from its files (not written: see ``loadtest summarize``);
+    ``ResultFileError`` naming the path (and the field) when it is neither."""
+    if (folder / "summary.json").exists() or not is_run_folder(folder):
+        return load_summary(folder)  # says what is missing, or which field is wrong
     summary = rebuild_summary(folder).summary
     # Not written: reading a folder must not change it (it may be read-only, or another
     # user's); writing it is what ``summarize`` is for.
