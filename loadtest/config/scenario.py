@@ -90,7 +90,7 @@ class LoadSpec:
     rate: float = 10.0
     burstiness: float = 1.0
     rate_ceiling: float | None = None
-    duration_s: float | None = 30.0
+    duration_s: float | None = DEFAULT_DURATION_S
     requests: int | None = None
     warmup_s: float = 0.0
     think_time_ms: float = 0.0
@@ -242,7 +242,7 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
     t = Table(raw, path, prefix)
     kind = t.choice("kind", "", SOURCE_KINDS)
     category = t.get("category", str, kind, "a string")
-    weight = t.number("weight", 1.0, strict=True)
+    weight = t.number("weight", _SOURCE.weight, strict=True)
     max_tokens = t.integer("max_tokens", None, minimum=1)
     path_value = t.get("path", str, None, "a file path")
     if kind in ("jsonl", "sharegpt-file", "trace", "agent-trace") and path_value is None:
@@ -264,8 +264,8 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
         subsets=t.strings("subsets"),
         languages=t.strings("languages"),
         exclude_languages=t.strings("exclude_languages"),
-        min_prompt_chars=_i(t.integer("min_prompt_chars", 1)),
-        max_prompt_chars=_i(t.integer("max_prompt_chars", 1_000_000, minimum=1)),
+        min_prompt_chars=_i(t.integer("min_prompt_chars", _SOURCE.min_prompt_chars)),
+        max_prompt_chars=_i(t.integer("max_prompt_chars", _SOURCE.max_prompt_chars, minimum=1)),
         limit=t.integer("limit", None, minimum=1),
         prompts=prompts,
         workload=parse_workload_keys(t, kind, base),
@@ -275,24 +275,25 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
 
 
 def _load(t: Table) -> LoadSpec:
-    mode = t.choice("mode", "closed", LOAD_MODES)
+    mode = t.choice("mode", _LOAD.mode, LOAD_MODES)
     duration = t.number("duration_s", None, strict=True)
     requests = t.integer("requests", None, minimum=1)
     if duration is None and requests is None:
         duration = DEFAULT_DURATION_S
     spec = LoadSpec(
         mode=mode,
-        concurrency=_i(t.integer("concurrency", 8 if mode == "closed" else 0)),
-        rate=_f(t.number("rate", 10.0, strict=True)),
-        burstiness=_f(t.number("burstiness", 1.0, strict=True)),
+        # Open loop: no in-flight cap unless asked (0), whatever the closed-loop default.
+        concurrency=_i(t.integer("concurrency", _LOAD.concurrency if mode == "closed" else 0)),
+        rate=_f(t.number("rate", _LOAD.rate, strict=True)),
+        burstiness=_f(t.number("burstiness", _LOAD.burstiness, strict=True)),
         rate_ceiling=t.number("rate_ceiling", None, strict=True),
         duration_s=duration,
         requests=requests,
-        warmup_s=_f(t.number("warmup_s", 0.0)),
-        think_time_ms=_f(t.number("think_time_ms", 0.0)),
-        ramp_up_s=_f(t.number("ramp_up_s", 0.0)),
-        grace_s=_f(t.number("grace_s", 10.0)),
-        keepalive=t.get("keepalive", bool, True, "true or false"),
+        warmup_s=_f(t.number("warmup_s", _LOAD.warmup_s)),
+        think_time_ms=_f(t.number("think_time_ms", _LOAD.think_time_ms)),
+        ramp_up_s=_f(t.number("ramp_up_s", _LOAD.ramp_up_s)),
+        grace_s=_f(t.number("grace_s", _LOAD.grace_s)),
+        keepalive=t.get("keepalive", bool, _LOAD.keepalive, "true or false"),
     )
     if mode == "closed" and spec.concurrency < 1:
         raise t.fail("concurrency", "closed loop needs concurrency >= 1")
@@ -322,13 +323,19 @@ def _auth(t: Table, base: Path) -> AuthSpec:
 
 def _timeouts(t: Table) -> TimeoutSpec:
     spec = TimeoutSpec(
-        connect_s=_f(t.number("connect_s", 10.0, strict=True)),
-        first_byte_s=_f(t.number("first_byte_s", 120.0, strict=True)),
-        between_chunks_s=_f(t.number("between_chunks_s", 60.0, strict=True)),
-        total_s=_f(t.number("total_s", 600.0, strict=True)),
+        connect_s=_f(t.number("connect_s", _TIMEOUTS.connect_s, strict=True)),
+        first_byte_s=_f(t.number("first_byte_s", _TIMEOUTS.first_byte_s, strict=True)),
+        between_chunks_s=_f(t.number("between_chunks_s", _TIMEOUTS.between_chunks_s, strict=True)),
+        total_s=_f(t.number("total_s", _TIMEOUTS.total_s, strict=True)),
     )
     t.finish()
     return spec
+
+
+# Each key's default is its dataclass field's: written once, there.
+_LOAD = LoadSpec()
+_TIMEOUTS = TimeoutSpec()
+_SOURCE = SourceSpec(kind="", category="")
 
 
 def _f(v: float | None) -> float:
