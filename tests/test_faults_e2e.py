@@ -62,7 +62,7 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
         fields = {**_fields(SPEC), "draft_url": proxy.url, "accept_chat": 0.9}
         async with InProcessSim(SimConfig(**fields)) as target:
             rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
-            _, outcome = await run_against(target, sc, tmp_path, hooks=[rig])
+            _, outcome = await run_against(target, sc, tmp_path, hooks=[rig, rig.load_hook()])
             assert target.server is not None and target.server.engine is not None
             engine = target.server.engine
     (window,) = outcome.faults
@@ -110,7 +110,7 @@ async def test_cancellations_free_slots_and_are_counted(tmp_path: Path) -> None:
     )
     async with InProcessSim(SimConfig(ttft_ms=3.0, itl_ms=2.0, min_output_fraction=1.0)) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
-        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
         assert sim.server is not None
         server_cancelled = sim.server.cancelled
     rows = read_jsonl(tmp_path / "requests.jsonl")
@@ -149,7 +149,7 @@ async def test_leaked_slots_fail_the_cancel_window(tmp_path: Path) -> None:
     leaky = SimConfig(ttft_ms=3.0, itl_ms=10.0, min_output_fraction=1.0, leak_cancelled=True)
     async with InProcessSim(leaky) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
-        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
     (window,) = outcome.faults
     assert window["injected_cancels"] > 0
     assert window["verdict"] == "failed"
@@ -171,7 +171,7 @@ async def test_idle_gap_then_burst(tmp_path: Path) -> None:
     cfg = SimConfig(ttft_ms=20.0, itl_ms=1.0, cold_start_ms=300.0, idle_cold_s=1.0)
     async with InProcessSim(cfg) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
-        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
         assert sim.server is not None
         cold_starts = sim.server.cold_starts
     rows = read_jsonl(tmp_path / "requests.jsonl")
@@ -227,7 +227,7 @@ async def test_restart_of_a_managed_target_accounts_for_every_request(tmp_path: 
 
     endpoint = _Url()
     endpoint.url = url
-    _, outcome = await run_against(endpoint, sc, tmp_path, hooks=[rig])  # type: ignore[arg-type]
+    _, outcome = await run_against(endpoint, sc, tmp_path, hooks=[rig, rig.load_hook()])  # type: ignore[arg-type]
     rows = read_jsonl(tmp_path / "requests.jsonl")
     (window,) = outcome.faults
     # Every session had a stream open, unless, at the kill, one sat in the ~0.2-1 ms
@@ -272,7 +272,7 @@ async def test_a_leak_shows_when_sessions_fill_every_slot(tmp_path: Path) -> Non
     )
     async with InProcessSim(leaky) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
-        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
     samples = read_jsonl(tmp_path / "metrics.jsonl")
     assert max(s.get("running", 0) for s in samples) <= 2  # running alone cannot tell
     (window,) = outcome.faults
@@ -296,7 +296,7 @@ async def test_windows_that_injected_nothing_or_were_not_reached(tmp_path: Path)
     )
     async with InProcessSim(SimConfig(ttft_ms=1500.0, itl_ms=1.0, ttft_sigma=0.0)) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
-        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig])
+        _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
     first, late = outcome.faults
     assert first["started_in_window"] == 0 and first["injected_cancels"] == 0
     assert first["verdict"] == "not_exercised", first["reason"]

@@ -53,7 +53,7 @@ async def _run(url: str, tmp: Path, rig: FaultRig | None = None, **load: Any) ->
     runner = Runner(
         RunConfig(scenario=sc, endpoint=url, model=MODEL_ALIAS, run_dir=tmp),
         pool,
-        hooks=[rig] if rig else [],
+        hooks=[rig, rig.load_hook()] if rig else [],
     )
     return await runner.run()
 
@@ -240,7 +240,7 @@ async def test_restart_of_the_managed_engine_is_a_measured_coldstart(tmp_path: P
     runner = Runner(
         RunConfig(scenario=sc, endpoint=url, model=MODEL_ALIAS, run_dir=tmp_path),
         pool,
-        hooks=[rig],
+        hooks=[rig, rig.load_hook()],
     )
     outcome = await runner.run()
     (window,) = outcome.faults

@@ -33,11 +33,11 @@ def _both(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
 @pytest.mark.parametrize(
     ("extra", "flags", "message"),
     [
-        # Workers refuse faults (check_splittable): --check said "valid" before.
+        # Workers refuse a restart (check_splittable): --check said "valid" before.
         (
-            '[[faults.events]]\nkind = "idle"\nat_s = 0.2\nduration_s = 0.1\n',
+            '[[faults.events]]\nkind = "restart"\nat_s = 0.2\nduration_s = 0.1\n',
             ["--workers", "2"],
-            "--workers does not combine with [faults] yet; use --workers 1",
+            "--workers does not combine with fault kind restart yet",
         ),
         # The split itself (split_load).
         ("", ["--workers", "3"], "2 sessions cannot be split over 3 workers"),

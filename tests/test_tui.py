@@ -436,7 +436,9 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
             rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
 
             runner = Runner(
-                RunConfig(sc, target.url, "sim-llm", tmp_path / "run"), pool, hooks=[rig]
+                RunConfig(sc, target.url, "sim-llm", tmp_path / "run"),
+                pool,
+                hooks=[rig, rig.load_hook()],
             )
             app, feed = _linked()
             async with app.run_test(size=(120, 48)) as pilot:

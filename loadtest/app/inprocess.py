@@ -17,19 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loadtest.app.assembly import edge_hooks, rig_hooks
 from loadtest.app.console import Progress, log, stop_notice
 from loadtest.app.deployment import Deployment
 from loadtest.app.options import RunOptions
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import PromptPool
-from loadtest.engine.gc_policy import QuietGc
-from loadtest.engine.hooks import RunHook
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.taskspec import TaskPool
 from loadtest.features.workload import workload_for
-from loadtest.report.hlog import HlogHook
-from loadtest.report.run_start import RunStartHook
 from loadtest.transport.client import discover_model
 
 if TYPE_CHECKING:
@@ -102,14 +99,14 @@ def run_in_process(
             )
             assert wl is not None
             cfg = dataclasses.replace(cfg, scenario=wl.scenario)
-            hooks = [*edge_hooks(cfg, counts), dep.rig, *wl.hooks]
+            hooks = [*edge_hooks(cfg, counts), *rig_hooks(dep), *wl.hooks]
             return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
         if isinstance(pool, TaskPool):
             assert scenario.agent is not None
             agent = AgentDriver(scenario.agent, pool, scenario.seed)
-            hooks = [*edge_hooks(cfg, counts), dep.rig, agent]
+            hooks = [*edge_hooks(cfg, counts), *rig_hooks(dep), agent]
             return Runner(cfg, None, hooks=hooks, unit=agent)
-        return Runner(cfg, pool, hooks=[*edge_hooks(cfg, counts), dep.rig])
+        return Runner(cfg, pool, hooks=[*edge_hooks(cfg, counts), *rig_hooks(dep)])
 
     if tui:
         from loadtest.tui import DashboardProcess
@@ -139,12 +136,6 @@ async def _ready(dep: Deployment, prompts: Future[Prompts]) -> PromptPool | Task
         await asyncio.gather(*steps, return_exceptions=True)
         raise
     return loaded.result().pool
-
-
-def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
-    """What the command line adds to every run: the start record (what a summary rebuilt
-    after a kill needs), the interval log and the GC policy."""
-    return [RunStartHook(cfg, prompts), HlogHook(), QuietGc()]
 
 
 def progress_of(runner: Runner, label: str = "") -> Progress:

@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from loadtest.app.console import log, say, use_tui
+from loadtest.app.coordinator import Coordinator, CoordinatorContext
 from loadtest.app.deployment import Deployment, plan_deployment
 from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
@@ -27,6 +28,7 @@ from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.report.table import render_agent, render_agent_trace
 from loadtest.transport.client import discover_model
+from loadtest.transport.side import SideHttp
 
 __all__ = [
     "RunOptions",
@@ -141,29 +143,46 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
 
 
 def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> LocalRun:
-    """N > 1: the model is found here once; the load runs in N workers, merged."""
+    """N > 1: the model is found here once; the load runs in N workers, merged; the fault
+    rig (the plan's timeline, the scrape, the managed target) runs once, here."""
     sc, options = plan.scenario, plan.options
     prompts.result()  # the workers load their own; a data set error stops the job here
     dep.wait_ready()
-    model = sc.model or asyncio.run(discover_model(dep.endpoint, options.api_key, tls=plan.tls))
-    base = RunConfig(
-        scenario=sc,
-        endpoint=dep.endpoint,
-        model=model,
-        run_dir=plan.run_dir,
-        api_key=options.api_key,
-        record_chunks=options.record_chunks,
-        keepalive=options.keepalive and sc.load.keepalive,
-        record_outputs=options.record_outputs,
-    )
-    plans = list(plan.splits)
-    where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
-    say([f"--workers {options.workers}: {len(plans)} {where}, merged"], label=options.label)
-    # The dashboard reads the local workers' files; Ray workers keep theirs remote.
-    dashboard = (dep.endpoint, model) if use_tui(options.tui) and not options.ray else None
-    tls_spec = (options.ca_bundle, options.insecure)
-    configs = worker_configs(base, plans)
-    ran = run_workers(configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label)
+    coordinator = Coordinator(dep.rig)
+    try:
+        coordinator.start()  # the proxy and the managed target, before any load
+        model = sc.model or asyncio.run(discover_model(dep.endpoint, options.api_key, tls=plan.tls))
+        base = RunConfig(
+            scenario=sc,
+            endpoint=dep.endpoint,
+            model=model,
+            run_dir=plan.run_dir,
+            api_key=options.api_key,
+            record_chunks=options.record_chunks,
+            keepalive=options.keepalive and sc.load.keepalive,
+            record_outputs=options.record_outputs,
+        )
+        plans = list(plan.splits)
+        where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
+        say([f"--workers {options.workers}: {len(plans)} {where}, merged"], label=options.label)
+        # The dashboard reads the local workers' files; Ray workers keep theirs remote.
+        dashboard = (dep.endpoint, model) if use_tui(options.tui) and not options.ray else None
+        tls_spec = (options.ca_bundle, options.insecure)
+        configs = worker_configs(base, plans)
+        side = SideHttp(ssl=plan.tls, api_key=options.api_key, key_origin=dep.endpoint)
+
+        def begin(start_wall: float) -> None:
+            coordinator.begin(
+                lambda t0_ns: CoordinatorContext(t0_ns, start_wall, plan.run_dir, sc, model, side),
+                start_wall,
+            )
+
+        ran = run_workers(
+            configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label, begin
+        )
+    finally:
+        coordinator.finish()
+    judged = coordinator.result(plan.run_dir)  # on the merged requests.jsonl
     outcome = RunOutcome(
         metrics=ran.metrics,
         t0_ns=0,  # each worker's clock; nothing below compares them
@@ -171,6 +190,8 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         duration_s=ran.duration_s,
         measured_s=ran.measured_s,
         interrupted=ran.interrupted,
+        faults=judged.faults,
+        server=judged.server,
     )
     return LocalRun(dataclasses.replace(base, tls=True), outcome, ran.stale_retries)
 

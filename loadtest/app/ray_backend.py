@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RAY_REWRITES", "run_on_ray"]
 
+_GO_MARGIN_S = 0.5
+"""From naming the common start to it: the tasks poll for it every 50 ms."""
+
 log = logging.getLogger("loadtest")
 
 RAY_REWRITES = ("127.0.0.1", "localhost", "::1")
@@ -65,8 +68,8 @@ def run_on_ray(
     configs: list[RunConfig],
     tls: tuple[str | None, bool],
     address: str,
-    start_delay_s: float,
     on_first_stop: Callable[[], None],
+    on_start_wall: Callable[[float], None] | None = None,
 ) -> list[WorkerResult]:
     """Run one Ray task per config; returns their results, files written locally."""
     try:
@@ -86,9 +89,14 @@ def run_on_ray(
     try:
 
         @ray.remote
-        class StopCounter:
+        class Control:
+            """Stops (pressed here, polled by the tasks) and the start gate: each task
+            says it is ready, and waits for the common start named here."""
+
             def __init__(self) -> None:
                 self.n = 0
+                self.ready_tasks = 0
+                self.start_wall: float | None = None
 
             def press(self) -> int:
                 self.n += 1
@@ -97,23 +105,51 @@ def run_on_ray(
             def count(self) -> int:
                 return self.n
 
-        @ray.remote(num_cpus=1, max_retries=0)
-        def task(job: WorkerJob, counter: Any) -> WorkerResult:
-            return worker_run(job, lambda: ray.get(counter.count.remote()))
+            def ready(self) -> int:
+                self.ready_tasks += 1
+                return self.ready_tasks
 
-        counter = StopCounter.remote()  # type: ignore[attr-defined]
-        start_wall = time.time() + start_delay_s + 2.0  # scheduling tasks takes a moment
+            def readies(self) -> int:
+                return self.ready_tasks
+
+            def go(self, start_wall: float) -> None:
+                self.start_wall = start_wall
+
+            def start(self) -> float | None:
+                return self.start_wall
+
+        @ray.remote(num_cpus=1, max_retries=0)
+        def task(job: WorkerJob, control: Any) -> WorkerResult:
+            def start() -> float:
+                ray.get(control.ready.remote())
+                while (at := ray.get(control.start.remote())) is None:
+                    time.sleep(0.05)
+                return float(at)
+
+            return worker_run(job, start, lambda: ray.get(control.count.remote()))
+
+        control = Control.remote()  # type: ignore[attr-defined]
+        n = len(configs)
         refs = [
-            task.remote(WorkerJob(cfg, start_wall, tls, ship_files=True), counter)
-            for cfg in configs
+            task.remote(WorkerJob(cfg, tls, ship_files=True, index=i, workers=n), control)
+            for i, cfg in enumerate(configs)
         ]
+        # The gate: once every task is ready (or one has ended: it failed), all start.
+        while ray.get(control.readies.remote()) < n:
+            done, _ = ray.wait(refs, num_returns=1, timeout=0.05)
+            if done:
+                break
+        start_wall = time.time() + _GO_MARGIN_S
+        if on_start_wall is not None:
+            on_start_wall(start_wall)
+        ray.get(control.go.remote(start_wall))
         presses = {"n": 0}
 
         def stop(sig: int, _frame: Any) -> None:
             presses["n"] += 1
             if presses["n"] == 1:
                 on_first_stop()
-            counter.press.remote()
+            control.press.remote()
 
         old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
         try:

@@ -28,7 +28,16 @@ from loadtest.model.json import JsonObject
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig, Runner
 
-__all__ = ["WorkerJob", "WorkerResult", "read_result", "worker_run"]
+__all__ = [
+    "GO",
+    "READY",
+    "WorkerJob",
+    "WorkerResult",
+    "local_gate",
+    "open_gate",
+    "read_result",
+    "worker_run",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +45,15 @@ class WorkerJob:
     """What the parent hands one worker (pickled into a process or a Ray task)."""
 
     config: RunConfig
-    start_wall: float
-    """The common start, wall clock (the workers may be on other machines)."""
     tls: tuple[str | None, bool]
     """``(ca_bundle, insecure)``: an SSLContext does not cross process boundaries."""
     live: bool = False
     """Write ``live.json`` once a second for the parent's dashboard."""
     ship_files: bool = False
     """On another machine: return the files' contents, keep nothing on its disk."""
+    index: int = 0
+    """This worker's number, 0..workers-1 (its share of a fault's burst)."""
+    workers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,19 +71,52 @@ class WorkerResult:
     hlog: bytes | None = None
 
 
+READY, GO = "ready", "go.json"
+"""A local worker's marker that it is ready, and the parent's answer with the start."""
+
+
+def local_gate(run_dir: Path) -> Callable[[], float]:
+    """``worker_run``'s ``start`` for a local worker: files in its own folder."""
+
+    def start() -> float:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(run_dir / READY, b"")
+        while True:
+            try:
+                return float(orjson.loads((run_dir / GO).read_bytes())["start_wall"])
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.02)
+
+    return start
+
+
+def open_gate(run_dirs: list[Path], start_wall: float) -> None:
+    """Name the common start to local workers waiting in ``local_gate``."""
+    for d in run_dirs:
+        d.mkdir(parents=True, exist_ok=True)
+        write_atomic(d / GO, orjson.dumps({"start_wall": start_wall}))
+
+
 def read_result(path: Path) -> WorkerResult:
     """A local worker's ``result.json``."""
     return WorkerResult(**orjson.loads(path.read_bytes()))
 
 
-def worker_run(job: WorkerJob, stop_count: Callable[[], int] | None = None) -> WorkerResult:
-    """Run one worker's share; returns its result (see the module docstring)."""
+def worker_run(
+    job: WorkerJob,
+    start: Callable[[], float],
+    stop_count: Callable[[], int] | None = None,
+) -> WorkerResult:
+    """Run one worker's share; returns its result (see the module docstring).
+
+    ``start`` says this worker is ready (its prompts loaded, its runner built) and
+    blocks until the parent names the common start, wall clock: the parent names it
+    once every worker is ready, so that no worker starts late because its data sets
+    took longer to load than another's (or than a fixed delay allowed)."""
+    from loadtest.app.assembly import edge_hooks, load_hooks
     from loadtest.datasets import build_pool
-    from loadtest.engine.gc_policy import QuietGc
     from loadtest.engine.runner import Runner
     from loadtest.measure.merge import encode_metrics
-    from loadtest.report.hlog import HlogHook
-    from loadtest.report.run_start import RunStartHook
     from loadtest.transport.auth import tls_context
 
     ship = job.ship_files
@@ -86,15 +129,13 @@ def worker_run(job: WorkerJob, stop_count: Callable[[], int] | None = None) -> W
 
     async def main() -> WorkerResult:
         pool, counts = build_pool(cfg.scenario)
-        hooks = [RunStartHook(cfg, counts), HlogHook(), QuietGc()]
+        hooks = [*edge_hooks(cfg, counts), *load_hooks(cfg.scenario, job.index, job.workers)]
         runner = Runner(cfg, pool, hooks=hooks)
         if stop_count is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, runner.on_stop_signal)
-        delay = job.start_wall - time.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        runner.start_gate = lambda: asyncio.to_thread(start)
         tasks = [asyncio.create_task(_progress(runner, run_dir, job.live))]
         if stop_count is not None:
             tasks.append(asyncio.create_task(_poll_stop(runner, stop_count)))

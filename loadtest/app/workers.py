@@ -7,8 +7,10 @@ rate R becomes N processes at R/N. Independent Poisson processes at R/N add up t
 Poisson process at R exactly; constant arrivals are interleaved by starting worker i
 i/R late; gamma arrivals are approximated (a sum of gamma processes is not gamma).
 
-All workers start at one instant (``perf_counter_ns`` is the system's monotonic clock,
-the same in every process). Each writes its own files under ``worker-<i>/`` and, at
+All workers start at one instant, named once every worker has loaded its prompts and
+is ready (a fixed delay let a worker with slower data sets start late, out of step with
+the fault timeline); ``perf_counter_ns`` is the system's monotonic clock, the same in
+every process. Each writes its own files under ``worker-<i>/`` and, at
 its end, its metrics as encoded HdrHistograms; the parent adds them (exact), writes the
 usual files of a run (merged ``requests.jsonl`` with a ``worker`` field, a merged
 ``histograms.hlog``, ``summary.json``) and prints the merged progress every 5 s.
@@ -24,13 +26,15 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from loadtest.app.console import Progress, log, stop_notice
-from loadtest.app.worker_main import WorkerJob, WorkerResult, read_result
+from loadtest.app.coordinator import check_coordinated
+from loadtest.app.worker_main import READY, WorkerJob, WorkerResult, open_gate, read_result
 from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import UsageError
@@ -46,8 +50,10 @@ __all__ = [
     "worker_configs",
 ]
 
-_START_DELAY_S = 3.0
-"""Time for N fresh interpreters to import loadtest before the common start."""
+_GO_MARGIN_S = 0.3
+"""From naming the common start to it: the workers poll for it every 20 ms."""
+_READY_TIMEOUT_S = 600.0
+"""The longest the workers may take to load their prompts."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -108,12 +114,14 @@ class WorkersRun:
 
 
 def check_splittable(scenario: Scenario) -> None:
-    """``UsageError`` when the scenario needs one process (faults, a target, agents)."""
+    """``UsageError`` when the scenario needs one process (agents, workloads, restarts).
+
+    A fault plan and a managed target are the coordinator's (``coordinator.py``): they
+    run once in the parent while the workers send the load."""
+    check_coordinated(scenario)
     unsupported = [
         what
         for what, present in (
-            ("[faults]", bool(scenario.faults.events)),
-            ("[target]", scenario.target is not None),
             ("agent sessions", scenario.agent is not None),
             ("workload sources", is_workload(scenario)),
         )
@@ -142,9 +150,9 @@ def worker_configs(base: RunConfig, plans: list[WorkerPlan]) -> list[RunConfig]:
 def _worker_main(job: WorkerJob) -> None:
     """Entry of a local worker process."""
     os.setpgrp()  # signals come from the parent only, once each
-    from loadtest.app.worker_main import worker_run
+    from loadtest.app.worker_main import local_gate, worker_run
 
-    worker_run(job)
+    worker_run(job, local_gate(Path(job.config.run_dir)))
 
 
 def run_workers(
@@ -154,21 +162,23 @@ def run_workers(
     ray_address: str | None = None,
     dashboard: tuple[str, str] | None = None,
     label: str = "",
+    on_start_wall: Callable[[float], None] | None = None,
 ) -> WorkersRun:
     """Run the workers (local processes, or Ray tasks), wait, merge.
 
     ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``);
     ``dashboard`` (endpoint, model) shows the merged dashboard while local workers run;
-    ``label`` starts their progress lines (``Progress.label``).
+    ``label`` starts their progress lines (``Progress.label``); ``on_start_wall`` is
+    told the workers' common start (wall clock) before they are started.
     """
     from loadtest.measure.merge import merge_metrics
 
     if ray_address is not None:
         from loadtest.app.ray_backend import run_on_ray
 
-        results = run_on_ray(configs, tls, ray_address, _START_DELAY_S, stop_notice)
+        results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall)
     else:
-        results = _run_local(configs, tls, dashboard, label)
+        results = _run_local(configs, tls, dashboard, label, on_start_wall)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(
         [r.metrics for r in results],
@@ -192,13 +202,14 @@ def _run_local(
     tls: tuple[str | None, bool],
     dashboard: tuple[str, str] | None = None,
     label: str = "",
+    on_start_wall: Callable[[float], None] | None = None,
 ) -> list[WorkerResult]:
     ctx = multiprocessing.get_context("spawn")
-    start_wall = time.time() + _START_DELAY_S
+    n = len(configs)
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(WorkerJob(cfg, start_wall, tls, live=dashboard is not None),),
+            args=(WorkerJob(cfg, tls, live=dashboard is not None, index=i, workers=n),),
             name=f"loadtest-worker-{i}",
         )
         for i, cfg in enumerate(configs)
@@ -217,6 +228,12 @@ def _run_local(
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        dirs = [Path(c.run_dir) for c in configs]
+        _await_ready(dirs, procs, presses)
+        start_wall = time.time() + _GO_MARGIN_S
+        if on_start_wall is not None:
+            on_start_wall(start_wall)
+        open_gate(dirs, start_wall)
         if dashboard is not None:
             from loadtest.tui import Dashboard
             from loadtest.tui.sources import WorkersSource
@@ -250,6 +267,18 @@ def _run_local(
             )
         results.append(read_result(path))
     return results
+
+
+def _await_ready(dirs: list[Path], procs: list[Any], presses: dict[str, int]) -> None:
+    """Until every worker is ready (prompts loaded), one has died, or a stop came."""
+    t0 = time.monotonic()
+    while not all((d / READY).exists() for d in dirs):
+        if presses["n"] or not all(p.is_alive() for p in procs):
+            return
+        if time.monotonic() - t0 > _READY_TIMEOUT_S:
+            log.warning("workers not ready after %g s: starting those that are", _READY_TIMEOUT_S)
+            return
+        time.sleep(0.02)
 
 
 def _log_progress(dirs: list[Path], label: str) -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from loadtest.model.prompt import Prompt
     from loadtest.model.record import RequestRecord
     from loadtest.transport.client import Client
+    from loadtest.transport.side import SideHttp
 
 __all__ = ["CancelOrder", "HookResult", "RunContext", "RunHook", "UnitOfLoad", "overrides"]
 
@@ -93,6 +94,11 @@ class RunContext(Protocol):
     @property
     def client(self) -> Client:
         """The open client (only between ``on_start`` and ``on_finish``)."""
+        ...
+
+    @property
+    def side_http(self) -> SideHttp:
+        """How side requests (scrapes, hook actions, tool calls) reach servers."""
         ...
 
     def burst(self, n: int) -> None:

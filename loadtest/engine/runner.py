@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,6 +27,7 @@ from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 from loadtest.transport.client import Client, ClientConfig
+from loadtest.transport.side import SideHttp
 
 __all__ = ["RunConfig", "RunOutcome", "Runner"]
 
@@ -78,6 +79,8 @@ class Runner:
         self.closed_loop = self.load.mode == "closed"
         self.t0_ns = _perf()
         self.started_wall = time.time()
+        self.start_gate: Callable[[], Awaitable[float]] | None = None
+        """A worker's: says it is ready and waits for the common start (wall clock)."""
         self.metrics = Metrics(
             closed_loop=self.closed_loop,
             t0_ns=self.t0_ns,
@@ -171,6 +174,13 @@ class Runner:
         """The open client (only while the run goes)."""
         assert self._client is not None, "the run has not started"
         return self._client
+
+    @property
+    def side_http(self) -> SideHttp:
+        """How side requests (scrapes, hooks, tools) reach servers: the run's TLS and key."""
+        return SideHttp(
+            ssl=self.config.tls, api_key=self.config.api_key, key_origin=self.config.endpoint
+        )
 
     @property
     def run_dir(self) -> Path:
@@ -270,6 +280,10 @@ class Runner:
         try:
             for h in self.hooks:
                 h.before_start()  # before t0: its cost is not the run's time
+            if self.start_gate is not None:
+                # A worker: ready now; it starts with the others at the instant named.
+                start_wall = await self.start_gate()
+                await asyncio.sleep(max(0.0, start_wall - time.time()))
             self.started_wall = time.time()
             self.t0_ns = self.metrics.t0_ns = _perf()
             self._plan = plan_stop(self.load, self.t0_ns)

@@ -26,7 +26,6 @@ from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 from loadtest.model.summary import AgentBlock
 from loadtest.protocol.openai import StreamReader, build_payload
-from loadtest.transport.side import SideHttp
 
 __all__ = ["AgentDriver"]
 
@@ -48,7 +47,7 @@ class AgentDriver(RunHook):
     async def on_start(self, ctx: RunContext) -> None:
         """Open ``tasks.jsonl``, ``trace.json`` and the tool runner."""
         self._ctx = ctx
-        self.tools.http = SideHttp.for_endpoint(ctx.client.config)
+        self.tools.http = ctx.side_http
         await self.open(ctx.run_dir, ctx.t0_ns)
 
     async def on_finish(self) -> None:

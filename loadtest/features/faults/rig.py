@@ -2,8 +2,9 @@
 
 It owns the edges a fault needs (the managed target's process, the TCP fault proxy,
 hook actions and the ``/metrics`` scraper), plays the timeline relative to the run's
-start, and answers the runner's two questions on the hot path: is the load idle now,
-and should this request be cancelled mid-stream. What it observed (actual window times,
+start, once per run (on the coordinator of a run with workers). What acts on the load
+itself (idle gaps, bursts, cancellations) is ``load.FaultLoad``, one per process of the
+load; ``load_hook`` makes it. What it observed (actual window times,
 time to ready, the running count settling after cancellations) goes to the verdicts.
 """
 
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from pathlib import Path
 from typing import Any
 
 from loadtest.engine.hooks import CancelOrder, HookResult, RunContext, RunHook
 from loadtest.features.faults.hooks import run_command, run_request
+from loadtest.features.faults.load import FaultLoad
 from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
 from loadtest.features.faults.proxy import FaultProxy, Toxic
 from loadtest.features.faults.target import ManagedTarget
@@ -57,12 +58,13 @@ class FaultRig(RunHook):
         self.observed: list[Observed] = [{} for _ in plan.events]
         self.initial_ready_s: float | None = None
         self.t0_ns = _perf()
-        self._rng = random.Random(seed ^ 0x5EED)
+        self.seed = seed
+        self.in_flight_known = True
+        """False on a coordinator of workers: no one count of open requests exists there,
+        so the settling check after cancellations cannot be made."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._http = SideHttp()
-        self._idle = [e for e in plan.events if e.kind == "idle"]
         self._down = False
-        self._cancels = [(i, e) for i, e in enumerate(plan.events) if e.kind == "cancel"]
 
     # -- before and after the run -------------------------------------------------------
     async def start(self) -> None:
@@ -77,7 +79,7 @@ class FaultRig(RunHook):
         """Start the scraper and the timeline, relative to the run's ``t0_ns``."""
         t0_ns, run_dir, control = ctx.t0_ns, ctx.run_dir, ctx
         self.t0_ns = t0_ns
-        self._http = SideHttp.for_endpoint(ctx.client.config)
+        self._http = ctx.side_http
         if self.metrics_url:
             target = self.target
             self.scraper = Scraper(
@@ -140,35 +142,21 @@ class FaultRig(RunHook):
         rows = request_rows(run_dir)
         return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
 
-    # -- questions from the runner's hot path --------------------------------------------
-    def idle_until(self, now_ns: int) -> int | None:
-        """When the load may go on, if ``now_ns`` falls in an idle gap or a restart.
+    # -- the load's part, and what it asks of the rig -----------------------------------
+    def is_down(self) -> bool:
+        """Whether a restarted target is down or still loading now."""
+        return self._down
 
-        While a restarted target is down or loading, the load holds (polling every
-        20 ms) rather than spinning through connection errors; the requests caught in
-        flight by the stop are what the restart's verdict counts.
-        """
-        if self._down:
-            return now_ns + 20_000_000
-        for ev in self._idle:
-            start = self.t0_ns + int(ev.at_s * 1e9)
-            end = start + int(ev.duration_s * 1e9)
-            if start <= now_ns < end:
-                return end
-        return None
-
-    def cancel_order(self, intended_ns: int) -> CancelOrder | None:
-        """Whether (and when) to cancel a request meant to start at ``intended_ns``."""
-        t = (intended_ns - self.t0_ns) / 1e9
-        for i, ev in self._cancels:
-            if ev.at_s <= t < ev.end_s and self._rng.random() < ev.fraction:
-                if ev.after_tokens is not None:
-                    hi = max(ev.after_tokens, ev.after_tokens_max or ev.after_tokens)
-                    return CancelOrder(i, after_tokens=self._rng.randint(ev.after_tokens, hi))
-                assert ev.after_ms is not None
-                hi_ms = max(ev.after_ms, ev.after_ms_max or ev.after_ms)
-                return CancelOrder(i, after_ms=self._rng.uniform(ev.after_ms, hi_ms))
-        return None
+    def load_hook(self, worker: int = 0, workers: int = 1, *, local: bool = True) -> FaultLoad:
+        """The plan's part inside the load (idle gaps, bursts, cancellations) for one
+        process of it; ``local``: in this process, so it holds while a restart is down."""
+        return FaultLoad(
+            self.plan,
+            self.seed + 7919 * worker,
+            worker=worker,
+            workers=workers,
+            hold=self.is_down if local else None,
+        )
 
     # -- the timeline ---------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
@@ -210,9 +198,7 @@ class FaultRig(RunHook):
                     )
             elif ev.kind == "idle":
                 await self._sleep_to(ev.end_s)
-                obs["burst"] = ev.burst
-                if ev.burst:
-                    control.burst(ev.burst)
+                obs["burst"] = ev.burst  # sent by the load's own hook (FaultLoad)
             elif ev.kind == "cancel":
                 await self._sleep_to(ev.end_s)
                 obs["end_s"] = self._rel_s()
@@ -284,6 +270,9 @@ class FaultRig(RunHook):
         """
         if self.scraper is None:
             obs["settle"] = "not checked: the endpoint has no /metrics"
+            return
+        if not self.in_flight_known:
+            obs["settle"] = "not checked: with --workers the open requests are split over processes"
             return
         t0 = time.perf_counter()
         excess = None

@@ -1,0 +1,47 @@
+"""The hooks every process that sends load attaches: one assembly for 1..N workers.
+
+A one-process run is the coordinator and its only worker at once: it attaches the rig
+(``rig_hooks``) beside what every worker attaches (``edge_hooks`` and ``load_hooks``).
+A run with workers attaches the edge and load hooks in each worker and runs the rig once
+in the parent (``coordinator.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from loadtest.engine.gc_policy import QuietGc
+from loadtest.features.faults.load import FaultLoad
+from loadtest.report.hlog import HlogHook
+from loadtest.report.run_start import RunStartHook
+
+if TYPE_CHECKING:
+    from loadtest.app.deployment import Deployment
+    from loadtest.config.scenario import Scenario
+    from loadtest.engine.hooks import RunHook
+    from loadtest.engine.runner import RunConfig
+
+__all__ = ["edge_hooks", "load_hooks", "rig_hooks"]
+
+_IN_LOAD = ("cancel", "idle")
+"""Fault kinds that act on the load itself, in every process that sends it."""
+
+
+def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
+    """What every process of a run attaches: the start record (what a summary rebuilt
+    after a kill needs), the interval log and the GC policy."""
+    return [RunStartHook(cfg, prompts), HlogHook(), QuietGc()]
+
+
+def load_hooks(scenario: Scenario, worker: int, workers: int) -> list[RunHook]:
+    """The fault plan's part inside worker ``worker`` of ``workers`` (none without one);
+    the worker's scenario carries its own seed."""
+    if not any(e.kind in _IN_LOAD for e in scenario.faults.events):
+        return []
+    return [FaultLoad(scenario.faults, scenario.seed, worker=worker, workers=workers)]
+
+
+def rig_hooks(dep: Deployment) -> list[RunHook]:
+    """The fault plan in one process: the rig (beside the load) and its part in the load,
+    which holds the load while a restarted target is down."""
+    return [dep.rig, dep.rig.load_hook()]
