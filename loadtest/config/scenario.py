@@ -7,15 +7,16 @@ errors (a typo such as ``concurency`` must not silently fall back to a default).
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
 from loadtest.config.slo_table import SLOSpec, parse_slo_table
+from loadtest.config.sources import source_kinds, source_plugin
 from loadtest.config.toml_tables import Table
 from loadtest.config.workload_tables import WORKLOAD_KEYS, WorkloadKeys, parse_workload_keys
-from loadtest.errors import ScenarioError
+from loadtest.errors import DatasetError, ScenarioError
 from loadtest.features.agent.taskspec import AgentSpec, TaskSource, parse_agent, parse_tasks
 from loadtest.features.faults.plan import (
     FaultPlan,
@@ -27,7 +28,6 @@ from loadtest.features.faults.plan import (
 )
 
 __all__ = [
-    "SOURCE_KINDS",
     "LoadSpec",
     "Scenario",
     "SourceSpec",
@@ -40,23 +40,6 @@ LOAD_MODES = ("closed", "constant", "poisson", "gamma")
 DEFAULT_DURATION_S = 30.0
 """The measured duration of a run whose scenario and flags name no bound."""
 APIS = ("chat", "completions", "responses")
-SOURCE_KINDS = (
-    *("sharegpt", "bfcl", "humaneval", "jsonl", "sharegpt-file", "inline"),
-    *("synthetic", "trace", "conversations", "agent-trace"),
-)
-
-# Keys each prompt source accepts beyond the common ones.
-_SOURCE_KEYS: dict[str, frozenset[str]] = {
-    "sharegpt": frozenset(
-        {"languages", "exclude_languages", "min_prompt_chars", "max_prompt_chars", "limit"}
-    ),
-    "bfcl": frozenset({"subsets", "limit"}),
-    "humaneval": frozenset({"limit"}),
-    "jsonl": frozenset({"path", "limit"}),
-    "sharegpt-file": frozenset({"path", "min_prompt_chars", "max_prompt_chars", "limit"}),
-    "inline": frozenset({"prompts"}),
-    **WORKLOAD_KEYS,
-}
 _COMMON_SOURCE_KEYS = frozenset({"kind", "category", "weight", "max_tokens"})
 
 
@@ -78,6 +61,12 @@ class SourceSpec:
     prompts: tuple[str, ...] = ()
     workload: WorkloadKeys = field(default_factory=WorkloadKeys)
     """Token lengths, trace replay and conversation keys (synthetic/trace/conversations)."""
+    options: tuple[tuple[str, object], ...] = ()
+    """A plugin kind's own keys (those no field above holds), as written, sorted."""
+
+    def option(self, key: str, default: object = None) -> object:
+        """A plugin kind's own key, or ``default``."""
+        return dict(self.options).get(key, default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,12 +229,16 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
 
 def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
     t = Table(raw, path, prefix)
-    kind = t.choice("kind", "", SOURCE_KINDS)
+    kind = t.choice("kind", "", source_kinds())
+    try:
+        plugin = source_plugin(kind)
+    except DatasetError as exc:  # a plugin that is installed but broken
+        raise t.fail("kind", str(exc)) from exc
     category = t.get("category", str, kind, "a string")
     weight = t.number("weight", _SOURCE.weight, strict=True)
     max_tokens = t.integer("max_tokens", None, minimum=1)
     path_value = t.get("path", str, None, "a file path")
-    if kind in ("jsonl", "sharegpt-file", "trace", "agent-trace") and path_value is None:
+    if plugin.needs_path and path_value is None:
         raise t.fail("path", f"a {kind} source needs a path")
     file_path = None
     if path_value is not None:
@@ -269,8 +262,11 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
         limit=t.integer("limit", None, minimum=1),
         prompts=prompts,
         workload=parse_workload_keys(t, kind, base),
+        options=tuple(
+            (key, t.data[key]) for key in sorted(plugin.keys - _SPEC_KEYS) if key in t.data
+        ),
     )
-    t.finish(_COMMON_SOURCE_KEYS | _SOURCE_KEYS[kind])
+    t.finish(_COMMON_SOURCE_KEYS | plugin.keys)
     return spec
 
 
@@ -331,6 +327,10 @@ def _timeouts(t: Table) -> TimeoutSpec:
     t.finish()
     return spec
 
+
+_SPEC_KEYS = frozenset({f.name for f in fields(SourceSpec)}).union(*WORKLOAD_KEYS.values())
+"""Source keys that land in a field of ``SourceSpec`` (or its ``workload``), not in
+``options``."""
 
 # Each key's default is its dataclass field's: written once, there.
 _LOAD = LoadSpec()

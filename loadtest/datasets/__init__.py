@@ -5,115 +5,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 from loadtest.config.scenario import Scenario, SourceSpec
-from loadtest.datasets.bfcl import load_bfcl
-from loadtest.datasets.conversations import load_conversations
+from loadtest.config.sources import source_plugin
 from loadtest.datasets.language import LANGUAGES, detect_language
 from loadtest.datasets.prompt import Prompt, PromptPool
-from loadtest.datasets.sharegpt import load_sharegpt_rows
-from loadtest.datasets.synthetic import load_synthetic
-from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
-from loadtest.datasets.trace import read_trace, trace_prompts
-from loadtest.datasets.userfiles import (
-    load_humaneval,
-    load_inline,
-    load_jsonl,
-    load_sharegpt_file,
-)
+from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.errors import DatasetError
 
 __all__ = ["LANGUAGES", "Prompt", "PromptPool", "build_pool", "detect_language", "load_source"]
 
 
 def load_source(spec: SourceSpec, tokenizer: Tokenizer | None = None) -> list[Prompt]:
-    """Load every prompt of one source, filtered as its spec says.
+    """Load every prompt of one source, filtered as its spec says: the kind's plugin
+    (``loadtest.config.sources``; loadtest's own kinds are in ``datasets.kinds``).
 
     ``tokenizer`` (the endpoint's, where it has one) cuts synthetic and trace prompts to
     their exact lengths; a source's own ``tokenizer`` file comes first.
     """
-    if spec.kind in ("synthetic", "trace"):
-        return _exact(spec, tokenizer)
-    if spec.kind == "sharegpt":
-        return _sharegpt(spec)
-    if spec.kind == "bfcl":
-        return load_bfcl(spec.subsets, spec.category, spec.limit)
-    if spec.kind == "humaneval":
-        return load_humaneval(spec.category, spec.limit)
-    if spec.kind == "jsonl":
-        assert spec.path is not None
-        return load_jsonl(spec.path, spec.category, spec.limit)
-    if spec.kind == "sharegpt-file":
-        assert spec.path is not None
-        return load_sharegpt_file(
-            spec.path, spec.category, spec.min_prompt_chars, spec.max_prompt_chars, spec.limit
-        )
-    if spec.kind == "inline":
-        return load_inline(spec.prompts, spec.category)
-    if spec.kind == "conversations":
-        # The first user turn of each: the whole conversation runs as a unit of load.
-        return [
-            Prompt(
-                id=c.id,
-                source="conversations",
-                category=spec.category,
-                messages=({"role": "user", "content": c.users[0]},),
-            )
-            for c in load_conversations(spec.path, spec.limit, 0)
-        ]
-    raise DatasetError(f"unknown prompt source kind {spec.kind!r}")
-
-
-def _exact(spec: SourceSpec, tokenizer: Tokenizer | None) -> list[Prompt]:
-    def tok() -> Tokenizer:
-        if spec.workload.tokenizer is not None or tokenizer is None:
-            return open_tokenizer(spec.workload.tokenizer, None, None)
-        return tokenizer
-
-    if spec.kind == "synthetic":
-        return load_synthetic(spec, tok())
-    assert spec.path is not None
-    entries = read_trace(spec.path, spec.limit)
-    needs = any(e.needs_tokenizer for e in entries)
-    return trace_prompts(
-        entries, tok() if needs else None, spec.workload.block_size, str(spec.path)
-    )
-
-
-def _sharegpt(spec: SourceSpec) -> list[Prompt]:
-    unknown = [x for x in (*spec.languages, *spec.exclude_languages) if x not in LANGUAGES]
-    if unknown:
-        raise DatasetError(
-            f"sharegpt source: unknown language code(s) {', '.join(unknown)}; "
-            f"known: {', '.join(LANGUAGES)}"
-        )
-    rows, _ = load_sharegpt_rows()
-    keep = set(spec.languages)
-    drop = set(spec.exclude_languages)
-    prompts = []
-    for r in rows:
-        if keep and r["lang"] not in keep:
-            continue
-        if r["lang"] in drop:
-            continue
-        if not spec.min_prompt_chars <= len(r["prompt"]) <= spec.max_prompt_chars:
-            continue
-        prompts.append(
-            Prompt(
-                id=r["id"],
-                source="sharegpt",
-                category=spec.category,
-                messages=({"role": "user", "content": r["prompt"]},),
-                language=r["lang"],
-            )
-        )
-        if spec.limit is not None and len(prompts) >= spec.limit:
-            break
-    if not prompts:
-        raise DatasetError(
-            f"sharegpt source {spec.category!r}: no prompt passed the filters "
-            f"(languages={list(spec.languages)}, exclude={list(spec.exclude_languages)}, "
-            f"chars {spec.min_prompt_chars}..{spec.max_prompt_chars})"
-        )
-    return prompts
+    return source_plugin(spec.kind).load(spec, tokenizer)
 
 
 def build_pool(

@@ -1,0 +1,82 @@
+"""Prompt sources as plugins: one object per kind, found by name through entry points.
+
+A source kind declares, in one place, the keys its ``[[sources]]`` table takes (beyond
+``kind``, ``category``, ``weight`` and ``max_tokens``), whether it needs a ``path``, and how
+it loads its prompts. loadtest's own kinds are registered exactly as a third party's are:
+as entry points in the group ``loadtest.sources`` (loadtest's are in its pyproject.toml),
+so adding a kind edits no list here or in the data sets. A plugin's keys beyond those
+``SourceSpec`` has a field for arrive in ``SourceSpec.options``.
+
+The plugin objects are loaded on first use (``importlib.metadata``), so that parsing a
+scenario imports only the sources it names: the dynamic import is the plugin mechanism,
+not a dependency of this layer on the data sets.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from loadtest.errors import DatasetError
+
+if TYPE_CHECKING:
+    from loadtest.config.scenario import SourceSpec
+    from loadtest.model.prompt import Prompt
+
+__all__ = ["GROUP", "SourcePlugin", "source_kinds", "source_plugin"]
+
+GROUP = "loadtest.sources"
+"""The entry-point group prompt sources register in."""
+
+
+@runtime_checkable
+class SourcePlugin(Protocol):
+    """What a prompt source kind declares (an object, registered by its kind's name)."""
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The table keys it takes beyond the common ones."""
+        ...
+
+    @property
+    def needs_path(self) -> bool:
+        """Whether its table must name a ``path`` (relative to the scenario file)."""
+        ...
+
+    def load(self, spec: SourceSpec, tokenizer: object | None) -> list[Prompt]:
+        """Every prompt of one source, filtered as ``spec`` says; ``DatasetError``
+        naming the file and line (or the package) when it cannot. ``tokenizer`` is the
+        endpoint's ``loadtest.datasets.tokenizer.Tokenizer`` where it has one (typed
+        ``object`` here: the data sets sit above this layer)."""
+        ...
+
+
+@functools.cache
+def source_kinds() -> tuple[str, ...]:
+    """The names of every registered kind (loadtest's and installed plugins')."""
+    return tuple(sorted({ep.name for ep in entry_points(group=GROUP)}))
+
+
+@functools.cache
+def source_plugin(kind: str) -> SourcePlugin:
+    """The plugin registered as ``kind``; ``DatasetError`` when none is, or it is no
+    ``SourcePlugin``."""
+    found = [ep for ep in entry_points(group=GROUP) if ep.name == kind]
+    if not found:
+        raise DatasetError(
+            f"no prompt source kind {kind!r} is installed (known: {', '.join(source_kinds())})"
+        )
+    plugin = found[0].load()
+    if not isinstance(plugin, SourcePlugin):
+        raise DatasetError(
+            f"the prompt source plugin {found[0].value!r} ({kind}) has no keys, needs_path "
+            "and load: see docs/plugins.md"
+        )
+    return plugin
+
+
+def plugin_keys() -> Mapping[str, frozenset[str]]:
+    """Each registered kind's own keys (loading every plugin: for ``--help`` and docs)."""
+    return {kind: source_plugin(kind).keys for kind in source_kinds()}

@@ -1,0 +1,167 @@
+"""loadtest's own prompt source kinds, registered as plugins (``loadtest.sources``).
+
+Each is one ``BuiltinSource``: its table's keys, whether it needs a path, and its loader.
+pyproject.toml lists them as entry points, the way a third-party package lists its own
+(docs/plugins.md); ``loadtest.config.sources`` finds them by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from loadtest.config.scenario import SourceSpec
+from loadtest.config.workload_tables import WORKLOAD_KEYS
+from loadtest.datasets.bfcl import load_bfcl
+from loadtest.datasets.conversations import load_conversations
+from loadtest.datasets.language import LANGUAGES
+from loadtest.datasets.sharegpt import load_sharegpt_rows
+from loadtest.datasets.synthetic import load_synthetic
+from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
+from loadtest.datasets.trace import read_trace, trace_prompts
+from loadtest.datasets.userfiles import (
+    load_humaneval,
+    load_inline,
+    load_jsonl,
+    load_sharegpt_file,
+)
+from loadtest.errors import DatasetError
+from loadtest.model.prompt import Prompt
+
+__all__ = [
+    "AGENT_TRACE",
+    "BFCL",
+    "CONVERSATIONS",
+    "HUMANEVAL",
+    "INLINE",
+    "JSONL",
+    "SHAREGPT",
+    "SHAREGPT_FILE",
+    "SYNTHETIC",
+    "TRACE",
+    "BuiltinSource",
+]
+
+Loader = Callable[[SourceSpec, Tokenizer | None], list[Prompt]]
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinSource:
+    """A prompt source kind of loadtest's own (a ``SourcePlugin``)."""
+
+    keys: frozenset[str]
+    loader: Loader
+    needs_path: bool = False
+
+    def load(self, spec: SourceSpec, tokenizer: object | None) -> list[Prompt]:
+        """The source's prompts (``tokenizer``: the endpoint's ``Tokenizer``, if any)."""
+        return self.loader(spec, cast(Tokenizer | None, tokenizer))
+
+
+def _exact(spec: SourceSpec, tokenizer: Tokenizer | None) -> list[Prompt]:
+    def tok() -> Tokenizer:
+        if spec.workload.tokenizer is not None or tokenizer is None:
+            return open_tokenizer(spec.workload.tokenizer, None, None)
+        return tokenizer
+
+    if spec.kind == "synthetic":
+        return load_synthetic(spec, tok())
+    assert spec.path is not None
+    entries = read_trace(spec.path, spec.limit)
+    needs = any(e.needs_tokenizer for e in entries)
+    return trace_prompts(
+        entries, tok() if needs else None, spec.workload.block_size, str(spec.path)
+    )
+
+
+def _sharegpt(spec: SourceSpec, _tok: Tokenizer | None) -> list[Prompt]:
+    unknown = [x for x in (*spec.languages, *spec.exclude_languages) if x not in LANGUAGES]
+    if unknown:
+        raise DatasetError(
+            f"sharegpt source: unknown language code(s) {', '.join(unknown)}; "
+            f"known: {', '.join(LANGUAGES)}"
+        )
+    rows, _ = load_sharegpt_rows()
+    keep = set(spec.languages)
+    drop = set(spec.exclude_languages)
+    prompts = []
+    for r in rows:
+        if keep and r["lang"] not in keep:
+            continue
+        if r["lang"] in drop:
+            continue
+        if not spec.min_prompt_chars <= len(r["prompt"]) <= spec.max_prompt_chars:
+            continue
+        prompts.append(
+            Prompt(
+                id=r["id"],
+                source="sharegpt",
+                category=spec.category,
+                messages=({"role": "user", "content": r["prompt"]},),
+                language=r["lang"],
+            )
+        )
+        if spec.limit is not None and len(prompts) >= spec.limit:
+            break
+    if not prompts:
+        raise DatasetError(
+            f"sharegpt source {spec.category!r}: no prompt passed the filters "
+            f"(languages={list(spec.languages)}, exclude={list(spec.exclude_languages)}, "
+            f"chars {spec.min_prompt_chars}..{spec.max_prompt_chars})"
+        )
+    return prompts
+
+
+def _path(spec: SourceSpec) -> Path:
+    assert spec.path is not None  # needs_path: the scenario check made sure
+    return spec.path
+
+
+def _conversations(spec: SourceSpec, _tok: Tokenizer | None) -> list[Prompt]:
+    # The first user turn of each: the whole conversation runs as a unit of load.
+    return [
+        Prompt(
+            id=c.id,
+            source="conversations",
+            category=spec.category,
+            messages=({"role": "user", "content": c.users[0]},),
+        )
+        for c in load_conversations(spec.path, spec.limit, 0)
+    ]
+
+
+def _sessions(spec: SourceSpec, _tok: Tokenizer | None) -> list[Prompt]:
+    raise DatasetError(
+        f"an {spec.kind} source replays whole sessions (loadtest.features.agent_trace), "
+        "not prompts drawn from a pool"
+    )
+
+
+_LIMIT = frozenset({"limit"})
+SHAREGPT = BuiltinSource(
+    frozenset({"languages", "exclude_languages", "min_prompt_chars", "max_prompt_chars"}) | _LIMIT,
+    _sharegpt,
+)
+BFCL = BuiltinSource(
+    frozenset({"subsets"}) | _LIMIT, lambda s, _t: load_bfcl(s.subsets, s.category, s.limit)
+)
+HUMANEVAL = BuiltinSource(_LIMIT, lambda s, _t: load_humaneval(s.category, s.limit))
+JSONL = BuiltinSource(
+    frozenset({"path"}) | _LIMIT,
+    lambda s, _t: load_jsonl(_path(s), s.category, s.limit),
+    needs_path=True,
+)
+SHAREGPT_FILE = BuiltinSource(
+    frozenset({"path", "min_prompt_chars", "max_prompt_chars"}) | _LIMIT,
+    lambda s, _t: load_sharegpt_file(
+        _path(s), s.category, s.min_prompt_chars, s.max_prompt_chars, s.limit
+    ),
+    needs_path=True,
+)
+INLINE = BuiltinSource(frozenset({"prompts"}), lambda s, _t: load_inline(s.prompts, s.category))
+SYNTHETIC = BuiltinSource(WORKLOAD_KEYS["synthetic"], _exact)
+TRACE = BuiltinSource(WORKLOAD_KEYS["trace"], _exact, needs_path=True)
+CONVERSATIONS = BuiltinSource(WORKLOAD_KEYS["conversations"], _conversations)
+AGENT_TRACE = BuiltinSource(WORKLOAD_KEYS["agent-trace"], _sessions, needs_path=True)
