@@ -371,3 +371,49 @@ def test_a_two_worker_run_equals_a_single_process_run_within_noise(tmp_path: Pat
         # few ms (a wrong t0, a phase, one worker's clock) still fails.
         margin = max(0.15 * a, 2.0)
         assert -margin < low and high < margin, (metric, p50)
+
+
+def test_a_worker_killed_mid_run_is_accounted_and_named(tmp_path: Path) -> None:
+    """SIGKILL one of two workers: the run still ends with a summary, the dead worker's
+    accounted requests are merged (sent == lines), and the summary says which died."""
+    import psutil
+
+    sc = _scenario(tmp_path, "concurrency = 4\nduration_s = 60\ngrace_s = 0.5\n")
+    out = tmp_path / "out"
+    argv = ["run", str(sc), "--no-tui", "--workers", "2", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadtest", *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    deadline = time.monotonic() + 60
+    while not all(_progressed(out, i) for i in (0, 1)):
+        assert proc.poll() is None and time.monotonic() < deadline, "no worker progressed"
+        time.sleep(0.1)
+    # Lines reach the file once a second: kill once worker 1 has written some.
+    while not any(p.stat().st_size for p in out.glob("*/worker-1/requests.jsonl")):
+        assert time.monotonic() < deadline, "worker 1 wrote no line"
+        time.sleep(0.1)
+    # Worker 1 is the child that holds worker-1/requests.jsonl open.
+    (victim,) = [
+        child
+        for child in psutil.Process(proc.pid).children(recursive=True)
+        if any("worker-1" in f.path for f in child.open_files())
+    ]
+    victim.kill()
+    time.sleep(1.0)  # worker 0 goes on alone for a moment
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "worker 1 died" in err, err[-2000:]
+    (run_dir,) = out.iterdir()
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    r = s["requests"]
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"] == len(rows)
+    (lost,) = s["run"]["workers_lost"]
+    assert lost["worker"] == 1 and lost["exit"] == -signal.SIGKILL
+    assert lost["requests"] == sum(1 for row in rows if row["worker"] == 1) > 0
+    assert s["run"]["interrupted"] is True

@@ -27,6 +27,7 @@ from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.taskspec import TaskPool
 from loadtest.features.workload import workload_for
+from loadtest.model.summary import LostWorker
 from loadtest.transport.client import discover_model
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class LocalRun:
     config: RunConfig
     outcome: RunOutcome
     stale_retries: int
+    workers_lost: tuple[LostWorker, ...] = ()
+    """Workers that died: their accounted requests are in the outcome, and listed here."""
 
 
 def run_in_process(

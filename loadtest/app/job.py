@@ -125,6 +125,8 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     extra: RunExtra = {"prompt_load_s": round(loaded.load_s, 3)}
     if plan.sharded:
         extra["workers"] = options.workers
+    if ran.workers_lost:
+        extra["workers_lost"] = list(ran.workers_lost)
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
     if options.endpoint is None and plan.scenario.target is None:
@@ -193,7 +195,7 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         faults=judged.faults,
         server=judged.server,
     )
-    return LocalRun(dataclasses.replace(base, tls=True), outcome, ran.stale_retries)
+    return LocalRun(dataclasses.replace(base, tls=True), outcome, ran.stale_retries, ran.lost)
 
 
 def finish_run(

@@ -36,6 +36,7 @@ __all__ = [
     "local_gate",
     "open_gate",
     "read_result",
+    "recovered_result",
     "worker_run",
 ]
 
@@ -69,6 +70,8 @@ class WorkerResult:
     stale_retries: int
     requests: bytes | None = None
     hlog: bytes | None = None
+    lines: int = 0
+    """A recovered worker's (``recovered_result``): the whole lines it had written."""
 
 
 READY, GO = "ready", "go.json"
@@ -95,6 +98,32 @@ def open_gate(run_dirs: list[Path], start_wall: float) -> None:
     for d in run_dirs:
         d.mkdir(parents=True, exist_ok=True)
         write_atomic(d / GO, orjson.dumps({"start_wall": start_wall}))
+
+
+def recovered_result(cfg: RunConfig, exitcode: int | None) -> tuple[WorkerResult, int]:
+    """What a worker that died had accounted, from its requests.jsonl: its result (the
+    clock fields zero, for the caller to set) and its torn lines."""
+    from loadtest.measure.merge import encode_metrics
+    from loadtest.report.rebuild import account_lines
+
+    sc = cfg.scenario
+    part = account_lines(
+        Path(cfg.run_dir) / "requests.jsonl",
+        sc.load.mode == "closed",
+        sc.slo,
+        sc.load.warmup_s,
+    )
+    result = WorkerResult(
+        metrics=encode_metrics(part.metrics),
+        t0_ns=0,
+        started_wall=0.0,
+        duration_s=part.duration_s,
+        measured_s=part.measured_s,
+        interrupted=True,
+        stale_retries=0,
+        lines=part.lines,
+    )
+    return result, part.torn
 
 
 def read_result(path: Path) -> WorkerResult:

@@ -34,12 +34,20 @@ import orjson
 
 from loadtest.app.console import Progress, log, stop_notice
 from loadtest.app.coordinator import check_coordinated
-from loadtest.app.worker_main import READY, WorkerJob, WorkerResult, open_gate, read_result
+from loadtest.app.worker_main import (
+    READY,
+    WorkerJob,
+    WorkerResult,
+    open_gate,
+    read_result,
+    recovered_result,
+)
 from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
-from loadtest.errors import UsageError
+from loadtest.errors import EndpointError, UsageError
 from loadtest.features.workload import is_workload
 from loadtest.measure.recorders import Metrics, MetricSet
+from loadtest.model.summary import LostWorker
 
 __all__ = [
     "WorkerPlan",
@@ -111,6 +119,8 @@ class WorkersRun:
     of their windows covers it. Clocks of other machines are not compared."""
     interrupted: bool
     stale_retries: int
+    lost: tuple[LostWorker, ...] = ()
+    """Workers that died before handing in results; their accounted lines are merged."""
 
 
 def check_splittable(scenario: Scenario) -> None:
@@ -177,8 +187,9 @@ def run_workers(
         from loadtest.app.ray_backend import run_on_ray
 
         results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall)
+        lost: list[LostWorker] = []  # a lost Ray task fails the run (ray.get raises)
     else:
-        results = _run_local(configs, tls, dashboard, label, on_start_wall)
+        results, lost = _run_local(configs, tls, dashboard, label, on_start_wall)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(
         [r.metrics for r in results],
@@ -192,8 +203,9 @@ def run_workers(
         started_wall=started_wall,
         duration_s=max(r.duration_s for r in results),
         measured_s=max(r.measured_s for r in results),
-        interrupted=any(r.interrupted for r in results),
+        interrupted=any(r.interrupted for r in results) or bool(lost),
         stale_retries=sum(r.stale_retries for r in results),
+        lost=tuple(lost),
     )
 
 
@@ -203,7 +215,7 @@ def _run_local(
     dashboard: tuple[str, str] | None = None,
     label: str = "",
     on_start_wall: Callable[[float], None] | None = None,
-) -> list[WorkerResult]:
+) -> tuple[list[WorkerResult], list[LostWorker]]:
     ctx = multiprocessing.get_context("spawn")
     n = len(configs)
     procs = [
@@ -257,16 +269,41 @@ def _run_local(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    results = []
-    for cfg, proc in zip(configs, procs, strict=True):
+    results: list[WorkerResult] = []
+    lost: list[LostWorker] = []
+    for i, (cfg, proc) in enumerate(zip(configs, procs, strict=True)):
         path = Path(cfg.run_dir) / "result.json"
-        if not path.exists():
-            raise UsageError(
-                f"worker {proc.name} ended (exit {proc.exitcode}) without results; "
+        if path.exists():
+            results.append(read_result(path))
+            continue
+        if not (Path(cfg.run_dir) / "requests.jsonl").exists():
+            raise EndpointError(
+                f"worker {i} ended (exit {proc.exitcode}) before it sent anything; "
                 f"see {cfg.run_dir}"
             )
-        results.append(read_result(path))
-    return results
+        # Died (a SIGKILL, the OOM killer): what it accounted is on disk, line by line.
+        result, torn = recovered_result(cfg, proc.exitcode)
+        results.append(result)
+        lost.append(
+            {"worker": i, "exit": proc.exitcode, "requests": result.lines, "torn_lines": torn}
+        )
+        log.warning(
+            "worker %d died (exit %s) before handing in its results: its %d accounted "
+            "requests are merged from %s; requests it had in flight are not known",
+            i,
+            proc.exitcode,
+            result.lines,
+            Path(cfg.run_dir) / "requests.jsonl",
+        )
+    if not results:
+        raise EndpointError("every worker died before handing in results")
+    t0 = min((r.t0_ns for r in results if r.t0_ns), default=0)
+    wall = min((r.started_wall for r in results if r.started_wall), default=time.time())
+    # A recovered worker's clock frame is the others' (they started together).
+    results = [
+        dataclasses.replace(r, t0_ns=t0, started_wall=wall) if not r.t0_ns else r for r in results
+    ]
+    return results, lost
 
 
 def _await_ready(dirs: list[Path], procs: list[Any], presses: dict[str, int]) -> None:

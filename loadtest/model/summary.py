@@ -22,6 +22,7 @@ __all__ = [
     "AgentTraceSplit",
     "CategoryBlock",
     "LoadBlock",
+    "LostWorker",
     "MetricStats",
     "Outcome",
     "Percentiles",
@@ -86,6 +87,18 @@ class RunHead(TypedDict):
     seed: int | None
 
 
+class LostWorker(TypedDict):
+    """A worker of a run with ``--workers`` that died before handing in its results."""
+
+    worker: int
+    exit: int | None
+    """Its exit code (negative: the signal that killed it), None if unknown."""
+    requests: int
+    """The requests it had accounted (whole lines of its requests.jsonl), merged as
+    every other worker's; those it still had in flight when it died are not known."""
+    torn_lines: int
+
+
 class RunBlock(RunHead):
     """What was run, against what, when and for how long."""
 
@@ -96,6 +109,9 @@ class RunBlock(RunHead):
     prompt_load_s: NotRequired[float]
     target_time_to_ready_s: NotRequired[float]
     workers: NotRequired[int]
+    workers_lost: NotRequired[list[LostWorker]]
+    """Workers that died before handing in results (``--workers``): their accounted
+    requests are merged; the run counts as interrupted."""
     simulated: NotRequired[bool]
     """True when the built-in simulator served the run: its tool calls are random, so
     their matches with expected answers are chance (the table leaves the share out)."""
@@ -107,6 +123,7 @@ class RunExtra(TypedDict, total=False):
     prompt_load_s: float
     target_time_to_ready_s: float
     workers: int
+    workers_lost: list[LostWorker]
     simulated: bool
 
 

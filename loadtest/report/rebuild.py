@@ -44,7 +44,14 @@ from loadtest.report.hlog import read_hlog
 from loadtest.report.run_start import read_run_start
 from loadtest.report.summary import summary_from_head
 
-__all__ = ["Rebuilt", "is_run_folder", "rebuild_summary", "summary_of"]
+__all__ = [
+    "LinesPart",
+    "Rebuilt",
+    "account_lines",
+    "is_run_folder",
+    "rebuild_summary",
+    "summary_of",
+]
 
 log = logging.getLogger("loadtest.report")
 
@@ -61,7 +68,7 @@ class Rebuilt:
 
 
 @dataclass(frozen=True, slots=True)
-class _Part:
+class LinesPart:
     """What one requests.jsonl (the run's, or one worker's) accounts for."""
 
     metrics: Metrics
@@ -112,7 +119,7 @@ def rebuild_summary(folder: Path) -> Rebuilt:
     closed_loop = start is not None and start["run"]["load"]["mode"] == "closed"
     spec = _slo(start)
     warmup_s = start["run"]["load"]["warmup_s"] if start else 0.0
-    done = [_account(p / "requests.jsonl", closed_loop, spec, warmup_s) for p in parts]
+    done = [account_lines(p / "requests.jsonl", closed_loop, spec, warmup_s) for p in parts]
     metrics = (
         done[0].metrics
         if len(done) == 1
@@ -193,7 +200,7 @@ def _slo(start: RunStart | None) -> SLOSpec:
     return SLOSpec(tuple(t for text in start["slo"] for t in parse_slo_flag(text)))
 
 
-def _account(path: Path, closed_loop: bool, spec: SLOSpec, warmup_s: float) -> _Part:
+def account_lines(path: Path, closed_loop: bool, spec: SLOSpec, warmup_s: float) -> LinesPart:
     """Every complete line of one requests.jsonl, counted as the run counted it."""
     metrics = Metrics(closed_loop=closed_loop, t0_ns=0, goodput_limits=spec.request_limits())
     lines = JsonLines(path)
@@ -213,7 +220,7 @@ def _account(path: Path, closed_loop: bool, spec: SLOSpec, warmup_s: float) -> _
     # Without run.json the warm-up is unknown: the window starts at the first measured
     # send, as an open loop's does.
     plan = StopPlan(int(warmup_s * 1e9))
-    return _Part(
+    return LinesPart(
         metrics,
         lines.lines,
         lines.torn,

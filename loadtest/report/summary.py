@@ -312,6 +312,8 @@ def summary_from_head(
         run["target_time_to_ready_s"] = extra["target_time_to_ready_s"]
     if "workers" in extra:
         run["workers"] = extra["workers"]
+    if "workers_lost" in extra:
+        run["workers_lost"] = extra["workers_lost"]
     if "simulated" in extra:
         run["simulated"] = extra["simulated"]
     requests: RequestsBlock = {
