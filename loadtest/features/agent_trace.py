@@ -26,6 +26,7 @@ from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.datasets.trace import TraceEntry, trace_prompts
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import prompt_body, raise_if_cancelling
+from loadtest.model.json import JsonObject
 from loadtest.model.summary import (
     AgentTraceBlock,
     AgentTraceRecorded,
@@ -140,7 +141,7 @@ class SessionReplay(RunHook):
                 intended_ns=at,
                 warmup=warmup,
             )
-            ctx.account(rec, prompt, {"trace_id": session.trace_id, "call": n + 1, "unit": index})
+            ctx.account(rec, prompt, _line(session, n, index))
             if rec.outcome != "ok":
                 self.failed += not warmup
                 if rec.outcome == "cancelled":
@@ -213,6 +214,24 @@ class SessionReplay(RunHook):
     def result(self, run_dir: Path) -> HookResult:
         """Hand the section to the run's outcome."""
         return HookResult(agent_trace=self.summary())
+
+
+def _line(session: RecordedSession, n: int, unit: int) -> JsonObject:
+    """What a request line says of its call: which session and call, the recorded gap
+    before it and the tools in that gap, and the recorded settings (what the OTLP
+    export and a rebuilt summary read back)."""
+    call = session.calls[n]
+    line: JsonObject = {
+        "trace_id": session.trace_id,
+        "call": n + 1,
+        "calls": len(session.calls),
+        "unit": unit,
+        "gap_ms": _ms(call.gap_ns),
+        "tool_ms": _ms(call.tool_ns),
+    }
+    if call.settings:
+        line["settings"] = call.settings
+    return line
 
 
 def _ms(ns: int) -> float:

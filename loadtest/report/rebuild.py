@@ -40,7 +40,7 @@ from loadtest.model.summary import (
     ServerBlock,
     Summary,
 )
-from loadtest.report.hlog import read_hlog
+from loadtest.report.hlog import log_start_s, read_hlog
 from loadtest.report.run_start import read_run_start
 from loadtest.report.summary import summary_from_head
 
@@ -252,7 +252,7 @@ def _hlog_into(metrics: Metrics, parts: list[Path], names: tuple[str, ...]) -> i
 def _head(folder: Path, start: RunStart | None, parts: list[Path]) -> RunHead:
     # The logs' headers have the run's own start (its workers' earliest, as the run
     # takes); run.json's is a moment before it, which can be the second before.
-    walls = [w for p in parts if (w := _hlog_start(p / "histograms.hlog")) is not None]
+    walls = [w for p in parts if (w := log_start_s(p / "histograms.hlog")) is not None]
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(min(walls))) if walls else None
     if start is not None:
         run = start["run"]
@@ -278,20 +278,6 @@ def _head(folder: Path, start: RunStart | None, parts: list[Path]) -> RunHead:
         "prompts": {},
         "seed": None,
     }
-
-
-def _hlog_start(path: Path) -> float | None:
-    """The start in an .hlog's header (``#[StartTime: 1796117664.716 ...``), epoch s."""
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("#[StartTime: "):
-                    return float(line.split()[1])
-                if not line.startswith("#"):
-                    break
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def _server(folder: Path) -> ServerBlock | None:

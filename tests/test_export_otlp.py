@@ -1,0 +1,196 @@
+"""``export-trace --format otlp``: a run's sessions as GenAI spans, read back as they ran.
+
+The shipped trace (made by the official instrumentation) is replayed against the
+built-in simulator, the run exported, and the export read by the ``agent-trace`` source:
+the same sessions, calls in the same order, the same gaps and tool time. Its shape is
+checked against what the SDK's exporter wrote (``fixtures/otel-agent.jsonl``), and,
+where the OpenTelemetry packages are installed, by their own OTLP JSON decoder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from loadtest.app.export_trace import export_trace
+from loadtest.cli.main import main
+from loadtest.datasets.otel import read_agent_trace
+from loadtest.errors import UsageError
+from tests.test_agent_trace import FIXTURE, documents, spans_of, write_docs
+
+ROOT = Path(__file__).resolve().parent.parent
+SIM = "[sim]\nttft_ms = 10.0\nitl_ms = 4.0\nttft_sigma = 0.1\nitl_sigma = 0.1\n"
+NS_ROUNDING = 2_000
+"""The run's lines hold ms to 0.1 µs and the replay's gaps to 1 µs."""
+
+
+def _run(tmp: Path, scenario: str, *flags: str) -> Path:
+    path = tmp / "s.toml"
+    path.write_text(scenario)
+    out = tmp / "out"
+    assert main(["run", str(path), "--out", str(out), "--no-tui", "-q", *flags]) == 0
+    (run_dir,) = out.iterdir()
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The shipped trace replayed against the simulator, and its OTLP export."""
+    tmp = tmp_path_factory.mktemp("replay")
+    src = f'name = "otel-replay"\n[[sources]]\nkind = "agent-trace"\npath = "{FIXTURE}"\n'
+    run_dir = _run(tmp, src + SIM)
+    assert main(["export-trace", "--format", "otlp", str(run_dir)]) == 0
+    return run_dir, run_dir / "trace.otlp.jsonl"
+
+
+def test_a_replay_of_an_exported_run_has_its_sessions_calls_and_gaps(
+    replayed: tuple[Path, Path],
+) -> None:
+    _, exported = replayed
+    recorded, again = read_agent_trace(FIXTURE), read_agent_trace(exported)
+    assert len(again) == len(recorded) == 3
+    for was, now in zip(recorded, again, strict=True):
+        assert now.offset_ns == pytest.approx(was.offset_ns, abs=NS_ROUNDING)
+        assert len(now.calls) == len(was.calls) == 4
+        assert now.tools == was.tools  # one execute_tool span per gap that had tools
+        for c, d in zip(was.calls, now.calls, strict=True):
+            assert d.output_tokens == c.output_tokens
+            if c.messages is None:  # cut to the recorded length exactly
+                assert d.input_tokens == c.input_tokens
+            assert d.settings == c.settings == {"temperature": 0.7}
+            assert d.gap_ns == pytest.approx(c.gap_ns, abs=NS_ROUNDING)
+            assert d.tool_ns == pytest.approx(c.tool_ns, abs=NS_ROUNDING)
+    # The session's own spans nest under one invoke_agent span per trace.
+    docs = documents(exported)
+    assert len(docs) == 3
+    for doc in docs:
+        spans = spans_of([doc])
+        (agent,) = [s for s in spans if s["name"].startswith("invoke_agent")]
+        assert "parentSpanId" not in agent
+        assert {s["traceId"] for s in spans} == {agent["traceId"]}
+        assert all(s["parentSpanId"] == agent["spanId"] for s in spans if s is not agent)
+        source = _attrs(agent)["loadtest.session.key"]
+        assert source in {s.trace_id for s in recorded}
+
+
+def _attrs(span: dict[str, Any]) -> dict[str, Any]:
+    return {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
+
+
+def _value_kinds(spans: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(operation, attribute) -> the AnyValue field it is written in."""
+    out = {}
+    for s in spans:
+        op = _attrs(s)["gen_ai.operation.name"]
+        for a in s["attributes"]:
+            out[op, a["key"]] = next(iter(a["value"]))
+    return out
+
+
+def test_the_export_has_the_shape_the_sdk_exporter_writes(replayed: tuple[Path, Path]) -> None:
+    _, exported = replayed
+    ours, theirs = documents(exported), documents(FIXTURE)
+    for doc in ours:
+        assert set(doc) == {"resourceSpans"}
+        for rs in doc["resourceSpans"]:
+            assert set(rs) == {"resource", "scopeSpans"}
+            for ss in rs["scopeSpans"]:
+                assert set(ss) <= {"scope", "spans", "schemaUrl"}
+    mine, sdk = spans_of(ours), spans_of(theirs)
+    span_keys = {k for s in sdk for k in s} - {"flags"}
+    for s in mine:
+        assert set(s) <= span_keys
+        assert len(s["traceId"]) == 32 and len(s["spanId"]) == 16
+        int(s["traceId"], 16), int(s["spanId"], 16)
+        # 64-bit integers are strings in OTLP JSON.
+        assert isinstance(s["startTimeUnixNano"], str) and isinstance(s["endTimeUnixNano"], str)
+        assert int(s["startTimeUnixNano"]) <= int(s["endTimeUnixNano"])
+    kinds = {k: {s["kind"] for s in sdk if s["name"].startswith(k)} for k in ("chat", "execute")}
+    assert {s["kind"] for s in mine if s["name"].startswith("chat")} == kinds["chat"]
+    assert {s["kind"] for s in mine if s["name"].startswith("execute")} == kinds["execute"]
+    # Every attribute both write is written in the same AnyValue field.
+    a, b = _value_kinds(mine), _value_kinds(sdk)
+    shared = set(a) & set(b)
+    assert {("chat", "gen_ai.usage.input_tokens"), ("chat", "gen_ai.request.temperature")} <= shared
+    assert {k: a[k] for k in shared} == {k: b[k] for k in shared}
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("opentelemetry.proto_json") is None,
+    reason="the dev extra's OpenTelemetry packages are not installed",
+)
+def test_the_official_otlp_json_decoder_reads_the_export_back_unchanged(
+    replayed: tuple[Path, Path],
+) -> None:
+    from opentelemetry.proto_json.collector.trace.v1.trace_service import (
+        ExportTraceServiceRequest,
+    )
+
+    _, exported = replayed
+    for doc in documents(exported):
+        assert ExportTraceServiceRequest.from_dict(doc).to_dict() == doc
+    # The decoder is strict enough to fail: a span id that is not hex.
+    bad = documents(exported)[0]
+    spans_of([bad])[0]["spanId"] = "not hex"
+    with pytest.raises(ValueError, match="hex"):
+        ExportTraceServiceRequest.from_dict(bad)
+
+
+def test_agent_tasks_export_their_tools_by_name(tmp_path: Path) -> None:
+    sessions = ROOT / "scenarios" / "data" / "agent-sessions.jsonl"
+    run_dir = _run(
+        tmp_path,
+        'name = "agents"\nmax_tokens = 24\n[agent]\ntool = "fixed"\ntool_ms = 5\n'
+        f'[[tasks]]\nkind = "agent-jsonl"\npath = "{sessions}"\n'
+        "[load]\nconcurrency = 2\nrequests = 3\n"
+        "[sim]\nagent_steps = 2\nttft_ms = 3.0\nitl_ms = 0.5\n",
+    )
+    exported = export_trace(run_dir, fmt="otlp")
+    events = orjson.loads((run_dir / "trace.json").read_bytes())
+    tool_names = sorted(e["name"] for e in events if e.get("cat") == "tool")
+    spans = spans_of(documents(exported))
+    assert tool_names
+    assert sorted(_attrs(s)["gen_ai.tool.name"] for s in spans if "execute_tool" in s["name"]) == (
+        tool_names
+    )
+    requests = [orjson.loads(x) for x in (run_dir / "requests.jsonl").read_bytes().splitlines()]
+    sessions_back = read_agent_trace(exported)
+    assert len(sessions_back) == 3
+    assert sum(len(s.calls) for s in sessions_back) == len(requests)
+    assert all(c.tool_ns > 0 for s in sessions_back for c in s.calls[1:])
+
+
+def test_plain_requests_are_a_trace_each_and_failed_calls_are_not_replayed(
+    tmp_path: Path,
+) -> None:
+    run_dir = _run(
+        tmp_path,
+        'name = "plain"\nmax_tokens = 8\n[[sources]]\nkind = "inline"\n'
+        'prompts = ["a", "b", "c"]\n[load]\nconcurrency = 2\nrequests = 6\n',
+    )
+    exported = export_trace(run_dir, tmp_path / "x.jsonl", "otlp")
+    docs = documents(exported)
+    assert len(docs) == 6
+    assert all(s["name"] == "chat sim-llm" for s in spans_of(docs))
+    assert len(read_agent_trace(exported)) == 6
+    # A call that failed (status ERROR, no usage) stays as time in the gap, not a call.
+    docs = documents(FIXTURE)
+    spans = spans_of(docs)
+    chats = sorted(
+        (s for s in spans if s["name"].startswith("chat ")), key=lambda s: s["startTimeUnixNano"]
+    )
+    victim = chats[1]
+    victim["status"] = {"code": 2, "message": "HTTP 503"}
+    victim["attributes"] = [a for a in victim["attributes"] if "usage" not in a["key"]]
+    was = read_agent_trace(FIXTURE)
+    now = read_agent_trace(write_docs(tmp_path, docs))
+    hit = next(s for s in now if s.trace_id == victim["traceId"])
+    before = next(s for s in was if s.trace_id == victim["traceId"])
+    assert len(hit.calls) == 3
+    assert hit.calls[1].gap_ns > before.calls[1].gap_ns + before.calls[2].gap_ns
+    with pytest.raises(UsageError, match="--format 'perfetto'"):
+        export_trace(run_dir, fmt="perfetto")
