@@ -1,15 +1,18 @@
-"""``export-trace --format otlp``: a run's sessions as GenAI spans, read back as they ran.
+"""A run read back: ``export-trace --format otlp``, and a killed replay's summary rebuilt.
 
 The shipped trace (made by the official instrumentation) is replayed against the
 built-in simulator, the run exported, and the export read by the ``agent-trace`` source:
 the same sessions, calls in the same order, the same gaps and tool time. Its shape is
 checked against what the SDK's exporter wrote (``fixtures/otel-agent.jsonl``), and,
-where the OpenTelemetry packages are installed, by their own OTLP JSON decoder.
+where the OpenTelemetry packages are installed, by their own OTLP JSON decoder. The
+same run less its summary is a killed run: ``summarize`` rebuilds its ``agent_trace``
+section from the request lines.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,8 @@ from loadtest.app.export_trace import export_trace
 from loadtest.cli.main import main
 from loadtest.datasets.otel import read_agent_trace
 from loadtest.errors import UsageError
+from loadtest.model.io import load_summary
+from loadtest.report.rebuild import rebuild_summary
 from tests.test_agent_trace import FIXTURE, documents, spans_of, write_docs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,3 +199,44 @@ def test_plain_requests_are_a_trace_each_and_failed_calls_are_not_replayed(
     assert hit.calls[1].gap_ns > before.calls[1].gap_ns + before.calls[2].gap_ns
     with pytest.raises(UsageError, match="--format 'perfetto'"):
         export_trace(run_dir, fmt="perfetto")
+
+
+def _killed_copy(run: Path, tmp: Path) -> Path:
+    folder = tmp / run.name
+    shutil.copytree(run, folder, ignore=shutil.ignore_patterns("summary.*", "*.hgrm", "trace.*"))
+    return folder
+
+
+def test_a_killed_replay_rebuilds_its_time_split_from_the_lines(
+    replayed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run_dir, _ = replayed
+    own = load_summary(run_dir)["agent_trace"]
+    folder = _killed_copy(run_dir, tmp_path)
+    assert main(["summarize", str(folder)]) == 0
+    rebuilt = load_summary(folder)
+    block = rebuilt["agent_trace"]
+    # The same figures (the lines hold ms to 0.1 µs, the run summed ns).
+    assert _same(block, own), (block, own)
+    notes = rebuilt["rebuilt"]["not_rebuilt"]
+    assert any(n.startswith("agent_trace: rebuilt from the lines") for n in notes)
+    # Killed before one session's last call ended: that session is not counted.
+    cut = _killed_copy(run_dir, tmp_path / "cut")
+    lines = (cut / "requests.jsonl").read_bytes().splitlines(keepends=True)
+    last = orjson.loads(lines[-1])
+    (cut / "requests.jsonl").write_bytes(b"".join(lines[:-1]))
+    part = rebuild_summary(cut).summary
+    assert part["agent_trace"]["completed"] == 2
+    assert last["trace_id"] not in {r["trace_id"] for r in part["agent_trace"]["sessions"]}
+    assert any("1 session(s) cut short" in n for n in part["rebuilt"]["not_rebuilt"])
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, numbers to 0.01 (nested dicts and lists, which approx does not walk)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return abs(a - b) <= 0.01
+    return bool(a == b)
