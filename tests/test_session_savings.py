@@ -2,7 +2,11 @@
 
 The shipped trace (``fixtures/otel-agent.jsonl``) is replayed by ``ab`` against the
 built-in plain deployment and the built-in speculative one (a draft and a target
-simulator); two runs a side, so the practical bar is ``--min-effect``'s.
+simulator), two runs a side, so the practical bar is ``--min-effect``'s. Drafts are
+accepted more often than by default (0.95 a token, not 0.7): at the default, what
+speculation saves on this trace moved with the machine's load (measured 40-190 ms a
+session on a busy 2-core machine, where the draft's round trip per step is slow), too
+near the noise for a test that must pass; the test is of the judgement, not the draft.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ def ab_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("ab")
     scenario = tmp / "replay.toml"
     scenario.write_text(f'name = "replay"\n[[sources]]\nkind = "agent-trace"\npath = "{FIXTURE}"\n')
-    plain, spec = SimProcess(SimConfig()), SpecDeployment(SimConfig())
+    config = SimConfig(accept_chat=0.95)
+    plain, spec = SimProcess(config), SpecDeployment(config)
     try:
         baseline = plain.start()
         candidate, _ = spec.start()
@@ -72,7 +77,8 @@ def test_speculation_saves_part_of_decode_and_ab_says_how_much(
     assert 0 < saved <= a["ttft_ms"] + a["decode_ms"] + LAG_MS
     assert s["saved_of_possible"] == pytest.approx(saved / a["decode_ms"], abs=1e-3)
     assert s["verdict"] == "saved", s
-    assert s["ratio_ci_high"] is not None and s["ratio_ci_high"] < 1
+    assert s["ci_low_ms"] is not None and s["ci_low_ms"] > 0
+    assert s["p_value"] is not None and s["p_value"] < 0.05
     main(["compare", str(folder / "baseline"), str(folder / "candidate")])
     text = capsys.readouterr().out
     assert "decode holds" in text and "of the possible): saved" in text

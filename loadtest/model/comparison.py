@@ -218,13 +218,14 @@ class SessionSavings(TypedDict):
     paired_calls: int
     """Pairs of one call's replays, one on each side (a call replayed twice a side makes
     two): the sample of the test."""
-    model_ratio: float | None
-    """B's model time over A's, per call (the geometric mean over the pairs)."""
-    ratio_ci_low: float | None
-    ratio_ci_high: float | None
-    """95% interval of ``model_ratio`` (bootstrap over the pairs)."""
+    model_saved_ms: float | None
+    """Per session, A's model time minus B's over the paired calls: the part of
+    ``saved_ms`` the test and the interval are of."""
+    ci_low_ms: float | None
+    ci_high_ms: float | None
+    """95% interval of ``model_saved_ms`` (bootstrap over the pairs)."""
     p_value: float | None
-    """Sign-flip test of the pairs: how often chance alone moves the ratio as far from 1."""
+    """Sign-flip test of the pairs: how often chance alone gives a saving as far from 0."""
     threshold_ms: float | None
     """The smallest saving called (the comparison's practical effect of A's session time)."""
     verdict: SavingsVerdict

@@ -11,11 +11,12 @@ Whether the saving is more than noise is judged on the model calls, paired: call
 of session ``s`` is the same request on both sides (same prompt, same output length),
 so a replay of it on A and one on B differ by the deployment and chance only, however
 unlike the calls are; a call replayed in two runs a side makes two pairs. The statistic
-is the mean log ratio of B's time to A's, so a long call weighs no more than a short
-one; a sign-flip test (with no difference, A and B are exchangeable within a pair)
-gives its p-value, a bootstrap over the pairs its interval. Neither holds what moved a
-whole run, so a saving is called only when p < ``ALPHA``, the interval of the ratio
-lies below 1 *and* the saving reaches the comparison's practical threshold (its
+is the model time saved, the pairs' differences summed as sessions sum them; a
+sign-flip test (with no difference, A and B are exchangeable within a pair) gives its
+p-value, a bootstrap over the pairs its interval. A saving that comes from a few long
+calls is only as sure as those calls agree, which is the truth of it. Neither holds
+what moved a whole run, so a saving is called only when p < ``ALPHA``, the interval
+excludes zero *and* the saving reaches the comparison's practical threshold (its
 ``min_effect`` of A's session time: the one-run bar with a single run a side).
 Otherwise it is within noise, which is not "nothing saved"; with fewer than
 ``MIN_SAMPLES`` pairs, or sessions on one side only, it cannot be told.
@@ -23,7 +24,6 @@ Otherwise it is within noise, which is not "nothing saved"; with fewer than
 
 from __future__ import annotations
 
-import math
 import textwrap
 from collections.abc import Mapping, Sequence
 
@@ -93,12 +93,8 @@ def session_savings(
     ra, rb = _by_trace(ba), _by_trace(bb)
     ids = sorted(set(ra) & set(rb))
     side_a, side_b = _side(ba, ra, ids), _side(bb, rb, ids)
-    pairs = [
-        (x, y)
-        for k in sorted(set(calls_a) & set(calls_b))
-        for x, y in zip(calls_a[k], calls_b[k], strict=False)
-        if x > 0 and y > 0
-    ]
+    keys = sorted(set(calls_a) & set(calls_b))
+    pairs = [(x, y) for k in keys for x, y in zip(calls_a[k], calls_b[k], strict=False)]
     out: SessionSavings = {
         "paired": len(ids),
         "a": side_a,
@@ -109,9 +105,9 @@ def session_savings(
         "saved_share": None,
         "saved_of_possible": None,
         "paired_calls": len(pairs),
-        "model_ratio": None,
-        "ratio_ci_low": None,
-        "ratio_ci_high": None,
+        "model_saved_ms": None,
+        "ci_low_ms": None,
+        "ci_high_ms": None,
         "p_value": None,
         "threshold_ms": None,
         "verdict": "cannot tell",
@@ -143,24 +139,26 @@ def session_savings(
             f"{MIN_SAMPLES}: no test to trust"
         )
         return out
-    logs = np.log([y / x for x, y in pairs])
-    low, high = _interval(logs)
-    out["model_ratio"] = round(float(np.exp(logs.mean())), 4)
-    out["ratio_ci_low"], out["ratio_ci_high"] = round(math.exp(low), 4), round(math.exp(high), 4)
-    p = _sign_flip(logs)
+    diffs = np.asarray([x - y for x, y in pairs])
+    # Per session: the mean pair times the calls a session has.
+    scale = len(keys) / len({k.rsplit("#", 1)[0] for k in keys})
+    low, high = _interval(diffs)
+    out["model_saved_ms"] = round(float(diffs.mean()) * scale, 3)
+    out["ci_low_ms"], out["ci_high_ms"] = round(low * scale, 3), round(high * scale, 3)
+    p = _sign_flip(diffs)
     out["p_value"] = float(f"{p:.4g}")
     verdict: SavingsVerdict = "within noise"
-    if p < ALPHA and high < 0 and saved >= threshold:
+    if p < ALPHA and low > 0 and saved >= threshold:
         verdict = "saved"
-    elif p < ALPHA and low > 0 and -saved >= threshold:
+    elif p < ALPHA and high < 0 and -saved >= threshold:
         verdict = "added"
     out["verdict"] = verdict
     out["reason"] = {
-        "saved": "p < 0.05, the ratio's interval lies below 1 and the saving reaches the threshold",
-        "added": "B's sessions took longer: p < 0.05, the ratio's interval lies above 1 "
-        "and the difference reaches the threshold",
-        "within noise": "p >= 0.05, the ratio's interval holds 1 or the difference is "
-        "under the threshold: no saving shown, which is not none",
+        "saved": "p < 0.05, the interval excludes 0 and the saving reaches the threshold",
+        "added": "B's sessions took longer: p < 0.05, the interval excludes 0 and the "
+        "difference reaches the threshold",
+        "within noise": "p >= 0.05, the interval holds 0 or the difference is under the "
+        "threshold: no saving shown, which is not none",
     }[verdict]
     return out
 
@@ -215,7 +213,7 @@ def render_savings(s: SessionSavings, confounded: bool = False) -> list[str]:
     verdict: str = s["verdict"]
     if confounded and verdict in ("saved", "added"):
         verdict += " (confounded)"
-    if s["saved_ms"] is None or s["model_ratio"] is None:
+    if s["saved_ms"] is None or s["model_saved_ms"] is None:
         saved = "" if s["saved_ms"] is None else f" ({_ms(s['saved_ms'])} ms a session)"
         lines.append(f"saved{saved}: {verdict}: {s['reason']}")
         return lines
@@ -224,8 +222,8 @@ def render_savings(s: SessionSavings, confounded: bool = False) -> list[str]:
         f"{_pct(s['saved_of_possible'])} of the possible): {verdict}"
     )
     lines.append(
-        f"  model time B/A per call {s['model_ratio']:.3f}, 95% CI [{s['ratio_ci_low']:.3f}, "
-        f"{s['ratio_ci_high']:.3f}], p {format_p(s['p_value'])},"
+        f"  model time saved {_ms(s['model_saved_ms'])} ms, 95% CI [{_ms(s['ci_low_ms'])}, "
+        f"{_ms(s['ci_high_ms'])}], p {format_p(s['p_value'])},"
     )
     lines.append(
         f"  over {s['paired_calls']} paired calls; a saving called from {_ms(s['threshold_ms'])} ms"
