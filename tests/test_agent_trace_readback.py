@@ -25,7 +25,8 @@ from loadtest.datasets.otel import read_agent_trace
 from loadtest.errors import UsageError
 from loadtest.model.io import load_summary
 from loadtest.report.rebuild import rebuild_summary
-from tests.test_agent_trace import FIXTURE, documents, spans_of, write_docs
+from tests.test_agent_trace import FIXTURE, LAG_BOUND_MS, documents, spans_of, write_docs
+from tests.test_multiturn import CONVS
 
 ROOT = Path(__file__).resolve().parent.parent
 SIM = "[sim]\nttft_ms = 10.0\nitl_ms = 4.0\nttft_sigma = 0.1\nitl_sigma = 0.1\n"
@@ -240,3 +241,27 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, int | float) and isinstance(b, int | float):
         return abs(a - b) <= 0.01
     return bool(a == b)
+
+
+def test_conversations_export_as_sessions_of_turns_after_the_think_time(tmp_path: Path) -> None:
+    convs = tmp_path / "convs.jsonl"
+    convs.write_bytes(b"".join(orjson.dumps(c) + b"\n" for c in CONVS))
+    run_dir = _run(
+        tmp_path,
+        'name = "chat"\nmax_tokens = 8\n[[sources]]\nkind = "conversations"\n'
+        f'path = "{convs}"\nthink_time_ms = 30\n[load]\nconcurrency = 3\nrequests = 3\n',
+    )
+    exported = export_trace(run_dir, fmt="otlp")
+    sessions = read_agent_trace(exported)
+    assert sorted(len(s.calls) for s in sessions) == [3, 3, 3]
+    for s in sessions:
+        assert s.tools == 0
+        for c in s.calls[1:]:
+            # The user's think time between an answer and the next turn is the gap.
+            assert 30e6 - NS_ROUNDING <= c.gap_ns < 30e6 + LAG_BOUND_MS * 1e6
+    kinds = {
+        _attrs(x)["loadtest.session.kind"]
+        for x in spans_of(documents(exported))
+        if x["name"].startswith("invoke_agent")
+    }
+    assert kinds == {"conversation"}
