@@ -142,24 +142,22 @@ def _chat(
         attr = _BODY_TO_ATTRIBUTE.get(body)
         if attr is not None and isinstance(value, str | bool | int | float | list):
             attrs[attr] = [str(v) for v in value] if isinstance(value, list) else value
-    if c.finish_reason:
-        attrs["gen_ai.response.finish_reasons"] = [c.finish_reason]
-    if c.response_id:
-        attrs["gen_ai.response.id"] = c.response_id
-    # No count is written as a 0: a failed call without usage has no usage attributes.
-    if c.prompt_tokens:
-        attrs["gen_ai.usage.input_tokens"] = c.prompt_tokens
-    if c.output_tokens:
-        attrs["gen_ai.usage.output_tokens"] = c.output_tokens
-    if c.messages is not None:
-        attrs["gen_ai.input.messages"] = orjson.dumps([_genai(m) for m in c.messages]).decode()
     url = urlsplit(head.endpoint)
-    if url.hostname:
-        attrs["server.address"] = url.hostname
-        if url.port:
-            attrs["server.port"] = url.port
-    if c.error_class:
-        attrs["error.type"] = c.error_class
+    # What the call did not have is left out: no count is written as a 0 (a failed call
+    # without usage has no usage attributes).
+    known: dict[str, AttrValue | None] = {
+        "gen_ai.response.finish_reasons": [c.finish_reason] if c.finish_reason else None,
+        "gen_ai.response.id": c.response_id,
+        "gen_ai.usage.input_tokens": c.prompt_tokens or None,
+        "gen_ai.usage.output_tokens": c.output_tokens or None,
+        "gen_ai.input.messages": None
+        if c.messages is None
+        else orjson.dumps([_genai(m) for m in c.messages]).decode(),
+        "server.address": url.hostname,
+        "server.port": url.port if url.hostname else None,
+        "error.type": c.error_class,
+    }
+    attrs.update({k: v for k, v in known.items() if v is not None})
     if c.first_token_ns is not None:
         attrs["loadtest.ttft_ms"] = round((c.first_token_ns - c.sent_ns) / 1e6, 3)
     attrs["loadtest.dispatch_lag_ms"] = round((c.sent_ns - c.intended_ns) / 1e6, 3)
