@@ -47,7 +47,11 @@ def _run(tmp: Path, scenario: str, *flags: str) -> Path:
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The shipped trace replayed against the simulator, and its OTLP export."""
     tmp = tmp_path_factory.mktemp("replay")
-    src = f'name = "otel-replay"\n[[sources]]\nkind = "agent-trace"\npath = "{FIXTURE}"\n'
+    # record_prompts: the export carries what each call sent (gen_ai.input.messages).
+    src = (
+        'name = "otel-replay"\nrecord_prompts = true\n'
+        f'[[sources]]\nkind = "agent-trace"\npath = "{FIXTURE}"\n'
+    )
     run_dir = _run(tmp, src + SIM)
     assert main(["export-trace", "--format", "otlp", str(run_dir)]) == 0
     return run_dir, run_dir / "trace.otlp.jsonl"
@@ -67,6 +71,9 @@ def test_a_replay_of_an_exported_run_has_its_sessions_calls_and_gaps(
             assert d.output_tokens == c.output_tokens
             if c.messages is None:  # cut to the recorded length exactly
                 assert d.input_tokens == c.input_tokens
+            else:  # sent as recorded, and exported as sent
+                assert d.messages == c.messages
+            assert d.messages is not None
             assert d.settings == c.settings == {"temperature": 0.7}
             assert d.gap_ns == pytest.approx(c.gap_ns, abs=NS_ROUNDING)
             assert d.tool_ns == pytest.approx(c.tool_ns, abs=NS_ROUNDING)
