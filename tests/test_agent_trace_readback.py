@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.app.export_trace import export_trace
+from loadtest.app.export_trace import FORMATS, export_trace
 from loadtest.cli.main import main
 from loadtest.datasets.otel import read_agent_trace
 from loadtest.errors import UsageError
@@ -207,6 +207,9 @@ def test_plain_requests_are_a_trace_each_and_failed_calls_are_not_replayed(
     assert hit.calls[1].gap_ns > before.calls[1].gap_ns + before.calls[2].gap_ns
     with pytest.raises(UsageError, match="--format 'perfetto'"):
         export_trace(run_dir, fmt="perfetto")
+    for name, form in FORMATS.items():  # the command line offers every format
+        assert main(["export-trace", "--format", name, str(run_dir)]) == 0
+        assert (run_dir / form.default_name).stat().st_size > 0
 
 
 def _killed_copy(run: Path, tmp: Path) -> Path:

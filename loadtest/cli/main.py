@@ -119,6 +119,7 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     exp.add_argument("folder", help="out/<run-id>")
     exp.add_argument(
         "--format",
+        # app.export_trace.FORMATS, named here so that --help imports no report code.
         choices=("jsonl", "otlp"),
         default="jsonl",
         help="jsonl: a trace source's lines (FOLDER/trace.jsonl); otlp: OpenTelemetry GenAI "
