@@ -219,12 +219,14 @@ def _killed_copy(run: Path, tmp: Path) -> Path:
 
 
 def test_a_killed_replay_rebuilds_its_time_split_from_the_lines(
-    replayed: tuple[Path, Path], tmp_path: Path
+    replayed: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir, _ = replayed
     own = load_summary(run_dir)["agent_trace"]
     folder = _killed_copy(run_dir, tmp_path)
+    capsys.readouterr()
     assert main(["summarize", str(folder)]) == 0
+    assert "decode holds" in capsys.readouterr().out  # the split is printed, as a run's
     rebuilt = load_summary(folder)
     block = rebuilt["agent_trace"]
     # The same figures (the lines hold ms to 0.1 µs, the run summed ns).

@@ -181,7 +181,8 @@ class SideJson(TypedDict):
 
 class SessionSide(TypedDict):
     """One side's replayed agent sessions (``agent_trace``), per session, in ms: the mean
-    over the sessions both sides replayed (each session's replays averaged first)."""
+    over the sessions both sides replayed (each session's replays averaged first; of
+    the sessions a run's summary lists, its first 100)."""
 
     runs: int
     """Runs of the side with an ``agent_trace`` section."""
