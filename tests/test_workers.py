@@ -417,3 +417,39 @@ def test_a_worker_killed_mid_run_is_accounted_and_named(tmp_path: Path) -> None:
     assert lost["worker"] == 1 and lost["exit"] == -signal.SIGKILL
     assert lost["requests"] == sum(1 for row in rows if row["worker"] == 1) > 0
     assert s["run"]["interrupted"] is True
+
+
+def test_a_trace_split_over_two_workers_replays_every_line_at_its_time(tmp_path: Path) -> None:
+    """Worker w replays lines w, w+2, ...: merged, each line once, at its recorded time
+    (the trace's own offsets, not the split's interleaving phase), from both workers."""
+    from loadtest.datasets.trace import read_trace
+    from loadtest.engine.schedule import trace_offsets_ns
+
+    trace = ROOT / "scenarios" / "data" / "trace-small.jsonl"
+    run_dir = _one_run(ROOT / "scenarios" / "trace.toml", tmp_path / "out", "--workers", "2")
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    entries = read_trace(trace, None)
+    offsets = trace_offsets_ns([e.timestamp_ms for e in entries], 2.0)  # speedup = 2
+    assert s["requests"]["sent"] == len(rows) == len(entries)
+    assert sorted(r["trace_index"] for r in rows) == list(range(len(entries)))
+    assert {r["worker"] for r in rows} == {0, 1}
+    for r in rows:
+        assert r["worker"] == r["trace_index"] % 2
+        assert abs(r["intended_ms"] - offsets[r["trace_index"]] / 1e6) < 0.01, r
+    lengths = orjson.loads((run_dir / "workload.json").read_bytes())
+    assert lengths["requests"] == len(entries)
+
+
+def test_synthetic_prompts_split_over_two_workers_keep_their_exact_lengths(
+    tmp_path: Path,
+) -> None:
+    sc = ROOT / "scenarios" / "synthetic.toml"
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", "--requests", "24")
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert {r["worker"] for r in rows} == {0, 1}
+    measured = [r for r in rows if not r["warmup"]]
+    assert len(measured) == 24  # split 12 + 12; the warm-up's requests come on top
+    lengths = orjson.loads((run_dir / "workload.json").read_bytes())
+    ok = sum(1 for r in measured if r["outcome"] == "ok")
+    assert lengths["requests"] == ok and lengths["exact_output"] == ok

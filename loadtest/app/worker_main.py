@@ -142,9 +142,6 @@ def worker_run(
     blocks until the parent names the common start, wall clock: the parent names it
     once every worker is ready, so that no worker starts late because its data sets
     took longer to load than another's (or than a fixed delay allowed)."""
-    from loadtest.app.assembly import edge_hooks, load_hooks
-    from loadtest.datasets import build_pool
-    from loadtest.engine.runner import Runner
     from loadtest.measure.merge import encode_metrics
     from loadtest.transport.auth import tls_context
 
@@ -157,9 +154,7 @@ def worker_run(
     run_dir = Path(cfg.run_dir)
 
     async def main() -> WorkerResult:
-        pool, counts = build_pool(cfg.scenario)
-        hooks = [*edge_hooks(cfg, counts), *load_hooks(cfg.scenario, job.index, job.workers)]
-        runner = Runner(cfg, pool, hooks=hooks)
+        runner = await _build_runner(cfg, job)
         if stop_count is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -194,6 +189,36 @@ def worker_run(
     else:
         write_atomic(run_dir / "result.json", orjson.dumps(result))
     return result
+
+
+async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
+    """The runner of one worker: its prompts, or its share of a workload (a trace split
+    by line), with the hooks every process of a run attaches."""
+    from loadtest.app.assembly import edge_hooks, load_hooks
+    from loadtest.datasets import build_pool
+    from loadtest.engine.runner import Runner
+    from loadtest.features.workload import is_workload, workload_for
+
+    if not is_workload(cfg.scenario):
+        pool, counts = build_pool(cfg.scenario)
+        hooks = [*edge_hooks(cfg, counts), *load_hooks(cfg.scenario, job.index, job.workers)]
+        return Runner(cfg, pool, hooks=hooks)
+    share = (job.index, job.workers)
+    wl = await asyncio.to_thread(
+        workload_for, cfg.scenario, cfg.endpoint, cfg.model, cfg.api_key, share
+    )
+    assert wl is not None
+    # A trace keeps its recorded times in every worker: no interleaving phase (the split
+    # planned one for the scenario's own mode, before the trace replaced it).
+    trace = wl.scenario.load.mode == "trace"
+    phase = 0 if trace else cfg.arrival_phase_ns
+    cfg = dataclasses.replace(cfg, scenario=wl.scenario, arrival_phase_ns=phase)
+    hooks = [
+        *edge_hooks(cfg, dict(wl.counts)),
+        *load_hooks(cfg.scenario, job.index, job.workers),
+        *wl.hooks,
+    ]
+    return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
 
 
 async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:

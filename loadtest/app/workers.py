@@ -45,8 +45,8 @@ from loadtest.app.worker_main import (
 from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import EndpointError, UsageError
-from loadtest.features.workload import is_workload
 from loadtest.measure.recorders import Metrics, MetricSet
+from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import LostWorker
 
 __all__ = [
@@ -123,6 +123,10 @@ class WorkersRun:
     """Workers that died before handing in results; their accounted lines are merged."""
 
 
+_ONE_PROCESS_KINDS = ("conversations", "agent-trace")
+"""Workload kinds whose per-session results do not merge yet."""
+
+
 def check_splittable(scenario: Scenario) -> None:
     """``UsageError`` when the scenario needs one process (agents, workloads, restarts).
 
@@ -133,7 +137,10 @@ def check_splittable(scenario: Scenario) -> None:
         what
         for what, present in (
             ("agent sessions", scenario.agent is not None),
-            ("workload sources", is_workload(scenario)),
+            (
+                "workload sources other than synthetic and trace",
+                any(s.kind in _ONE_PROCESS_KINDS for s in scenario.sources),
+            ),
         )
         if present
     ]
@@ -341,6 +348,20 @@ def _log_progress(dirs: list[Path], label: str) -> None:
     log.info("%s", progress.line())
 
 
+def _merge_lengths(dirs: list[Path], run_dir: Path) -> None:
+    """The workers' ``workload.json`` (exact-length tallies) as one: counts summed, the
+    largest overhead kept; a median of medians is no median, so each worker's is listed."""
+    parts = [orjson.loads(p.read_bytes()) for d in dirs if (p := d / "workload.json").exists()]
+    if not parts:
+        return
+    counts = ("requests", "exact_output", "stopped_early", "exact_input", "prompt_tokens_reported")
+    merged: dict[str, object] = {k: sum(int(p.get(k) or 0) for p in parts) for k in counts}
+    highs = [p["prompt_overhead_max"] for p in parts if p.get("prompt_overhead_max") is not None]
+    merged["prompt_overhead_max"] = max(highs) if highs else None
+    merged["prompt_overhead_median_per_worker"] = [p.get("prompt_overhead_median") for p in parts]
+    write_atomic(run_dir / "workload.json", orjson.dumps(merged, option=orjson.OPT_INDENT_2))
+
+
 def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
     """requests.jsonl (lines tagged with their worker) and histograms.hlog (by interval)."""
     from loadtest.report.hlog import HlogWriter, read_intervals
@@ -354,6 +375,7 @@ def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
                     line = raw.rstrip(b"\n")
                     if line.endswith(b"}"):
                         out.write(line[:-1] + suffix + b"\n")
+    _merge_lengths(dirs, run_dir)
     per_worker = [read_intervals(d / "histograms.hlog") for d in dirs]
     n = max((len(v) for w in per_worker for v in w.values()), default=0)
     writer = HlogWriter(run_dir / "histograms.hlog", started_wall)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from loadtest.config.scenario import Scenario
@@ -25,13 +25,18 @@ from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.datasets.trace import TraceEntry, trace_prompts
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import prompt_body, raise_if_cancelling
-from loadtest.features.session_tally import SESSIONS_LISTED, SessionTally, SessionTimes
-from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
-from loadtest.model.summary import AgentTraceBlock
+from loadtest.model.summary import (
+    AgentTraceBlock,
+    AgentTraceRecorded,
+    AgentTraceSession,
+    AgentTraceSplit,
+)
 
 __all__ = ["SESSIONS_LISTED", "SessionReplay", "SessionTimes", "session_prompts"]
 
+SESSIONS_LISTED = 100
+"""Sessions the summary lists one by one; the totals cover them all."""
 _perf = time.perf_counter_ns
 
 
@@ -70,6 +75,25 @@ def session_prompts(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class SessionTimes:
+    """One replayed session's time, split (ns); the four parts add up to ``session_ns``."""
+
+    trace_id: str
+    calls: int
+    session_ns: int
+    ttft_ns: int
+    decode_ns: int
+    tools_ns: int
+    recorded_ns: int
+    gap_lag_ns_max: int
+
+    @property
+    def other_ns(self) -> int:
+        """Session time outside model calls and tools: agent work and lag."""
+        return self.session_ns - self.ttft_ns - self.decode_ns - self.tools_ns
+
+
 class SessionReplay(RunHook):
     """Replays sessions: unit ``i`` is session ``i`` (mod their number)."""
 
@@ -85,7 +109,13 @@ class SessionReplay(RunHook):
         self._sessions = sessions
         self._prompts = prompts
         self._requests = 0
-        self.tally = SessionTally()
+        self.completed = 0
+        self.failed = 0
+        self._calls = 0
+        self._sums = [0, 0, 0, 0, 0]  # session, ttft, decode, tools, recorded
+        self._recorded_model = 0
+        self._lag_max: int | None = None
+        self.listed: list[SessionTimes] = []
 
     async def run_unit(self, ctx: RunContext, index: int, intended_ns: int) -> float | None:
         """Replay session ``index``; returns a Retry-After if a call was told one."""
@@ -110,9 +140,9 @@ class SessionReplay(RunHook):
                 intended_ns=at,
                 warmup=warmup,
             )
-            ctx.account(rec, prompt, _line(session, n, index))
+            ctx.account(rec, prompt, {"trace_id": session.trace_id, "call": n + 1, "unit": index})
             if rec.outcome != "ok":
-                self.tally.failed += not warmup
+                self.failed += not warmup
                 if rec.outcome == "cancelled":
                     raise_if_cancelling()
                 return rec.retry_after_s
@@ -122,7 +152,7 @@ class SessionReplay(RunHook):
             decode += rec.end_ns - first
             end = rec.end_ns
         if not warmup:
-            self.tally.add(
+            self._add(
                 SessionTimes(
                     trace_id=session.trace_id,
                     calls=len(session.calls),
@@ -131,39 +161,79 @@ class SessionReplay(RunHook):
                     decode_ns=decode,
                     tools_ns=tools,
                     recorded_ns=session.session_ns,
-                    recorded_model_ns=session.model_ns,
                     gap_lag_ns_max=lag,
-                )
+                ),
+                session,
             )
         return None
 
+    def _add(self, t: SessionTimes, session: RecordedSession) -> None:
+        self.completed += 1
+        self._calls += t.calls
+        for i, v in enumerate((t.session_ns, t.ttft_ns, t.decode_ns, t.tools_ns, t.recorded_ns)):
+            self._sums[i] += v
+        self._recorded_model += session.model_ns
+        self._lag_max = max(self._lag_max or 0, t.gap_lag_ns_max)
+        if len(self.listed) < SESSIONS_LISTED:
+            self.listed.append(t)
+
     def summary(self) -> AgentTraceBlock:
         """The ``agent_trace`` section of summary.json."""
-        return self.tally.summary(len(self._sessions))
+        session, ttft, decode, tools, recorded = self._sums
+        done = self.completed > 0 and session > 0
+        total: AgentTraceSplit | None = (
+            _split(session, ttft, decode, tools, session - ttft - decode - tools) if done else None
+        )
+        rec_tools = tools  # the replay waits the recorded tool time, as it was
+        rec_block: AgentTraceRecorded | None = (
+            {
+                "session_ms": _ms(recorded),
+                "model_ms": _ms(self._recorded_model),
+                "tools_ms": _ms(rec_tools),
+                "other_ms": _ms(recorded - self._recorded_model - rec_tools),
+            }
+            if done
+            else None
+        )
+        return {
+            "sessions_in_trace": len(self._sessions),
+            "replayed": self.completed + self.failed,
+            "completed": self.completed,
+            "failed": self.failed,
+            "calls": self._calls,
+            "total": total,
+            "recorded": rec_block,
+            "decode_share": round(decode / session, 4) if done else None,
+            "generation_share": round((ttft + decode) / session, 4) if done else None,
+            "gap_lag_ms_max": _ms(self._lag_max) if self._lag_max is not None else None,
+            "sessions": [_row(t) for t in self.listed],
+            "sessions_listed": len(self.listed),
+        }
 
     def result(self, run_dir: Path) -> HookResult:
         """Hand the section to the run's outcome."""
         return HookResult(agent_trace=self.summary())
 
 
-def _line(session: RecordedSession, n: int, unit: int) -> JsonObject:
-    """What a request line says of its call: which session and call, the recorded gap
-    before it and the tools in that gap, and the recorded settings (what the OTLP
-    export and a rebuilt summary read back)."""
-    call = session.calls[n]
-    line: JsonObject = {
-        "trace_id": session.trace_id,
-        "call": n + 1,
-        "calls": len(session.calls),
-        "unit": unit,
-        "gap_ms": _ms(call.gap_ns),
-        "tool_ms": _ms(call.tool_ns),
-        "recorded_ms": _ms(call.end_ns - call.start_ns),
-    }
-    if call.settings:
-        line["settings"] = call.settings
-    return line
-
-
 def _ms(ns: int) -> float:
     return round(ns / 1e6, 3)
+
+
+def _split(session: int, ttft: int, decode: int, tools: int, other: int) -> AgentTraceSplit:
+    return {
+        "session_ms": _ms(session),
+        "ttft_ms": _ms(ttft),
+        "decode_ms": _ms(decode),
+        "tools_ms": _ms(tools),
+        "other_ms": _ms(other),
+    }
+
+
+def _row(t: SessionTimes) -> AgentTraceSession:
+    return {
+        **_split(t.session_ns, t.ttft_ns, t.decode_ns, t.tools_ns, t.other_ns),
+        "trace_id": t.trace_id,
+        "calls": t.calls,
+        "recorded_session_ms": _ms(t.recorded_ns),
+        "gap_lag_ms_max": _ms(t.gap_lag_ns_max),
+    }

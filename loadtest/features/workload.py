@@ -8,6 +8,7 @@ load, hooks, the scenario with its trace arrival plan); ``plan_lines`` is what
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -116,10 +117,14 @@ class TraceReplay(RunHook):
     """A trace's requests, the i-th unit sending the i-th line (the arrival plan keeps
     their times), each with its own length and shared prefix."""
 
-    def __init__(self, scenario: Scenario, model: str, prompts: list[Prompt]) -> None:
+    def __init__(
+        self, scenario: Scenario, model: str, prompts: list[Prompt], lines: Sequence[int]
+    ) -> None:
+        """``lines``: the trace line each prompt is (a worker replays every N-th)."""
         self._scenario = scenario
         self._model = model
         self._prompts = prompts
+        self._lines = lines
 
     async def run_unit(self, ctx: RunContext, index: int, intended_ns: int) -> float | None:
         """Send line ``index`` of the trace."""
@@ -134,7 +139,7 @@ class TraceReplay(RunHook):
             intended_ns=intended_ns,
             warmup=ctx.warming_up_at(intended_ns),
         )
-        ctx.account(rec, prompt, {"trace_index": index})
+        ctx.account(rec, prompt, {"trace_index": self._lines[index]})
         if rec.outcome == "cancelled":
             raise_if_cancelling()
         return rec.retry_after_s
@@ -175,7 +180,11 @@ def is_workload(scenario: Scenario) -> bool:
 
 
 def workload_for(
-    scenario: Scenario, endpoint: str, model: str, api_key: str | None = None
+    scenario: Scenario,
+    endpoint: str,
+    model: str,
+    api_key: str | None = None,
+    share: tuple[int, int] = (0, 1),
 ) -> Workload | None:
     """``prepare_workload`` with the endpoint's tokenizer where a source needs one.
 
@@ -185,7 +194,7 @@ def workload_for(
     if not is_workload(scenario):
         return None
     tok = open_tokenizer(None, endpoint, model, api_key) if needs_tokenizer(scenario) else None
-    return prepare_workload(scenario, model, tok)
+    return prepare_workload(scenario, model, tok, share)
 
 
 def _kinds(scenario: Scenario) -> set[str]:
@@ -215,19 +224,32 @@ def _only(scenario: Scenario, kind: str) -> SourceSpec:
 
 
 def prepare_workload(
-    scenario: Scenario, model: str, tokenizer: Tokenizer | None
+    scenario: Scenario,
+    model: str,
+    tokenizer: Tokenizer | None,
+    share: tuple[int, int] = (0, 1),
 ) -> Workload | None:
-    """The pool or unit of a workload scenario; None when it has no workload source."""
+    """The pool or unit of a workload scenario; None when it has no workload source.
+
+    ``share`` = (worker, workers): a trace is split by line, worker w replaying lines
+    w, w+N, ... at their recorded times (the merged run replays every line once).
+    """
     kinds = _kinds(scenario)
     if "agent-trace" in kinds:
         return _agent_trace(scenario, _only(scenario, "agent-trace"), model, tokenizer)
     if "trace" in kinds:
         spec = _only(scenario, "trace")
-        prompts = load_source(spec, tokenizer)
+        worker, workers = share
         assert spec.path is not None
         entries = read_trace(spec.path, spec.limit)
-        offsets = trace_offsets_ns([e.timestamp_ms for e in entries], spec.workload.speedup)
-        span_s = max(offsets[-1] / 1e9, 1e-3)
+        every = trace_offsets_ns([e.timestamp_ms for e in entries], spec.workload.speedup)
+        lines = range(worker, len(every), workers)
+        every_prompt = load_source(spec, tokenizer)
+        prompts = [every_prompt[i] for i in lines]
+        offsets = tuple(every[i] for i in lines)
+        if not offsets:
+            raise DatasetError(f"{spec.path}: {len(every)} lines cannot be split over {workers}")
+        span_s = max(every[-1] / 1e9, 1e-3)
         load = replace(
             scenario.load,
             mode="trace",
@@ -242,7 +264,7 @@ def prepare_workload(
             duration_s=None if scenario.bound_defaulted else scenario.load.duration_s,
         )
         sc = replace(scenario, load=load)
-        unit = TraceReplay(sc, model, prompts)
+        unit = TraceReplay(sc, model, prompts, lines)
         return Workload(sc, None, unit, (unit, LengthCheck(prompts)), {"trace": len(prompts)})
     if "conversations" in kinds:
         spec = _only(scenario, "conversations")

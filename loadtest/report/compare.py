@@ -13,9 +13,7 @@ only divergence beyond the baseline's own is laid at the candidate's door.
 
 Before any verdict the comparison says what it could not judge (``compare_checks``): a
 side that completed nothing, metrics with too few values, load beyond the endpoint,
-sides run under different load shapes or prompt-cache states. Where the sides replayed
-recorded agent sessions, what a decode speedup could save of session time and what the
-candidate saved (``compare_sessions``).
+sides run under different load shapes or prompt-cache states.
 """
 
 from __future__ import annotations
@@ -59,7 +57,6 @@ from loadtest.report.compare_figures import (
     spread,
 )
 from loadtest.report.compare_render import line_verdict, render_comparison
-from loadtest.report.compare_sessions import session_savings
 from loadtest.report.equivalence import equivalence
 from loadtest.report.rebuild import is_run_folder, summary_of
 
@@ -103,9 +100,6 @@ class RunData:
     """``samples`` split by prompt category (the decision of ``ab --sweep``)."""
     ok_by_category: dict[str, int] = field(default_factory=dict)
     """Measured ok requests per prompt category."""
-    trace_calls: dict[str, list[float]] = field(default_factory=dict)
-    """Per replayed call (``trace_id#call``, ``agent-trace``), its model time (ms) in
-    each replay: the pairs of ``compare_sessions``."""
 
 
 def _deployment(folder: Path) -> DeploymentRun | None:
@@ -148,7 +142,6 @@ def load_run(run_dir: str | Path) -> RunData:
     sent = drained = cached = computed = 0
     acceptance: dict[str, AcceptanceCounts] = {}
     per_cat: dict[str, dict[str, list[float]]] = {}
-    trace_calls: dict[str, list[float]] = {}
     for row in _rows(folder / "requests.jsonl"):
         if row.get("warmup"):
             continue
@@ -166,10 +159,6 @@ def load_run(run_dir: str | Path) -> RunData:
             if counted is not None:
                 cat = str(row.get("category"))
                 acceptance[cat] = acceptance.get(cat, AcceptanceCounts()) + counted
-        if isinstance(row.get("trace_id"), str) and isinstance(row.get("e2e_ms"), int | float):
-            trace_calls.setdefault(f"{row['trace_id']}#{row.get('call')}", []).append(
-                float(row["e2e_ms"])
-            )
         cat_values = per_cat.setdefault(str(row.get("category")), {m: [] for m in METRICS})
         for m in METRICS:
             v = row.get(m)
@@ -197,7 +186,6 @@ def load_run(run_dir: str | Path) -> RunData:
         _deployment(folder),
         {c: {m: np.asarray(v) for m, v in vs.items()} for c, vs in per_cat.items()},
         {c: len(vs["e2e_ms"]) for c, vs in per_cat.items()},
-        trace_calls,
     )
 
 
@@ -281,26 +269,9 @@ def compare_runs(
         "equivalence": equivalence(a, b),
         "memory_added": memory_added(side_a["deployment_cost"], side_b["deployment_cost"]),
     }
-    savings = session_savings(
-        [r.summary.get("agent_trace") for r in a],
-        [r.summary.get("agent_trace") for r in b],
-        _pooled_calls(a),
-        _pooled_calls(b),
-        effect,
-    )
-    if savings is not None:
-        result["agent_trace"] = savings
     if len(a) > 1 or len(b) > 1:
         result["spread"] = {side: _spread_json(runs) for side, runs in (("a", a), ("b", b))}
     return result
-
-
-def _pooled_calls(runs: Sequence[RunData]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for r in runs:
-        for key, values in r.trace_calls.items():
-            out.setdefault(key, []).extend(values)
-    return out
 
 
 def _not_exercised(n_a: int, n_b: int) -> MetricComparison:
