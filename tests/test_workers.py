@@ -215,9 +215,35 @@ def test_workers_refuse_what_they_cannot_split_yet(tmp_path: Path) -> None:
         '[faults]\n[[faults.events]]\nkind = "restart"\nat_s = 1\nduration_s = 1\n'
     )
     sc.write_text(text)
-    res = _cli("run", str(sc), "--no-tui", "--workers", "2", "--out", str(tmp_path / "o"))
+    res = _cli("run", str(sc), "--check", "--workers", "2", "--ray", "127.0.0.2:1")
     assert res.returncode == 2
-    assert "--workers does not combine with fault kind restart" in res.stderr
+    assert "--ray does not combine with fault kind restart" in res.stderr
+    res = _cli("run", str(ROOT / "scenarios" / "multi-turn.toml"), "--check", "--workers", "2")
+    assert res.returncode == 2 and "other than synthetic and trace" in res.stderr
+
+
+def test_a_restart_holds_the_load_in_every_worker(tmp_path: Path) -> None:
+    """While the coordinator's restarted target is down, both workers hold their load
+    (a file in their folders): only the requests caught in flight fail, not a stream of
+    connection errors from sessions spinning against a closed port."""
+    sc = tmp_path / "r.toml"
+    sc.write_text(
+        'name = "r"\nmax_tokens = 24\n[[sources]]\nkind = "inline"\nprompts = ["a", "b"]\n'
+        "[load]\nconcurrency = 4\nduration_s = 6\n"
+        "[sim]\nttft_ms = 5.0\nitl_ms = 4.0\nload_s = 0.5\n"
+        '[[faults.events]]\nname = "restart"\nkind = "restart"\nat_s = 2\n'
+        "duration_s = 2\ndown_s = 0.5\nmax_failures = 4\n"
+    )
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    (restart,) = s["faults"]
+    assert restart["verdict"] in ("held", "degraded", "failed"), restart
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert s["requests"]["sent"] == len(rows)
+    # At most the 4 sessions' requests in flight at the stop; without the hold, 4 sessions
+    # spinning through refused connections for ~1 s would fail hundreds.
+    assert s["requests"]["failed"] + s["requests"]["cancelled"] <= 4, s["requests"]
+    assert {r["worker"] for r in rows} == {0, 1}
 
 
 FAULTS = """name = "wf"

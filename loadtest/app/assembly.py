@@ -8,10 +8,11 @@ in the parent (``coordinator.py``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loadtest.engine.gc_policy import QuietGc
-from loadtest.features.faults.load import FaultLoad
+from loadtest.features.faults.load import FaultLoad, HoldFlag
 from loadtest.report.hlog import HlogHook
 from loadtest.report.run_start import RunStartHook
 
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = ["edge_hooks", "load_hooks", "rig_hooks"]
 
-_IN_LOAD = ("cancel", "idle")
-"""Fault kinds that act on the load itself, in every process that sends it."""
+_IN_LOAD = ("cancel", "idle", "restart")
+"""Fault kinds that act on the load itself, in every process that sends it (a restart:
+the load holds while the target is down)."""
 
 
 def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
@@ -33,12 +35,16 @@ def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
     return [RunStartHook(cfg, prompts), HlogHook(), QuietGc()]
 
 
-def load_hooks(scenario: Scenario, worker: int, workers: int) -> list[RunHook]:
+def load_hooks(
+    scenario: Scenario, worker: int, workers: int, hold_file: Path | None = None
+) -> list[RunHook]:
     """The fault plan's part inside worker ``worker`` of ``workers`` (none without one);
-    the worker's scenario carries its own seed."""
+    the worker's scenario carries its own seed; ``hold_file``: where the coordinator says
+    that a restarted target is down."""
     if not any(e.kind in _IN_LOAD for e in scenario.faults.events):
         return []
-    return [FaultLoad(scenario.faults, scenario.seed, worker=worker, workers=workers)]
+    hold = HoldFlag(hold_file) if hold_file is not None else None
+    return [FaultLoad(scenario.faults, scenario.seed, worker=worker, workers=workers, hold=hold)]
 
 
 def rig_hooks(dep: Deployment) -> list[RunHook]:

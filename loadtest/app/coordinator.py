@@ -34,22 +34,40 @@ if TYPE_CHECKING:
     from loadtest.transport.client import Client
     from loadtest.transport.side import SideHttp
 
-__all__ = ["Coordinator", "CoordinatorContext", "check_coordinated"]
+__all__ = ["Coordinator", "CoordinatorContext", "check_coordinated", "hold_workers"]
 
 T = TypeVar("T")
 
-_WORKER_ONLY = ("restart",)
-"""Fault kinds that need the load to hold in every worker while they act."""
+_LOCAL_ONLY = ("restart",)
+"""Fault kinds that need the load to hold in every worker while they act: the
+coordinator tells local workers through a file in their folders (``hold_workers``)."""
 
 
-def check_coordinated(scenario: Scenario) -> None:
-    """``UsageError`` for fault kinds that workers cannot share yet."""
-    kinds = sorted({e.kind for e in scenario.faults.events if e.kind in _WORKER_ONLY})
-    if kinds:
+def check_coordinated(scenario: Scenario, ray: bool) -> None:
+    """``UsageError`` for fault kinds that workers cannot share (yet)."""
+    kinds = sorted({e.kind for e in scenario.faults.events if e.kind in _LOCAL_ONLY})
+    if kinds and ray:
         raise UsageError(
-            f"--workers does not combine with fault kind {', '.join(kinds)} yet: the load "
-            "must hold in every worker while the target is down; use --workers 1"
+            f"--ray does not combine with fault kind {', '.join(kinds)} yet: the load "
+            "must hold in every worker while the target is down; use --workers N"
         )
+
+
+def hold_workers(dirs: list[Path]) -> Callable[[bool], None]:
+    """The rig's ``on_hold`` for local workers: a ``hold`` file in each worker's folder
+    while the load must hold (``worker_main.HOLD``, which each worker watches)."""
+    from loadtest.app.worker_main import HOLD
+
+    def hold(down: bool) -> None:
+        for d in dirs:
+            path = d / HOLD
+            if down:
+                d.mkdir(parents=True, exist_ok=True)
+                path.touch()
+            else:
+                path.unlink(missing_ok=True)
+
+    return hold
 
 
 class CoordinatorContext:

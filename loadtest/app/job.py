@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from loadtest.app.console import log, say, use_tui
-from loadtest.app.coordinator import Coordinator, CoordinatorContext
+from loadtest.app.coordinator import Coordinator, CoordinatorContext, hold_workers
 from loadtest.app.deployment import Deployment, plan_deployment
 from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
@@ -171,6 +171,8 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         dashboard = (dep.endpoint, model) if use_tui(options.tui) and not options.ray else None
         tls_spec = (options.ca_bundle, options.insecure)
         configs = worker_configs(base, plans)
+        if not options.ray:
+            dep.rig.on_hold = hold_workers([Path(c.run_dir) for c in configs])
         side = SideHttp(ssl=plan.tls, api_key=options.api_key, key_origin=dep.endpoint)
 
         def begin(start_wall: float) -> None:

@@ -63,7 +63,7 @@ def plan_run(options: RunOptions) -> RunPlan:
     splits: list[WorkerPlan] = []
     if options.workers > 1 or options.ray is not None:
         # Checked before the prompts load: a bad split should not wait for data sets.
-        check_splittable(scenario)
+        check_splittable(scenario, ray=options.ray is not None)
         splits = split_load(scenario.load, options.workers, scenario.seed)
         if options.ray is not None and importlib.util.find_spec("ray") is None:
             raise MissingExtraError("--ray", "ray")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GO",
+    "HOLD",
     "READY",
     "WorkerJob",
     "WorkerResult",
@@ -191,6 +192,15 @@ def worker_run(
     return result
 
 
+HOLD = "hold"
+"""A local worker's file the coordinator creates while a restarted target is down."""
+
+
+def _hold_file(cfg: RunConfig, job: WorkerJob) -> Path | None:
+    # Ray tasks run elsewhere: the coordinator's file would not reach them.
+    return None if job.ship_files else Path(cfg.run_dir) / HOLD
+
+
 async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
     """The runner of one worker: its prompts, or its share of a workload (a trace split
     by line), with the hooks every process of a run attaches."""
@@ -201,7 +211,10 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
 
     if not is_workload(cfg.scenario):
         pool, counts = build_pool(cfg.scenario)
-        hooks = [*edge_hooks(cfg, counts), *load_hooks(cfg.scenario, job.index, job.workers)]
+        hooks = [
+            *edge_hooks(cfg, counts),
+            *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
+        ]
         return Runner(cfg, pool, hooks=hooks)
     share = (job.index, job.workers)
     wl = await asyncio.to_thread(
@@ -215,7 +228,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
     cfg = dataclasses.replace(cfg, scenario=wl.scenario, arrival_phase_ns=phase)
     hooks = [
         *edge_hooks(cfg, dict(wl.counts)),
-        *load_hooks(cfg.scenario, job.index, job.workers),
+        *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
         *wl.hooks,
     ]
     return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)

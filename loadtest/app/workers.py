@@ -127,12 +127,12 @@ _ONE_PROCESS_KINDS = ("conversations", "agent-trace")
 """Workload kinds whose per-session results do not merge yet."""
 
 
-def check_splittable(scenario: Scenario) -> None:
+def check_splittable(scenario: Scenario, ray: bool = False) -> None:
     """``UsageError`` when the scenario needs one process (agents, workloads, restarts).
 
     A fault plan and a managed target are the coordinator's (``coordinator.py``): they
     run once in the parent while the workers send the load."""
-    check_coordinated(scenario)
+    check_coordinated(scenario, ray)
     unsupported = [
         what
         for what, present in (

@@ -15,14 +15,33 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from loadtest.engine.hooks import CancelOrder, RunContext, RunHook
 from loadtest.features.faults.plan import FaultPlan
 
-__all__ = ["FaultLoad", "burst_share"]
+__all__ = ["FaultLoad", "HoldFlag", "burst_share"]
 
 _HOLD_POLL_NS = 20_000_000
 """While a restarted target is down, the load looks again this often."""
+
+
+class HoldFlag:
+    """A worker's copy of "the load must hold": a file the coordinator creates while a
+    restarted target is down, looked at every 20 ms (``watch``) off the hot path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.held = False
+
+    def __call__(self) -> bool:
+        return self.held
+
+    async def watch(self) -> None:
+        """Follow the file until cancelled."""
+        while True:
+            self.held = self.path.exists()
+            await asyncio.sleep(_HOLD_POLL_NS / 1e9)
 
 
 def burst_share(burst: int, worker: int, workers: int) -> int:
@@ -43,7 +62,8 @@ class FaultLoad(RunHook):
         hold: Callable[[], bool] | None = None,
     ) -> None:
         """``hold``: while it is true the load waits (the rig's restarted target is
-        down); only a rig in the same process can answer it."""
+        down): the rig's own answer in its process, a flag the coordinator sets in a
+        worker (``HoldFlag``)."""
         self.plan = plan
         self.worker = worker
         self.workers = workers
@@ -57,6 +77,8 @@ class FaultLoad(RunHook):
     async def on_start(self, ctx: RunContext) -> None:
         """Take the run's clock and schedule the bursts that end idle gaps."""
         self.t0_ns = ctx.t0_ns
+        if isinstance(self.hold, HoldFlag):
+            self._tasks.append(asyncio.create_task(self.hold.watch()))
         for ev in self._idle:
             share = burst_share(ev.burst, self.worker, self.workers)
             if share:

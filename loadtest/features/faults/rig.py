@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,9 @@ class FaultRig(RunHook):
         self._tasks: set[asyncio.Task[None]] = set()
         self._http = SideHttp()
         self._down = False
+        self.on_hold: Callable[[bool], None] | None = None
+        """Told when the load must hold (a restarted target is down) and when it may go
+        on: how a coordinator reaches workers in other processes."""
 
     # -- before and after the run -------------------------------------------------------
     async def start(self) -> None:
@@ -143,6 +147,11 @@ class FaultRig(RunHook):
         return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
 
     # -- the load's part, and what it asks of the rig -----------------------------------
+    def _set_down(self, down: bool) -> None:
+        self._down = down
+        if self.on_hold is not None:
+            self.on_hold(down)
+
     def is_down(self) -> bool:
         """Whether a restarted target is down or still loading now."""
         return self._down
@@ -231,7 +240,7 @@ class FaultRig(RunHook):
         if self.target is None:
             obs["error"] = "no managed target to restart: add a [target] table"
             return
-        self._down = True
+        self._set_down(True)
         try:
             await self.target.stop(ev.signal)
             obs["stopped_s"] = self._rel_s()
@@ -239,7 +248,7 @@ class FaultRig(RunHook):
             spawned = self._rel_s()
             ready_s = await self.target.start()
         finally:
-            self._down = False
+            self._set_down(False)
         obs["ready_s"] = self._rel_s()
         obs["time_to_ready_s"] = round(ready_s, 4)
         obs["spawned_s"] = spawned
