@@ -33,11 +33,11 @@ def _both(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
 @pytest.mark.parametrize(
     ("extra", "flags", "message"),
     [
-        # Workers refuse a restart (check_splittable): --check said "valid" before.
+        # Workers refuse what they cannot split (check_splittable): --check said "valid".
         (
-            '[[faults.events]]\nkind = "restart"\nat_s = 0.2\nduration_s = 0.1\n',
+            '[[sources]]\nkind = "conversations"\npath = "c.jsonl"\n',
             ["--workers", "2"],
-            "--workers does not combine with fault kind restart yet",
+            "--workers does not combine with workload sources other than synthetic",
         ),
         # The split itself (split_load).
         ("", ["--workers", "3"], "2 sessions cannot be split over 3 workers"),
