@@ -479,3 +479,21 @@ def test_synthetic_prompts_split_over_two_workers_keep_their_exact_lengths(
     lengths = orjson.loads((run_dir / "workload.json").read_bytes())
     ok = sum(1 for r in measured if r["outcome"] == "ok")
     assert lengths["requests"] == ok and lengths["exact_output"] == ok
+
+
+def test_agent_sessions_split_over_two_workers_merge_into_one_agent_block(
+    tmp_path: Path,
+) -> None:
+    """Each worker runs its share of the sessions; the agent block adds their task
+    counters and share histograms, and agrees with the merged tasks.jsonl."""
+    sc = ROOT / "scenarios" / "agent-tasks.toml"
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", "--duration", "6")
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    agent = s["agent"]
+    tasks = read_jsonl(run_dir / "tasks.jsonl")
+    assert {t["worker"] for t in tasks} == {0, 1}
+    measured = [t for t in tasks if not t["warmup"]]
+    assert agent["tasks"] == len(measured) > 0
+    assert agent["warmup"] == len(tasks) - len(measured)
+    assert agent["completed"] == sum(t["outcome"] == "completed" for t in measured)
+    assert agent["time_to_valid_call_ms"]["count"] > 0 and agent["time_shares"]

@@ -21,10 +21,10 @@ from loadtest.app.deployment import Deployment, plan_deployment
 from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
 from loadtest.app.plan import RunPlan, load_prompts, plan_run, prompt_counts
-from loadtest.app.workers import run_workers, worker_configs
+from loadtest.app.workers import WorkersRun, run_workers, worker_configs
 from loadtest.engine.runner import RunConfig, RunOutcome
 from loadtest.features.workload import plan_lines
-from loadtest.model.summary import RunExtra, Summary
+from loadtest.model.summary import AgentBlock, RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
 from loadtest.report.table import render_agent, render_agent_trace
 from loadtest.transport.client import discover_model
@@ -196,8 +196,21 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         interrupted=ran.interrupted,
         faults=judged.faults,
         server=judged.server,
+        agent=_merged_agent(ran) if sc.agent is not None else None,
     )
     return LocalRun(dataclasses.replace(base, tls=True), outcome, ran.stale_retries, ran.lost)
+
+
+def _merged_agent(ran: WorkersRun) -> AgentBlock:
+    """The ``agent`` block of a run with workers: their task counters and share
+    histograms added, read beside the merged metrics (time to a valid call, task time)."""
+    from loadtest.features.agent.task_metrics import AgentMetrics
+
+    merged = AgentMetrics()
+    for part in ran.agent_parts:
+        merged.add_encoded(part)
+    m = ran.metrics
+    return merged.summary(m.total, m.by_category, m.tool_stats)
 
 
 def finish_run(

@@ -73,6 +73,9 @@ class WorkerResult:
     hlog: bytes | None = None
     lines: int = 0
     """A recovered worker's (``recovered_result``): the whole lines it had written."""
+    agent: JsonObject | None = None
+    """An agent scenario's task counters and share histograms (``AgentMetrics.encode``),
+    merged by the parent into the run's ``agent`` block."""
 
 
 READY, GO = "ready", "go.json"
@@ -177,6 +180,7 @@ def worker_run(
             measured_s=outcome.measured_s,
             interrupted=outcome.interrupted,
             stale_retries=runner.stale_retries,
+            agent=_agent_part(runner),
         )
 
     result = asyncio.run(main())
@@ -209,6 +213,18 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
     from loadtest.engine.runner import Runner
     from loadtest.features.workload import is_workload, workload_for
 
+    if cfg.scenario.agent is not None:
+        from loadtest.features.agent.driver import AgentDriver
+        from loadtest.features.agent.taskspec import build_tasks
+
+        tasks = build_tasks(cfg.scenario.tasks, cfg.scenario.seed)
+        agent = AgentDriver(cfg.scenario.agent, tasks, cfg.scenario.seed)
+        hooks = [
+            *edge_hooks(cfg, {"tasks": tasks.size}),
+            *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
+            agent,
+        ]
+        return Runner(cfg, None, hooks=hooks, unit=agent)
     if not is_workload(cfg.scenario):
         pool, counts = build_pool(cfg.scenario)
         hooks = [
@@ -232,6 +248,13 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
         *wl.hooks,
     ]
     return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
+
+
+def _agent_part(runner: Runner) -> JsonObject | None:
+    from loadtest.features.agent.driver import AgentDriver
+
+    drivers = [h for h in runner.hooks if isinstance(h, AgentDriver)]
+    return drivers[0].metrics.encode() if drivers else None
 
 
 async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:

@@ -47,6 +47,7 @@ from loadtest.engine.runner import RunConfig
 from loadtest.errors import EndpointError, UsageError
 from loadtest.measure.recorders import Metrics, MetricSet
 from loadtest.model.atomic import write_atomic
+from loadtest.model.json import JsonObject
 from loadtest.model.summary import LostWorker
 
 __all__ = [
@@ -121,6 +122,8 @@ class WorkersRun:
     stale_retries: int
     lost: tuple[LostWorker, ...] = ()
     """Workers that died before handing in results; their accounted lines are merged."""
+    agent_parts: tuple[JsonObject, ...] = ()
+    """Each worker's encoded task counters (agent scenarios), for the merged block."""
 
 
 _ONE_PROCESS_KINDS = ("conversations", "agent-trace")
@@ -136,7 +139,6 @@ def check_splittable(scenario: Scenario, ray: bool = False) -> None:
     unsupported = [
         what
         for what, present in (
-            ("agent sessions", scenario.agent is not None),
             (
                 "workload sources other than synthetic and trace",
                 any(s.kind in _ONE_PROCESS_KINDS for s in scenario.sources),
@@ -213,6 +215,7 @@ def run_workers(
         interrupted=any(r.interrupted for r in results) or bool(lost),
         stale_retries=sum(r.stale_retries for r in results),
         lost=tuple(lost),
+        agent_parts=tuple(r.agent for r in results if r.agent is not None),
     )
 
 
@@ -348,6 +351,25 @@ def _log_progress(dirs: list[Path], label: str) -> None:
     log.info("%s", progress.line())
 
 
+def _merge_tasks(dirs: list[Path], run_dir: Path) -> None:
+    """The workers' ``tasks.jsonl`` as one, each line tagged with its worker."""
+    if not any((d / "tasks.jsonl").exists() for d in dirs):
+        return
+    with open(run_dir / "tasks.jsonl", "wb") as out:
+        for i, d in enumerate(dirs):
+            if (d / "tasks.jsonl").exists():
+                out.write(_tagged(d / "tasks.jsonl", i))
+
+
+def _tagged(path: Path, worker: int) -> bytes:
+    """The whole lines of a JSONL file, each with ``"worker": worker`` added."""
+    suffix = b',"worker":' + str(worker).encode() + b"}"
+    with open(path, "rb") as f:
+        return b"".join(
+            line[:-1] + suffix + b"\n" for raw in f if (line := raw.rstrip(b"\n")).endswith(b"}")
+        )
+
+
 def _merge_lengths(dirs: list[Path], run_dir: Path) -> None:
     """The workers' ``workload.json`` (exact-length tallies) as one: counts summed, the
     largest overhead kept; a median of medians is no median, so each worker's is listed."""
@@ -369,12 +391,8 @@ def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "requests.jsonl", "wb") as out:
         for i, d in enumerate(dirs):
-            suffix = b',"worker":' + str(i).encode() + b"}"
-            with open(d / "requests.jsonl", "rb") as f:
-                for raw in f:
-                    line = raw.rstrip(b"\n")
-                    if line.endswith(b"}"):
-                        out.write(line[:-1] + suffix + b"\n")
+            out.write(_tagged(d / "requests.jsonl", i))
+    _merge_tasks(dirs, run_dir)
     _merge_lengths(dirs, run_dir)
     per_worker = [read_intervals(d / "histograms.hlog") for d in dirs]
     n = max((len(v) for w in per_worker for v in w.values()), default=0)

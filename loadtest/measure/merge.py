@@ -16,7 +16,15 @@ from hdrh.histogram import HdrHistogram
 
 from loadtest.measure.recorders import Metrics, MetricSet
 
-__all__ = ["encode_metrics", "encode_metrics_steps", "encode_set", "merge_metrics", "merge_set"]
+__all__ = [
+    "decode_hist",
+    "encode_hist",
+    "encode_metrics",
+    "encode_metrics_steps",
+    "encode_set",
+    "merge_metrics",
+    "merge_set",
+]
 
 _COUNTERS = (
     "warmup_requests",
@@ -36,11 +44,13 @@ _TIMING_FIELDS = (
 )
 
 
-def _enc(h: HdrHistogram) -> str:
+def encode_hist(h: HdrHistogram) -> str:
+    """A histogram as text (HdrHistogram's compressed encoding), to cross processes."""
     return str(h.encode().decode("ascii"))
 
 
-def _dec(text: str) -> HdrHistogram:
+def decode_hist(text: str) -> HdrHistogram:
+    """The histogram ``encode_hist`` made."""
     return HdrHistogram.decode(text.encode("ascii"))
 
 
@@ -56,7 +66,7 @@ def _set_steps(
     hists = {}
     for n, h in ms.hists.items():
         if h.get_total_count() and (names is None or n in names):
-            hists[n] = _enc(h)
+            hists[n] = encode_hist(h)
             yield
     return {
         "hists": hists,
@@ -76,7 +86,7 @@ def _drain(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any]:
 def merge_set(into: MetricSet, data: dict[str, Any]) -> None:
     """Add an encoded metric set into ``into``."""
     for name, text in data["hists"].items():
-        into.hists[name].add(_dec(text))
+        into.hists[name].add(decode_hist(text))
     for name, v in data["sums"].items():
         into.sums[name] += v
     into.out_of_range += data["out_of_range"]
@@ -111,8 +121,8 @@ def encode_metrics_steps(
         "goodput_limits": m.goodput_limits,
         "server_timings": {
             **{k: getattr(st, k) for k in _TIMING_FIELDS},
-            "overhead": _enc(st._overhead),
-            "prompt": _enc(st._prompt),
+            "overhead": encode_hist(st._overhead),
+            "prompt": encode_hist(st._prompt),
         },
     }
 
@@ -138,6 +148,6 @@ def merge_metrics(parts: list[dict[str, Any]], *, closed_loop: bool, t0_ns: int)
         st, data = m.server_timings, p["server_timings"]
         for k in _TIMING_FIELDS:
             setattr(st, k, getattr(st, k) + data[k])
-        st._overhead.add(_dec(data["overhead"]))
-        st._prompt.add(_dec(data["prompt"]))
+        st._overhead.add(decode_hist(data["overhead"]))
+        st._prompt.add(decode_hist(data["prompt"]))
     return m

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import cast
 
 from hdrh.histogram import HdrHistogram
 
 from loadtest.features.agent.session import PARTS, TaskRecord
 from loadtest.measure.hdr import metric_stats
+from loadtest.measure.merge import decode_hist, encode_hist
 from loadtest.measure.recorders import MetricSet, fast_percentile
+from loadtest.model.json import JsonObject
 from loadtest.model.summary import AgentBlock, AgentCategory, AgentSteps
 
 __all__ = ["AgentMetrics"]
@@ -61,6 +64,31 @@ class AgentMetrics:
             for part, share in rec.shares().items():
                 # +1: a share of 0 is a real value, and the histogram starts at 1.
                 self.shares[part].record_value(1 + round(share * 10_000))
+
+    def encode(self) -> JsonObject:
+        """The counters and share histograms as JSON: a worker's part, for the merge."""
+        return {
+            "outcomes": dict(self.outcomes),
+            "errors": dict(self.errors),
+            "by_category": {k: dict(v) for k, v in self.by_category.items()},
+            "warmup": self.warmup,
+            "expected_matched": self.expected_matched,
+            "expected_total": self.expected_total,
+            "shares": {p: encode_hist(h) for p, h in self.shares.items()},
+        }
+
+    def add_encoded(self, data: JsonObject) -> None:
+        """Add a worker's ``encode()``: counters summed, histograms added (exact)."""
+        self.outcomes.update(Counter(cast(dict[str, int], data["outcomes"])))
+        self.errors.update(Counter(cast(dict[str, int], data["errors"])))
+        for cat, counts in cast(dict[str, dict[str, int]], data["by_category"]).items():
+            self.by_category.setdefault(cat, Counter()).update(Counter(counts))
+        self.warmup += cast(int, data["warmup"])
+        self.expected_matched += cast(int, data["expected_matched"])
+        self.expected_total += cast(int, data["expected_total"])
+        for part, text in cast(dict[str, str], data["shares"]).items():
+            if part in self.shares:
+                self.shares[part].add(decode_hist(text))
 
     def summary(
         self, total: MetricSet, by_category: dict[str, MetricSet], tool_stats: Counter[str]
