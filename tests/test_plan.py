@@ -35,9 +35,9 @@ def _both(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
     [
         # Workers refuse what they cannot split (check_splittable): --check said "valid".
         (
-            '[[sources]]\nkind = "conversations"\npath = "c.jsonl"\n',
+            '[[sources]]\nkind = "agent-trace"\npath = "c.jsonl"\n',
             ["--workers", "2"],
-            "--workers does not combine with workload sources other than synthetic",
+            "--workers does not combine with agent-trace sources",
         ),
         # The split itself (split_load).
         ("", ["--workers", "3"], "2 sessions cannot be split over 3 workers"),

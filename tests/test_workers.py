@@ -218,8 +218,12 @@ def test_workers_refuse_what_they_cannot_split_yet(tmp_path: Path) -> None:
     res = _cli("run", str(sc), "--check", "--workers", "2", "--ray", "127.0.0.2:1")
     assert res.returncode == 2
     assert "--ray does not combine with fault kind restart" in res.stderr
-    res = _cli("run", str(ROOT / "scenarios" / "multi-turn.toml"), "--check", "--workers", "2")
-    assert res.returncode == 2 and "other than synthetic and trace" in res.stderr
+    sc.write_text(
+        'name = "a"\n[[sources]]\nkind = "agent-trace"\n'
+        f'path = "{ROOT / "fixtures" / "otel-agent.jsonl"}"\n'
+    )
+    res = _cli("run", str(sc), "--check", "--workers", "2")
+    assert res.returncode == 2 and "agent-trace sources" in res.stderr, res.stderr
 
 
 def test_a_restart_holds_the_load_in_every_worker(tmp_path: Path) -> None:
@@ -497,3 +501,20 @@ def test_agent_sessions_split_over_two_workers_merge_into_one_agent_block(
     assert agent["warmup"] == len(tasks) - len(measured)
     assert agent["completed"] == sum(t["outcome"] == "completed" for t in measured)
     assert agent["time_to_valid_call_ms"]["count"] > 0 and agent["time_shares"]
+
+
+def test_conversations_split_over_two_workers_merge_their_turn_table(tmp_path: Path) -> None:
+    """Worker w runs conversations w, w+2, ... of one order: no conversation runs in both;
+    multiturn.json is built from both workers' values (not a mean of percentiles)."""
+    from loadtest.features.multiturn import PARTS_FILE, multiturn_block
+
+    sc = ROOT / "scenarios" / "multi-turn.toml"
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", "--duration", "6")
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    by_worker = [{r["conversation"] for r in rows if r["worker"] == w} for w in (0, 1)]
+    assert by_worker[0] and by_worker[1] and not by_worker[0] & by_worker[1]
+    parts = [orjson.loads((run_dir / f"worker-{w}" / PARTS_FILE).read_bytes()) for w in (0, 1)]
+    merged = orjson.loads((run_dir / "multiturn.json").read_bytes())
+    assert merged == multiturn_block(parts)
+    first = next(t for t in merged["ttft_by_turn"] if t["turn"] == 1)
+    assert first["requests"] == sum(len(p["ttft"].get("1", [])) for p in parts) > 0

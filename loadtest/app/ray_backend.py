@@ -131,7 +131,17 @@ def run_on_ray(
         control = Control.remote()  # type: ignore[attr-defined]
         n = len(configs)
         refs = [
-            task.remote(WorkerJob(cfg, tls, ship_files=True, index=i, workers=n), control)
+            task.remote(
+                WorkerJob(
+                    cfg,
+                    tls,
+                    ship_files=True,
+                    index=i,
+                    workers=n,
+                    run_seed=configs[0].scenario.seed,  # worker 0 keeps the run's seed
+                ),
+                control,
+            )
             for i, cfg in enumerate(configs)
         ]
         # The gate: once every task is ready (or one has ended: it failed), all start.

@@ -56,6 +56,8 @@ class WorkerJob:
     index: int = 0
     """This worker's number, 0..workers-1 (its share of a fault's burst)."""
     workers: int = 1
+    run_seed: int = 0
+    """The run's own seed (each worker's scenario has its own): what orders a split."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
             *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
         ]
         return Runner(cfg, pool, hooks=hooks)
-    share = (job.index, job.workers)
+    share = (job.index, job.workers, job.run_seed)
     wl = await asyncio.to_thread(
         workload_for, cfg.scenario, cfg.endpoint, cfg.model, cfg.api_key, share
     )

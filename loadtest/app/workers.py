@@ -45,6 +45,7 @@ from loadtest.app.worker_main import (
 from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import EndpointError, UsageError
+from loadtest.features.multiturn import merge_multiturn
 from loadtest.measure.recorders import Metrics, MetricSet
 from loadtest.model.atomic import write_atomic
 from loadtest.model.json import JsonObject
@@ -126,7 +127,7 @@ class WorkersRun:
     """Each worker's encoded task counters (agent scenarios), for the merged block."""
 
 
-_ONE_PROCESS_KINDS = ("conversations", "agent-trace")
+_ONE_PROCESS_KINDS = ("agent-trace",)
 """Workload kinds whose per-session results do not merge yet."""
 
 
@@ -140,7 +141,7 @@ def check_splittable(scenario: Scenario, ray: bool = False) -> None:
         what
         for what, present in (
             (
-                "workload sources other than synthetic and trace",
+                "agent-trace sources",
                 any(s.kind in _ONE_PROCESS_KINDS for s in scenario.sources),
             ),
         )
@@ -231,7 +232,16 @@ def _run_local(
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(WorkerJob(cfg, tls, live=dashboard is not None, index=i, workers=n),),
+            args=(
+                WorkerJob(
+                    cfg,
+                    tls,
+                    live=dashboard is not None,
+                    index=i,
+                    workers=n,
+                    run_seed=configs[0].scenario.seed,  # worker 0 keeps the run's seed
+                ),
+            ),
             name=f"loadtest-worker-{i}",
         )
         for i, cfg in enumerate(configs)
@@ -394,6 +404,7 @@ def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
             out.write(_tagged(d / "requests.jsonl", i))
     _merge_tasks(dirs, run_dir)
     _merge_lengths(dirs, run_dir)
+    merge_multiturn(dirs, run_dir)
     per_worker = [read_intervals(d / "histograms.hlog") for d in dirs]
     n = max((len(v) for w in per_worker for v in w.values()), default=0)
     writer = HlogWriter(run_dir / "histograms.hlog", started_wall)

@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import orjson
 
@@ -20,11 +21,12 @@ from loadtest.datasets.conversations import Conversation
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import raise_if_cancelling
 from loadtest.measure.hdr import percentile
+from loadtest.model.atomic import write_atomic
 from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.protocol.openai import build_payload
 
-__all__ = ["MultiTurn", "TurnRow"]
+__all__ = ["PARTS_FILE", "MultiTurn", "TurnRow", "merge_multiturn", "multiturn_block"]
 
 _perf = time.perf_counter_ns
 
@@ -63,6 +65,8 @@ class MultiTurn(RunHook):
         self._done_ms: list[float] = []
         self.completed = 0
         self.failed = 0
+        self.worker_part = False
+        """A worker of several: also write the values, for the parent's merge."""
 
     async def run_unit(self, ctx: RunContext, index: int, intended_ns: int) -> float | None:
         """Run conversation ``index``; returns a Retry-After if a turn was told one."""
@@ -122,35 +126,85 @@ class MultiTurn(RunHook):
             tools=None,
         )
 
+    def state(self) -> JsonObject:
+        """The measured values behind ``multiturn.json``: a worker's part, for the merge
+        (percentiles of parts do not add; their values do)."""
+        return {
+            "ttft": {str(k): v for k, v in self._ttft.items()},
+            "prompt_tokens": {str(k): v for k, v in self._prompt_tokens.items()},
+            "done_ms": self._done_ms,
+            "completed": self.completed,
+            "failed": self.failed,
+        }
+
     def table(self) -> list[TurnRow]:
         """TTFT by turn number."""
-        rows = []
-        for turn in sorted(self._ttft):
-            v = sorted(self._ttft[turn])
-            pt = self._prompt_tokens.get(turn)
-            rows.append(
-                TurnRow(
-                    turn=turn,
-                    requests=len(v),
-                    ttft_p50_ms=round(_q(v, 0.5), 3),
-                    ttft_p90_ms=round(_q(v, 0.9), 3),
-                    ttft_max_ms=round(v[-1], 3),
-                    prompt_tokens_mean=round(sum(pt) / len(pt), 1) if pt else None,
-                )
-            )
-        return rows
+        return turn_table(self._ttft, self._prompt_tokens)
 
     def result(self, run_dir: Path) -> HookResult:
-        """Write ``multiturn.json``: the per-turn TTFT table and conversation times."""
-        done = sorted(self._done_ms)
-        block = {
-            "conversations_completed": self.completed,
-            "conversations_failed": self.failed,
-            "conversation_ms_p50": round(_q(done, 0.5), 3) if done else None,
-            "conversation_ms_p90": round(_q(done, 0.9), 3) if done else None,
-            "ttft_by_turn": [
-                {k: getattr(r, k) for k in TurnRow.__dataclass_fields__} for r in self.table()
-            ],
-        }
-        (run_dir / "multiturn.json").write_bytes(orjson.dumps(block, option=orjson.OPT_INDENT_2))
+        """Write ``multiturn.json`` (the per-turn TTFT table and conversation times) and,
+        in a worker, its values (``multiturn.parts.json``) for the parent's merge."""
+        write_atomic(run_dir / "multiturn.json", _dumps(multiturn_block([self.state()])))
+        if self.worker_part:
+            write_atomic(run_dir / PARTS_FILE, orjson.dumps(self.state()))
         return HookResult()
+
+
+PARTS_FILE = "multiturn.parts.json"
+
+
+def _dumps(block: JsonObject) -> bytes:
+    return orjson.dumps(block, option=orjson.OPT_INDENT_2)
+
+
+def turn_table(ttft: dict[int, list[float]], prompt_tokens: dict[int, list[int]]) -> list[TurnRow]:
+    """TTFT by turn number, from every measured value."""
+    rows = []
+    for turn in sorted(ttft):
+        v = sorted(ttft[turn])
+        pt = prompt_tokens.get(turn)
+        rows.append(
+            TurnRow(
+                turn=turn,
+                requests=len(v),
+                ttft_p50_ms=round(_q(v, 0.5), 3),
+                ttft_p90_ms=round(_q(v, 0.9), 3),
+                ttft_max_ms=round(v[-1], 3),
+                prompt_tokens_mean=round(sum(pt) / len(pt), 1) if pt else None,
+            )
+        )
+    return rows
+
+
+def multiturn_block(states: list[JsonObject]) -> JsonObject:
+    """``multiturn.json`` from one or more ``MultiTurn.state()`` (a run's workers)."""
+    ttft: dict[int, list[float]] = {}
+    tokens: dict[int, list[int]] = {}
+    done: list[float] = []
+    completed = failed = 0
+    for st in states:
+        for k, v in cast(dict[str, list[float]], st["ttft"]).items():
+            ttft.setdefault(int(k), []).extend(v)
+        for k, n in cast(dict[str, list[int]], st["prompt_tokens"]).items():
+            tokens.setdefault(int(k), []).extend(n)
+        done.extend(cast(list[float], st["done_ms"]))
+        completed += cast(int, st["completed"])
+        failed += cast(int, st["failed"])
+    done.sort()
+    return {
+        "conversations_completed": completed,
+        "conversations_failed": failed,
+        "conversation_ms_p50": round(_q(done, 0.5), 3) if done else None,
+        "conversation_ms_p90": round(_q(done, 0.9), 3) if done else None,
+        "ttft_by_turn": [
+            {k: getattr(r, k) for k in TurnRow.__dataclass_fields__}
+            for r in turn_table(ttft, tokens)
+        ],
+    }
+
+
+def merge_multiturn(dirs: list[Path], run_dir: Path) -> None:
+    """The run's ``multiturn.json`` from its workers' parts (none: nothing to do)."""
+    parts = [orjson.loads(p.read_bytes()) for d in dirs if (p := d / PARTS_FILE).exists()]
+    if parts:
+        write_atomic(run_dir / "multiturn.json", _dumps(multiturn_block(parts)))

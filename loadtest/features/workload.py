@@ -184,7 +184,7 @@ def workload_for(
     endpoint: str,
     model: str,
     api_key: str | None = None,
-    share: tuple[int, int] = (0, 1),
+    share: tuple[int, int, int] | None = None,
 ) -> Workload | None:
     """``prepare_workload`` with the endpoint's tokenizer where a source needs one.
 
@@ -227,19 +227,22 @@ def prepare_workload(
     scenario: Scenario,
     model: str,
     tokenizer: Tokenizer | None,
-    share: tuple[int, int] = (0, 1),
+    share: tuple[int, int, int] | None = None,
 ) -> Workload | None:
     """The pool or unit of a workload scenario; None when it has no workload source.
 
-    ``share`` = (worker, workers): a trace is split by line, worker w replaying lines
-    w, w+N, ... at their recorded times (the merged run replays every line once).
+    ``share`` = (worker, workers, the run's seed): a trace is split by line, worker w
+    replaying lines w, w+N, ... at their recorded times (the merged run replays every
+    line once);
+    conversations likewise, worker w running conversations w, w+N, ... of the order the
+    run's seed gives (the same in every worker; each worker's own seed differs).
     """
     kinds = _kinds(scenario)
     if "agent-trace" in kinds:
         return _agent_trace(scenario, _only(scenario, "agent-trace"), model, tokenizer)
     if "trace" in kinds:
         spec = _only(scenario, "trace")
-        worker, workers = share
+        worker, workers, _ = share or (0, 1, scenario.seed)
         assert spec.path is not None
         entries = read_trace(spec.path, spec.limit)
         every = trace_offsets_ns([e.timestamp_ms for e in entries], spec.workload.speedup)
@@ -268,8 +271,12 @@ def prepare_workload(
         return Workload(sc, None, unit, (unit, LengthCheck(prompts)), {"trace": len(prompts)})
     if "conversations" in kinds:
         spec = _only(scenario, "conversations")
-        convs = load_conversations(spec.path, spec.limit, scenario.seed)
+        worker, workers, order = share or (0, 1, scenario.seed)
+        convs = load_conversations(spec.path, spec.limit, order)[worker::workers]
+        if not convs:
+            raise DatasetError(f"{spec.path}: too few conversations for {workers} workers")
         mt = MultiTurn(scenario, model, convs, spec)
+        mt.worker_part = workers > 1
         return Workload(scenario, None, mt, (mt,), {"conversations": len(convs)})
     if "synthetic" in kinds:
         pool, counts = build_pool(scenario, tokenizer)
