@@ -60,7 +60,7 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_head() -> Iterator[str]:
     """A two-node cluster on loopback: a head and a second node, each on its own address."""
     port = _free_port(HEAD_IP)
@@ -148,3 +148,57 @@ def test_a_run_through_ray_is_complete_and_merged(ray_head: str, tmp_path: Path)
     rows = read_jsonl(run_dir / "requests.jsonl")
     assert len(rows) == 120 and {r["worker"] for r in rows} == {0, 1}
     assert s["metrics"]["ttft_ms"]["count"] == 120
+
+
+def _ray_run(ray_head: str, scenario: Path, out: Path, *extra: str) -> Path:
+    argv = ["run", str(scenario), "--no-tui", "--workers", "2", "--ray", ray_head, *extra]
+    res = subprocess.run(
+        [sys.executable, "-m", "loadtest", *argv, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=_env(),
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    (run_dir,) = out.iterdir()
+    return run_dir
+
+
+def test_a_fault_plan_on_the_cluster_is_judged_once_on_the_merged_records(
+    ray_head: str, tmp_path: Path
+) -> None:
+    from tests.test_workers import FAULTS
+
+    sc = tmp_path / "wf.toml"
+    sc.write_text(FAULTS)
+    run_dir = _ray_run(ray_head, sc, tmp_path / "out")
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    r = s["requests"]
+    assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"] == len(rows)
+    assert {row["worker"] for row in rows} == {0, 1}
+    assert {v["name"] for v in s["faults"]} == {"draft down", "pause", "cancel"}
+    assert s["faults"][0]["verdict"] in ("held", "degraded", "failed")
+    assert s["server"]["scraped"] >= 5
+    assert {row["worker"] for row in rows if row.get("injected_cancel")} == {0, 1}
+
+
+def test_a_trace_on_the_cluster_replays_every_line_once(ray_head: str, tmp_path: Path) -> None:
+    run_dir = _ray_run(ray_head, ROOT / "scenarios" / "trace.toml", tmp_path / "out")
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    lines = sum(1 for _ in (ROOT / "scenarios" / "data" / "trace-small.jsonl").open())
+    assert sorted(r["trace_index"] for r in rows) == list(range(lines))
+    assert all(r["worker"] == r["trace_index"] % 2 for r in rows)
+
+
+def test_agent_sessions_on_the_cluster_merge_into_one_agent_block(
+    ray_head: str, tmp_path: Path
+) -> None:
+    sc = ROOT / "scenarios" / "agent-tasks.toml"
+    run_dir = _ray_run(ray_head, sc, tmp_path / "out", "--duration", "5")
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert {r["worker"] for r in rows} == {0, 1}
+    assert s["agent"]["tasks"] + s["agent"]["warmup"] > 0
+    assert s["agent"]["time_to_valid_call_ms"]["count"] > 0
