@@ -135,6 +135,11 @@ def test_two_workers_account_for_every_request_and_merge_their_files(tmp_path: P
     assert per_worker == [60, 60]
     hlog = read_hlog(run_dir / "histograms.hlog")
     assert hlog["ttft_ms"].get_total_count() == s["metrics"]["ttft_ms"]["count"] == 120
+    # Each worker's own dispatch lag, beside the merged one (a busy worker shows).
+    lags = s["run"]["worker_dispatch_lag"]
+    assert [w["worker"] for w in lags] == [0, 1]
+    merged_p99 = s["metrics"]["dispatch_lag_ms"]["p99"]
+    assert max(w["dispatch_lag_ms"]["p99"] for w in lags) >= merged_p99 * 0.99 - 0.01
 
 
 def test_open_loop_rate_is_kept_across_workers(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.taskspec import TaskPool
 from loadtest.features.workload import workload_for
-from loadtest.model.summary import LostWorker
+from loadtest.model.summary import LostWorker, WorkerLag
 from loadtest.transport.client import discover_model
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ class LocalRun:
     stale_retries: int
     workers_lost: tuple[LostWorker, ...] = ()
     """Workers that died: their accounted requests are in the outcome, and listed here."""
+    worker_lags: tuple[WorkerLag, ...] = ()
+    """Each worker's own dispatch lag (a run with workers)."""
 
 
 def run_in_process(

@@ -127,6 +127,8 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
         extra["workers"] = options.workers
     if ran.workers_lost:
         extra["workers_lost"] = list(ran.workers_lost)
+    if ran.worker_lags:
+        extra["worker_dispatch_lag"] = list(ran.worker_lags)
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
     if options.endpoint is None and plan.scenario.target is None:
@@ -198,7 +200,9 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         server=judged.server,
         agent=_merged_agent(ran) if sc.agent is not None else None,
     )
-    return LocalRun(dataclasses.replace(base, tls=True), outcome, ran.stale_retries, ran.lost)
+    return LocalRun(
+        dataclasses.replace(base, tls=True), outcome, ran.stale_retries, ran.lost, ran.lags
+    )
 
 
 def _merged_agent(ran: WorkersRun) -> AgentBlock:

@@ -46,10 +46,10 @@ from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import EndpointError, UsageError
 from loadtest.features.multiturn import merge_multiturn
-from loadtest.measure.recorders import Metrics, MetricSet
+from loadtest.measure.recorders import Metrics, MetricSet, fast_percentile
 from loadtest.model.atomic import write_atomic
 from loadtest.model.json import JsonObject
-from loadtest.model.summary import LostWorker
+from loadtest.model.summary import LostWorker, WorkerLag
 
 __all__ = [
     "WorkerPlan",
@@ -123,6 +123,8 @@ class WorkersRun:
     stale_retries: int
     lost: tuple[LostWorker, ...] = ()
     """Workers that died before handing in results; their accounted lines are merged."""
+    lags: tuple[WorkerLag, ...] = ()
+    """Each worker's own dispatch lag, before the merge."""
     agent_parts: tuple[JsonObject, ...] = ()
     """Each worker's encoded task counters (agent scenarios), for the merged block."""
 
@@ -217,7 +219,22 @@ def run_workers(
         stale_retries=sum(r.stale_retries for r in results),
         lost=tuple(lost),
         agent_parts=tuple(r.agent for r in results if r.agent is not None),
+        lags=tuple(_lag(i, r, scenario) for i, r in enumerate(results)),
     )
+
+
+def _lag(worker: int, result: WorkerResult, scenario: Scenario) -> WorkerLag:
+    from loadtest.measure.merge import merge_metrics
+
+    own = merge_metrics([result.metrics], closed_loop=scenario.load.mode == "closed", t0_ns=0)
+    hist = own.total.hists["dispatch_lag_ms"]
+    return {
+        "worker": worker,
+        "dispatch_lag_ms": {
+            "p50": round(fast_percentile(hist, 50) / 1e3, 3),
+            "p99": round(fast_percentile(hist, 99) / 1e3, 3),
+        },
+    }
 
 
 def _run_local(

@@ -38,6 +38,7 @@ __all__ = [
     "Summary",
     "ThroughputBlock",
     "ToolCallsBlock",
+    "WorkerLag",
 ]
 
 Outcome = Literal["ok", "failed", "cancelled"]
@@ -87,6 +88,13 @@ class RunHead(TypedDict):
     seed: int | None
 
 
+class WorkerLag(TypedDict):
+    """One worker's own dispatch lag (``--workers``), beside the merged figure."""
+
+    worker: int
+    dispatch_lag_ms: Percentiles
+
+
 class LostWorker(TypedDict):
     """A worker of a run with ``--workers`` that died before handing in its results."""
 
@@ -109,6 +117,8 @@ class RunBlock(RunHead):
     prompt_load_s: NotRequired[float]
     target_time_to_ready_s: NotRequired[float]
     workers: NotRequired[int]
+    worker_dispatch_lag: NotRequired[list[WorkerLag]]
+    """Each worker's dispatch lag p50/p99: a lag the merge hides in one busy worker."""
     workers_lost: NotRequired[list[LostWorker]]
     """Workers that died before handing in results (``--workers``): their accounted
     requests are merged; the run counts as interrupted."""
@@ -123,6 +133,7 @@ class RunExtra(TypedDict, total=False):
     prompt_load_s: float
     target_time_to_ready_s: float
     workers: int
+    worker_dispatch_lag: list[WorkerLag]
     workers_lost: list[LostWorker]
     simulated: bool
 

@@ -314,6 +314,8 @@ def summary_from_head(
         run["workers"] = extra["workers"]
     if "workers_lost" in extra:
         run["workers_lost"] = extra["workers_lost"]
+    if "worker_dispatch_lag" in extra:
+        run["worker_dispatch_lag"] = extra["worker_dispatch_lag"]
     if "simulated" in extra:
         run["simulated"] = extra["simulated"]
     requests: RequestsBlock = {
