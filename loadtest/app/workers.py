@@ -42,12 +42,11 @@ from loadtest.app.worker_main import (
     read_result,
     recovered_result,
 )
+from loadtest.app.worker_merge import merge_files, worker_lag
 from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import EndpointError, UsageError
-from loadtest.features.multiturn import merge_multiturn
-from loadtest.measure.recorders import Metrics, MetricSet, fast_percentile
-from loadtest.model.atomic import write_atomic
+from loadtest.measure.recorders import Metrics
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import LostWorker, WorkerLag
 
@@ -209,7 +208,7 @@ def run_workers(
         t0_ns=min(r.t0_ns for r in results),
     )
     started_wall = min(r.started_wall for r in results)
-    _merge_files([Path(c.run_dir) for c in configs], run_dir, started_wall)
+    merge_files([Path(c.run_dir) for c in configs], run_dir, started_wall)
     return WorkersRun(
         metrics=merged,
         started_wall=started_wall,
@@ -219,22 +218,8 @@ def run_workers(
         stale_retries=sum(r.stale_retries for r in results),
         lost=tuple(lost),
         agent_parts=tuple(r.agent for r in results if r.agent is not None),
-        lags=tuple(_lag(i, r, scenario) for i, r in enumerate(results)),
+        lags=tuple(worker_lag(i, r, scenario) for i, r in enumerate(results)),
     )
-
-
-def _lag(worker: int, result: WorkerResult, scenario: Scenario) -> WorkerLag:
-    from loadtest.measure.merge import merge_metrics
-
-    own = merge_metrics([result.metrics], closed_loop=scenario.load.mode == "closed", t0_ns=0)
-    hist = own.total.hists["dispatch_lag_ms"]
-    return {
-        "worker": worker,
-        "dispatch_lag_ms": {
-            "p50": round(fast_percentile(hist, 50) / 1e3, 3),
-            "p99": round(fast_percentile(hist, 99) / 1e3, 3),
-        },
-    }
 
 
 def _run_local(
@@ -376,62 +361,3 @@ def _log_progress(dirs: list[Path], label: str) -> None:
         label=label,
     )
     log.info("%s", progress.line())
-
-
-def _merge_tasks(dirs: list[Path], run_dir: Path) -> None:
-    """The workers' ``tasks.jsonl`` as one, each line tagged with its worker."""
-    if not any((d / "tasks.jsonl").exists() for d in dirs):
-        return
-    with open(run_dir / "tasks.jsonl", "wb") as out:
-        for i, d in enumerate(dirs):
-            if (d / "tasks.jsonl").exists():
-                out.write(_tagged(d / "tasks.jsonl", i))
-
-
-def _tagged(path: Path, worker: int) -> bytes:
-    """The whole lines of a JSONL file, each with ``"worker": worker`` added."""
-    suffix = b',"worker":' + str(worker).encode() + b"}"
-    with open(path, "rb") as f:
-        return b"".join(
-            line[:-1] + suffix + b"\n" for raw in f if (line := raw.rstrip(b"\n")).endswith(b"}")
-        )
-
-
-def _merge_lengths(dirs: list[Path], run_dir: Path) -> None:
-    """The workers' ``workload.json`` (exact-length tallies) as one: counts summed, the
-    largest overhead kept; a median of medians is no median, so each worker's is listed."""
-    parts = [orjson.loads(p.read_bytes()) for d in dirs if (p := d / "workload.json").exists()]
-    if not parts:
-        return
-    counts = ("requests", "exact_output", "stopped_early", "exact_input", "prompt_tokens_reported")
-    merged: dict[str, object] = {k: sum(int(p.get(k) or 0) for p in parts) for k in counts}
-    highs = [p["prompt_overhead_max"] for p in parts if p.get("prompt_overhead_max") is not None]
-    merged["prompt_overhead_max"] = max(highs) if highs else None
-    merged["prompt_overhead_median_per_worker"] = [p.get("prompt_overhead_median") for p in parts]
-    write_atomic(run_dir / "workload.json", orjson.dumps(merged, option=orjson.OPT_INDENT_2))
-
-
-def _merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
-    """requests.jsonl (lines tagged with their worker) and histograms.hlog (by interval)."""
-    from loadtest.report.hlog import HlogWriter, read_intervals
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / "requests.jsonl", "wb") as out:
-        for i, d in enumerate(dirs):
-            out.write(_tagged(d / "requests.jsonl", i))
-    _merge_tasks(dirs, run_dir)
-    _merge_lengths(dirs, run_dir)
-    merge_multiturn(dirs, run_dir)
-    per_worker = [read_intervals(d / "histograms.hlog") for d in dirs]
-    n = max((len(v) for w in per_worker for v in w.values()), default=0)
-    writer = HlogWriter(run_dir / "histograms.hlog", started_wall)
-    for k in range(n):
-        ms = MetricSet()
-        start, length = 0.0, 1.0
-        for w in per_worker:
-            for tag, items in w.items():
-                if k < len(items) and tag in ms.hists:
-                    start, length, h = items[k]
-                    ms.hists[tag].add(h)
-        writer.write_interval(ms, start, length)
-    writer.close()

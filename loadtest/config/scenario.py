@@ -13,9 +13,10 @@ from typing import Any
 
 from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
 from loadtest.config.slo_table import SLOSpec, parse_slo_table
+from loadtest.config.source_spec import SourceSpec
 from loadtest.config.sources import source_kinds, source_plugin
 from loadtest.config.toml_tables import Table
-from loadtest.config.workload_tables import WORKLOAD_KEYS, WorkloadKeys, parse_workload_keys
+from loadtest.config.workload_tables import WORKLOAD_KEYS, parse_workload_keys
 from loadtest.errors import DatasetError, ScenarioError
 from loadtest.features.agent.taskspec import AgentSpec, TaskSource, parse_agent, parse_tasks
 from loadtest.features.faults.plan import (
@@ -41,32 +42,6 @@ DEFAULT_DURATION_S = 30.0
 """The measured duration of a run whose scenario and flags name no bound."""
 APIS = ("chat", "completions", "responses")
 _COMMON_SOURCE_KEYS = frozenset({"kind", "category", "weight", "max_tokens"})
-
-
-@dataclass(frozen=True, slots=True)
-class SourceSpec:
-    """One prompt source with its weight and category."""
-
-    kind: str
-    category: str
-    weight: float = 1.0
-    max_tokens: int | None = None
-    path: Path | None = None
-    subsets: tuple[str, ...] = ()
-    languages: tuple[str, ...] = ()
-    exclude_languages: tuple[str, ...] = ()
-    min_prompt_chars: int = 1
-    max_prompt_chars: int = 1_000_000
-    limit: int | None = None
-    prompts: tuple[str, ...] = ()
-    workload: WorkloadKeys = field(default_factory=WorkloadKeys)
-    """Token lengths, trace replay and conversation keys (synthetic/trace/conversations)."""
-    options: tuple[tuple[str, object], ...] = ()
-    """A plugin kind's own keys (those no field above holds), as written, sorted."""
-
-    def option(self, key: str, default: object = None) -> object:
-        """A plugin kind's own key, or ``default``."""
-        return dict(self.options).get(key, default)
 
 
 @dataclass(frozen=True, slots=True)

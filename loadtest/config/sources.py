@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from loadtest.errors import DatasetError
 
 if TYPE_CHECKING:
-    from loadtest.config.scenario import SourceSpec
+    from loadtest.config.source_spec import SourceSpec
     from loadtest.model.prompt import Prompt
 
 __all__ = ["GROUP", "SourcePlugin", "source_kinds", "source_plugin"]

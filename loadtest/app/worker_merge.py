@@ -1,0 +1,97 @@
+"""Merging a run's workers: their files into the run's, and each one's own figures.
+
+``requests.jsonl`` and ``tasks.jsonl`` are concatenated in worker order with a ``worker``
+field on every line; the ``.hlog`` intervals are added interval by interval; the
+exact-length tallies (``workload.json``) and the conversation turns (``multiturn.json``)
+are rebuilt from the workers' parts. The histograms themselves merge in
+``loadtest.measure.merge``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from loadtest.app.worker_main import WorkerResult
+from loadtest.config.scenario import Scenario
+from loadtest.features.multiturn import merge_multiturn
+from loadtest.measure.recorders import MetricSet, fast_percentile
+from loadtest.model.atomic import write_atomic
+from loadtest.model.summary import WorkerLag
+
+__all__ = ["merge_files", "worker_lag"]
+
+
+def worker_lag(worker: int, result: WorkerResult, scenario: Scenario) -> WorkerLag:
+    """One worker's own dispatch lag p50/p99, from its encoded metrics."""
+    from loadtest.measure.merge import merge_metrics
+
+    own = merge_metrics([result.metrics], closed_loop=scenario.load.mode == "closed", t0_ns=0)
+    hist = own.total.hists["dispatch_lag_ms"]
+    return {
+        "worker": worker,
+        "dispatch_lag_ms": {
+            "p50": round(fast_percentile(hist, 50) / 1e3, 3),
+            "p99": round(fast_percentile(hist, 99) / 1e3, 3),
+        },
+    }
+
+
+def _merge_tasks(dirs: list[Path], run_dir: Path) -> None:
+    """The workers' ``tasks.jsonl`` as one, each line tagged with its worker."""
+    if not any((d / "tasks.jsonl").exists() for d in dirs):
+        return
+    with open(run_dir / "tasks.jsonl", "wb") as out:
+        for i, d in enumerate(dirs):
+            if (d / "tasks.jsonl").exists():
+                out.write(_tagged(d / "tasks.jsonl", i))
+
+
+def _tagged(path: Path, worker: int) -> bytes:
+    """The whole lines of a JSONL file, each with ``"worker": worker`` added."""
+    suffix = b',"worker":' + str(worker).encode() + b"}"
+    with open(path, "rb") as f:
+        return b"".join(
+            line[:-1] + suffix + b"\n" for raw in f if (line := raw.rstrip(b"\n")).endswith(b"}")
+        )
+
+
+def _merge_lengths(dirs: list[Path], run_dir: Path) -> None:
+    """The workers' ``workload.json`` (exact-length tallies) as one: counts summed, the
+    largest overhead kept; a median of medians is no median, so each worker's is listed."""
+    parts = [orjson.loads(p.read_bytes()) for d in dirs if (p := d / "workload.json").exists()]
+    if not parts:
+        return
+    counts = ("requests", "exact_output", "stopped_early", "exact_input", "prompt_tokens_reported")
+    merged: dict[str, object] = {k: sum(int(p.get(k) or 0) for p in parts) for k in counts}
+    highs = [p["prompt_overhead_max"] for p in parts if p.get("prompt_overhead_max") is not None]
+    merged["prompt_overhead_max"] = max(highs) if highs else None
+    merged["prompt_overhead_median_per_worker"] = [p.get("prompt_overhead_median") for p in parts]
+    write_atomic(run_dir / "workload.json", orjson.dumps(merged, option=orjson.OPT_INDENT_2))
+
+
+def merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
+    """requests.jsonl (lines tagged with their worker) and histograms.hlog (by interval)."""
+    from loadtest.report.hlog import HlogWriter, read_intervals
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "requests.jsonl", "wb") as out:
+        for i, d in enumerate(dirs):
+            out.write(_tagged(d / "requests.jsonl", i))
+    _merge_tasks(dirs, run_dir)
+    _merge_lengths(dirs, run_dir)
+    merge_multiturn(dirs, run_dir)
+    per_worker = [read_intervals(d / "histograms.hlog") for d in dirs]
+    n = max((len(v) for w in per_worker for v in w.values()), default=0)
+    writer = HlogWriter(run_dir / "histograms.hlog", started_wall)
+    for k in range(n):
+        ms = MetricSet()
+        start, length = 0.0, 1.0
+        for w in per_worker:
+            for tag, items in w.items():
+                if k < len(items) and tag in ms.hists:
+                    start, length, h = items[k]
+                    ms.hists[tag].add(h)
+        writer.write_interval(ms, start, length)
+    writer.close()
