@@ -27,6 +27,7 @@ from loadtest.model.json import JsonObject
 
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig, Runner
+    from loadtest.measure.merge import EncodedMetrics
 
 __all__ = [
     "GO",
@@ -64,7 +65,7 @@ class WorkerJob:
 class WorkerResult:
     """One worker's end: encoded metrics, its time frame, and shipped files if asked."""
 
-    metrics: JsonObject
+    metrics: EncodedMetrics
     t0_ns: int
     started_wall: float
     duration_s: float

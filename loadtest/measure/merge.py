@@ -9,14 +9,16 @@ percentiles are those of one histogram that had recorded every value.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Generator
-from typing import Any
+from collections.abc import Collection, Generator, Sequence
+from typing import TypedDict, TypeVar, cast
 
 from hdrh.histogram import HdrHistogram
 
 from loadtest.measure.recorders import Metrics, MetricSet
 
 __all__ = [
+    "EncodedMetrics",
+    "EncodedSet",
     "decode_hist",
     "encode_hist",
     "encode_metrics",
@@ -54,14 +56,43 @@ def decode_hist(text: str) -> HdrHistogram:
     return HdrHistogram.decode(text.encode("ascii"))
 
 
-def encode_set(ms: MetricSet) -> dict[str, Any]:
+class EncodedSet(TypedDict):
+    """One ``MetricSet`` as JSON: its non-empty histograms encoded, exact sums."""
+
+    hists: dict[str, str]
+    sums: dict[str, float]
+    out_of_range: int
+
+
+class EncodedTimings(TypedDict):
+    """The server-reported timings' counters and their two histograms."""
+
+    fields: dict[str, float]
+    overhead: str
+    prompt: str
+
+
+class EncodedMetrics(TypedDict):
+    """A whole ``Metrics`` as JSON, to cross a process (a worker's, the dashboard's)."""
+
+    total: EncodedSet
+    by_category: dict[str, EncodedSet]
+    outcomes: dict[str, int]
+    errors: dict[str, int]
+    tool_stats: dict[str, int]
+    counters: dict[str, int]
+    measure_start_ns: int | None
+    last_end_ns: int | None
+    goodput_limits: dict[str, float]
+    server_timings: EncodedTimings
+
+
+def encode_set(ms: MetricSet) -> EncodedSet:
     """One metric set as JSON: non-empty histograms encoded, exact sums, out-of-range."""
     return _drain(_set_steps(ms, None))
 
 
-def _set_steps(
-    ms: MetricSet, names: Collection[str] | None
-) -> Generator[None, None, dict[str, Any]]:
+def _set_steps(ms: MetricSet, names: Collection[str] | None) -> Generator[None, None, EncodedSet]:
     yield from ms.flush_steps()
     hists = {}
     for n, h in ms.hists.items():
@@ -75,15 +106,18 @@ def _set_steps(
     }
 
 
-def _drain(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any]:
+T = TypeVar("T")
+
+
+def _drain(steps: Generator[None, None, T]) -> T:
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            return cast(T, done.value)
 
 
-def merge_set(into: MetricSet, data: dict[str, Any]) -> None:
+def merge_set(into: MetricSet, data: EncodedSet) -> None:
     """Add an encoded metric set into ``into``."""
     for name, text in data["hists"].items():
         into.hists[name].add(decode_hist(text))
@@ -92,14 +126,14 @@ def merge_set(into: MetricSet, data: dict[str, Any]) -> None:
     into.out_of_range += data["out_of_range"]
 
 
-def encode_metrics(m: Metrics) -> dict[str, Any]:
+def encode_metrics(m: Metrics) -> EncodedMetrics:
     """A worker's whole ``Metrics`` (after its last roll) as JSON."""
     return _drain(encode_metrics_steps(m))
 
 
 def encode_metrics_steps(
     m: Metrics, names: Collection[str] | None = None
-) -> Generator[None, None, dict[str, Any]]:
+) -> Generator[None, None, EncodedMetrics]:
     """``encode_metrics`` a histogram at a time (only ``names``, when given): it yields
     after each (some 40 µs), so that a caller in an event loop can let reads run
     between them, and returns the encoding. Encoding every set at once holds a loop for
@@ -120,14 +154,14 @@ def encode_metrics_steps(
         "last_end_ns": m.last_end_ns,
         "goodput_limits": m.goodput_limits,
         "server_timings": {
-            **{k: getattr(st, k) for k in _TIMING_FIELDS},
+            "fields": {k: getattr(st, k) for k in _TIMING_FIELDS},
             "overhead": encode_hist(st._overhead),
             "prompt": encode_hist(st._prompt),
         },
     }
 
 
-def merge_metrics(parts: list[dict[str, Any]], *, closed_loop: bool, t0_ns: int) -> Metrics:
+def merge_metrics(parts: Sequence[EncodedMetrics], *, closed_loop: bool, t0_ns: int) -> Metrics:
     """One ``Metrics`` holding the sum of the encoded ``parts``."""
     limits = parts[0]["goodput_limits"] if parts else {}
     m = Metrics(closed_loop=closed_loop, t0_ns=t0_ns, goodput_limits=limits)
@@ -140,14 +174,14 @@ def merge_metrics(parts: list[dict[str, Any]], *, closed_loop: bool, t0_ns: int)
         m.tool_stats.update(Counter(p["tool_stats"]))
         for k in _COUNTERS:
             setattr(m, k, getattr(m, k) + p["counters"][k])
-        for key, pick in (("measure_start_ns", min), ("last_end_ns", max)):
-            v = p[key]
-            if v is not None:
-                cur = getattr(m, key)
-                setattr(m, key, v if cur is None else pick(cur, v))
-        st, data = m.server_timings, p["server_timings"]
+        if (start := p["measure_start_ns"]) is not None:
+            cur = m.measure_start_ns
+            m.measure_start_ns = start if cur is None else min(cur, start)
+        if (end := p["last_end_ns"]) is not None:
+            m.last_end_ns = end if m.last_end_ns is None else max(m.last_end_ns, end)
+        st, timings = m.server_timings, p["server_timings"]
         for k in _TIMING_FIELDS:
-            setattr(st, k, getattr(st, k) + data[k])
-        st._overhead.add(decode_hist(data["overhead"]))
-        st._prompt.add(decode_hist(data["prompt"]))
+            setattr(st, k, getattr(st, k) + timings["fields"][k])
+        st._overhead.add(decode_hist(timings["overhead"]))
+        st._prompt.add(decode_hist(timings["prompt"]))
     return m

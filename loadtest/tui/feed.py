@@ -20,11 +20,11 @@ import logging
 import socket
 import time
 from collections.abc import Generator
-from typing import Any
+from typing import Any, cast
 
 from loadtest.engine.runner import Runner, RunOutcome
 from loadtest.features.faults.rig import FaultRig
-from loadtest.measure.merge import encode_metrics_steps
+from loadtest.measure.merge import EncodedMetrics, encode_metrics_steps
 from loadtest.report.summary import judge_run, judged_metrics
 from loadtest.tui.frame import DASH_METRICS, RunVerdicts
 from loadtest.tui.link import ABORT, PAUSE, READY, STOP, Ending, Hello, LiveState, receive, send
@@ -182,11 +182,11 @@ class DashboardFeed:
         )
 
 
-async def _stepped(steps: Generator[None, None, dict[str, Any]]) -> dict[str, Any]:
+async def _stepped(steps: Generator[None, None, EncodedMetrics]) -> EncodedMetrics:
     """Run ``steps`` to its end, letting the loop run between two of them."""
     while True:
         try:
             next(steps)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            return cast(EncodedMetrics, done.value)
         await asyncio.sleep(0)

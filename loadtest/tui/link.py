@@ -14,10 +14,11 @@ import pickle
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from loadtest.config.scenario import Scenario
 from loadtest.features.faults.plan import FaultPlan
+from loadtest.measure.merge import EncodedMetrics
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict, Observed
 from loadtest.tui.frame import RunVerdicts
@@ -84,7 +85,7 @@ class LiveState:
     rate_history: tuple[float, ...]
     token_rate_history: tuple[float, ...]
     ttft_p95_history: tuple[float, ...]
-    metrics: dict[str, Any] | None
+    metrics: EncodedMetrics | None
     """``encode_metrics`` of the dashboard's histograms, where they changed since the
     last state; None: keep the last."""
     samples: tuple[JsonObject, ...] = ()
