@@ -1,17 +1,20 @@
-"""The two sides of ``loadtest ab``: a URL, the simulator, or a llama.cpp deployment ab owns.
+"""The two sides of ``loadtest ab``: a URL, the simulator, or a deployment ab owns.
 
 A side given as ``llama:none``, ``llama:ngram``, ``llama:self``, ``llama:draft`` or
-``llama:draft:LAYERS`` is started by ab for each of its runs (``serve-llama`` on a free
-loopback port), so that what a URL cannot show is measured on the server process: the
-cold start (to ``/health``, then to a first streamed token), its resident memory
-sampled through the run (steady = median, and the peak), and the machine's energy over
-the run where counters are readable. The server is stopped after each run, so every run
-starts alike (a cold engine, an empty prompt cache) whichever side ran before it.
+``llama:draft:LAYERS`` (llama.cpp, ``serve-llama``), or as ``vllm:none``, ``vllm:ngram``
+or ``vllm:ngram:K`` (real vLLM, ``serve-vllm``, K tokens proposed per step) is started by
+ab for each of its runs on a free loopback port, so that what a URL cannot show is
+measured on the server process: the cold start (to ``/health``, then to a first streamed
+token), its resident memory sampled through the run (steady = median, and the peak), and
+the machine's energy over the run where counters are readable. The server is stopped after
+each run, so every run starts alike (a cold engine, an empty prompt cache) whichever side
+ran before it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import subprocess
 from collections.abc import Callable
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+import psutil
 
 from loadtest.app.deployment import free_port
 from loadtest.app.llama import (
@@ -30,15 +34,27 @@ from loadtest.app.llama import (
     llama_command,
 )
 from loadtest.app.options import RunOptions
+from loadtest.app.vllm import SERVED_NAME as VLLM_NAME
+from loadtest.app.vllm import SPEC_MODES as VLLM_MODES
+from loadtest.app.vllm import VllmOptions, ensure_folder, vllm_command
 from loadtest.errors import UsageError
 from loadtest.features.deployment_cost import EnergyMeter, RssSampler, measure_cold_start
 from loadtest.model.comparison import DeploymentRun
 from loadtest.model.summary import Summary
 from loadtest.report.atomic import write_atomic
 
-__all__ = ["MANAGED_PREFIX", "RunFn", "Side", "parse_side", "run_side", "stop_process"]
+__all__ = [
+    "MANAGED_PREFIX",
+    "VLLM_PREFIX",
+    "RunFn",
+    "Side",
+    "parse_side",
+    "run_side",
+    "stop_process",
+]
 
 MANAGED_PREFIX = "llama:"
+VLLM_PREFIX = "vllm:"
 MIB = 1024 * 1024
 
 RunFn = Callable[[RunOptions], tuple[Summary, Path, bool]]
@@ -50,15 +66,36 @@ class Side:
 
     given: str | None
     llama: LlamaOptions | None = None
+    vllm: VllmOptions | None = None
 
     @property
     def url(self) -> str | None:
         """The endpoint of an unmanaged side."""
-        return None if self.llama else self.given
+        return None if self.llama or self.vllm else self.given
+
+
+def _parse_vllm(text: str, flag: str) -> Side:
+    parts = text[len(VLLM_PREFIX) :].split(":")
+    spec = parts[0]
+    if spec not in VLLM_MODES or len(parts) > 2 or (len(parts) == 2 and spec != "ngram"):
+        raise UsageError(
+            f"{flag} {text!r}: a managed vLLM side is vllm:{'|'.join(VLLM_MODES)} or "
+            "vllm:ngram:K (tokens proposed per step)"
+        )
+    opts = VllmOptions(spec=spec)
+    if len(parts) == 2:
+        try:
+            opts = dataclasses.replace(opts, num_speculative_tokens=int(parts[1]))
+        except ValueError:
+            raise UsageError(f"{flag} {text!r}: K must be a whole number") from None
+    opts.check()
+    return Side(text, vllm=opts)
 
 
 def parse_side(text: str | None, flag: str) -> Side:
-    """``--baseline``/``--candidate``: a URL, or ``llama:MODE[:LAYERS]``."""
+    """``--baseline``/``--candidate``: a URL, ``llama:MODE[:LAYERS]`` or ``vllm:MODE[:K]``."""
+    if text is not None and text.startswith(VLLM_PREFIX):
+        return _parse_vllm(text, flag)
     if text is None or not text.startswith(MANAGED_PREFIX):
         return Side(text)
     parts = text[len(MANAGED_PREFIX) :].split(":")
@@ -78,14 +115,22 @@ def parse_side(text: str | None, flag: str) -> Side:
     return Side(text, opts)
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate ``proc``; kill it if it has not exited 15 s later."""
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """Terminate ``proc``; kill it if it has not exited ``grace_s`` later, and then any of
+    its children still alive (vLLM's engine processes must not outlive a run)."""
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        children = []
     proc.terminate()
     try:
-        proc.wait(15)
+        proc.wait(grace_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
 
 
 def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
@@ -94,22 +139,38 @@ def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
     Returns the run folder and whether the run was stopped; a managed run's costs are
     written to ``deployment.json`` in its folder (``compare.load_run`` reads them).
     """
-    if side.llama is None:
+    if side.vllm is not None:
+        vopts = dataclasses.replace(side.vllm, port=free_port())
+        # Convert the model (once, cached) before the clock starts: it is not a cold start.
+        ensure_folder()
+        cmd, url, name, grace = (
+            vllm_command(vopts),
+            f"http://{vopts.host}:{vopts.port}",
+            VLLM_NAME,
+            60.0,
+        )
+    elif side.llama is not None:
+        opts = dataclasses.replace(side.llama, port=free_port())
+        # Build the draft file (once, cached) before the clock starts: not a cold start.
+        draft_path(opts, ensure_model())
+        cmd, url, name, grace = (
+            llama_command(opts),
+            f"http://{opts.host}:{opts.port}",
+            MODEL_ALIAS,
+            15.0,
+        )
+    else:
         _, run_dir, stopped = run(dataclasses.replace(options, endpoint=side.url))
         return run_dir, stopped
-    opts = dataclasses.replace(side.llama, port=free_port())
-    # Build the draft file (once, cached) before the clock starts: it is not a cold start.
-    draft_path(opts, ensure_model())
-    url = f"http://{opts.host}:{opts.port}"
-    cold, proc = asyncio.run(measure_cold_start(llama_command(opts), url, MODEL_ALIAS))
+    cold, proc = asyncio.run(measure_cold_start(cmd, url, name, timeout_s=600.0))
     try:
         rss = RssSampler(proc.pid).start()
         energy = EnergyMeter().start()
-        measured = dataclasses.replace(options, endpoint=url, model=options.model or MODEL_ALIAS)
+        measured = dataclasses.replace(options, endpoint=url, model=options.model or name)
         _, run_dir, stopped = run(measured)
         used, memory = energy.stop(), rss.stop()
     finally:
-        stop_process(proc)
+        stop_process(proc, grace)
     record: DeploymentRun = {
         "deployment": str(side.given),
         "ready_s": round(cold.ready_s, 3),
