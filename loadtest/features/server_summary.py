@@ -1,8 +1,10 @@
 """The ``server`` block of a summary, from the ``/metrics`` samples of a run.
 
-Rates are the change of a server's counters between the first and the last sample
-(acceptance, acceptance by position, prefix-cache hits); latency percentiles come from
-the histograms scraped at the measured window's edges; peaks are of each gauge.
+Rates are the change of a server's counters between the scrapes at the measured window's
+edges (acceptance, acceptance by position, prefix-cache hits), as the latency tables
+exclude the warm-up; only a run without edge rows (cut short) falls back to the first
+and last scrape, and says so (``window``). Latency percentiles come from the histograms
+of the same two scrapes; peaks are of each gauge over the run.
 """
 
 from __future__ import annotations
@@ -75,6 +77,22 @@ def window_latency(rows: list[dict[str, Any]], out: ServerBlock) -> None:
             out["itl_ms"] = found
 
 
+def _edges(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The scrapes at the measured window's start and end, or the first and last."""
+    start = next((r for r in ok if r.get("edge") == "start"), None)
+    end = next((r for r in reversed(ok) if r.get("edge") == "end"), None)
+    if start is None or end is None:
+        return ok[0], ok[-1], "run"
+    return start, end, "measured"
+
+
+def _grew(first: dict[str, Any], last: dict[str, Any], key: str) -> int | None:
+    """How much a counter grew between two samples (None where the last lacks it)."""
+    if key not in last:
+        return None
+    return round(float(last[key]) - float(first.get(key, 0.0)))
+
+
 PeakKey = Literal[
     "running_peak",
     "waiting_peak",
@@ -92,12 +110,26 @@ def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
     if not ok:
         return out
     out["engine"] = ok[-1].get("engine")
-    out["acceptance_rate"] = acceptance(ok[0], ok[-1])
-    if ok[-1].get("accepted_per_position"):
-        out["accepted_per_position"] = position_rates(ok[0], ok[-1])
-    if "prefix_cache_queries" in ok[-1]:
-        hit_rate = _rate(ok[0], ok[-1], "prefix_cache_hits", "prefix_cache_queries")
+    first, last, out["window"] = _edges(ok)
+    out["acceptance_rate"] = acceptance(first, last)
+    if last.get("accepted_per_position"):
+        out["accepted_per_position"] = position_rates(first, last)
+    if "drafts" in last or "draft_tokens" in last:
+        grown = {k: _grew(first, last, k) for k in ("drafts", "draft_tokens", "accepted_tokens")}
+        for counter in ("drafts", "draft_tokens", "accepted_tokens"):
+            count = grown[counter]
+            if count is not None:
+                out[counter] = count
+        drafts, accepted = grown["drafts"], grown["accepted_tokens"]
+        if drafts is not None and accepted is not None:
+            out["accepted_per_draft"] = round(accepted / drafts, 4) if drafts else None
+    if "prefix_cache_queries" in last:
+        hit_rate = _rate(first, last, "prefix_cache_hits", "prefix_cache_queries")
         out["prefix_cache_hit_rate"] = hit_rate
+        hits = _grew(first, last, "prefix_cache_hits")
+        queries = _grew(first, last, "prefix_cache_queries")
+        if hits is not None and queries is not None:
+            out["prefix_cache_hits"], out["prefix_cache_queries"] = hits, queries
     window_latency(ok, out)
 
     def peak(field: str, rows: list[dict[str, Any]]) -> float | None:

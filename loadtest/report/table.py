@@ -14,6 +14,7 @@ from typing import Literal
 from loadtest.model.summary import AgentBlock, AgentTraceBlock, MetricStats, StatKey, Summary
 from loadtest.model.verdict import FaultVerdict, SloCheck
 from loadtest.report.evidence import run_evidence
+from loadtest.report.server_lines import server_lines
 
 __all__ = [
     "LATENCY_ORDER",
@@ -238,6 +239,7 @@ def render_table(summary: Summary) -> str:
             continue
         cells = f"{stats['count']:>{_CELL}}" + "".join(_cell(stats.get(c, 0.0)) for c in _COLS[1:])
         lines.append(f"{label:<{_LABEL}}{cells}")
+    lines += server_lines(summary)
     driver = summary.get("driver")
     advice = driver["advice"] if driver else None
     if advice:
