@@ -40,6 +40,10 @@ _NAMES: dict[str, str] = {
     # the same counts under two names would add up twice.
     "vllm:prefix_cache_queries_total": "prefix_cache_queries",
     "vllm:prefix_cache_hits_total": "prefix_cache_hits",
+    # Output tokens and finished requests (every finished_reason): with the accepted
+    # drafts they give the engine's decode steps (server_summary.accepted_per_step).
+    "vllm:generation_tokens_total": "generation_tokens",
+    "vllm:request_success_total": "finished_requests",
     # SGLang
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "waiting",

@@ -14,7 +14,13 @@ from typing import Any, Literal
 from loadtest.features.histograms import bucket_quantile, buckets_between
 from loadtest.model.summary import Percentiles, ServerBlock
 
-__all__ = ["acceptance", "position_rates", "summarize_samples", "window_latency"]
+__all__ = [
+    "acceptance",
+    "accepted_per_step",
+    "position_rates",
+    "summarize_samples",
+    "window_latency",
+]
 
 
 def acceptance(first: dict[str, Any], last: dict[str, Any]) -> float | None:
@@ -77,6 +83,24 @@ def window_latency(rows: list[dict[str, Any]], out: ServerBlock) -> None:
             out["itl_ms"] = found
 
 
+def accepted_per_step(first: dict[str, Any], last: dict[str, Any]) -> float | None:
+    """The engine's accepted drafts per decode step between two samples.
+
+    Every step emits one token of the target's own beside the drafts it accepted, and
+    each request's first token comes from its prefill: decode steps = output tokens -
+    accepted - finished requests. A request cut by ``max_tokens`` may have accepted
+    drafts past its end (counted, not sent), which lowers the steps by as many: on
+    outputs of a few tokens read it as an upper bound. None without those counters.
+    """
+    grown = [_grew(first, last, k) for k in ("accepted_tokens", "generation_tokens")]
+    done = _grew(first, last, "finished_requests")
+    accepted, output = grown
+    if accepted is None or output is None or done is None:
+        return None
+    steps = output - accepted - done
+    return round(accepted / steps, 4) if steps > 0 else None
+
+
 def _edges(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The scrapes at the measured window's start and end, or the first and last."""
     start = next((r for r in ok if r.get("edge") == "start"), None)
@@ -123,6 +147,9 @@ def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
         drafts, accepted = grown["drafts"], grown["accepted_tokens"]
         if drafts is not None and accepted is not None:
             out["accepted_per_draft"] = round(accepted / drafts, 4) if drafts else None
+        per_step = accepted_per_step(first, last)
+        if per_step is not None:
+            out["accepted_per_step"] = per_step
     if "prefix_cache_queries" in last:
         hit_rate = _rate(first, last, "prefix_cache_hits", "prefix_cache_queries")
         out["prefix_cache_hit_rate"] = hit_rate

@@ -220,8 +220,11 @@ class ServerBlock(TypedDict):
     draft_tokens: NotRequired[int]
     accepted_tokens: NotRequired[int]
     accepted_per_draft: NotRequired[float | None]
-    """The engine's accepted tokens per verify step (vLLM: accepted / drafts), beside
-    loadtest's ``tokens_per_step`` - 1 from the stream."""
+    """The engine's accepted tokens per drafted step (vLLM: accepted / drafts; a step
+    with no n-gram match drafts nothing and is not in it)."""
+    accepted_per_step: NotRequired[float]
+    """The engine's accepted tokens per decode step: accepted / (output - accepted -
+    finished requests), beside loadtest's ``tokens_per_step`` - 1 from the stream."""
     window: NotRequired[str]
     """What the counters were read between: ``measured`` (the scrapes at the measured
     window's edges, warm-up excluded) or ``run`` (first to last scrape: no edge rows)."""

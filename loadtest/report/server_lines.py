@@ -23,19 +23,23 @@ def _speculation(server: ServerBlock, summary: Summary) -> list[str]:
     drafted, accepted = server.get("draft_tokens"), server.get("accepted_tokens")
     if rate is None and not drafted:
         return []
-    parts = [f"speculation: acceptance {rate:.1%}" if rate is not None else "speculation:"]
+    head = f"  speculation: acceptance {rate:.1%}" if rate is not None else "  speculation:"
     if drafted is not None and accepted is not None:
-        parts[0] += f" ({accepted}/{drafted} drafted tokens)"
-    per_draft = server.get("accepted_per_draft")
-    if per_draft is not None:
-        parts.append(f"engine: {per_draft:.2f} accepted per verify step")
-        tps = summary["tokens_per_step"]
-        if tps["count"]:
-            parts.append(f"loadtest: {tps.get('mean', 0.0) - 1:.2f} (tokens per step - 1)")
+        head += f" ({accepted}/{drafted} drafted tokens)"
     positions = server.get("accepted_per_position")
     if positions:
-        parts.append("by position " + " ".join(f"{p:.2f}" for p in positions))
-    return ["  " + "; ".join(parts)]
+        head += "; by position " + " ".join(f"{p:.2f}" for p in positions)
+    lines = [head]
+    per_step, per_draft = server.get("accepted_per_step"), server.get("accepted_per_draft")
+    if per_step is not None:
+        line = f"  accepted per decode step: engine {per_step:.2f}"
+        tps = summary["tokens_per_step"]
+        if tps["count"]:
+            line += f", loadtest {tps.get('mean', 0.0) - 1:.2f} (tokens per step - 1)"
+        if per_draft is not None:
+            line += f"; per drafted step {per_draft:.2f}"
+        lines.append(line)
+    return lines
 
 
 def _latency(server: ServerBlock, summary: Summary) -> list[str]:
@@ -77,11 +81,13 @@ def server_lines(summary: Summary) -> list[str]:
         for label, key in (
             ("running peak", "running_peak"),
             ("waiting peak", "waiting_peak"),
-            ("KV cache peak", "kv_cache_usage_peak"),
             ("RSS peak MiB", "target_rss_mib_peak"),
         )
         if key in server
     ]
+    kv = server.get("kv_cache_usage_peak")
+    if kv is not None:
+        peaks.append(f"KV cache peak {kv:.1%}")
     if peaks:
         lines.append("  " + "  ".join(peaks))
     return lines
