@@ -52,6 +52,9 @@ def _latency(server: ServerBlock, summary: Summary) -> list[str]:
             share = client.get("p50", 0.0) - ttft["p50"]
             line += f"; client p50 minus server p50 {share:.1f} (network and client)"
         out.append(line)
+        if client and client["count"]:
+            # vLLM's TTFT buckets are 0.5, 0.75, 1, 2.5 s... apart at these latencies.
+            out.append("    (the server's percentiles are interpolated in its histogram buckets)")
     itl = server.get("itl_ms")
     if itl:
         out.append(f"  server inter-token ms {_pct(itl)} (the engine's, tool-call streams too)")
