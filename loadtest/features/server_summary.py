@@ -14,6 +14,9 @@ from typing import Any, Literal
 from loadtest.features.histograms import bucket_quantile, buckets_between
 from loadtest.model.summary import Percentiles, ServerBlock
 
+Row = dict[str, Any]
+"""One scrape as ``Scraper`` records it (a row of metrics.jsonl)."""
+
 __all__ = [
     "acceptance",
     "accepted_per_step",
@@ -23,12 +26,12 @@ __all__ = [
 ]
 
 
-def acceptance(first: dict[str, Any], last: dict[str, Any]) -> float | None:
+def acceptance(first: Row, last: Row) -> float | None:
     """Accepted / drafted tokens between two samples, None without drafts between them."""
     return _rate(first, last, "accepted_tokens", "draft_tokens")
 
 
-def _rate(first: dict[str, Any], last: dict[str, Any], part: str, whole: str) -> float | None:
+def _rate(first: Row, last: Row, part: str, whole: str) -> float | None:
     """How much ``part`` grew over how much ``whole`` grew, None where ``whole`` did not."""
     try:
         grew = float(last[whole]) - float(first[whole])
@@ -38,7 +41,7 @@ def _rate(first: dict[str, Any], last: dict[str, Any], part: str, whole: str) ->
     return of_it / grew if grew > 0 else None
 
 
-def position_rates(first: dict[str, Any], last: dict[str, Any]) -> list[float] | None:
+def position_rates(first: Row, last: Row) -> list[float] | None:
     """P(the draft's token at position ``i`` is accepted), by position, between two
     samples: accepted drafts at each position over drafts; None without drafts."""
     drafts = float(last.get("drafts", 0.0)) - float(first.get("drafts", 0.0))
@@ -50,7 +53,7 @@ def position_rates(first: dict[str, Any], last: dict[str, Any]) -> list[float] |
     return [round((a - b) / drafts, 6) for a, b in zip(after, before, strict=False)]
 
 
-def window_latency(rows: list[dict[str, Any]], out: ServerBlock) -> None:
+def window_latency(rows: list[Row], out: ServerBlock) -> None:
     """Add the server's own TTFT and ITL p50/p95 over the measured window to ``out``: the
     histograms of the scrapes at its two edges, subtracted (what the server saw between
     them), or a ``latency_note`` saying why not."""
@@ -83,7 +86,7 @@ def window_latency(rows: list[dict[str, Any]], out: ServerBlock) -> None:
             out["itl_ms"] = found
 
 
-def accepted_per_step(first: dict[str, Any], last: dict[str, Any]) -> float | None:
+def accepted_per_step(first: Row, last: Row) -> float | None:
     """The engine's accepted drafts per decode step between two samples.
 
     Every step emits one token of the target's own beside the drafts it accepted, and
@@ -101,7 +104,7 @@ def accepted_per_step(first: dict[str, Any], last: dict[str, Any]) -> float | No
     return round(accepted / steps, 4) if steps > 0 else None
 
 
-def _edges(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], str]:
+def _edges(ok: list[Row]) -> tuple[Row, Row, str]:
     """The scrapes at the measured window's start and end, or the first and last."""
     start = next((r for r in ok if r.get("edge") == "start"), None)
     end = next((r for r in reversed(ok) if r.get("edge") == "end"), None)
@@ -110,7 +113,7 @@ def _edges(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any], st
     return start, end, "measured"
 
 
-def _grew(first: dict[str, Any], last: dict[str, Any], key: str) -> int | None:
+def _grew(first: Row, last: Row, key: str) -> int | None:
     """How much a counter grew between two samples (None where the last lacks it)."""
     if key not in last:
         return None
@@ -127,7 +130,7 @@ PeakKey = Literal[
 ]
 
 
-def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
+def summarize_samples(samples: list[Row]) -> ServerBlock:
     """Acceptance over the run and the peak of each gauge."""
     ok = [s for s in samples if s.get("ok")]
     out: ServerBlock = {"samples": len(samples), "scraped": len(ok)}
@@ -159,7 +162,7 @@ def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
             out["prefix_cache_hits"], out["prefix_cache_queries"] = hits, queries
     window_latency(ok, out)
 
-    def peak(field: str, rows: list[dict[str, Any]]) -> float | None:
+    def peak(field: str, rows: list[Row]) -> float | None:
         return max((r[field] for r in rows if field in r), default=None)
 
     peaks: tuple[tuple[PeakKey, float | None], ...] = (
