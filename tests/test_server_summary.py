@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
@@ -102,7 +103,7 @@ async def _ask(s: aiohttp.ClientSession, url: str, n: int) -> None:
 def test_counters_are_read_between_the_window_edges() -> None:
     """The warm-up's drafts (before the start edge) are not in the block: acceptance
     once ran from the first scrape to the last while the latency tables left it out."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"ok": True, "t_s": 0.0, "accepted_tokens": 0, "draft_tokens": 0, "drafts": 0},
         # the warm-up drafted 30 and had 30 accepted
         {"ok": True, "t_s": 3.0, "edge": "start", "accepted_tokens": 30, "draft_tokens": 30,
