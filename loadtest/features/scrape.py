@@ -72,6 +72,10 @@ _HISTOGRAMS = {
     "vllm:time_to_first_token_seconds": "ttft",
     "vllm:inter_token_latency_seconds": "itl",
     "vllm:time_per_output_token_seconds": "itl",
+    # Where a request's time went on the server: waiting, its prefill, its decode.
+    "vllm:request_queue_time_seconds": "queue",
+    "vllm:request_prefill_time_seconds": "prefill",
+    "vllm:request_decode_time_seconds": "decode",
 }
 _OLD_NAMES = frozenset({"vllm:time_per_output_token_seconds"})
 

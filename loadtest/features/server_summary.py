@@ -54,9 +54,9 @@ def position_rates(first: Row, last: Row) -> list[float] | None:
 
 
 def window_latency(rows: list[Row], out: ServerBlock) -> None:
-    """Add the server's own TTFT and ITL p50/p95 over the measured window to ``out``: the
-    histograms of the scrapes at its two edges, subtracted (what the server saw between
-    them), or a ``latency_note`` saying why not."""
+    """Add the server's own TTFT, ITL, queue, prefill and decode p50/p95 over the measured
+    window to ``out``: the histograms of the scrapes at its two edges, subtracted (what
+    the server saw between them), or a ``latency_note`` saying why not."""
     if not any("histograms" in r for r in rows):
         return  # the server keeps no such histograms: nothing to say
     start = next((r for r in rows if r.get("edge") == "start" and "histograms" in r), None)
@@ -67,7 +67,7 @@ def window_latency(rows: list[Row], out: ServerBlock) -> None:
             "measured window (a run cut short, or one that ended in its warm-up)"
         )
         return
-    for key in ("ttft", "itl"):
+    for key in ("ttft", "itl", "queue", "prefill", "decode"):
         if key not in start["histograms"] or key not in end["histograms"]:
             continue
         seen = buckets_between(start["histograms"][key], end["histograms"][key])
@@ -76,14 +76,21 @@ def window_latency(rows: list[Row], out: ServerBlock) -> None:
             continue
         p50, p95 = bucket_quantile(0.5, seen), bucket_quantile(0.95, seen)
         if p50 is None or p95 is None:
-            out["latency_note"] = f"the server observed no {key} in the measured window"
+            if key in ("ttft", "itl"):  # the others are extras: absent says enough
+                out["latency_note"] = f"the server observed no {key} in the measured window"
             continue
         found: Percentiles = {"p50": round(p50 * 1000, 3), "p95": round(p95 * 1000, 3)}
         if key == "ttft":
             out["ttft_ms"] = found
             out["histogram_requests"] = round(seen["counts"][-1])
-        else:
+        elif key == "itl":
             out["itl_ms"] = found
+        elif key == "queue":
+            out["queue_ms"] = found
+        elif key == "prefill":
+            out["prefill_ms"] = found
+        else:
+            out["decode_ms"] = found
 
 
 def accepted_per_step(first: Row, last: Row) -> float | None:

@@ -232,6 +232,12 @@ class ServerBlock(TypedDict):
     """p50/p95 of the server's own TTFT histogram between the window's edges."""
     itl_ms: NotRequired[Percentiles]
     """p50/p95 of the server's own inter-token latency histogram, likewise."""
+    queue_ms: NotRequired[Percentiles]
+    """p50/p95 of vLLM's time in its queue per request, likewise."""
+    prefill_ms: NotRequired[Percentiles]
+    """p50/p95 of vLLM's prefill time per request, likewise."""
+    decode_ms: NotRequired[Percentiles]
+    """p50/p95 of vLLM's decode time per request, likewise."""
     histogram_requests: NotRequired[int]
     """Requests the server's TTFT histogram counted between the window's edges."""
     latency_note: NotRequired[str]

@@ -58,6 +58,17 @@ def _latency(server: ServerBlock, summary: Summary) -> list[str]:
     itl = server.get("itl_ms")
     if itl:
         out.append(f"  server inter-token ms {_pct(itl)} (the engine's, tool-call streams too)")
+    parts = [
+        f"{label} {_pct(p)}"
+        for label, p in (
+            ("queue", server.get("queue_ms")),
+            ("prefill", server.get("prefill_ms")),
+            ("decode", server.get("decode_ms")),
+        )
+        if p
+    ]
+    if parts:
+        out.append("  server per request ms: " + "; ".join(parts))
     note = server.get("latency_note")
     if note:
         out.append(f"  server latency: {note}")
