@@ -74,43 +74,41 @@ class Side:
         return None if self.llama or self.vllm else self.given
 
 
-def _parse_vllm(text: str, flag: str) -> Side:
-    parts = text[len(VLLM_PREFIX) :].split(":")
+def _mode(
+    text: str, flag: str, prefix: str, modes: tuple[str, ...], numbered: str, what: str
+) -> tuple[str, int | None]:
+    """``prefix``MODE or ``prefix``NUMBERED:N: the mode and N (None when not given)."""
+    parts = text[len(prefix) :].split(":")
     spec = parts[0]
-    if spec not in VLLM_MODES or len(parts) > 2 or (len(parts) == 2 and spec != "ngram"):
+    if spec not in modes or len(parts) > 2 or (len(parts) == 2 and spec != numbered):
         raise UsageError(
-            f"{flag} {text!r}: a managed vLLM side is vllm:{'|'.join(VLLM_MODES)} or "
-            "vllm:ngram:K (tokens proposed per step)"
+            f"{flag} {text!r}: a managed side is {prefix}{'|'.join(modes)} "
+            f"or {prefix}{numbered}:{what}"
         )
-    opts = VllmOptions(spec=spec)
-    if len(parts) == 2:
-        try:
-            opts = dataclasses.replace(opts, num_speculative_tokens=int(parts[1]))
-        except ValueError:
-            raise UsageError(f"{flag} {text!r}: K must be a whole number") from None
-    opts.check()
-    return Side(text, vllm=opts)
+    if len(parts) == 1:
+        return spec, None
+    try:
+        return spec, int(parts[1])
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: {what.split()[0]} must be a whole number") from None
 
 
 def parse_side(text: str | None, flag: str) -> Side:
     """``--baseline``/``--candidate``: a URL, ``llama:MODE[:LAYERS]`` or ``vllm:MODE[:K]``."""
     if text is not None and text.startswith(VLLM_PREFIX):
-        return _parse_vllm(text, flag)
+        spec, k = _mode(text, flag, VLLM_PREFIX, VLLM_MODES, "ngram", "K (tokens per step)")
+        vopts = VllmOptions(spec=spec)
+        if k is not None:
+            vopts = dataclasses.replace(vopts, num_speculative_tokens=k)
+        vopts.check()
+        return Side(text, vllm=vopts)
     if text is None or not text.startswith(MANAGED_PREFIX):
         return Side(text)
-    parts = text[len(MANAGED_PREFIX) :].split(":")
-    spec = parts[0]
-    if spec not in SPEC_MODES or len(parts) > 2 or (len(parts) == 2 and spec != "draft"):
-        raise UsageError(
-            f"{flag} {text!r}: a managed side is llama:{'|'.join(SPEC_MODES)} "
-            "or llama:draft:LAYERS (blocks the early-exit draft keeps)"
-        )
+    what = "LAYERS (blocks the early-exit draft keeps)"
+    spec, layers = _mode(text, flag, MANAGED_PREFIX, SPEC_MODES, "draft", what)
     opts = LlamaOptions(spec=spec)
-    if len(parts) == 2:
-        try:
-            opts = dataclasses.replace(opts, draft_layers=int(parts[1]))
-        except ValueError:
-            raise UsageError(f"{flag} {text!r}: LAYERS must be a whole number") from None
+    if layers is not None:
+        opts = dataclasses.replace(opts, draft_layers=layers)
     opts.check()
     return Side(text, opts)
 
