@@ -284,11 +284,13 @@ def _tool_call_lines(summary: Summary) -> list[str]:
     if not tc["responses_with_calls"]:
         return []
     head = f"tool calls: {tc['valid']}/{tc['responses_with_calls']} valid"
+    # RequestRecord.tpot_ns: a server's tool parser holds tokens back until a call parses.
+    why = "  (answers with calls have no TPOT nor tokens per step: a parser's bursts)"
     if not tc["judged"]:
-        return [head]
+        return [head, why]
     if summary["run"].get("simulated"):
-        return [f"{head} (no answer match: the simulator calls tools at random)"]
-    return [f"{head}, {tc['correct']}/{tc['judged']} match the expected answer"]
+        return [f"{head} (no answer match: the simulator calls tools at random)", why]
+    return [f"{head}, {tc['correct']}/{tc['judged']} match the expected answer", why]
 
 
 def slo_line(check: SloCheck, ok: int | None = None) -> str:
