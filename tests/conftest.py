@@ -221,6 +221,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.stem.startswith("test_llama"):
             item.add_marker(pytest.mark.llama)
+        elif item.path.stem.startswith("test_vllm"):  # vLLM's threads spin too
+            item.add_marker(pytest.mark.vllm)
 
 
 @pytest.fixture(scope="session")

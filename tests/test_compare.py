@@ -13,6 +13,7 @@ import pytest
 from loadtest.app.ab import ab_order
 from loadtest.app.ab_sides import Side, parse_side
 from loadtest.app.llama import LlamaOptions
+from loadtest.app.vllm import VllmOptions
 from loadtest.cli.main import main
 from loadtest.errors import ResultFileError, UsageError
 from loadtest.model.comparison import Comparison
@@ -117,6 +118,13 @@ def test_a_managed_side_is_parsed_and_a_bad_one_named() -> None:
         with pytest.raises(UsageError, match=r"--candidate|draft-layers"):
             parse_side(bad, "--candidate")
     assert main(["ab", "--candidate", "llama:eagle"]) == 2
+    ngram = parse_side("vllm:ngram:5", "--candidate")
+    assert ngram.url is None and ngram.llama is None and ngram.vllm is not None
+    assert (ngram.vllm.spec, ngram.vllm.num_speculative_tokens) == ("ngram", 5)
+    assert parse_side("vllm:none", "--baseline").vllm == VllmOptions()
+    for bad in ("vllm:eagle", "vllm:none:3", "vllm:ngram:x", "vllm:ngram:0"):
+        with pytest.raises(UsageError, match=r"--candidate|speculative-tokens"):
+            parse_side(bad, "--candidate")
 
 
 def test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side(

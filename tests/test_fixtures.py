@@ -11,16 +11,20 @@ import pytest
 
 from loadtest.errors import ProtocolError
 from loadtest.protocol.openai import ServerError, StreamReader
+from loadtest.protocol.responses import ResponsesReader
 from loadtest.protocol.sse import SSEParser
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 EXPECTED: dict[str, Any] = orjson.loads((FIXTURES / "expected.json").read_bytes())
 
 
-def replay(data: bytes, pieces: int, seed: int) -> tuple[StreamReader, SSEParser]:
+def replay(
+    data: bytes, pieces: int, seed: int, api: str = "chat"
+) -> tuple[StreamReader, SSEParser]:
     rng = random.Random(seed)
     cuts = sorted(rng.randrange(len(data) + 1) for _ in range(pieces))
-    parser, reader = SSEParser(), StreamReader()
+    parser = SSEParser()
+    reader = ResponsesReader() if api == "responses" else StreamReader()
     prev = 0
     for t, cut in enumerate([*cuts, len(data)]):
         for ev in parser.feed(data[prev:cut]):
@@ -45,7 +49,7 @@ def test_fixture_replays_to_the_expected_result(name: str, pieces: int) -> None:
         if "message" in want:
             assert want["message"] in str(info.value)
         return
-    reader, parser = replay(data, pieces, seed=pieces)
+    reader, parser = replay(data, pieces, seed=pieces, api=want.get("api", "chat"))
     assert reader.done is want["done"]
     assert len(reader.token_chunk_ns) == want["token_chunks"]
     assert reader.content_chars == want["content_chars"]

@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
@@ -97,3 +98,25 @@ async def _ask(s: aiohttp.ClientSession, url: str, n: int) -> None:
         async with s.post(url + "/v1/chat/completions", json=body) as resp:
             assert resp.status == 200
             await resp.read()
+
+
+def test_counters_are_read_between_the_window_edges() -> None:
+    """The warm-up's drafts (before the start edge) are not in the block: acceptance
+    once ran from the first scrape to the last while the latency tables left it out."""
+    rows: list[dict[str, Any]] = [
+        {"ok": True, "t_s": 0.0, "accepted_tokens": 0, "draft_tokens": 0, "drafts": 0},
+        # the warm-up drafted 30 and had 30 accepted
+        {"ok": True, "t_s": 3.0, "edge": "start", "accepted_tokens": 30, "draft_tokens": 30,
+         "drafts": 10, "generation_tokens": 40, "finished_requests": 1},
+        {"ok": True, "t_s": 9.0, "edge": "end", "accepted_tokens": 45, "draft_tokens": 60,
+         "drafts": 20, "generation_tokens": 80, "finished_requests": 3},
+    ]  # fmt: skip
+    server = summarize_samples(rows)
+    assert server["window"] == "measured"
+    assert (server["accepted_tokens"], server["draft_tokens"], server["drafts"]) == (15, 30, 10)
+    assert server["acceptance_rate"] == 0.5
+    assert server["accepted_per_draft"] == 1.5
+    # 40 tokens of 2 requests: 2 from their prefills, 15 accepted, so 23 decode steps.
+    assert server["accepted_per_step"] == round(15 / 23, 4)
+    no_edges = summarize_samples([{k: v for k, v in r.items() if k != "edge"} for r in rows])
+    assert no_edges["window"] == "run" and no_edges["accepted_tokens"] == 45

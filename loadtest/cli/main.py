@@ -14,7 +14,7 @@ from loadtest.cli.catalogue import (
     run_catalogue_command,
 )
 from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
-from loadtest.cli.llama_flags import add_llama_flags
+from loadtest.cli.llama_flags import add_llama_flags, add_vllm_flags
 from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
 from loadtest.cli.sim_flags import add_sim_flags
@@ -120,6 +120,7 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     exp.add_argument("-o", "--out", help="the trace file (default: FOLDER/trace.jsonl)")
 
     add_llama_flags(sub, out)
+    add_vllm_flags(sub, out)
     add_catalogue_commands(sub, out)
 
     if sim_flags:
@@ -143,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sim(args)
         if args.command == "serve-llama":
             return _serve_llama(args)
+        if args.command == "serve-vllm":
+            return _serve_vllm(args)
         if args.command in CATALOGUE_COMMANDS:
             return run_catalogue_command(args)
         if args.command == "compare":
@@ -280,6 +283,24 @@ def _serve_llama(args: argparse.Namespace) -> int:
             draft_p_min=args.draft_p_min,
             draft_layers=args.draft_layers,
             draft=args.draft,
+        )
+    )
+    return EXIT_OK
+
+
+def _serve_vllm(args: argparse.Namespace) -> int:
+    from loadtest.app.vllm import VllmOptions, serve
+
+    serve(
+        VllmOptions(
+            port=args.port,
+            host=args.host,
+            spec=args.spec,
+            num_speculative_tokens=args.num_speculative_tokens,
+            max_model_len=args.max_model_len,
+            max_num_seqs=args.max_num_seqs,
+            kv_cache_gb=args.kv_cache_gb,
+            threads_bind=args.threads_bind,
         )
     )
     return EXIT_OK

@@ -41,6 +41,10 @@ _NAMES: dict[str, str] = {
     # the same counts under two names would add up twice.
     "vllm:prefix_cache_queries_total": "prefix_cache_queries",
     "vllm:prefix_cache_hits_total": "prefix_cache_hits",
+    # Output tokens and finished requests (every finished_reason): with the accepted
+    # drafts they give the engine's decode steps (server_summary.accepted_per_step).
+    "vllm:generation_tokens_total": "generation_tokens",
+    "vllm:request_success_total": "finished_requests",
     # SGLang
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "waiting",
@@ -69,6 +73,10 @@ _HISTOGRAMS = {
     "vllm:time_to_first_token_seconds": "ttft",
     "vllm:inter_token_latency_seconds": "itl",
     "vllm:time_per_output_token_seconds": "itl",
+    # Where a request's time went on the server: waiting, its prefill, its decode.
+    "vllm:request_queue_time_seconds": "queue",
+    "vllm:request_prefill_time_seconds": "prefill",
+    "vllm:request_decode_time_seconds": "decode",
 }
 _OLD_NAMES = frozenset({"vllm:time_per_output_token_seconds"})
 

@@ -1,8 +1,10 @@
 """The ``server`` block of a summary, from the ``/metrics`` samples of a run.
 
-Rates are the change of a server's counters between the first and the last sample
-(acceptance, acceptance by position, prefix-cache hits); latency percentiles come from
-the histograms scraped at the measured window's edges; peaks are of each gauge.
+Rates are the change of a server's counters between the scrapes at the measured window's
+edges (acceptance, acceptance by position, prefix-cache hits), as the latency tables
+exclude the warm-up; only a run without edge rows (cut short) falls back to the first
+and last scrape, and says so (``window``). Latency percentiles come from the histograms
+of the same two scrapes; peaks are of each gauge over the run.
 """
 
 from __future__ import annotations
@@ -12,15 +14,24 @@ from typing import Any, Literal
 from loadtest.features.histograms import bucket_quantile, buckets_between
 from loadtest.model.summary import Percentiles, ServerBlock
 
-__all__ = ["acceptance", "position_rates", "summarize_samples", "window_latency"]
+Row = dict[str, Any]
+"""One scrape as ``Scraper`` records it (a row of metrics.jsonl)."""
+
+__all__ = [
+    "acceptance",
+    "accepted_per_step",
+    "position_rates",
+    "summarize_samples",
+    "window_latency",
+]
 
 
-def acceptance(first: dict[str, Any], last: dict[str, Any]) -> float | None:
+def acceptance(first: Row, last: Row) -> float | None:
     """Accepted / drafted tokens between two samples, None without drafts between them."""
     return _rate(first, last, "accepted_tokens", "draft_tokens")
 
 
-def _rate(first: dict[str, Any], last: dict[str, Any], part: str, whole: str) -> float | None:
+def _rate(first: Row, last: Row, part: str, whole: str) -> float | None:
     """How much ``part`` grew over how much ``whole`` grew, None where ``whole`` did not."""
     try:
         grew = float(last[whole]) - float(first[whole])
@@ -30,7 +41,7 @@ def _rate(first: dict[str, Any], last: dict[str, Any], part: str, whole: str) ->
     return of_it / grew if grew > 0 else None
 
 
-def position_rates(first: dict[str, Any], last: dict[str, Any]) -> list[float] | None:
+def position_rates(first: Row, last: Row) -> list[float] | None:
     """P(the draft's token at position ``i`` is accepted), by position, between two
     samples: accepted drafts at each position over drafts; None without drafts."""
     drafts = float(last.get("drafts", 0.0)) - float(first.get("drafts", 0.0))
@@ -42,10 +53,10 @@ def position_rates(first: dict[str, Any], last: dict[str, Any]) -> list[float] |
     return [round((a - b) / drafts, 6) for a, b in zip(after, before, strict=False)]
 
 
-def window_latency(rows: list[dict[str, Any]], out: ServerBlock) -> None:
-    """Add the server's own TTFT and ITL p50/p95 over the measured window to ``out``: the
-    histograms of the scrapes at its two edges, subtracted (what the server saw between
-    them), or a ``latency_note`` saying why not."""
+def window_latency(rows: list[Row], out: ServerBlock) -> None:
+    """Add the server's own TTFT, ITL, queue, prefill and decode p50/p95 over the measured
+    window to ``out``: the histograms of the scrapes at its two edges, subtracted (what
+    the server saw between them), or a ``latency_note`` saying why not."""
     if not any("histograms" in r for r in rows):
         return  # the server keeps no such histograms: nothing to say
     start = next((r for r in rows if r.get("edge") == "start" and "histograms" in r), None)
@@ -56,7 +67,7 @@ def window_latency(rows: list[dict[str, Any]], out: ServerBlock) -> None:
             "measured window (a run cut short, or one that ended in its warm-up)"
         )
         return
-    for key in ("ttft", "itl"):
+    for key in ("ttft", "itl", "queue", "prefill", "decode"):
         if key not in start["histograms"] or key not in end["histograms"]:
             continue
         seen = buckets_between(start["histograms"][key], end["histograms"][key])
@@ -65,14 +76,55 @@ def window_latency(rows: list[dict[str, Any]], out: ServerBlock) -> None:
             continue
         p50, p95 = bucket_quantile(0.5, seen), bucket_quantile(0.95, seen)
         if p50 is None or p95 is None:
-            out["latency_note"] = f"the server observed no {key} in the measured window"
+            if key in ("ttft", "itl"):  # the others are extras: absent says enough
+                out["latency_note"] = f"the server observed no {key} in the measured window"
             continue
         found: Percentiles = {"p50": round(p50 * 1000, 3), "p95": round(p95 * 1000, 3)}
         if key == "ttft":
             out["ttft_ms"] = found
             out["histogram_requests"] = round(seen["counts"][-1])
-        else:
+        elif key == "itl":
             out["itl_ms"] = found
+        elif key == "queue":
+            out["queue_ms"] = found
+        elif key == "prefill":
+            out["prefill_ms"] = found
+        else:
+            out["decode_ms"] = found
+
+
+def accepted_per_step(first: Row, last: Row) -> float | None:
+    """The engine's accepted drafts per decode step between two samples.
+
+    Every step emits one token of the target's own beside the drafts it accepted, and
+    each request's first token comes from its prefill: decode steps = output tokens -
+    accepted - finished requests. A request cut by ``max_tokens`` may have accepted
+    drafts past its end (counted, not sent), which lowers the steps by as many: on
+    outputs of a few tokens read it as an upper bound. None without those counters.
+    """
+    grown = [_grew(first, last, k) for k in ("accepted_tokens", "generation_tokens")]
+    done = _grew(first, last, "finished_requests")
+    accepted, output = grown
+    if accepted is None or output is None or done is None:
+        return None
+    steps = output - accepted - done
+    return round(accepted / steps, 4) if steps > 0 else None
+
+
+def _edges(ok: list[Row]) -> tuple[Row, Row, str]:
+    """The scrapes at the measured window's start and end, or the first and last."""
+    start = next((r for r in ok if r.get("edge") == "start"), None)
+    end = next((r for r in reversed(ok) if r.get("edge") == "end"), None)
+    if start is None or end is None:
+        return ok[0], ok[-1], "run"
+    return start, end, "measured"
+
+
+def _grew(first: Row, last: Row, key: str) -> int | None:
+    """How much a counter grew between two samples (None where the last lacks it)."""
+    if key not in last:
+        return None
+    return round(float(last[key]) - float(first.get(key, 0.0)))
 
 
 PeakKey = Literal[
@@ -85,22 +137,39 @@ PeakKey = Literal[
 ]
 
 
-def summarize_samples(samples: list[dict[str, Any]]) -> ServerBlock:
+def summarize_samples(samples: list[Row]) -> ServerBlock:
     """Acceptance over the run and the peak of each gauge."""
     ok = [s for s in samples if s.get("ok")]
     out: ServerBlock = {"samples": len(samples), "scraped": len(ok)}
     if not ok:
         return out
     out["engine"] = ok[-1].get("engine")
-    out["acceptance_rate"] = acceptance(ok[0], ok[-1])
-    if ok[-1].get("accepted_per_position"):
-        out["accepted_per_position"] = position_rates(ok[0], ok[-1])
-    if "prefix_cache_queries" in ok[-1]:
-        hit_rate = _rate(ok[0], ok[-1], "prefix_cache_hits", "prefix_cache_queries")
+    first, last, out["window"] = _edges(ok)
+    out["acceptance_rate"] = acceptance(first, last)
+    if last.get("accepted_per_position"):
+        out["accepted_per_position"] = position_rates(first, last)
+    if "drafts" in last or "draft_tokens" in last:
+        grown = {k: _grew(first, last, k) for k in ("drafts", "draft_tokens", "accepted_tokens")}
+        for counter in ("drafts", "draft_tokens", "accepted_tokens"):
+            count = grown[counter]
+            if count is not None:
+                out[counter] = count
+        drafts, accepted = grown["drafts"], grown["accepted_tokens"]
+        if drafts is not None and accepted is not None:
+            out["accepted_per_draft"] = round(accepted / drafts, 4) if drafts else None
+        per_step = accepted_per_step(first, last)
+        if per_step is not None:
+            out["accepted_per_step"] = per_step
+    if "prefix_cache_queries" in last:
+        hit_rate = _rate(first, last, "prefix_cache_hits", "prefix_cache_queries")
         out["prefix_cache_hit_rate"] = hit_rate
+        hits = _grew(first, last, "prefix_cache_hits")
+        queries = _grew(first, last, "prefix_cache_queries")
+        if hits is not None and queries is not None:
+            out["prefix_cache_hits"], out["prefix_cache_queries"] = hits, queries
     window_latency(ok, out)
 
-    def peak(field: str, rows: list[dict[str, Any]]) -> float | None:
+    def peak(field: str, rows: list[Row]) -> float | None:
         return max((r[field] for r in rows if field in r), default=None)
 
     peaks: tuple[tuple[PeakKey, float | None], ...] = (

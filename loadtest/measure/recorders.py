@@ -321,8 +321,9 @@ class Metrics:
         if chunks and rec.output_tokens:
             # Stored x1000 so the integer histogram keeps three decimals.
             ms.record("tokens_per_chunk", 1000 * rec.output_tokens / len(chunks))
-        if rec.token_steps and rec.output_tokens:
-            ms.record("tokens_per_step", 1000 * rec.output_tokens / rec.token_steps)
+        per_step = rec.tokens_per_step
+        if per_step is not None:
+            ms.record("tokens_per_step", 1000 * per_step)
 
     def _chunk_gaps(self, rec: RequestRecord) -> list[int]:
         # Computed once per record although two sets (interval, category) record them.

@@ -238,10 +238,34 @@ class ServerBlock(TypedDict):
     prefix_cache_hit_rate: NotRequired[float | None]
     """Prompt tokens the prefix cache served over those looked up (vLLM's
     ``prefix_cache_hits`` / ``prefix_cache_queries``); None with no lookups."""
+    prefix_cache_hits: NotRequired[int]
+    """Prompt tokens vLLM's prefix cache served in the window (``ab``/``compare`` read
+    it where llama.cpp's ``timings.cache_n`` is missing)."""
+    prefix_cache_queries: NotRequired[int]
+    """Prompt tokens vLLM looked up in its prefix cache in the window."""
+    drafts: NotRequired[int]
+    """Verify steps that checked a draft, by the engine's counter, in the window."""
+    draft_tokens: NotRequired[int]
+    accepted_tokens: NotRequired[int]
+    accepted_per_draft: NotRequired[float | None]
+    """The engine's accepted tokens per drafted step (vLLM: accepted / drafts; a step
+    with no n-gram match drafts nothing and is not in it)."""
+    accepted_per_step: NotRequired[float]
+    """The engine's accepted tokens per decode step: accepted / (output - accepted -
+    finished requests), beside loadtest's ``tokens_per_step`` - 1 from the stream."""
+    window: NotRequired[str]
+    """What the counters were read between: ``measured`` (the scrapes at the measured
+    window's edges, warm-up excluded) or ``run`` (first to last scrape: no edge rows)."""
     ttft_ms: NotRequired[Percentiles]
     """p50/p95 of the server's own TTFT histogram between the window's edges."""
     itl_ms: NotRequired[Percentiles]
     """p50/p95 of the server's own inter-token latency histogram, likewise."""
+    queue_ms: NotRequired[Percentiles]
+    """p50/p95 of vLLM's time in its queue per request, likewise."""
+    prefill_ms: NotRequired[Percentiles]
+    """p50/p95 of vLLM's prefill time per request, likewise."""
+    decode_ms: NotRequired[Percentiles]
+    """p50/p95 of vLLM's decode time per request, likewise."""
     histogram_requests: NotRequired[int]
     """Requests the server's TTFT histogram counted between the window's edges."""
     latency_note: NotRequired[str]

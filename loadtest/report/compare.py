@@ -119,6 +119,20 @@ def _rows(path: Path) -> Iterator[JsonObject]:
         raise UsageError(f"{exc} (the requests of the run)") from exc
 
 
+def _cache_use(summary: Summary, cached: int, computed: int) -> CacheUse:
+    """llama.cpp's per-answer timings where the answers carried them, else vLLM's
+    prefix-cache counters over the measured window (the summary's server block)."""
+    if cached + computed:
+        return CacheUse(cached, computed)
+    server = summary.get("server")
+    if not server:
+        return CacheUse()
+    hits, queries = server.get("prefix_cache_hits"), server.get("prefix_cache_queries")
+    if hits is None or queries is None or not queries:
+        return CacheUse()
+    return CacheUse(hits, queries - hits, "prefix-cache counters")
+
+
 def load_runs(path: str | Path) -> list[RunData]:
     """The runs of a side given on the command line: a run folder (a killed run's too:
     its summary is rebuilt), or a folder of run folders."""
@@ -155,7 +169,9 @@ def load_run(run_dir: str | Path) -> RunData:
             n, p = timings.get("cache_n"), timings.get("prompt_n")
             if isinstance(n, int) and isinstance(p, int):
                 cached, computed = cached + n, computed + p
-            counted = count_row(row.get("output_tokens"), row.get("token_steps"), timings)
+            # A tool parser's bursts are not steps (RequestRecord.tokens_per_step).
+            steps = 0 if row.get("tool_calls") else row.get("token_steps")
+            counted = count_row(row.get("output_tokens"), steps, timings)
             if counted is not None:
                 cat = str(row.get("category"))
                 acceptance[cat] = acceptance.get(cat, AcceptanceCounts()) + counted
@@ -181,7 +197,7 @@ def load_run(run_dir: str | Path) -> RunData:
         answered,
         sent,
         drained,
-        CacheUse(cached, computed),
+        _cache_use(summary, cached, computed),
         acceptance,
         _deployment(folder),
         {c: {m: np.asarray(v) for m, v in vs.items()} for c, vs in per_cat.items()},
@@ -190,7 +206,7 @@ def load_run(run_dir: str | Path) -> RunData:
 
 
 def _figures(runs: Sequence[RunData]) -> SideFigures:
-    cache = CacheUse(sum(r.cache.cached for r in runs), sum(r.cache.computed for r in runs))
+    cache = CacheUse.pooled(r.cache for r in runs)
     return side_figures([r.summary for r in runs], cache)
 
 
@@ -219,7 +235,7 @@ def _counts(name: str, runs: Sequence[RunData]) -> SideCounts:
         drained=sum(r.drained for r in runs),
         values={m: sum(r.samples[m].size for r in runs) for m in METRICS},
         shapes=tuple(load_shape(r.summary) for r in runs),
-        cache=CacheUse(sum(r.cache.cached for r in runs), sum(r.cache.computed for r in runs)),
+        cache=CacheUse.pooled(r.cache for r in runs),
         rebuilt=sum("rebuilt" in r.summary for r in runs),
     )
 

@@ -12,7 +12,7 @@ to the deployment) and the command exits non-zero.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -87,11 +87,24 @@ class LoadShape:
 
 @dataclass(frozen=True, slots=True)
 class CacheUse:
-    """Prompt tokens the engine served from its cache (llama.cpp ``timings.cache_n``)."""
+    """Prompt tokens the engine served from its cache: llama.cpp's ``timings.cache_n``
+    per answer, or vLLM's prefix-cache counters over the measured window."""
 
     cached: int = 0
     computed: int = 0
-    """Prompt tokens evaluated anew (``timings.prompt_n``)."""
+    """Prompt tokens evaluated anew (``timings.prompt_n``; vLLM: queries - hits)."""
+    source: str = "timings"
+    """``timings`` (llama.cpp) or ``prefix-cache counters`` (vLLM's /metrics)."""
+
+    @staticmethod
+    def pooled(uses: Iterable[CacheUse]) -> CacheUse:
+        """The sums over several runs (the first run's source names them)."""
+        got = list(uses)
+        return CacheUse(
+            sum(u.cached for u in got),
+            sum(u.computed for u in got),
+            got[0].source if got else "timings",
+        )
 
     @property
     def share(self) -> float | None:
@@ -114,6 +127,11 @@ class SideCounts:
     cache: CacheUse
     rebuilt: int = 0
     """Runs killed before they wrote a summary, theirs rebuilt from requests.jsonl."""
+
+
+def _sources(a: CacheUse, b: CacheUse) -> str:
+    names = {"timings": "llama.cpp's timings", "prefix-cache counters": "vLLM's counters"}
+    return " and ".join(dict.fromkeys(names.get(c.source, c.source) for c in (a, b)))
 
 
 def load_shape(summary: Summary) -> LoadShape:
@@ -192,8 +210,10 @@ def findings(a: SideCounts, b: SideCounts, metrics: Sequence[str]) -> list[Findi
             Finding(
                 "prompt caches differ",
                 f"the prompt cache served {sa:.0%} of {a.name}'s prompt tokens and {sb:.0%} "
-                f"of {b.name}'s: TTFT differs by cache state, the verdicts are marked "
-                "confounded (send cache_prompt = false under [sampling] to compare engines)",
+                f"of {b.name}'s ({_sources(a.cache, b.cache)}): TTFT differs by cache state, "
+                "the verdicts are marked confounded (send cache_prompt = false under "
+                "[sampling] to llama.cpp; start vLLM with --no-enable-prefix-caching, or "
+                "fresh, to compare engines)",
                 False,
             )
         )

@@ -14,6 +14,7 @@ from typing import Literal
 from loadtest.model.summary import AgentBlock, AgentTraceBlock, MetricStats, StatKey, Summary
 from loadtest.model.verdict import FaultVerdict, SloCheck
 from loadtest.report.evidence import run_evidence
+from loadtest.report.server_lines import server_lines
 
 __all__ = [
     "LATENCY_ORDER",
@@ -238,6 +239,7 @@ def render_table(summary: Summary) -> str:
             continue
         cells = f"{stats['count']:>{_CELL}}" + "".join(_cell(stats.get(c, 0.0)) for c in _COLS[1:])
         lines.append(f"{label:<{_LABEL}}{cells}")
+    lines += server_lines(summary)
     driver = summary.get("driver")
     advice = driver["advice"] if driver else None
     if advice:
@@ -282,11 +284,13 @@ def _tool_call_lines(summary: Summary) -> list[str]:
     if not tc["responses_with_calls"]:
         return []
     head = f"tool calls: {tc['valid']}/{tc['responses_with_calls']} valid"
+    # RequestRecord.tpot_ns: a server's tool parser holds tokens back until a call parses.
+    why = "  (answers with calls have no TPOT nor tokens per step: a parser's bursts)"
     if not tc["judged"]:
-        return [head]
+        return [head, why]
     if summary["run"].get("simulated"):
-        return [f"{head} (no answer match: the simulator calls tools at random)"]
-    return [f"{head}, {tc['correct']}/{tc['judged']} match the expected answer"]
+        return [f"{head} (no answer match: the simulator calls tools at random)", why]
+    return [f"{head}, {tc['correct']}/{tc['judged']} match the expected answer", why]
 
 
 def slo_line(check: SloCheck, ok: int | None = None) -> str:
