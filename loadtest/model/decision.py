@@ -23,6 +23,9 @@ __all__ = [
     "DecisionGate",
     "DecisionRow",
     "DecisionStep",
+    "DraftPair",
+    "DraftPick",
+    "DraftSweep",
     "StepCall",
 ]
 
@@ -100,6 +103,9 @@ class DecisionRow(TypedDict):
     """One row of the decision table: a category (or the whole mix's goodput)."""
 
     category: str
+    draft_max: NotRequired[int]
+    """With ``--draft-max``: the candidate's draft length this row judges (one row per
+    category per draft length, each against the same baseline)."""
     deciding: list[str]
     """The deciding metrics, first the one the bracket quotes."""
     rule: str
@@ -132,6 +138,42 @@ class DecisionGate(TypedDict):
     (e2e +12% [8, 15])``."""
 
 
+class DraftPair(TypedDict):
+    """One draft length against the fastest one, on the time to a correct action."""
+
+    k: int
+    cell: DecisionCell
+    """``a`` is the fastest K's median, ``b`` this K's; ``slower`` when called so after
+    Holm over the whole family (the pair tests are counted in it)."""
+
+
+class DraftPick(TypedDict):
+    """Which draft length gives the shortest time to a correct action, at one load."""
+
+    category: str
+    load: float
+    metric: str
+    """The time to a correct action: ``tool_call_ms`` (tool calls) or ``e2e_ms`` (text)."""
+    medians_ms: list[float | None]
+    """Per draft length (``DraftSweep.values``), the median of its runs' pooled values."""
+    best: int | None
+    """The K called faster than every other K; None where none is (see ``tied``)."""
+    tied: list[int]
+    """The fastest K and those not told apart from it (one K when ``best`` is set)."""
+    text: str
+    """E.g. ``K=4 (K=1 +34% [28,41], K=16 +45% [39,52])`` or ``K=1, K=4 indistinguishable``."""
+    pairs: list[DraftPair]
+
+
+class DraftSweep(TypedDict):
+    """``--draft-max 1,2,4``: the candidate at each draft length, and the best one."""
+
+    setting: str
+    """What was varied, e.g. ``llama.cpp speculative.draft.n_max`` or ``simulator spec_k``."""
+    values: list[int]
+    picks: list[DraftPick]
+
+
 class Decision(TypedDict):
     """The whole ``decision.json``."""
 
@@ -153,4 +195,5 @@ class Decision(TypedDict):
     steps: list[DecisionStep]
     rows: list[DecisionRow]
     interrupted: bool
+    draft: NotRequired[DraftSweep]
     gate: NotRequired[DecisionGate]
