@@ -38,7 +38,8 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     add_load_flags(ab)
     side = "base URL, or llama:none|ngram|self|draft[:LAYERS] (ab starts llama.cpp and "
-    side += "measures its cold start, memory, energy); default: the built-in simulator"
+    side += "measures its cold start, memory, energy), or sim:none|spec (the scenario's "
+    side += "[sim], without or with speculation); default: the built-in simulator"
     ab.add_argument("--baseline", help=f"baseline {side}")
     ab.add_argument("--candidate", help=f"candidate {side}")
     ab.add_argument("--repeat", type=int, default=2, help="runs per side (default: 2)")
@@ -61,6 +62,13 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
         "decision per category (decision.json)",
     )
     ab.add_argument(
+        "--draft-max",
+        metavar="K,K,...",
+        help="with --sweep: one candidate per draft length, e.g. 1,2,4 (a managed speculative "
+        "candidate: llama:ngram|draft|self or sim:spec), each judged against the baseline, "
+        "and the K with the shortest time to a correct action named per load",
+    )
+    ab.add_argument(
         "--operating-point",
         metavar="KIND=LOAD",
         help="with --fail-on slower: gate only this step of the sweep, e.g. concurrency=8",
@@ -76,7 +84,7 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
 def run_ab_command(args: argparse.Namespace) -> int:
     """``loadtest ab``: the runs, the comparison (or the decision), the exit code."""
     from loadtest.app.ab import run_ab
-    from loadtest.app.ab_sides import parse_side
+    from loadtest.app.ab_sides import draft_sides, parse_draft_values, parse_side
     from loadtest.app.ab_sweep import parse_operating_point, parse_sweep
     from loadtest.app.job import run_job
     from loadtest.cli.exits import closing
@@ -105,6 +113,11 @@ def run_ab_command(args: argparse.Namespace) -> int:
         "baseline": parse_side(args.baseline, "--baseline"),
         "candidate": parse_side(args.candidate, "--candidate"),
     }
+    if args.draft_max is not None:
+        if plan is None:
+            raise UsageError("--draft-max sweeps draft lengths across load: give --sweep too")
+        values = parse_draft_values(args.draft_max)
+        sides = {"baseline": sides["baseline"], **draft_sides(sides["candidate"], values)}
     if args.check:
         return _check(base, plan, args.repeat, sides)
     reasons: list[str] = []  # the windows of either side that fail --fail-on, by run

@@ -8,11 +8,11 @@ brackets and the gate follow as prose, wrapped to fit.
 
 from __future__ import annotations
 
-from loadtest.model.decision import CellVerdict, Decision, DecisionCell
+from loadtest.model.decision import CellVerdict, Decision, DecisionCell, DecisionRow
 from loadtest.report.decision import METRIC_LABELS
 from loadtest.report.table import WIDTH, fit
 
-__all__ = ["cell_text", "render_decision"]
+__all__ = ["cell_text", "render_decision", "row_label"]
 
 LABEL = 14
 CELL = 13
@@ -50,6 +50,14 @@ def _row(label: str, cells: list[str]) -> str:
     return (f"{short:<{LABEL}}" + "".join(f"{c:<{CELL}}" for c in cells)).rstrip()
 
 
+def row_label(row: DecisionRow) -> str:
+    """``code``, or ``code K=4`` for a draft length of a ``--draft-max`` sweep."""
+    k = row.get("draft_max")
+    if k is None:
+        return row["category"]
+    return f"{'mix' if row['category'] == 'whole mix' else row['category']} K={k}"
+
+
 def render_decision(d: Decision) -> str:
     """The decision table, the brackets and, where gated, the gate."""
     kind = d["kind"]
@@ -70,7 +78,7 @@ def render_decision(d: Decision) -> str:
         "-" * min(WIDTH, LABEL + CELL * len(head)),
     ]
     for row in d["rows"]:
-        lines.append(_row(row["category"], [SAID[c["verdict"]] for c in row["steps"]]))
+        lines.append(_row(row_label(row), [SAID[c["verdict"]] for c in row["steps"]]))
         for j, metric in enumerate(row["deciding"]):
             label = "  " + METRIC_LABELS[metric]
             lines.append(_row(label, [cell_text(c["cells"][j]) for c in row["steps"]]))
@@ -86,10 +94,21 @@ def render_decision(d: Decision) -> str:
             if b["crossover"] is not None
             else ""
         )
-        lines.append(f"  {row['category']}: {b['text']}{crossing}")
+        lines.append(f"  {row_label(row)}: {b['text']}{crossing}")
         why = {c["why"] for call in row["steps"] for c in call["cells"] if c["why"]}
         if why and row["category"] == "whole mix":
             lines.append(f"    ({'; '.join(sorted(why))})")
+    draft = d.get("draft")
+    if draft is not None:
+        lines.append("")
+        lines.append(
+            f"draft length, K = {draft['setting']}: the shortest time to a correct action "
+            "(the fastest K against each other K, in the same Holm family)"
+        )
+        for pick in draft["picks"]:
+            lines.append(f"  {kind} {pick['load']:g}, {pick['category']}: {pick['text']}")
+        if not draft["picks"]:
+            lines.append("  not exercised (no step with two Ks measured)")
     gate = d.get("gate")
     if gate is not None:
         where = (
