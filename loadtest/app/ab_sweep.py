@@ -25,7 +25,8 @@ from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.comparison import Comparison
-from loadtest.model.decision import Decision, DecisionGate
+from loadtest.model.decision import Decision, DecisionGate, SideAcceptance
+from loadtest.report.acceptance_time import StepRecords, side_acceptance
 from loadtest.report.atomic import write_atomic
 from loadtest.report.compare import RunData, load_runs
 from loadtest.report.compare_checks import CONFOUNDING
@@ -120,6 +121,7 @@ def run_ab_sweep(
     folder = Path(base.out) / f"{stamp}-ab-sweep-{name}"
     steps: list[Step] = []
     compared: list[tuple[float, Comparison]] = []
+    accepted: list[SideAcceptance] = []
     stopped = False
     for i, load in enumerate(plan.steps):
         say(f"step {i + 1}/{len(plan.steps)}: {plan.kind} {load:g}")
@@ -139,9 +141,10 @@ def run_ab_sweep(
             why = _blocked(c)
             if why:
                 blocked.append(why if len(done) == 1 else f"{letter(side)}: {why}")
-        candidates = {
-            side: [run_samples(r) for r in _side_runs(step_folder / side)] for side in done
-        }
+        loaded = {side: _side_runs(step_folder / side) for side in done}
+        candidates = {side: [run_samples(r) for r in runs] for side, runs in loaded.items()}
+        for side, runs in loaded.items():
+            accepted.append(side_acceptance(load, sides[side].draft_max, [_steps(r) for r in runs]))
         draft = {sides[s].draft_max or 0: runs for s, runs in candidates.items()}
         steps.append(
             Step(
@@ -163,6 +166,7 @@ def run_ab_sweep(
         interrupted=stopped,
         draft_setting=draft_setting(sides),
     )
+    decision["acceptance"] = accepted
     write_decision(folder, decision)
     return decision, compared, folder, stopped
 
@@ -172,6 +176,11 @@ def draft_setting(sides: dict[str, Side]) -> str:
     if any(s.llama is not None for s in sides.values()):
         return "llama.cpp speculative.draft.n_max (most tokens drafted per step)"
     return "simulator spec_k (tokens the draft proposes per step)"
+
+
+def _steps(run: RunData) -> tuple[str, StepRecords, list[float] | None]:
+    server = run.summary.get("server")
+    return str(run.path), run.steps, server.get("accepted_per_position") if server else None
 
 
 def _side_runs(folder: Path) -> list[RunData]:

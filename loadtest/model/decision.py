@@ -16,6 +16,7 @@ from typing import Literal, NotRequired, TypedDict
 
 __all__ = [
     "CELL_VERDICTS",
+    "AcceptanceInterval",
     "Bracket",
     "CellVerdict",
     "Decision",
@@ -26,6 +27,8 @@ __all__ = [
     "DraftPair",
     "DraftPick",
     "DraftSweep",
+    "RunAcceptance",
+    "SideAcceptance",
     "StepCall",
 ]
 
@@ -174,6 +177,42 @@ class DraftSweep(TypedDict):
     picks: list[DraftPick]
 
 
+class AcceptanceInterval(TypedDict):
+    """Tokens per verify step of one run's requests that ended in one interval."""
+
+    start_s: float
+    end_s: float
+    """From the run's first send, in seconds."""
+    steps: int
+    tokens_per_step: float | None
+
+
+class RunAcceptance(TypedDict):
+    """One run of a speculative side over time."""
+
+    folder: str
+    intervals: list[AcceptanceInterval]
+    collapse: str | None
+    """E.g. ``acceptance collapsed at 2.1-2.6 s: 3.31 -> 1.00 tokens a verify step``:
+    paying at the start, back to about one token a step later; None: no collapse seen
+    (or too few steps to judge)."""
+
+
+class SideAcceptance(TypedDict):
+    """A candidate's speculative acceptance at one load: by position and over time."""
+
+    load: float
+    draft_max: int | None
+    per_position: list[float]
+    """P(the draft token at position k is accepted), k = 1, 2, ...; empty: not measured."""
+    position_source: str
+    """The server's counters, or derived as P(step >= k + 1) from the stream."""
+    tokens_per_step: float | None
+    """Mean tokens a verify step, over the side's runs (the prefill's token left out)."""
+    runs: list[RunAcceptance]
+    collapsed: bool
+
+
 class Decision(TypedDict):
     """The whole ``decision.json``."""
 
@@ -196,4 +235,6 @@ class Decision(TypedDict):
     rows: list[DecisionRow]
     interrupted: bool
     draft: NotRequired[DraftSweep]
+    acceptance: NotRequired[list[SideAcceptance]]
+    """Per load and candidate, its acceptance by position and over time."""
     gate: NotRequired[DecisionGate]

@@ -47,6 +47,7 @@ from loadtest.model.comparison import (
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import Summary
 from loadtest.report.acceptance import AcceptanceCounts, acceptance_lines, count_row, pooled
+from loadtest.report.acceptance_time import StepRecords
 from loadtest.report.compare_checks import CacheUse, SideCounts, findings, load_shape
 from loadtest.report.compare_figures import (
     SIDE_FIELDS,
@@ -101,6 +102,8 @@ class RunData:
     """``samples`` split by prompt category (the decision of ``ab --sweep``)."""
     ok_by_category: dict[str, int] = field(default_factory=dict)
     """Measured ok requests per prompt category."""
+    steps: StepRecords = field(default_factory=StepRecords)
+    """The verify steps of the measured ok requests (acceptance by position, over time)."""
 
 
 def load_summary(run_dir: str | Path) -> Summary:
@@ -157,6 +160,7 @@ def load_run(run_dir: str | Path) -> RunData:
     sent = drained = cached = computed = 0
     acceptance: dict[str, AcceptanceCounts] = {}
     per_cat: dict[str, dict[str, list[float]]] = {}
+    steps = StepRecords()
     for row in _rows(folder / "requests.jsonl"):
         if row.get("warmup"):
             continue
@@ -165,6 +169,7 @@ def load_run(run_dir: str | Path) -> RunData:
             drained += 1
         if row.get("outcome") != "ok":
             continue
+        steps.add(row)
         timings = row.get("server_timings")
         if isinstance(timings, dict):
             n, p = timings.get("cache_n"), timings.get("prompt_n")
@@ -201,6 +206,7 @@ def load_run(run_dir: str | Path) -> RunData:
         _deployment(folder),
         {c: {m: np.asarray(v) for m, v in vs.items()} for c, vs in per_cat.items()},
         {c: len(vs["e2e_ms"]) for c, vs in per_cat.items()},
+        steps,
     )
 
 

@@ -50,6 +50,30 @@ def _row(label: str, cells: list[str]) -> str:
     return (f"{short:<{LABEL}}" + "".join(f"{c:<{CELL}}" for c in cells)).rstrip()
 
 
+def acceptance_lines(d: Decision) -> list[str]:
+    """Per load and candidate: acceptance by position, tokens a step over the run's
+    intervals, and any collapse (in capitals: it is the finding)."""
+    out: list[str] = []
+    for a in d.get("acceptance") or []:
+        if a["tokens_per_step"] is None and not a["per_position"]:
+            continue
+        if not out:
+            out += ["", "acceptance of the candidate (by draft position; tokens a verify step):"]
+        k = "" if a["draft_max"] is None else f" K={a['draft_max']}"
+        per = " ".join(f"{p:.2f}" for p in a["per_position"][:8]) or "not measured"
+        tps = "-" if a["tokens_per_step"] is None else f"{a['tokens_per_step']:.2f}"
+        out.append(f"  {d['kind'][0]}={a['load']:g}{k}: by position {per}; {tps} a step")
+        out.append(f"    (position from {a['position_source']})")
+        for i, run in enumerate(a["runs"], 1):
+            over = " ".join(
+                "." if v["tokens_per_step"] is None else f"{v['tokens_per_step']:.1f}"
+                for v in run["intervals"]
+            )
+            said = f"COLLAPSE: {run['collapse']}" if run["collapse"] else "no collapse"
+            out.append(f"    run {i} over time: {over}  {said}")
+    return out
+
+
 def row_label(row: DecisionRow) -> str:
     """``code``, or ``code K=4`` for a draft length of a ``--draft-max`` sweep."""
     k = row.get("draft_max")
@@ -109,6 +133,7 @@ def render_decision(d: Decision) -> str:
             lines.append(f"  {kind} {pick['load']:g}, {pick['category']}: {pick['text']}")
         if not draft["picks"]:
             lines.append("  not exercised (no step with two Ks measured)")
+    lines += acceptance_lines(d)
     gate = d.get("gate")
     if gate is not None:
         where = (

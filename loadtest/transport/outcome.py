@@ -18,7 +18,7 @@ from loadtest.datasets import Prompt
 from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
-from loadtest.protocol.openai import ServerError, StreamReader
+from loadtest.protocol.openai import STEP_GAP_NS, ServerError, StreamReader
 from loadtest.protocol.validate import ToolValidator
 from loadtest.transport.auth import redact
 
@@ -54,6 +54,7 @@ class _StreamFields(TypedDict):
     token_chunk_ns: tuple[int, ...]
     chunks: int
     token_steps: int
+    step_tokens: tuple[int, ...]
     prompt_tokens: int | None
     finish_reason: str | None
     response_id: str | None
@@ -112,6 +113,31 @@ def retry_after_s(value: str | None) -> float | None:
     return seconds if seconds >= 0 else None
 
 
+STEP_TALLY = 16
+"""Sizes of verify steps told apart; the last slot counts the steps of 16 or more."""
+
+
+def step_tally(chunk_ns: Sequence[int], gap_ns: int = STEP_GAP_NS) -> tuple[int, ...]:
+    """Verify steps by the token chunks they carried: slot ``i`` counts steps of
+    ``i + 1`` chunks. The first step is the prefill's token, not a verify: left out.
+    (One chunk a token, as llama.cpp streams; an engine that packs a step into one
+    chunk shows every step as one token here.)"""
+    tally = [0] * STEP_TALLY
+    size = 0
+    for i in range(1, len(chunk_ns)):
+        if chunk_ns[i] - chunk_ns[i - 1] > gap_ns:
+            if size:
+                tally[min(size, STEP_TALLY) - 1] += 1
+            size = 1
+        elif size:
+            size += 1
+    if size:
+        tally[min(size, STEP_TALLY) - 1] += 1
+    while tally and not tally[-1]:
+        tally.pop()
+    return tuple(tally)
+
+
 def _stream_fields(reader: StreamReader, first_byte: int | None) -> _StreamFields:
     chunk_ns: Sequence[int] = reader.token_chunk_ns
     usage = reader.usage or {}
@@ -124,6 +150,7 @@ def _stream_fields(reader: StreamReader, first_byte: int | None) -> _StreamField
         "token_chunk_ns": tuple(chunk_ns),
         "chunks": reader.chunks,
         "token_steps": reader.steps,
+        "step_tokens": step_tally(chunk_ns) if reader.steps else (),
         "prompt_tokens": prompt_tokens if isinstance(prompt_tokens, int) else None,
         "finish_reason": reader.finish_reason,
         "response_id": reader.response_id,
