@@ -20,12 +20,13 @@ from pathlib import Path
 import orjson
 
 from loadtest.app.ab import letter, run_ab_many
+from loadtest.app.ab_costs import memory_budget, side_memory
 from loadtest.app.ab_sides import RunFn, Side
 from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.comparison import Comparison
-from loadtest.model.decision import Decision, DecisionGate, SideAcceptance
+from loadtest.model.decision import Decision, DecisionGate, SideAcceptance, SideMemory
 from loadtest.report.acceptance_time import StepRecords, side_acceptance
 from loadtest.report.atomic import write_atomic
 from loadtest.report.compare import RunData, load_runs
@@ -114,14 +115,17 @@ def run_ab_sweep(
     *,
     min_effect: float = MIN_EFFECT,
     say: Callable[[str], None] = print,
+    memory: tuple[str, float] | None = None,
 ) -> tuple[Decision, list[tuple[float, Comparison]], Path, bool]:
     """Every step's ``ab``, then the decision; returns (decision, comparisons, folder,
-    stopped). A step stopped by Ctrl-C ends the sweep; what was done is still decided."""
+    stopped). A step stopped by Ctrl-C ends the sweep; what was done is still decided.
+    ``memory``: ``--memory-budget`` as given and in MiB, judged on every side's runs."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
     folder = Path(base.out) / f"{stamp}-ab-sweep-{name}"
     steps: list[Step] = []
     compared: list[tuple[float, Comparison]] = []
     accepted: list[SideAcceptance] = []
+    fitted: list[SideMemory] = []
     stopped = False
     for i, load in enumerate(plan.steps):
         say(f"step {i + 1}/{len(plan.steps)}: {plan.kind} {load:g}")
@@ -142,6 +146,11 @@ def run_ab_sweep(
             if why:
                 blocked.append(why if len(done) == 1 else f"{letter(side)}: {why}")
         loaded = {side: _side_runs(step_folder / side) for side in done}
+        base_runs = _side_runs(step_folder / "baseline")
+        for side, runs in (("baseline", base_runs), *loaded.items()):
+            if memory is not None:
+                deployed = [r.deployment for r in runs]
+                fitted.append(side_memory(load, side, sides[side].given, deployed, memory[1]))
         candidates = {side: [run_samples(r) for r in runs] for side, runs in loaded.items()}
         for side, runs in loaded.items():
             accepted.append(side_acceptance(load, sides[side].draft_max, [_steps(r) for r in runs]))
@@ -149,7 +158,7 @@ def run_ab_sweep(
         steps.append(
             Step(
                 load,
-                [run_samples(r) for r in _side_runs(step_folder / "baseline")],
+                [run_samples(r) for r in base_runs],
                 candidates.get("candidate", []),
                 str(step_folder),
                 "; ".join(blocked) or None,
@@ -167,6 +176,8 @@ def run_ab_sweep(
         draft_setting=draft_setting(sides),
     )
     decision["acceptance"] = accepted
+    if memory is not None:
+        decision["memory"] = memory_budget(memory[0], memory[1], fitted)
     write_decision(folder, decision)
     return decision, compared, folder, stopped
 

@@ -27,8 +27,10 @@ __all__ = [
     "DraftPair",
     "DraftPick",
     "DraftSweep",
+    "MemoryBudget",
     "RunAcceptance",
     "SideAcceptance",
+    "SideMemory",
     "StepCall",
 ]
 
@@ -213,6 +215,34 @@ class SideAcceptance(TypedDict):
     collapsed: bool
 
 
+class SideMemory(TypedDict):
+    """One side at one load against ``--memory-budget``."""
+
+    load: float
+    side: str
+    """``baseline``, ``candidate`` or ``candidate-k4``."""
+    deployment: str | None
+    peak_mib: float | None
+    """The peak resident memory over the step's runs of the side (None: not sampled)."""
+    steady_mib: float | None
+    fits: bool | None
+    """None: cannot tell (a URL's server, or the simulator, is not sampled)."""
+    headroom_mib: float | None
+    """Budget - peak (negative: over)."""
+    note: str
+
+
+class MemoryBudget(TypedDict):
+    """``--memory-budget 2GiB``: does each deployment fit, and with what headroom."""
+
+    budget: str
+    budget_mib: float
+    fits: bool | None
+    """True when every side at every step fits, False when one does not, None when some
+    side cannot be told."""
+    sides: list[SideMemory]
+
+
 class Decision(TypedDict):
     """The whole ``decision.json``."""
 
@@ -237,4 +267,7 @@ class Decision(TypedDict):
     draft: NotRequired[DraftSweep]
     acceptance: NotRequired[list[SideAcceptance]]
     """Per load and candidate, its acceptance by position and over time."""
+    memory: NotRequired[MemoryBudget]
+    budget: NotRequired[str]
+    """``--budget``: what it did to the repeats, in words."""
     gate: NotRequired[DecisionGate]

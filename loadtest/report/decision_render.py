@@ -74,6 +74,22 @@ def acceptance_lines(d: Decision) -> list[str]:
     return out
 
 
+def memory_lines(d: Decision) -> list[str]:
+    """``--memory-budget``: the verdict, then each side at each load."""
+    m = d.get("memory")
+    if m is None:
+        return []
+    head = {
+        True: "every deployment fits",
+        False: "a deployment does NOT fit",
+        None: "cannot tell for every side (only the deployments ab starts are sampled)",
+    }[m["fits"]]
+    out = ["", f"memory budget {m['budget']} ({m['budget_mib']:.0f} MiB): {head}"]
+    for s in m["sides"]:
+        out.append(f"  {d['kind'][0]}={s['load']:g} {s['deployment'] or s['side']}: {s['note']}")
+    return out
+
+
 def row_label(row: DecisionRow) -> str:
     """``code``, or ``code K=4`` for a draft length of a ``--draft-max`` sweep."""
     k = row.get("draft_max")
@@ -134,6 +150,9 @@ def render_decision(d: Decision) -> str:
         if not draft["picks"]:
             lines.append("  not exercised (no step with two Ks measured)")
     lines += acceptance_lines(d)
+    lines += memory_lines(d)
+    if d.get("budget"):
+        lines.append(str(d.get("budget")))
     gate = d.get("gate")
     if gate is not None:
         where = (
