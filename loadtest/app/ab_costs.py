@@ -13,7 +13,8 @@ intervals. The time a run takes is known only for a duration-bound scenario.
 
 **Requests per cell**: the median's relative standard error from ``n`` requests of
 log-spread ``s`` is about 1.2533 s / sqrt(n) (the median of a near-normal sample), and
-whole runs shift by ``RUN_SPREAD``; a difference ``d`` is called 19 times in 20 when
+whole runs shift by ``RUN_SPREAD`` beyond that; with R runs a side
+SE^2 = (RUN_SPREAD^2 + (1.2533 s)^2 / n) / R, and a difference ``d`` is called 19 times in 20 when
 (z(1 - alpha / 2 / family) + z(0.95)) * sqrt(2) * SE <= d. The spreads are those
 ``benchmarks/bench_power.py`` measured on the simulator (docs/capacity-and-ab.md):
 an endpoint's own may be larger, and an ab of it measures them.
@@ -43,14 +44,16 @@ __all__ = [
     "trim_repeats",
 ]
 
-RUN_SPREAD = 0.035
-"""Standard deviation of a whole run's median e2e between runs of one configuration,
-relative (bench_power on the simulator, 2 cores, 2026-12-01)."""
+RUN_SPREAD = 0.01
+"""How much a whole run's median e2e moves between runs of one configuration beyond the
+sampling noise of its requests, relative (bench_power on the simulator, 2 cores,
+2026-12-01)."""
 REQUEST_SPREAD = 0.17
 """Log standard deviation of one request's e2e within a run, likewise."""
 SPREAD_SOURCE = (
     "the simulator's spreads as benchmarks/bench_power.py measured them (run-to-run sd "
-    f"of a run's median {RUN_SPREAD:.1%}, per request {REQUEST_SPREAD:.0%}): an endpoint's "
+    f"of a run's median beyond its requests' {RUN_SPREAD:.1%}, per request "
+    f"{REQUEST_SPREAD:.0%}): an endpoint's "
     "own are usually larger"
 )
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 1024, "m": 1e6, "mb": 1e6}
