@@ -24,16 +24,21 @@ require_llama_extra()
 pytestmark = pytest.mark.timeout(400)
 
 
-def test_a_sweep_of_managed_deployments_writes_the_decision(tmp_path: Path) -> None:
+def _scenario(tmp_path: Path, requests: int, extra: str = "") -> Path:
     scenario = tmp_path / "tiny.toml"
     prompts = str([*REPETITIVE, "Name three colours of the rainbow, in order:"])
     scenario.write_text(
         'name = "tiny"\nstream = true\nmax_tokens = 24\nseed = 1\n'
         '[[sources]]\nkind = "inline"\ncategory = "repetitive"\n'
         f"prompts = {prompts}\n".replace("'", '"')
-        + '[load]\nmode = "closed"\nconcurrency = 1\nrequests = 10\nwarmup_s = 0\n'
-        + "[slo]\ne2e_ms.p99 = 60000\n"
+        + f'[load]\nmode = "closed"\nconcurrency = 1\nrequests = {requests}\nwarmup_s = 0\n'
+        + extra
     )
+    return scenario
+
+
+def test_a_sweep_of_managed_deployments_writes_the_decision(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, 10, "[slo]\ne2e_ms.p99 = 60000\n")
     out = tmp_path / "ab"
     argv = ["ab", str(scenario), "--baseline", "llama:none", "--candidate", "llama:ngram"]
     # One start a side per step, 10 requests each (a metric is tested on >= 10 values a
@@ -83,18 +88,6 @@ def test_a_sweep_of_managed_deployments_writes_the_decision(tmp_path: Path) -> N
     assert "acceptance of the candidate (by draft position" in done.stdout
 
 
-def _scenario(tmp_path: Path, requests: int) -> Path:
-    scenario = tmp_path / "tiny.toml"
-    prompts = str([*REPETITIVE, "Name three colours of the rainbow, in order:"])
-    scenario.write_text(
-        'name = "tiny"\nstream = true\nmax_tokens = 24\nseed = 1\n'
-        '[[sources]]\nkind = "inline"\ncategory = "repetitive"\n'
-        f"prompts = {prompts}\n".replace("'", '"')
-        + f'[load]\nmode = "closed"\nconcurrency = 1\nrequests = {requests}\nwarmup_s = 0\n'
-    )
-    return scenario
-
-
 def test_a_draft_length_sweep_judges_each_k_and_compares_them(tmp_path: Path) -> None:
     out = tmp_path / "ab"
     argv = ["ab", str(_scenario(tmp_path, 10)), "--baseline", "llama:none"]
@@ -102,7 +95,7 @@ def test_a_draft_length_sweep_judges_each_k_and_compares_them(tmp_path: Path) ->
     argv += ["--candidate", "llama:ngram", "--draft-max", "1,4", "--sweep", "concurrency=1"]
     argv += ["--repeat", "1", "--memory-budget", "2GiB", "--out", str(out)]
     done = subprocess.run(
-        [sys.executable, "-m", "loadtest", *argv], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "loadtest", *argv], capture_output=True, text=True, timeout=360
     )
     assert done.returncode in (0, 1), done.stderr[-2000:]
     (folder,) = out.iterdir()

@@ -90,12 +90,13 @@ def _pool(tallies: Sequence[tuple[int, ...]]) -> list[int]:
 
 
 def derived_positions(tallies: Sequence[tuple[int, ...]], positions: int | None) -> list[float]:
-    """P(step >= k + 1) for k = 1 .. ``positions`` (default: the longest step seen - 1)."""
+    """P(step >= k + 1) for k = 1 .. ``positions`` (default: the longest step seen - 1,
+    at least 1: a draft that never got a token accepted shows 0.0 at position 1)."""
     pooled = _pool(tallies)
     steps = sum(pooled)
     if not steps:
         return []
-    n = positions if positions is not None else len(pooled) - 1
+    n = positions if positions is not None else max(len(pooled) - 1, 1)
     return [round(sum(pooled[k:]) / steps, 4) for k in range(1, n + 1)]
 
 
