@@ -77,6 +77,11 @@ def test_a_collapse_mid_run_is_flagged_in_the_decision(
     late = [i["tokens_per_step"] for i in cand["runs"][0]["intervals"][-3:]]
     assert all(v is not None and v < 1.1 for v in late), late
     assert "COLLAPSE: acceptance" in printed and "collapsed at" in printed
+    # And at the top of the folder's HTML report, under the decision.
+    (folder,) = out.iterdir()
+    assert main(["report", str(folder)]) == 0
+    page = (folder / "report.html").read_text()
+    assert "Acceptance and memory of the candidate" in page and "COLLAPSE" in page
     # Positions: the server's counters (the simulator counts them as vLLM does).
     assert cand["position_source"].startswith("server") and len(cand["per_position"]) == K
 

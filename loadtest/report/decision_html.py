@@ -14,7 +14,13 @@ from typing import Any, Protocol
 
 from loadtest.model.decision import Decision
 from loadtest.report.decision import METRIC_LABELS
-from loadtest.report.decision_render import SAID, cell_text, row_label
+from loadtest.report.decision_render import (
+    SAID,
+    acceptance_lines,
+    cell_text,
+    memory_lines,
+    row_label,
+)
 from loadtest.report.plots import decision_figure
 
 __all__ = ["decision_section"]
@@ -85,6 +91,11 @@ def decision_section(page: Page, d: Decision) -> None:
             "on the time to a correct action against each other K, in the same Holm "
             f"family.</p><ul>{picks or '<li>not exercised</li>'}</ul>"
         )
+    said_costs = [line for line in (*acceptance_lines(d), *memory_lines(d)) if line]
+    if said_costs:
+        # The terminal's lines as they are: one wording of acceptance and memory.
+        text = html.escape("\n".join(said_costs))
+        page.add(f"<h2>Acceptance and memory of the candidate</h2><pre>{text}</pre>")
     gate = d.get("gate")
     if gate is not None:
         said = "failed: " + "; ".join(gate["reasons"]) if gate["failed"] else "passed"
