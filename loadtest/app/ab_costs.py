@@ -44,12 +44,13 @@ __all__ = [
     "trim_repeats",
 ]
 
-RUN_SPREAD = 0.01
+RUN_SPREAD = 0.056
 """How much a whole run's median e2e moves between runs of one configuration beyond the
-sampling noise of its requests, relative (bench_power on the simulator, 2 cores,
-2026-12-01)."""
-REQUEST_SPREAD = 0.17
-"""Log standard deviation of one request's e2e within a run, likewise."""
+sampling noise of its requests, relative (bench_power on the simulator, 6 runs of 40
+requests, the shared 2-core machine at a load average of ~6, 2026-12-01)."""
+REQUEST_SPREAD = 0.28
+"""Log standard deviation of one request's e2e within a run, likewise (answers of 8 to
+16 tokens)."""
 SPREAD_SOURCE = (
     "the simulator's spreads as benchmarks/bench_power.py measured them (run-to-run sd "
     f"of a run's median beyond its requests' {RUN_SPREAD:.1%}, per request "
@@ -163,7 +164,8 @@ def requests_per_cell(
     if room <= 0:
         return None, (
             f"no request count sees {difference:.0%} with {repeat} repeat(s): the "
-            f"run-to-run spread alone ({run_spread:.1%}) is too large; add repeats"
+            f"run-to-run spread alone ({run_spread:.1%}) is too large; add repeats; "
+            f"from {SPREAD_SOURCE}"
         )
     n = math.ceil((1.2533 * request_spread) ** 2 / (repeat * room))
     return n, f"from {SPREAD_SOURCE}"

@@ -90,12 +90,15 @@ def memory_lines(d: Decision) -> list[str]:
     return out
 
 
-def row_label(row: DecisionRow) -> str:
-    """``code``, or ``code K=4`` for a draft length of a ``--draft-max`` sweep."""
+def row_label(row: DecisionRow, width: int | None = None) -> str:
+    """``code``, or ``code K=4`` for a draft length of a ``--draft-max`` sweep; cut to
+    ``width`` in the category, so that the K stays in sight."""
     k = row.get("draft_max")
     if k is None:
         return row["category"]
-    return f"{'mix' if row['category'] == 'whole mix' else row['category']} K={k}"
+    name, suffix = ("mix" if row["category"] == "whole mix" else row["category"]), f" K={k}"
+    room = len(name) if width is None else width - len(suffix)
+    return (name if len(name) <= room else name[: max(room - 1, 1)] + "~") + suffix
 
 
 def render_decision(d: Decision) -> str:
@@ -118,7 +121,8 @@ def render_decision(d: Decision) -> str:
         "-" * min(WIDTH, LABEL + CELL * len(head)),
     ]
     for row in d["rows"]:
-        lines.append(_row(row_label(row), [SAID[c["verdict"]] for c in row["steps"]]))
+        label = row_label(row, LABEL - 1)
+        lines.append(_row(label, [SAID[c["verdict"]] for c in row["steps"]]))
         for j, metric in enumerate(row["deciding"]):
             label = "  " + METRIC_LABELS[metric]
             lines.append(_row(label, [cell_text(c["cells"][j]) for c in row["steps"]]))
@@ -148,7 +152,7 @@ def render_decision(d: Decision) -> str:
         for pick in draft["picks"]:
             lines.append(f"  {kind} {pick['load']:g}, {pick['category']}: {pick['text']}")
         if not draft["picks"]:
-            lines.append("  not exercised (no step with two Ks measured)")
+            lines.append("  not exercised (no step where two Ks could be compared)")
     lines += acceptance_lines(d)
     lines += memory_lines(d)
     if d.get("budget"):
