@@ -47,7 +47,7 @@ from loadtest.model.comparison import (
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import Summary
 from loadtest.report.acceptance import AcceptanceCounts, acceptance_lines, count_row, pooled
-from loadtest.report.acceptance_time import StepRecords
+from loadtest.report.acceptance_time import StepRecords, side_acceptance
 from loadtest.report.compare_checks import CacheUse, SideCounts, findings, load_shape
 from loadtest.report.compare_figures import (
     SIDE_FIELDS,
@@ -221,6 +221,11 @@ def _side(runs: Sequence[RunData]) -> SideJson:
         [r.deployment for r in runs], [r.summary["throughput"]["output_tokens"] for r in runs]
     )
     side["acceptance"] = acceptance_lines(pooled(r.acceptance for r in runs))
+    if any(r.steps.steps for r in runs):
+        server = [r.summary.get("server") for r in runs]
+        positions = [s.get("accepted_per_position") if s else None for s in server]
+        steps = [(str(r.path), r.steps, p) for r, p in zip(runs, positions, strict=True)]
+        side["acceptance_time"] = side_acceptance(0.0, None, steps)
     return side
 
 
