@@ -8,6 +8,7 @@ the results.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from typing import TypedDict
@@ -121,15 +122,21 @@ def step_tally(chunk_ns: Sequence[int], gap_ns: int = STEP_GAP_NS) -> tuple[int,
     """Verify steps by the token chunks they carried: slot ``i`` counts steps of
     ``i + 1`` chunks. The first step is the prefill's token, not a verify: left out.
     (One chunk a token, as llama.cpp streams; an engine that packs a step into one
-    chunk shows every step as one token here.)"""
+    chunk shows every step as one token here.)
+
+    A pause inside one step's burst longer than ``gap_ns`` (a busy client) would split
+    it and hide accepted tokens, so a gap ends a step only past a quarter of the
+    median gap between steps as well: bursts are sub-millisecond, steps milliseconds."""
+    gaps = [b - a for a, b in itertools.pairwise(chunk_ns[1:])]
+    between = sorted(g for g in gaps if g > gap_ns)
+    cut = max(gap_ns, between[len(between) // 2] // 4) if between else gap_ns
     tally = [0] * STEP_TALLY
-    size = 0
-    for i in range(1, len(chunk_ns)):
-        if chunk_ns[i] - chunk_ns[i - 1] > gap_ns:
-            if size:
-                tally[min(size, STEP_TALLY) - 1] += 1
+    size = 1 if len(chunk_ns) > 1 else 0
+    for g in gaps:
+        if g > cut:
+            tally[min(size, STEP_TALLY) - 1] += 1
             size = 1
-        elif size:
+        else:
             size += 1
     if size:
         tally[min(size, STEP_TALLY) - 1] += 1
