@@ -24,16 +24,21 @@ require_llama_extra()
 pytestmark = pytest.mark.timeout(400)
 
 
-def test_a_sweep_of_managed_deployments_writes_the_decision(tmp_path: Path) -> None:
+def _scenario(tmp_path: Path, requests: int, extra: str = "") -> Path:
     scenario = tmp_path / "tiny.toml"
     prompts = str([*REPETITIVE, "Name three colours of the rainbow, in order:"])
     scenario.write_text(
         'name = "tiny"\nstream = true\nmax_tokens = 24\nseed = 1\n'
         '[[sources]]\nkind = "inline"\ncategory = "repetitive"\n'
         f"prompts = {prompts}\n".replace("'", '"')
-        + '[load]\nmode = "closed"\nconcurrency = 1\nrequests = 10\nwarmup_s = 0\n'
-        + "[slo]\ne2e_ms.p99 = 60000\n"
+        + f'[load]\nmode = "closed"\nconcurrency = 1\nrequests = {requests}\nwarmup_s = 0\n'
+        + extra
     )
+    return scenario
+
+
+def test_a_sweep_of_managed_deployments_writes_the_decision(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, 10, "[slo]\ne2e_ms.p99 = 60000\n")
     out = tmp_path / "ab"
     argv = ["ab", str(scenario), "--baseline", "llama:none", "--candidate", "llama:ngram"]
     # One start a side per step, 10 requests each (a metric is tested on >= 10 values a
@@ -71,3 +76,51 @@ def test_a_sweep_of_managed_deployments_writes_the_decision(tmp_path: Path) -> N
     for step in d["steps"]:
         cost = orjson.loads((Path(step["folder"]) / "comparison.json").read_bytes())
         assert cost["b"]["deployment_cost"]["deployment"] == "llama:ngram"
+    # Acceptance by position: llama.cpp counts no positions, so it is derived from the
+    # stream (one chunk a token), P(step >= k + 1), one figure per drafted position.
+    acc = d.get("acceptance")
+    assert acc is not None and [a["load"] for a in acc] == [1, 2]
+    for a in acc:
+        assert a["position_source"].startswith("derived"), a["position_source"]
+        assert a["per_position"] and all(0 <= p <= 1 for p in a["per_position"])
+        assert a["per_position"] == sorted(a["per_position"], reverse=True)
+        assert a["tokens_per_step"] is not None and a["tokens_per_step"] >= 1
+    assert "acceptance of the candidate (by draft position" in done.stdout
+
+
+def test_a_draft_length_sweep_judges_each_k_and_compares_them(tmp_path: Path) -> None:
+    out = tmp_path / "ab"
+    argv = ["ab", str(_scenario(tmp_path, 10)), "--baseline", "llama:none"]
+    # Three llama.cpp starts: the baseline, n-gram at K=1 and at K=4, 10 requests each.
+    argv += ["--candidate", "llama:ngram", "--draft-max", "1,4", "--sweep", "concurrency=1"]
+    argv += ["--repeat", "1", "--memory-budget", "2GiB", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "loadtest", *argv], capture_output=True, text=True, timeout=360
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    (folder,) = out.iterdir()
+    Draft202012Validator(orjson.loads(decision_schema_bytes())).validate(
+        orjson.loads((folder / "decision.json").read_bytes())
+    )
+    d = load_decision(folder)
+    assert [(r["category"], r.get("draft_max")) for r in d["rows"]] == [
+        ("repetitive", 1),
+        ("whole mix", 1),
+        ("repetitive", 4),
+        ("whole mix", 4),
+    ]
+    draft = d.get("draft")
+    assert draft is not None and draft["values"] == [1, 4]
+    assert draft["setting"].startswith("llama.cpp speculative.draft.n_max")
+    (pick,) = draft["picks"]
+    # One run a side: a best K only where called past the one-run bar, else both tied.
+    assert pick["tied"] == [pick["best"]] if pick["best"] is not None else pick["tied"] == [1, 4]
+    acc = d.get("acceptance")
+    assert acc is not None and [a["draft_max"] for a in acc] == [1, 4]
+    # n_max bounds what a step can carry: K=1 has one position, K=4 up to four.
+    assert len(acc[0]["per_position"]) == 1 and len(acc[1]["per_position"]) == 4
+    memory = d.get("memory")
+    assert memory is not None and memory["budget_mib"] == 2048
+    for side in memory["sides"]:
+        assert side["fits"] is True and side["peak_mib"] is not None, side
+    assert "draft length, K = llama.cpp" in done.stdout

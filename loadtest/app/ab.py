@@ -35,10 +35,30 @@ from loadtest.model.summary import Summary
 from loadtest.report.compare import RunData, compare_runs, load_run
 from loadtest.report.evidence import run_evidence
 
-__all__ = ["AbStopped", "ab_order", "run_ab", "side_line"]
+__all__ = [
+    "AbStopped",
+    "ab_order",
+    "comparison_name",
+    "letter",
+    "run_ab",
+    "run_ab_many",
+    "side_line",
+]
 
 LETTERS = {"baseline": "A", "candidate": "B"}
 """How the comparison names the sides, and each run's line and progress lines too."""
+
+
+def letter(side: str) -> str:
+    """``A``, ``B``, or ``B[K=4]`` for ``candidate-k4`` (a draft length of a sweep)."""
+    if side.startswith("candidate-k"):
+        return f"B[K={side.removeprefix('candidate-k')}]"
+    return LETTERS[side]
+
+
+def comparison_name(side: str) -> str:
+    """``comparison.json`` for the one candidate, ``comparison-candidate-k4.json`` else."""
+    return "comparison.json" if side == "candidate" else f"comparison-{side}.json"
 
 
 @final
@@ -50,12 +70,11 @@ class AbStopped(TypedDict):
     prompt_cache: str
 
 
-def ab_order(repeat: int) -> list[str]:
-    """``baseline``/``candidate`` in ABBA order over ``repeat`` pairs."""
+def ab_order(repeat: int, names: tuple[str, ...] = ("baseline", "candidate")) -> list[str]:
+    """The sides in ABBA order over ``repeat`` rounds (A B C, C B A, ... with more)."""
     order: list[str] = []
     for i in range(repeat):
-        pair = ["baseline", "candidate"]
-        order += pair if i % 2 == 0 else pair[::-1]
+        order += names if i % 2 == 0 else names[::-1]
     return order
 
 
@@ -73,21 +92,43 @@ def run_ab(
     """Run both sides ``repeat`` times, interleaved; returns (comparison, folder, stopped).
 
     ``sides`` maps ``baseline`` and ``candidate`` to a URL, the simulator or a managed
-    llama.cpp deployment (``ab_sides``). ``comparison.json`` is written into the folder,
-    with the runs done so far when a run was stopped. Each run is labelled ``A 1/2``
-    (side, run of the side) on its progress lines, and ``say`` gets one line for it
-    when it ends (``side_line``): the runs' own tables are in their folders. ``folder``
-    (default ``OUT/<time>-ab-<name>``) and ``base.label`` (before ``A 1/2``) are how a
-    sweep's steps are kept apart.
+    deployment (``ab_sides``). ``comparison.json`` is written into the folder, with the
+    runs done so far when a run was stopped. Each run is labelled ``A 1/2`` (side, run
+    of the side) on its progress lines, and ``say`` gets one line for it when it ends
+    (``side_line``): the runs' own tables are in their folders. ``folder`` (default
+    ``OUT/<time>-ab-<name>``) and ``base.label`` (before ``A 1/2``) are how a sweep's
+    steps are kept apart.
     """
+    done, folder, stopped = run_ab_many(
+        base, sides, repeat, name, run, min_effect=min_effect, say=say, folder=folder
+    )
+    return done["candidate"], folder, stopped
+
+
+def run_ab_many(
+    base: RunOptions,
+    sides: dict[str, Side],
+    repeat: int,
+    name: str,
+    run: RunFn,
+    *,
+    min_effect: float = MIN_EFFECT,
+    say: Callable[[str], None] = print,
+    folder: Path | None = None,
+) -> tuple[dict[str, Comparison | AbStopped], Path, bool]:
+    """``run_ab`` with one baseline and any number of candidates (``candidate-k1``, ...:
+    a draft-length sweep), all interleaved; one comparison against the baseline per
+    candidate, each written to ``comparison_name(candidate)``. The baseline's runs are
+    shared: every candidate is judged against the same baseline, run among them."""
     if folder is None:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
         folder = Path(base.out) / f"{stamp}-ab-{name}"
-    runs: dict[str, list[RunData]] = {"baseline": [], "candidate": []}
+    names = ("baseline", *(s for s in sides if s != "baseline"))
+    runs: dict[str, list[RunData]] = {s: [] for s in names}
     stopped = False
-    for side in ab_order(repeat):
+    for side in ab_order(repeat, names):
         label = (
-            f"{base.label} " * bool(base.label) + f"{LETTERS[side]} {len(runs[side]) + 1}/{repeat}"
+            f"{base.label} " * bool(base.label) + f"{letter(side)} {len(runs[side]) + 1}/{repeat}"
         )
         # Named here, not by the second it starts (the run id): two short runs of a
         # side back to back started in one second and the second overwrote the first.
@@ -103,21 +144,26 @@ def run_ab(
         if interrupted:
             stopped = True
             break
-    result: Comparison | AbStopped = {
-        "repeat": repeat,
-        "interrupted": stopped,
-        "prompt_cache": prompt_cache_policy(base),
-    }
-    if runs["baseline"] and runs["candidate"]:
-        c = compare_runs(runs["baseline"], runs["candidate"], min_effect=min_effect)
-        c["repeat"], c["interrupted"], c["prompt_cache"] = (
-            repeat,
-            stopped,
-            prompt_cache_policy(base),
-        )
-        result = c
-    write_atomic(folder / "comparison.json", orjson.dumps(result, option=orjson.OPT_INDENT_2))
-    return result, folder, stopped
+    done: dict[str, Comparison | AbStopped] = {}
+    for side in names[1:]:
+        result: Comparison | AbStopped = {
+            "repeat": repeat,
+            "interrupted": stopped,
+            "prompt_cache": prompt_cache_policy(base),
+        }
+        if runs["baseline"] and runs[side]:
+            c = compare_runs(runs["baseline"], runs[side], min_effect=min_effect)
+            c["repeat"], c["interrupted"], c["prompt_cache"] = (
+                repeat,
+                stopped,
+                prompt_cache_policy(base),
+            )
+            result = c
+        folder.mkdir(parents=True, exist_ok=True)
+        data_bytes = orjson.dumps(result, option=orjson.OPT_INDENT_2)
+        write_atomic(folder / comparison_name(side), data_bytes)
+        done[side] = result
+    return done, folder, stopped
 
 
 def side_line(label: str, side: str, summary: Summary, run_dir: Path) -> str:

@@ -9,6 +9,15 @@ token), its resident memory sampled through the run (steady = median, and the pe
 the machine's energy over the run where counters are readable. The server is stopped after
 each run, so every run starts alike (a cold engine, an empty prompt cache) whichever side
 ran before it.
+
+``sim:none`` and ``sim:spec`` are the built-in simulator as the scenario's ``[sim]``
+table sets it up, without or with speculation (``[sim] speculative``), started by each
+run as the simulator always is: two sides of one simulated machine, so that a designed
+load model can be swept (its memory is not measured: "cannot tell" for a budget).
+
+``--draft-max 1,2,4`` (``draft_sides``) turns a speculative managed candidate into one
+candidate per draft length, ``candidate-k1``, ``candidate-k2``, ...: llama.cpp's
+``speculative.draft.n_max``, or the simulator's ``spec_k``.
 """
 
 from __future__ import annotations
@@ -45,9 +54,12 @@ from loadtest.model.summary import Summary
 
 __all__ = [
     "MANAGED_PREFIX",
+    "SIM_PREFIX",
     "VLLM_PREFIX",
     "RunFn",
     "Side",
+    "draft_sides",
+    "parse_draft_values",
     "parse_side",
     "run_side",
     "stop_process",
@@ -55,6 +67,8 @@ __all__ = [
 
 MANAGED_PREFIX = "llama:"
 VLLM_PREFIX = "vllm:"
+SIM_PREFIX = "sim:"
+SIM_MODES = ("none", "spec")
 MIB = 1024 * 1024
 
 RunFn = Callable[[RunOptions], tuple[Summary, Path, bool]]
@@ -67,11 +81,22 @@ class Side:
     given: str | None
     llama: LlamaOptions | None = None
     vllm: VllmOptions | None = None
+    sim_speculative: bool | None = None
+    """``sim:none`` (False) or ``sim:spec`` (True); None: not a ``sim:`` side."""
+    sim_spec_k: int | None = None
+    """``sim:spec`` with ``--draft-max``: the simulator's draft length for this side."""
+    draft_max: int | None = None
+    """The draft length this side was given by ``--draft-max`` (None: its default)."""
 
     @property
     def url(self) -> str | None:
         """The endpoint of an unmanaged side."""
-        return None if self.llama or self.vllm else self.given
+        return None if self.managed else self.given
+
+    @property
+    def managed(self) -> bool:
+        """A side loadtest starts for each of its runs (llama.cpp, vLLM or ``sim:``)."""
+        return self.llama is not None or self.vllm is not None or self.sim_speculative is not None
 
 
 def _mode(
@@ -94,7 +119,13 @@ def _mode(
 
 
 def parse_side(text: str | None, flag: str) -> Side:
-    """``--baseline``/``--candidate``: a URL, ``llama:MODE[:LAYERS]`` or ``vllm:MODE[:K]``."""
+    """``--baseline``/``--candidate``: a URL, ``llama:MODE[:LAYERS]``, ``vllm:MODE[:K]`` or
+    ``sim:none|spec``."""
+    if text is not None and text.startswith(SIM_PREFIX):
+        mode = text[len(SIM_PREFIX) :]
+        if mode not in SIM_MODES:
+            raise UsageError(f"{flag} {text!r}: a simulator side is sim:none or sim:spec")
+        return Side(text, sim_speculative=mode == "spec")
     if text is not None and text.startswith(VLLM_PREFIX):
         spec, k = _mode(text, flag, VLLM_PREFIX, VLLM_MODES, "ngram", "K (tokens per step)")
         vopts = VllmOptions(spec=spec)
@@ -111,6 +142,40 @@ def parse_side(text: str | None, flag: str) -> Side:
         opts = dataclasses.replace(opts, draft_layers=layers)
     opts.check()
     return Side(text, opts)
+
+
+def parse_draft_values(text: str) -> tuple[int, ...]:
+    """``--draft-max 1,2,4``: distinct whole numbers of at least 1, in increasing order."""
+    try:
+        values = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        values = []
+    if not values or values[0] < 1:
+        raise UsageError(f"--draft-max {text!r}: expected draft lengths like 1,2,4 (each >= 1)")
+    return tuple(values)
+
+
+def draft_sides(side: Side, values: tuple[int, ...]) -> dict[str, Side]:
+    """One candidate per draft length: ``candidate-k1``, ... (``--draft-max 1,4``).
+
+    Only a side loadtest starts can be given a draft length: a URL's server was started
+    by someone else, and a side without speculation has no draft."""
+    if side.llama is not None and side.llama.spec != "none":
+        made = {
+            k: dataclasses.replace(side, llama=dataclasses.replace(side.llama, draft_max=k))
+            for k in values
+        }
+    elif side.sim_speculative:
+        made = {k: dataclasses.replace(side, sim_spec_k=k) for k in values}
+    else:
+        raise UsageError(
+            f"--draft-max: the candidate {side.given or 'the built-in simulator'!r} is not a "
+            "speculative deployment ab starts (llama:ngram|draft|self or sim:spec)"
+        )
+    return {
+        f"candidate-k{k}": dataclasses.replace(s, given=f"{side.given} K={k}", draft_max=k)
+        for k, s in made.items()
+    }
 
 
 def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
@@ -137,6 +202,12 @@ def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
     Returns the run folder and whether the run was stopped; a managed run's costs are
     written to ``deployment.json`` in its folder (``compare.load_run`` reads them).
     """
+    if side.sim_speculative is not None:
+        sim = dataclasses.replace(
+            options, endpoint=None, sim_speculative=side.sim_speculative, sim_spec_k=side.sim_spec_k
+        )
+        _, run_dir, stopped = run(sim)
+        return run_dir, stopped
     if side.vllm is not None:
         vopts = dataclasses.replace(side.vllm, port=free_port())
         # Convert the model (once, cached) before the clock starts: it is not a cold start.

@@ -19,14 +19,16 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.app.ab import run_ab
+from loadtest.app.ab import letter, run_ab_many
+from loadtest.app.ab_costs import memory_budget, side_memory
 from loadtest.app.ab_sides import RunFn, Side
 from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.atomic import write_atomic
 from loadtest.model.comparison import Comparison
-from loadtest.model.decision import Decision, DecisionGate
+from loadtest.model.decision import Decision, DecisionGate, SideAcceptance, SideMemory
+from loadtest.report.acceptance_time import StepRecords, side_acceptance
 from loadtest.report.compare import RunData, load_runs
 from loadtest.report.compare_checks import CONFOUNDING
 from loadtest.report.crossover import effect_text
@@ -113,40 +115,83 @@ def run_ab_sweep(
     *,
     min_effect: float = MIN_EFFECT,
     say: Callable[[str], None] = print,
+    memory: tuple[str, float] | None = None,
 ) -> tuple[Decision, list[tuple[float, Comparison]], Path, bool]:
     """Every step's ``ab``, then the decision; returns (decision, comparisons, folder,
-    stopped). A step stopped by Ctrl-C ends the sweep; what was done is still decided."""
+    stopped). A step stopped by Ctrl-C ends the sweep; what was done is still decided.
+    ``memory``: ``--memory-budget`` as given and in MiB, judged on every side's runs."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
     folder = Path(base.out) / f"{stamp}-ab-sweep-{name}"
     steps: list[Step] = []
     compared: list[tuple[float, Comparison]] = []
+    accepted: list[SideAcceptance] = []
+    fitted: list[SideMemory] = []
     stopped = False
     for i, load in enumerate(plan.steps):
         say(f"step {i + 1}/{len(plan.steps)}: {plan.kind} {load:g}")
         over = {"concurrency": int(load)} if plan.kind == "concurrency" else {"rate": load}
         options = dataclasses.replace(base, label=step_label(plan.kind, load), **over)
         step_folder = folder / f"step-{i:02d}-{load:g}"
-        result, _, stopped = run_ab(
+        done, _, stopped = run_ab_many(
             options, sides, repeat, name, run, min_effect=min_effect, say=say, folder=step_folder
         )
-        if "metrics" not in result:
+        judged = [(side, c) for side, c in done.items() if "metrics" in c]
+        if not judged:
             break  # stopped before both sides had a run: nothing to decide at this load
-        c = result
-        compared.append((load, c))
+        blocked: list[str] = []
+        for side, c in judged:
+            assert "metrics" in c  # a Comparison, not AbStopped
+            compared.append((load, c))
+            why = _blocked(c)
+            if why:
+                blocked.append(why if len(done) == 1 else f"{letter(side)}: {why}")
+        loaded = {side: _side_runs(step_folder / side) for side in done}
+        base_runs = _side_runs(step_folder / "baseline")
+        for side, runs in (("baseline", base_runs), *loaded.items()):
+            if memory is not None:
+                deployed = [r.deployment for r in runs]
+                fitted.append(side_memory(load, side, sides[side].given, deployed, memory[1]))
+        candidates = {side: [run_samples(r) for r in runs] for side, runs in loaded.items()}
+        for side, runs in loaded.items():
+            accepted.append(side_acceptance(load, sides[side].draft_max, [_steps(r) for r in runs]))
+        draft = {sides[s].draft_max or 0: runs for s, runs in candidates.items()}
         steps.append(
             Step(
                 load,
-                [run_samples(r) for r in _side_runs(step_folder / "baseline")],
-                [run_samples(r) for r in _side_runs(step_folder / "candidate")],
+                [run_samples(r) for r in base_runs],
+                candidates.get("candidate", []),
                 str(step_folder),
-                _blocked(c),
+                "; ".join(blocked) or None,
+                draft if "candidate" not in candidates else {},
             )
         )
         if stopped:
             break
-    decision = decide(plan.kind, steps, repeat=repeat, min_effect=min_effect, interrupted=stopped)
+    decision = decide(
+        plan.kind,
+        steps,
+        repeat=repeat,
+        min_effect=min_effect,
+        interrupted=stopped,
+        draft_setting=draft_setting(sides),
+    )
+    decision["acceptance"] = accepted
+    if memory is not None:
+        decision["memory"] = memory_budget(memory[0], memory[1], fitted)
     write_decision(folder, decision)
     return decision, compared, folder, stopped
+
+
+def draft_setting(sides: dict[str, Side]) -> str:
+    """What ``--draft-max`` varies on these sides, in words (``decision.json``)."""
+    if any(s.llama is not None for s in sides.values()):
+        return "llama.cpp speculative.draft.n_max (most tokens drafted per step)"
+    return "simulator spec_k (tokens the draft proposes per step)"
+
+
+def _steps(run: RunData) -> tuple[str, StepRecords, list[float] | None]:
+    server = run.summary.get("server")
+    return str(run.path), run.steps, server.get("accepted_per_position") if server else None
 
 
 def _side_runs(folder: Path) -> list[RunData]:
@@ -160,25 +205,33 @@ def write_decision(folder: Path, decision: Decision) -> None:
 
 
 def gate(decision: Decision, fail_on: str, operating_point: float | None) -> DecisionGate:
-    """``--fail-on slower``: each category found slower at a gated load, as a reason."""
+    """``--fail-on slower``: each category found slower at a gated load, as a reason.
+
+    With draft lengths a category fails at a load only where every K is slower there:
+    the deployment can still be run at a K that pays."""
     reasons: list[str] = []
-    if fail_on == "slower":
-        for row in decision["rows"]:
-            for call in row["steps"]:
-                if call["verdict"] != "slower":
-                    continue
-                if operating_point is not None and call["load"] != operating_point:
-                    continue
-                cell = next(c for c in call["cells"] if c["verdict"] == "slower")
-                effect = effect_text(
-                    cell["effect"],
-                    cell["effect_low"],
-                    cell["effect_high"],
-                    METRIC_LABELS[cell["metric"]],
-                )
-                reasons.append(
-                    f"{decision['kind']} {call['load']:g}: {row['category']} slower ({effect})"
-                )
+    found: dict[tuple[str, float], list[str]] = {}
+    every: dict[tuple[str, float], int] = {}
+    for row in decision["rows"] if fail_on == "slower" else []:
+        for call in row["steps"]:
+            if operating_point is not None and call["load"] != operating_point:
+                continue
+            key = (row["category"], call["load"])
+            every[key] = every.get(key, 0) + 1
+            if call["verdict"] != "slower":
+                continue
+            cell = next(c for c in call["cells"] if c["verdict"] == "slower")
+            effect = effect_text(
+                cell["effect"],
+                cell["effect_low"],
+                cell["effect_high"],
+                METRIC_LABELS[cell["metric"]],
+            )
+            k = row.get("draft_max")
+            found.setdefault(key, []).append(effect if k is None else f"K={k} {effect}")
+    for (category, load), effects in found.items():
+        if len(effects) == every[(category, load)]:
+            reasons.append(f"{decision['kind']} {load:g}: {category} slower ({'; '.join(effects)})")
     return {
         "fail_on": fail_on,
         "operating_point": operating_point,
@@ -191,12 +244,15 @@ def plan_lines(
     plan: AbSweepPlan, repeat: int, per_run_s: float | None, bound: str, sides: Sequence[str]
 ) -> list[str]:
     """``--check``: steps x sides x repeats, and the time the runs alone will take."""
-    runs = len(plan.steps) * 2 * repeat
+    runs = len(plan.steps) * len(sides) * repeat
     loads = ", ".join(f"{s:g}" for s in plan.steps)
+    order = "A B B A" if len(sides) == 2 else "A B1 B2 .. B2 B1 A"
     lines = [
-        f"ab sweep: {len(plan.steps)} {plan.kind} steps ({loads}) x 2 sides x {repeat} "
-        f"repeats = {runs} runs, interleaved A B B A at each step",
-        f"  sides: baseline {sides[0]}, candidate {sides[1]}",
+        f"ab sweep: {len(plan.steps)} {plan.kind} steps ({loads}) x {len(sides)} sides x "
+        f"{repeat} repeats = {runs} runs, interleaved {order} at each step",
+        f"  sides: baseline {sides[0]}, "
+        + ("candidate " if len(sides) == 2 else "candidates ")
+        + ", ".join(sides[1:]),
     ]
     if per_run_s is None:
         lines.append(f"  expected time: not known before a first run (each run is {bound})")

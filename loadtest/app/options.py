@@ -85,6 +85,10 @@ class RunOptions:
     """``--tokenizer``: a tokenizer.json for synthetic and trace sources."""
     speedup: float | None = None
     """``--speedup``: a trace's clock runs this many times faster."""
+    sim_speculative: bool | None = None
+    """The built-in simulator speculates (``[sim] speculative``); ``ab``'s ``sim:`` sides."""
+    sim_spec_k: int | None = None
+    """The built-in simulator's draft length (``[sim] spec_k``); ``ab --draft-max``."""
 
 
 def default_scenario_path() -> Path:
@@ -180,6 +184,11 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     if o.slo:
         extra = tuple(t for text in o.slo for t in parse_slo_flag(text))
         sc = dataclasses.replace(sc, slo=sc.slo.merged(extra))
+    if o.sim_speculative is not None:
+        sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, speculative=o.sim_speculative))
+    if o.sim_spec_k is not None:
+        settings = {**sc.sim.settings, "spec_k": o.sim_spec_k}
+        sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, settings=settings))
     return sc
 
 

@@ -146,7 +146,7 @@ def convert(gguf: Path, out: Path) -> None:
     )
     model.save_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    tokenizer.add_bos_token = True
+    tokenizer.add_bos_token = True  # _check_tokenizer proves it took
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(out)
     _check_tokenizer(out)

@@ -38,8 +38,9 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     add_load_flags(ab)
     side = "base URL, llama:none|ngram|self|draft[:LAYERS] or vllm:none|ngram[:K] (ab starts "
-    side += "llama.cpp or vLLM and measures its cold start, memory, energy); default: the "
-    side += "built-in simulator"
+    side += "llama.cpp or vLLM and measures its cold start, memory, energy), or sim:none|spec "
+    side += "(the scenario's [sim], without or with speculation); default: the built-in "
+    side += "simulator"
     ab.add_argument("--baseline", help=f"baseline {side}")
     ab.add_argument("--candidate", help=f"candidate {side}")
     ab.add_argument("--repeat", type=int, default=2, help="runs per side (default: 2)")
@@ -62,6 +63,24 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
         "decision per category (decision.json)",
     )
     ab.add_argument(
+        "--draft-max",
+        metavar="K,K,...",
+        help="with --sweep: one candidate per draft length, e.g. 1,2,4 (a managed speculative "
+        "candidate: llama:ngram|draft|self or sim:spec), each judged against the baseline, "
+        "and the K with the shortest time to a correct action named per load",
+    )
+    ab.add_argument(
+        "--memory-budget",
+        metavar="SIZE",
+        help="with --sweep: say whether each deployment fits SIZE (e.g. 2GiB) and with what "
+        "headroom, from the measured memory of the sides ab starts",
+    )
+    ab.add_argument(
+        "--budget",
+        metavar="TIME",
+        help="with --sweep: trim repeats (never steps) so the runs fit TIME (e.g. 15m)",
+    )
+    ab.add_argument(
         "--operating-point",
         metavar="KIND=LOAD",
         help="with --fail-on slower: gate only this step of the sweep, e.g. concurrency=8",
@@ -77,7 +96,7 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
 def run_ab_command(args: argparse.Namespace) -> int:
     """``loadtest ab``: the runs, the comparison (or the decision), the exit code."""
     from loadtest.app.ab import run_ab
-    from loadtest.app.ab_sides import parse_side
+    from loadtest.app.ab_sides import draft_sides, parse_draft_values, parse_side
     from loadtest.app.ab_sweep import parse_operating_point, parse_sweep
     from loadtest.app.job import run_job
     from loadtest.cli.exits import closing
@@ -106,8 +125,21 @@ def run_ab_command(args: argparse.Namespace) -> int:
         "baseline": parse_side(args.baseline, "--baseline"),
         "candidate": parse_side(args.candidate, "--candidate"),
     }
+    if args.draft_max is not None:
+        if plan is None:
+            raise UsageError("--draft-max sweeps draft lengths across load: give --sweep too")
+        values = parse_draft_values(args.draft_max)
+        sides = {"baseline": sides["baseline"], **draft_sides(sides["candidate"], values)}
+    if (args.memory_budget or args.budget) and plan is None:
+        raise UsageError("--memory-budget and --budget judge a sweep: give --sweep too")
+    memory = None
+    if args.memory_budget:
+        from loadtest.app.ab_costs import parse_memory
+
+        memory = (args.memory_budget, parse_memory(args.memory_budget))
+    repeat, budget_note = _budgeted(args, base, plan, len(sides))
     if args.check:
-        return _check(base, plan, args.repeat, sides)
+        return _check(base, plan, repeat, sides, budget_note, args.min_effect / 100)
     reasons: list[str] = []  # the windows of either side that fail --fail-on, by run
 
     def run(options: RunOptions) -> tuple[Summary, Path, bool]:
@@ -116,7 +148,10 @@ def run_ab_command(args: argparse.Namespace) -> int:
         return summary, folder, stopped
 
     if plan is not None:
-        return _sweep(args, base, sides, plan, point, name, run, reasons)
+        if budget_note:
+            print(budget_note)
+        args.repeat = repeat
+        return _sweep(args, base, sides, plan, point, name, run, reasons, memory, budget_note)
     result, folder, stopped = run_ab(
         base, sides, args.repeat, name, run, min_effect=args.min_effect / 100
     )
@@ -137,6 +172,8 @@ def _sweep(
     name: str,
     run: RunFn,
     reasons: list[str],
+    memory: tuple[str, float] | None,
+    budget_note: str | None,
 ) -> int:
     from loadtest.app.ab_sweep import gate, run_ab_sweep, write_decision
     from loadtest.cli.exits import closing
@@ -144,8 +181,11 @@ def _sweep(
     from loadtest.report.exit_reasons import comparison_reasons
 
     decision, compared, folder, stopped = run_ab_sweep(
-        base, sides, plan, args.repeat, name, run, min_effect=args.min_effect / 100
+        base, sides, plan, args.repeat, name, run, min_effect=args.min_effect / 100, memory=memory
     )
+    if budget_note:
+        decision["budget"] = budget_note
+    write_decision(folder, decision)
     if args.fail_on == "slower":
         decision["gate"] = gate(decision, "slower", point)
         write_decision(folder, decision)
@@ -158,23 +198,64 @@ def _sweep(
     return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_GATE)
 
 
-def _check(base: RunOptions, plan: AbSweepPlan | None, repeat: int, sides: dict[str, Side]) -> int:
-    from loadtest.app.ab_sweep import AbSweepPlan, plan_lines
-    from loadtest.app.job import check_job
+def _per_run(base: RunOptions) -> tuple[float | None, str]:
+    """How long one run takes (None for a request-bound scenario), and its bound in words."""
     from loadtest.app.plan import plan_run
 
-    scenario = plan_run(base).scenario
-    load = scenario.load
-    if plan is None:
-        kind = "concurrency" if load.mode == "closed" else "rate"
-        plan = AbSweepPlan(kind, (float(load.concurrency if kind == "concurrency" else load.rate),))
+    load = plan_run(base).scenario.load
     per_run = None if load.duration_s is None else load.warmup_s + load.duration_s
     bound = (
         f"{load.warmup_s:g} s warm-up + {load.duration_s:g} s"
         if load.duration_s is not None
         else f"{load.requests} requests after a {load.warmup_s:g} s warm-up"
     )
+    return per_run, bound
+
+
+def _budgeted(
+    args: argparse.Namespace, base: RunOptions, plan: AbSweepPlan | None, sides: int
+) -> tuple[int, str | None]:
+    if not args.budget or plan is None:
+        return args.repeat, None
+    from loadtest.app.ab_costs import parse_duration, trim_repeats
+
+    seconds = parse_duration(args.budget)
+    per_run, _ = _per_run(base)
+    return trim_repeats(seconds, len(plan.steps), sides, args.repeat, per_run)
+
+
+def _check(
+    base: RunOptions,
+    plan: AbSweepPlan | None,
+    repeat: int,
+    sides: dict[str, Side],
+    budget_note: str | None,
+    min_effect: float,
+) -> int:
+    from loadtest.app.ab_costs import requests_per_cell
+    from loadtest.app.ab_sweep import AbSweepPlan, plan_lines
+    from loadtest.app.job import check_job
+    from loadtest.app.plan import plan_run
+    from loadtest.measure.stats import practical_effect
+
+    scenario = plan_run(base).scenario
+    load = scenario.load
+    if plan is None:
+        kind = "concurrency" if load.mode == "closed" else "rate"
+        plan = AbSweepPlan(kind, (float(load.concurrency if kind == "concurrency" else load.rate),))
+    per_run, bound = _per_run(base)
     given = [s.given or "the built-in simulator" for s in sides.values()]
     print(check_job(base))
     print("\n".join(plan_lines(plan, repeat, per_run, bound, given)))
+    if budget_note:
+        print(f"  {budget_note}")
+    # Per step: e2e and TPOT per category, goodput, per candidate (the smallest family:
+    # one category), and the pair tests between draft lengths.
+    candidates = len(sides) - 1
+    family = len(plan.steps) * (3 * candidates + max(candidates - 1, 0))
+    bar = practical_effect(repeat, repeat, min_effect)
+    n, why = requests_per_cell(repeat, family, min_effect=bar)
+    said = f"{n} requests a run" if n is not None else "cannot be reached"
+    print(f"  to see a 10% difference (19 times in 20, Holm over {family}+ tests): {said}")
+    print(f"    ({why})")
     return 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from loadtest.model.decision import SideAcceptance
+
 __all__ = [
     "AcceptanceLine",
     "Comparison",
@@ -175,6 +177,8 @@ class SideJson(TypedDict):
     prompt_cache_share: float | None
     deployment_cost: NotRequired[DeploymentSide]
     acceptance: NotRequired[list[AcceptanceLine]]
+    acceptance_time: NotRequired[SideAcceptance]
+    """The side's acceptance by draft position and over each run, and any collapse."""
 
 
 class Comparison(TypedDict):

@@ -16,6 +16,7 @@ from typing import Literal, NotRequired, TypedDict
 
 __all__ = [
     "CELL_VERDICTS",
+    "AcceptanceInterval",
     "Bracket",
     "CellVerdict",
     "Decision",
@@ -23,6 +24,13 @@ __all__ = [
     "DecisionGate",
     "DecisionRow",
     "DecisionStep",
+    "DraftPair",
+    "DraftPick",
+    "DraftSweep",
+    "MemoryBudget",
+    "RunAcceptance",
+    "SideAcceptance",
+    "SideMemory",
     "StepCall",
 ]
 
@@ -100,6 +108,9 @@ class DecisionRow(TypedDict):
     """One row of the decision table: a category (or the whole mix's goodput)."""
 
     category: str
+    draft_max: NotRequired[int]
+    """With ``--draft-max``: the candidate's draft length this row judges (one row per
+    category per draft length, each against the same baseline)."""
     deciding: list[str]
     """The deciding metrics, first the one the bracket quotes."""
     rule: str
@@ -132,6 +143,106 @@ class DecisionGate(TypedDict):
     (e2e +12% [8, 15])``."""
 
 
+class DraftPair(TypedDict):
+    """One draft length against the fastest one, on the time to a correct action."""
+
+    k: int
+    cell: DecisionCell
+    """``a`` is the fastest K's median, ``b`` this K's; ``slower`` when called so after
+    Holm over the whole family (the pair tests are counted in it)."""
+
+
+class DraftPick(TypedDict):
+    """Which draft length gives the shortest time to a correct action, at one load."""
+
+    category: str
+    load: float
+    metric: str
+    """The time to a correct action: ``tool_call_ms`` (tool calls) or ``e2e_ms`` (text)."""
+    medians_ms: list[float | None]
+    """Per draft length (``DraftSweep.values``), the median of its runs' pooled values."""
+    best: int | None
+    """The K called faster than every other K; None where none is (see ``tied``)."""
+    tied: list[int]
+    """The fastest K and those not told apart from it (one K when ``best`` is set)."""
+    text: str
+    """E.g. ``K=4 (K=1 +34% [28,41], K=16 +45% [39,52])`` or ``K=1, K=4 indistinguishable``."""
+    pairs: list[DraftPair]
+
+
+class DraftSweep(TypedDict):
+    """``--draft-max 1,2,4``: the candidate at each draft length, and the best one."""
+
+    setting: str
+    """What was varied, e.g. ``llama.cpp speculative.draft.n_max`` or ``simulator spec_k``."""
+    values: list[int]
+    picks: list[DraftPick]
+
+
+class AcceptanceInterval(TypedDict):
+    """Tokens per verify step of one run's requests that ended in one interval."""
+
+    start_s: float
+    end_s: float
+    """From the run's first send, in seconds."""
+    steps: int
+    tokens_per_step: float | None
+
+
+class RunAcceptance(TypedDict):
+    """One run of a speculative side over time."""
+
+    folder: str
+    intervals: list[AcceptanceInterval]
+    collapse: str | None
+    """E.g. ``acceptance collapsed at 2.1-2.6 s: 3.31 -> 1.00 tokens a verify step``:
+    paying at the start, back to about one token a step later; None: no collapse seen
+    (or too few steps to judge)."""
+
+
+class SideAcceptance(TypedDict):
+    """A candidate's speculative acceptance at one load: by position and over time."""
+
+    load: float
+    draft_max: int | None
+    per_position: list[float]
+    """P(the draft token at position k is accepted), k = 1, 2, ...; empty: not measured."""
+    position_source: str
+    """The server's counters, or derived as P(step >= k + 1) from the stream."""
+    tokens_per_step: float | None
+    """Mean tokens a verify step, over the side's runs (the prefill's token left out)."""
+    runs: list[RunAcceptance]
+    collapsed: bool
+
+
+class SideMemory(TypedDict):
+    """One side at one load against ``--memory-budget``."""
+
+    load: float
+    side: str
+    """``baseline``, ``candidate`` or ``candidate-k4``."""
+    deployment: str | None
+    peak_mib: float | None
+    """The peak resident memory over the step's runs of the side (None: not sampled)."""
+    steady_mib: float | None
+    fits: bool | None
+    """None: cannot tell (a URL's server, or the simulator, is not sampled)."""
+    headroom_mib: float | None
+    """Budget - peak (negative: over)."""
+    note: str
+
+
+class MemoryBudget(TypedDict):
+    """``--memory-budget 2GiB``: does each deployment fit, and with what headroom."""
+
+    budget: str
+    budget_mib: float
+    fits: bool | None
+    """True when every side at every step fits, False when one does not, None when some
+    side cannot be told."""
+    sides: list[SideMemory]
+
+
 class Decision(TypedDict):
     """The whole ``decision.json``."""
 
@@ -153,4 +264,10 @@ class Decision(TypedDict):
     steps: list[DecisionStep]
     rows: list[DecisionRow]
     interrupted: bool
+    draft: NotRequired[DraftSweep]
+    acceptance: NotRequired[list[SideAcceptance]]
+    """Per load and candidate, its acceptance by position and over time."""
+    memory: NotRequired[MemoryBudget]
+    budget: NotRequired[str]
+    """``--budget``: what it did to the repeats, in words."""
     gate: NotRequired[DecisionGate]

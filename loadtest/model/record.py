@@ -67,6 +67,9 @@ class RequestRecord:
     chunks: int = 0
     token_steps: int = 0
     """Decode steps the token chunks arrived in (``StreamReader.steps``)."""
+    step_tokens: tuple[int, ...] = ()
+    """Verify steps by the chunks they carried (slot i: steps of i + 1), the first step
+    (the prefill's token) left out: acceptance by position is derived from it."""
     output_tokens: int = 0
     tokens_estimated: bool = False
     prompt_tokens: int | None = None
@@ -166,6 +169,7 @@ class RequestRecord:
             "chunks": self.chunks,
             "token_chunks": len(self.token_chunk_ns),
             "token_steps": self.token_steps,
+            "step_tokens": list(self.step_tokens),
             "output_tokens": self.output_tokens,
             "tokens_estimated": self.tokens_estimated,
             "prompt_tokens": self.prompt_tokens,
@@ -228,6 +232,7 @@ class RequestRecord:
             token_chunk_ns=tuple(sent + _ns(ms) for ms in row.get("token_chunk_ms") or ()),
             chunks=int(row.get("chunks") or 0),
             token_steps=int(row.get("token_steps") or 0),
+            step_tokens=tuple(int(n) for n in row.get("step_tokens") or ()),
             output_tokens=tokens,
             tokens_estimated=bool(row.get("tokens_estimated")),
             prompt_tokens=row.get("prompt_tokens"),

@@ -47,6 +47,7 @@ from loadtest.model.comparison import (
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import Summary
 from loadtest.report.acceptance import AcceptanceCounts, acceptance_lines, count_row, pooled
+from loadtest.report.acceptance_time import StepRecords, side_acceptance
 from loadtest.report.compare_checks import CacheUse, SideCounts, findings, load_shape
 from loadtest.report.compare_figures import (
     SIDE_FIELDS,
@@ -100,6 +101,8 @@ class RunData:
     """``samples`` split by prompt category (the decision of ``ab --sweep``)."""
     ok_by_category: dict[str, int] = field(default_factory=dict)
     """Measured ok requests per prompt category."""
+    steps: StepRecords = field(default_factory=StepRecords)
+    """The verify steps of the measured ok requests (acceptance by position, over time)."""
 
 
 def _deployment(folder: Path) -> DeploymentRun | None:
@@ -156,6 +159,7 @@ def load_run(run_dir: str | Path) -> RunData:
     sent = drained = cached = computed = 0
     acceptance: dict[str, AcceptanceCounts] = {}
     per_cat: dict[str, dict[str, list[float]]] = {}
+    steps = StepRecords()
     for row in _rows(folder / "requests.jsonl"):
         if row.get("warmup"):
             continue
@@ -164,14 +168,15 @@ def load_run(run_dir: str | Path) -> RunData:
             drained += 1
         if row.get("outcome") != "ok":
             continue
+        steps.add(row)
         timings = row.get("server_timings")
         if isinstance(timings, dict):
             n, p = timings.get("cache_n"), timings.get("prompt_n")
             if isinstance(n, int) and isinstance(p, int):
                 cached, computed = cached + n, computed + p
             # A tool parser's bursts are not steps (RequestRecord.tokens_per_step).
-            steps = 0 if row.get("tool_calls") else row.get("token_steps")
-            counted = count_row(row.get("output_tokens"), steps, timings)
+            step_count = 0 if row.get("tool_calls") else row.get("token_steps")
+            counted = count_row(row.get("output_tokens"), step_count, timings)
             if counted is not None:
                 cat = str(row.get("category"))
                 acceptance[cat] = acceptance.get(cat, AcceptanceCounts()) + counted
@@ -202,6 +207,7 @@ def load_run(run_dir: str | Path) -> RunData:
         _deployment(folder),
         {c: {m: np.asarray(v) for m, v in vs.items()} for c, vs in per_cat.items()},
         {c: len(vs["e2e_ms"]) for c, vs in per_cat.items()},
+        steps,
     )
 
 
@@ -216,6 +222,11 @@ def _side(runs: Sequence[RunData]) -> SideJson:
         [r.deployment for r in runs], [r.summary["throughput"]["output_tokens"] for r in runs]
     )
     side["acceptance"] = acceptance_lines(pooled(r.acceptance for r in runs))
+    if any(r.steps.steps for r in runs):
+        server = [r.summary.get("server") for r in runs]
+        positions = [s.get("accepted_per_position") if s else None for s in server]
+        steps = [(str(r.path), r.steps, p) for r, p in zip(runs, positions, strict=True)]
+        side["acceptance_time"] = side_acceptance(0.0, None, steps)
     return side
 
 

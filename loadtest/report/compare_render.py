@@ -132,6 +132,20 @@ def _acceptance_lines(c: Comparison) -> list[str]:
     return lines
 
 
+def _over_time_lines(c: Comparison) -> list[str]:
+    """Per side that sped up: acceptance by draft position, and any collapse in a run."""
+    lines: list[str] = []
+    for name, side in (("A", c["a"]), ("B", c["b"])):
+        a = side.get("acceptance_time")
+        if a is None or (a["tokens_per_step"] or 1.0) <= 1.0:
+            continue
+        per = " ".join(f"{p:.2f}" for p in a["per_position"][:8]) or "not measured"
+        lines += [""] * (not lines)
+        lines.append(f"{name} by draft position: {per} ({a['position_source']})")
+        lines += [f"{name} COLLAPSE: {r['collapse']}" for r in a["runs"] if r["collapse"]]
+    return lines
+
+
 def _latency_lines(c: Comparison) -> list[str]:
     effect = c.get("min_effect", MIN_EFFECT)
     head = f"{'latency (ms)':<14}{'pct':>5}{'A':>10}{'B':>10}{'B-A':>10}  {'95% CI of B-A':<22}"
@@ -185,7 +199,7 @@ def render_comparison(c: Comparison) -> str:
         va, vb = _field(a, key), _field(b, key)
         if va is not None or vb is not None:
             lines.append(f"{key:<26}{_fmt(va):>12}{_fmt(vb):>12}")
-    lines += _cost_lines(c) + _acceptance_lines(c) + _latency_lines(c)
+    lines += _cost_lines(c) + _acceptance_lines(c) + _over_time_lines(c) + _latency_lines(c)
     if len(a["runs"]) < 2 or len(b["runs"]) < 2:
         # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
         # flagged in 8% of one-run comparisons at 2%, 2% with the one-run bar.

@@ -30,25 +30,30 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as sp
 
 from loadtest.measure.stats import (
     ALPHA,
     MIN_EFFECT,
-    PercentileDiff,
-    compare_groups,
     holm,
     practical_effect,
 )
 from loadtest.model.decision import (
-    CellVerdict,
     Decision,
     DecisionCell,
     DecisionRow,
     DecisionStep,
     StepCall,
 )
+from loadtest.report import draft_choice
 from loadtest.report.crossover import Point, bracket
+from loadtest.report.decision_cells import (
+    RunSamples,
+    Test,
+    goodput_test,
+    joint,
+    judged,
+    latency_test,
+)
 
 __all__ = [
     "GOODPUT",
@@ -72,18 +77,6 @@ baseline's completed requests in it made one."""
 
 
 @dataclass(frozen=True, slots=True)
-class RunSamples:
-    """One run as the decision reads it."""
-
-    by_category: Mapping[str, Mapping[str, np.ndarray]]
-    """Per category, per metric, the values of the measured ok requests (ms)."""
-    ok: Mapping[str, int] = field(default_factory=dict)
-    """Per category, the measured ok requests."""
-    goodput_per_s: float | None = None
-    """The run's goodput under its SLOs (None: no per-request SLO)."""
-
-
-@dataclass(frozen=True, slots=True)
 class Step:
     """One load step: the runs of both sides and whether its comparison stands."""
 
@@ -92,6 +85,8 @@ class Step:
     candidate: Sequence[RunSamples]
     folder: str = ""
     blocked: str | None = None
+    draft: Mapping[int, Sequence[RunSamples]] = field(default_factory=dict)
+    """With ``--draft-max``: the candidate's runs per draft length (``candidate`` unused)."""
 
 
 def resamples_for(family: int, floor: int = 2000) -> int:
@@ -111,114 +106,15 @@ def _rule(steps: Sequence[Step], category: str) -> tuple[str, tuple[str, ...]]:
     return "text", TEXT_METRICS
 
 
-@dataclass(slots=True)
-class _Test:
-    """A cell before Holm: its figures and, where tested, its p-value."""
-
-    a: float | None
-    b: float | None
-    diff: float | None
-    low: float | None
-    high: float | None
-    p_value: float | None
-    threshold: float
-    verdict: CellVerdict
-    why: str | None = None
-    lower_is_better: bool = True
-
-
-def _latency(step: Step, category: str, metric: str, effect: float, resamples: int) -> _Test:
-    ga = [r.by_category.get(category, {}).get(metric, np.empty(0)) for r in step.baseline]
-    gb = [r.by_category.get(category, {}).get(metric, np.empty(0)) for r in step.candidate]
-    c = compare_groups(ga, gb, (50,), resamples=resamples, min_effect=effect)
-    if c is None:
-        return _Test(None, None, None, None, None, None, effect, "not exercised", "no values")
-    d: PercentileDiff = c.percentiles[0]
-    if d.p_value is None:
-        why = f"too few values ({c.n_a} A, {c.n_b} B)"
-        return _Test(d.a, d.b, d.diff, None, None, None, effect, "cannot tell", why)
-    return _Test(d.a, d.b, d.diff, d.low, d.high, d.p_value, effect, "no difference")
-
-
-def _goodput(step: Step, effect: float) -> _Test:
-    va = [r.goodput_per_s for r in step.baseline]
-    vb = [r.goodput_per_s for r in step.candidate]
-    if any(v is None for v in (*va, *vb)) or not va or not vb:
-        why = "the scenario sets no per-request SLO"
-        return _Test(None, None, None, None, None, None, effect, "not exercised", why, False)
-    xa, xb = np.asarray(va, dtype=float), np.asarray(vb, dtype=float)
-    a, b = float(xa.mean()), float(xb.mean())
-    if min(xa.size, xb.size) < 2:
-        why = "one run a side: a run's goodput is one value"
-        return _Test(a, b, b - a, None, None, None, effect, "cannot tell", why, False)
-    if xa.std() == 0 and xb.std() == 0:
-        why = "no spread between runs to test against"
-        return _Test(a, b, b - a, None, None, None, effect, "cannot tell", why, False)
-    res = sp.ttest_ind(xb, xa, equal_var=False)
-    ci = res.confidence_interval(1 - ALPHA)
-    return _Test(
-        a,
-        b,
-        b - a,
-        float(ci.low),
-        float(ci.high),
-        float(res.pvalue),
-        effect,
-        "no difference",
-        lower_is_better=False,
-    )
-
-
-def _judged(t: _Test, p_holm: float | None) -> DecisionCell:
-    verdict, why = t.verdict, t.why
-    if (
-        t.a
-        and p_holm is not None
-        and t.diff is not None
-        and t.low is not None
-        and t.high is not None
-    ):
-        called = (
-            p_holm < ALPHA and (t.low > 0 or t.high < 0) and abs(t.diff) >= t.threshold * abs(t.a)
-        )
-        worse = (t.diff > 0) == t.lower_is_better
-        verdict = ("slower" if worse else "faster") if called else "no difference"
-    scale = abs(t.a) if t.a else None
-
-    def rel(v: float | None) -> float | None:
-        ok = v is not None and scale is not None and math.isfinite(v)
-        return round(v / scale, 4) if ok and v is not None and scale else None
-
-    return {
-        "metric": "",
-        "a": None if t.a is None else round(t.a, 4),
-        "b": None if t.b is None else round(t.b, 4),
-        "effect": rel(t.diff),
-        "effect_low": rel(t.low),
-        "effect_high": rel(t.high),
-        "p_value": None if t.p_value is None else float(f"{t.p_value:.4g}"),
-        "p_holm": None if p_holm is None else float(f"{p_holm:.4g}"),
-        "threshold": t.threshold,
-        "verdict": verdict,
-        "why": why,
-    }
-
-
-def _joint(cells: Sequence[DecisionCell]) -> CellVerdict:
-    said = {c["verdict"] for c in cells}
-    if said == {"not exercised"}:
-        return "not exercised"
-    if "faster" in said and "slower" in said:
-        return "cannot tell"  # the metrics disagree: no one answer
-    if "slower" in said:
-        return "slower"
-    if "faster" in said:
-        return "faster"
-    return "no difference" if said == {"no difference"} else "cannot tell"
-
-
 def _quoted(call: StepCall) -> DecisionCell:
     return next((c for c in call["cells"] if c["verdict"] == call["verdict"]), call["cells"][0])
+
+
+def _arms(step: Step) -> list[tuple[int | None, Sequence[RunSamples]]]:
+    """The candidates of a step: the one candidate, or one per draft length."""
+    if step.draft:
+        return [(k, step.draft[k]) for k in sorted(step.draft)]
+    return [(None, step.candidate)]
 
 
 def decide(
@@ -229,42 +125,67 @@ def decide(
     min_effect: float = MIN_EFFECT,
     interrupted: bool = False,
     resamples: int | None = None,
+    draft_setting: str = "draft length",
 ) -> Decision:
-    """The decision over ``steps`` (in load order): rows, cells, brackets (pure)."""
+    """The decision over ``steps`` (in load order): rows, cells, brackets (pure).
+
+    With draft lengths (``Step.draft``), every K is a candidate judged against the
+    baseline, one row per category per K, and the pair tests that pick the best K
+    (``draft_choice``) join the same Holm family."""
+    arms = sorted({k for s in steps for k, _ in _arms(s)}, key=lambda k: -1 if k is None else k)
     categories = sorted(
-        {c for s in steps for r in (*s.baseline, *s.candidate) for c in r.by_category}
+        {
+            c
+            for s in steps
+            for _, runs in _arms(s)
+            for r in (*s.baseline, *runs)
+            for c in r.by_category
+        }
     )
     rules = {c: _rule(steps, c) for c in categories}
-    rows: list[tuple[str, str, tuple[str, ...]]] = [(c, *rules[c]) for c in categories]
-    rows.append((MIX, "whole mix", (GOODPUT,)))
+    rows: list[tuple[int | None, str, str, tuple[str, ...]]] = []
+    for k in arms:
+        rows += [(k, c, *rules[c]) for c in categories]
+        rows.append((k, MIX, "whole mix", (GOODPUT,)))
     live = [s for s in steps if s.blocked is None]
-    family = sum(len(m) for _, _, m in rows) * len(live)
+    drafts = [k for k in arms if k is not None]
+    pairs_planned = len(categories) * max(len(drafts) - 1, 0) * len(live)
+    family = sum(len(m) for *_, m in rows) * len(live) + pairs_planned
     r = resamples or resamples_for(family)
-    tests: dict[tuple[int, int, str], _Test] = {}
+    tests: dict[tuple[int, int, str], Test] = {}
     for i, s in enumerate(steps):
-        effect = practical_effect(len(s.baseline), len(s.candidate), min_effect)
-        for j, (cat, _, metrics) in enumerate(rows):
+        by_arm = dict(_arms(s))
+        for j, (k, cat, _, metrics) in enumerate(rows):
+            runs = by_arm.get(k, ())
+            effect = practical_effect(len(s.baseline), max(len(runs), 1), min_effect)
             for m in metrics:
                 if s.blocked is not None:
-                    tests[i, j, m] = _Test(
-                        None, None, None, None, None, None, effect, "cannot tell", s.blocked
+                    why = s.blocked
+                    tests[i, j, m] = Test(
+                        None, None, None, None, None, None, effect, "cannot tell", why
                     )
                 elif m == GOODPUT:
-                    tests[i, j, m] = _goodput(s, effect)
+                    tests[i, j, m] = goodput_test(s.baseline, runs, effect)
                 else:
-                    tests[i, j, m] = _latency(s, cat, m, effect, r)
-    keys = [k for k, t in tests.items() if t.p_value is not None]
-    adjusted = dict(zip(keys, holm([tests[k].p_value or 0.0 for k in keys]), strict=True))
+                    tests[i, j, m] = latency_test(s.baseline, runs, cat, m, effect, r)
+    deciding = {c: rules[c][1][0] for c in categories}
+    pairs = draft_choice.pair_tests(
+        [(s.load, s.blocked, s.draft) for s in steps], deciding, min_effect, r
+    )
+    flat: dict[tuple[object, ...], Test] = {key: t for key, t in tests.items()}
+    flat.update({("pair", *key): t for key, t in pairs.items()})
+    keys = [key for key, t in flat.items() if t.p_value is not None]
+    adjusted = dict(zip(keys, holm([flat[key].p_value or 0.0 for key in keys]), strict=True))
     out_rows: list[DecisionRow] = []
-    for j, (cat, rule, metrics) in enumerate(rows):
+    for j, (k, cat, rule, metrics) in enumerate(rows):
         calls: list[StepCall] = []
         for i, s in enumerate(steps):
             cells = []
             for m in metrics:
-                cell = _judged(tests[i, j, m], adjusted.get((i, j, m)))
+                cell = judged(tests[i, j, m], adjusted.get((i, j, m)))
                 cell["metric"] = m
                 cells.append(cell)
-            calls.append({"load": s.load, "verdict": _joint(cells), "cells": cells})
+            calls.append({"load": s.load, "verdict": joint(cells), "cells": cells})
         points = []
         for call in calls:
             q = _quoted(call)
@@ -280,20 +201,22 @@ def decide(
                     q["metric"] != GOODPUT,
                 )
             )
-        out_rows.append(
-            {
-                "category": cat,
-                "deciding": list(metrics),
-                "rule": rule,
-                "steps": calls,
-                "bracket": bracket(points),
-            }
-        )
+        row: DecisionRow = {
+            "category": cat,
+            "deciding": list(metrics),
+            "rule": rule,
+            "steps": calls,
+            "bracket": bracket(points),
+        }
+        if k is not None:
+            row["draft_max"] = k
+        out_rows.append(row)
     step_json: list[DecisionStep] = [
         {"load": s.load, "folder": s.folder, "blocked": s.blocked} for s in steps
     ]
-    lone = any(min(len(s.baseline), len(s.candidate)) < 2 for s in steps)
-    return {
+    lone = any(min(len(s.baseline), *(len(x) for _, x in _arms(s))) < 2 for s in steps)
+    against = f" x {len(drafts)} draft lengths, and each K against the fastest K" if drafts else ""
+    decision: Decision = {
         "kind": kind,
         "loads": [s.load for s in steps],
         "repeat": repeat,
@@ -303,7 +226,7 @@ def decide(
         "family": (
             "Holm-Bonferroni over every tested cell of the sweep: each step x each "
             "category's deciding metrics (time to a valid tool call; e2e and TPOT) x the "
-            f"whole mix's goodput; {len(keys)} tests of {family} planned"
+            f"whole mix's goodput{against}; {len(keys)} tests of {family} planned"
         ),
         "family_size": len(keys),
         "resamples": r,
@@ -311,3 +234,8 @@ def decide(
         "rows": out_rows,
         "interrupted": interrupted,
     }
+    if drafts:
+        held = {key: adjusted.get(("pair", *key)) for key in pairs}
+        picks = draft_choice.picks(pairs, held, [s.load for s in steps], drafts, deciding)
+        decision["draft"] = {"setting": draft_setting, "values": drafts, "picks": picks}
+    return decision

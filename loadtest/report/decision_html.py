@@ -14,7 +14,13 @@ from typing import Any, Protocol
 
 from loadtest.model.decision import Decision
 from loadtest.report.decision import METRIC_LABELS
-from loadtest.report.decision_render import SAID, cell_text
+from loadtest.report.decision_render import (
+    SAID,
+    acceptance_lines,
+    cell_text,
+    memory_lines,
+    row_label,
+)
 from loadtest.report.plots import decision_figure
 
 __all__ = ["decision_section"]
@@ -54,7 +60,7 @@ def decision_section(page: Page, d: Decision) -> None:
             + "</td>"
             for call in row["steps"]
         )
-        body.append(f"<tr><td>{html.escape(row['category'])}<br>({metrics})</td>{cells}</tr>")
+        body.append(f"<tr><td>{html.escape(row_label(row))}<br>({metrics})</td>{cells}</tr>")
     page.add(
         f"<h2>The decision, per category and {kind}</h2>"
         f"<p>Effect = (B - A) / A in %, [95% interval]; called faster or slower with Holm "
@@ -63,7 +69,7 @@ def decision_section(page: Page, d: Decision) -> None:
         f"<table><tr><th>category</th>{head}</tr>{''.join(body)}</table>"
     )
     items = "".join(
-        f"<li><b>{html.escape(r['category'])}</b>: {html.escape(r['bracket']['text'])}"
+        f"<li><b>{html.escape(row_label(r))}</b>: {html.escape(r['bracket']['text'])}"
         + (
             f"; the effect crosses zero near {r['bracket']['crossover']:.3g} (interpolated)"
             if r["bracket"]["crossover"] is not None
@@ -73,6 +79,23 @@ def decision_section(page: Page, d: Decision) -> None:
         for r in d["rows"]
     )
     page.add(f"<h2>Where the candidate stops paying</h2><ul>{items}</ul>")
+    draft = d.get("draft")
+    if draft is not None:
+        picks = "".join(
+            f"<li>{kind} {p['load']:g}, <b>{html.escape(p['category'])}</b>: "
+            f"{html.escape(p['text'])}</li>"
+            for p in draft["picks"]
+        )
+        page.add(
+            f"<h2>Draft length</h2><p>K = {html.escape(draft['setting'])}; the fastest K "
+            "on the time to a correct action against each other K, in the same Holm "
+            f"family.</p><ul>{picks or '<li>not exercised</li>'}</ul>"
+        )
+    said_costs = [line for line in (*acceptance_lines(d), *memory_lines(d)) if line]
+    if said_costs:
+        # The terminal's lines as they are: one wording of acceptance and memory.
+        text = html.escape("\n".join(said_costs))
+        page.add(f"<h2>Acceptance and memory of the candidate</h2><pre>{text}</pre>")
     gate = d.get("gate")
     if gate is not None:
         said = "failed: " + "; ".join(gate["reasons"]) if gate["failed"] else "passed"

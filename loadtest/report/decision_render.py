@@ -8,11 +8,11 @@ brackets and the gate follow as prose, wrapped to fit.
 
 from __future__ import annotations
 
-from loadtest.model.decision import CellVerdict, Decision, DecisionCell
+from loadtest.model.decision import CellVerdict, Decision, DecisionCell, DecisionRow
 from loadtest.report.decision import METRIC_LABELS
 from loadtest.report.table import WIDTH, fit
 
-__all__ = ["cell_text", "render_decision"]
+__all__ = ["cell_text", "render_decision", "row_label"]
 
 LABEL = 14
 CELL = 13
@@ -50,6 +50,57 @@ def _row(label: str, cells: list[str]) -> str:
     return (f"{short:<{LABEL}}" + "".join(f"{c:<{CELL}}" for c in cells)).rstrip()
 
 
+def acceptance_lines(d: Decision) -> list[str]:
+    """Per load and candidate: acceptance by position, tokens a step over the run's
+    intervals, and any collapse (in capitals: it is the finding)."""
+    out: list[str] = []
+    for a in d.get("acceptance") or []:
+        if a["tokens_per_step"] is None and not a["per_position"]:
+            continue
+        if not out:
+            out += ["", "acceptance of the candidate (by draft position; tokens a verify step):"]
+        k = "" if a["draft_max"] is None else f" K={a['draft_max']}"
+        per = " ".join(f"{p:.2f}" for p in a["per_position"][:8]) or "not measured"
+        tps = "-" if a["tokens_per_step"] is None else f"{a['tokens_per_step']:.2f}"
+        out.append(f"  {d['kind'][0]}={a['load']:g}{k}: by position {per}; {tps} a step")
+        out.append(f"    (position from {a['position_source']})")
+        for i, run in enumerate(a["runs"], 1):
+            over = " ".join(
+                "." if v["tokens_per_step"] is None else f"{v['tokens_per_step']:.1f}"
+                for v in run["intervals"]
+            )
+            said = f"COLLAPSE: {run['collapse']}" if run["collapse"] else "no collapse"
+            out.append(f"    run {i} over time: {over}  {said}")
+    return out
+
+
+def memory_lines(d: Decision) -> list[str]:
+    """``--memory-budget``: the verdict, then each side at each load."""
+    m = d.get("memory")
+    if m is None:
+        return []
+    head = {
+        True: "every deployment fits",
+        False: "a deployment does NOT fit",
+        None: "cannot tell for every side (only the deployments ab starts are sampled)",
+    }[m["fits"]]
+    out = ["", f"memory budget {m['budget']} ({m['budget_mib']:.0f} MiB): {head}"]
+    for s in m["sides"]:
+        out.append(f"  {d['kind'][0]}={s['load']:g} {s['deployment'] or s['side']}: {s['note']}")
+    return out
+
+
+def row_label(row: DecisionRow, width: int | None = None) -> str:
+    """``code``, or ``code K=4`` for a draft length of a ``--draft-max`` sweep; cut to
+    ``width`` in the category, so that the K stays in sight."""
+    k = row.get("draft_max")
+    if k is None:
+        return row["category"]
+    name, suffix = ("mix" if row["category"] == "whole mix" else row["category"]), f" K={k}"
+    room = len(name) if width is None else width - len(suffix)
+    return (name if len(name) <= room else name[: max(room - 1, 1)] + "~") + suffix
+
+
 def render_decision(d: Decision) -> str:
     """The decision table, the brackets and, where gated, the gate."""
     kind = d["kind"]
@@ -70,7 +121,8 @@ def render_decision(d: Decision) -> str:
         "-" * min(WIDTH, LABEL + CELL * len(head)),
     ]
     for row in d["rows"]:
-        lines.append(_row(row["category"], [SAID[c["verdict"]] for c in row["steps"]]))
+        label = row_label(row, LABEL - 1)
+        lines.append(_row(label, [SAID[c["verdict"]] for c in row["steps"]]))
         for j, metric in enumerate(row["deciding"]):
             label = "  " + METRIC_LABELS[metric]
             lines.append(_row(label, [cell_text(c["cells"][j]) for c in row["steps"]]))
@@ -86,10 +138,25 @@ def render_decision(d: Decision) -> str:
             if b["crossover"] is not None
             else ""
         )
-        lines.append(f"  {row['category']}: {b['text']}{crossing}")
+        lines.append(f"  {row_label(row)}: {b['text']}{crossing}")
         why = {c["why"] for call in row["steps"] for c in call["cells"] if c["why"]}
         if why and row["category"] == "whole mix":
             lines.append(f"    ({'; '.join(sorted(why))})")
+    draft = d.get("draft")
+    if draft is not None:
+        lines.append("")
+        lines.append(
+            f"draft length, K = {draft['setting']}: the shortest time to a correct action "
+            "(the fastest K against each other K, in the same Holm family)"
+        )
+        for pick in draft["picks"]:
+            lines.append(f"  {kind} {pick['load']:g}, {pick['category']}: {pick['text']}")
+        if not draft["picks"]:
+            lines.append("  not exercised (no step where two Ks could be compared)")
+    lines += acceptance_lines(d)
+    lines += memory_lines(d)
+    if d.get("budget"):
+        lines.append(str(d.get("budget")))
     gate = d.get("gate")
     if gate is not None:
         where = (

@@ -267,7 +267,8 @@ def decision_figure(decision: Decision) -> Figure:
         ax.set_xlabel(decision["kind"])
         unit = "good requests/s" if metric == "goodput_per_s" else "median ms"
         ax.set_ylabel(f"{metric} ({unit})")
-        ax.set_title(row["category"])
+        k = row.get("draft_max")
+        ax.set_title(row["category"] if k is None else f"{row['category']} K={k}")
         ax.grid(True, alpha=0.3)
         _legend_outside(ax)
     fig.tight_layout()

@@ -66,6 +66,7 @@ class SpecEngine:
         """Proposals fetched: one call for the whole batch a step."""
         self.spec_steps = 0
         self.plain_steps = 0
+        self._first_verify_s: float | None = None
         self.draft_errors: dict[str, int] = {}
 
     async def start(self) -> None:
@@ -147,12 +148,19 @@ class SpecEngine:
                 self.spec_steps += 1
             else:
                 self.plain_steps += 1
+            collapsed = False
+            if speculate:
+                now = time.monotonic()
+                self._first_verify_s = self._first_verify_s or now
+                after = cfg.accept_collapse_after_s
+                collapsed = after > 0 and now - self._first_verify_s >= after
             for seq in batch:
                 if seq not in self._active:
                     continue  # cancelled during the step
                 n = 1
                 if speculate:
-                    accepted = accepted_tokens(seq.rng, seq.accept_p, k)
+                    p = 0.0 if collapsed else seq.accept_p
+                    accepted = accepted_tokens(seq.rng, p, k)
                     self.draft_tokens += k
                     self.accepted_tokens += accepted
                     self.accepted_steps[accepted] += 1

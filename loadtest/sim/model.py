@@ -114,6 +114,11 @@ class SimConfig:
     """The longest wait between probes of a failed draft."""
     draft_token_ms: float = 0.5
     """Draft role: time to propose one token (a step costs ``spec_k`` of these)."""
+    accept_collapse_after_s: float = 0.0
+    """A deliberate failure: this many seconds after the target's first verify step, the
+    target accepts no more drafts (every step yields its own token only, while still
+    paying for the verify), as when acceptance falls to 1.0 token a step unnoticed
+    (0 = never)."""
     draft_mode: str = "ok"
     """Draft role: ``ok``, ``garbage`` (answers that are not proposals) or ``hang``."""
     load_s: float = 0.0

@@ -8,6 +8,7 @@ the results.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from typing import TypedDict
@@ -18,7 +19,7 @@ from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
-from loadtest.protocol.openai import ServerError, StreamReader
+from loadtest.protocol.openai import STEP_GAP_NS, ServerError, StreamReader
 from loadtest.protocol.validate import ToolValidator
 from loadtest.transport.auth import redact
 
@@ -54,6 +55,7 @@ class _StreamFields(TypedDict):
     token_chunk_ns: tuple[int, ...]
     chunks: int
     token_steps: int
+    step_tokens: tuple[int, ...]
     prompt_tokens: int | None
     finish_reason: str | None
     response_id: str | None
@@ -112,6 +114,37 @@ def retry_after_s(value: str | None) -> float | None:
     return seconds if seconds >= 0 else None
 
 
+STEP_TALLY = 16
+"""Sizes of verify steps told apart; the last slot counts the steps of 16 or more."""
+
+
+def step_tally(chunk_ns: Sequence[int], gap_ns: int = STEP_GAP_NS) -> tuple[int, ...]:
+    """Verify steps by the token chunks they carried: slot ``i`` counts steps of
+    ``i + 1`` chunks. The first step is the prefill's token, not a verify: left out.
+    (One chunk a token, as llama.cpp streams; an engine that packs a step into one
+    chunk shows every step as one token here.)
+
+    A pause inside one step's burst longer than ``gap_ns`` (a busy client) would split
+    it and hide accepted tokens, so a gap ends a step only past a quarter of the
+    median gap between steps as well: bursts are sub-millisecond, steps milliseconds."""
+    gaps = [b - a for a, b in itertools.pairwise(chunk_ns[1:])]
+    between = sorted(g for g in gaps if g > gap_ns)
+    cut = max(gap_ns, between[len(between) // 2] // 4) if between else gap_ns
+    tally = [0] * STEP_TALLY
+    size = 1 if len(chunk_ns) > 1 else 0
+    for g in gaps:
+        if g > cut:
+            tally[min(size, STEP_TALLY) - 1] += 1
+            size = 1
+        else:
+            size += 1
+    if size:
+        tally[min(size, STEP_TALLY) - 1] += 1
+    while tally and not tally[-1]:
+        tally.pop()
+    return tuple(tally)
+
+
 def _stream_fields(reader: StreamReader, first_byte: int | None) -> _StreamFields:
     chunk_ns: Sequence[int] = reader.token_chunk_ns
     usage = reader.usage or {}
@@ -124,6 +157,7 @@ def _stream_fields(reader: StreamReader, first_byte: int | None) -> _StreamField
         "token_chunk_ns": tuple(chunk_ns),
         "chunks": reader.chunks,
         "token_steps": reader.steps,
+        "step_tokens": step_tally(chunk_ns) if reader.steps else (),
         "prompt_tokens": prompt_tokens if isinstance(prompt_tokens, int) else None,
         "finish_reason": reader.finish_reason,
         "response_id": reader.response_id,
