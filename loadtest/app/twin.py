@@ -43,6 +43,8 @@ _ENOUGH = 20
 _MAX_SIGMA = 0.5
 """The widest gap spread a fit writes: a wider one in per-request TPOT is load or noise
 shared by a request's gaps, which independent draws per gap cannot reproduce."""
+_Z90 = 1.2816
+"""The 90th percentile of a standard normal: a log-normal's p90/p50 is exp(1.2816 sigma)."""
 _SPREAD_TOKENS = 100
 """Prompt lengths must span this many tokens for the TTFT line to have a slope."""
 
@@ -64,6 +66,8 @@ class RunPoint:
     waiting_peak: float | None
     engine: str
     acceptance: float | None
+    itl_p50_p90: tuple[float, float] | None = None
+    """The run's inter-token gaps (all requests'), median and 90th percentile."""
 
 
 def _folders(given: list[str]) -> list[Path]:
@@ -98,6 +102,8 @@ def run_point(folder: Path) -> RunPoint:
         window_ms = 1000 * float(summary["run"].get("measured_s") or 0) or 1.0
         in_flight = sum(float(r.get("e2e_ms") or 0) for r in rows) / window_ms
     server: Any = summary.get("server") or {}
+    itl: Any = summary.get("metrics", {}).get("itl_ms") or {}
+    gaps = (float(itl["p50"]), float(itl["p90"])) if itl.get("p50") and itl.get("p90") else None
     return RunPoint(
         folder=str(folder),
         in_flight=max(1.0, in_flight),
@@ -110,6 +116,7 @@ def run_point(folder: Path) -> RunPoint:
         waiting_peak=server.get("waiting_peak"),
         engine=str(server.get("engine") or "unknown"),
         acceptance=server.get("acceptance_rate"),
+        itl_p50_p90=gaps,
     )
 
 
@@ -133,20 +140,12 @@ def _per_token_acceptance(rate: float, k: int) -> float:
     return round(lo, 4)
 
 
-def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
-    """The profile's settings, its range, and notes on what the fit could not see."""
-    notes: list[str] = []
-    queued = [p for p in points if (p.waiting_peak or 0) > 0 and p.running_peak]
-    slots = int(max(p.running_peak or 0 for p in queued)) if queued else 0
-    if not any(p.running_peak is not None for p in points):
-        notes.append("no server metrics in the runs: the engine's slots are not known")
-    batches = [min(p.in_flight, slots) if slots else p.in_flight for p in points]
-    tpots = [statistics.median(p.tpot_ms) for p in points]
-    itl, slope = _line([b - 1 for b in batches], tpots)
-    itl = max(itl, 0.01)
-    share = max(0.0, slope / itl)
-    # TTFT from the calmest runs where no request queued for a slot, each TTFT taken
-    # back to a batch of one by its run's step factor: enough requests for a line.
+def _ttft_line(
+    points: list[RunPoint], batches: list[float], share: float, slots: int, notes: list[str]
+) -> tuple[float, float, float]:
+    """TTFT's intercept, slope per token and log spread, from the calmest runs where no
+    request queued for a slot, each TTFT taken back to a batch of one by its run's step
+    factor: enough requests for a line."""
     calm: list[tuple[float, float]] = []
     for p, b in sorted(zip(points, batches, strict=True), key=lambda x: x[0].in_flight):
         if calm and (len(calm) >= _ENOUGH or (slots and p.in_flight > slots)):
@@ -166,24 +165,80 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     per_token = max(0.0, per_token)
     base = max(0.1, base)
     logs = [math.log(ms / (base + per_token * t)) for t, ms in calm if ms > 0]
-    calmest = min(points, key=lambda p: p.in_flight)
-    gaps = [max(1, n - 1) for n in calmest.output_tokens]
+    return base, per_token, statistics.pstdev(logs) if len(logs) > 1 else 0.0
+
+
+def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
+    """The log spread of one gap around its request's pace (``itl_sigma``) and of the
+    pace from request to request (``itl_request_sigma``), on the calmest run.
+
+    A request's TPOT is the mean of its ``g`` gaps, so its log variance is about
+    ``r^2 + s^2 / g``, while all gaps together have ``r^2 + s^2``: the run's gap
+    percentiles and its requests' TPOTs give both. Without gap percentiles, all of the
+    TPOT spread is put on the pace (a spread in TPOT is shared by a request's gaps).
+    """
     tpot_logs = [math.log(t) for t in calmest.tpot_ms if t > 0]
-    itl_sigma = statistics.pstdev(tpot_logs) * math.sqrt(statistics.mean(gaps)) if tpot_logs else 0
+    if len(tpot_logs) < 2:
+        return 0.0, 0.0
+    v_request = statistics.pvariance(tpot_logs)
+    g = max(1.0, statistics.mean(max(1, n - 1) for n in calmest.output_tokens))
+    if calmest.itl_p50_p90 is None or g <= 1:
+        return 0.0, min(math.sqrt(v_request), _MAX_SIGMA)
+    p50, p90 = calmest.itl_p50_p90
+    v_gap = (math.log(p90 / p50) / _Z90) ** 2 if p90 > p50 > 0 else 0.0
+    r2 = max(0.0, (v_request - v_gap / g) / (1 - 1 / g))
+    s2 = max(0.0, v_gap - r2)
+    return min(math.sqrt(s2), _MAX_SIGMA), min(math.sqrt(r2), _MAX_SIGMA)
+
+
+def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
+    """The profile's settings, its range, and notes on what the fit could not see."""
+    notes: list[str] = []
+    queued = [p for p in points if (p.waiting_peak or 0) > 0 and p.running_peak]
+    slots = int(max(p.running_peak or 0 for p in queued)) if queued else 0
+    if not any(p.running_peak is not None for p in points):
+        notes.append("no server metrics in the runs: the engine's slots are not known")
+    blocks = all(p.engine == "llama.cpp" for p in points)
+    batches = [min(p.in_flight, slots) if slots else p.in_flight for p in points]
+    tpots = [statistics.median(p.tpot_ms) for p in points]
+    itl, slope = _line([b - 1 for b in batches], tpots)
+    share = max(0.0, slope / max(itl, 0.01))
+    base, per_token, ttft_sigma = _ttft_line(points, batches, share, slots, notes)
+    if blocks:
+        # llama.cpp prefills a prompt whole, in the step with the others' decode tokens:
+        # in a batch of B each request waits out about B - 1 other prefills, which the
+        # twin adds itself (prefill_blocks), so they come off the TPOT first.
+        notes.append(
+            "llama.cpp: a prompt is prefilled whole in one step (prefill_blocks), the "
+            "other streams wait for it; their TPOT is fitted without those waits"
+        )
+        tpots = [
+            t - _stall_per_gap(p, b, base, per_token)
+            for p, b, t in zip(points, batches, tpots, strict=True)
+        ]
+        itl, slope = _line([b - 1 for b in batches], tpots)
+        share = max(0.0, slope / max(itl, 0.01))
+    itl = max(itl, 0.01)
+    calmest = min(points, key=lambda p: p.in_flight)
+    gap_sigma, pace_sigma = _gap_spreads(calmest)
+    if calmest.itl_p50_p90 is None:
+        notes.append("no gap percentiles in the runs: the TPOT spread is all put on the pace")
     outputs = [n for p in points for n in p.output_tokens]
     stopped = sum(p.stopped for p in points)
     settings: Settings = {
         "ttft_ms": round(base, 3),
         "ttft_per_1k_tokens_ms": round(1000 * per_token, 3),
-        "ttft_sigma": round(statistics.pstdev(logs), 4) if len(logs) > 1 else 0.0,
+        "ttft_sigma": round(ttft_sigma, 4),
         # TPOT is a mean of gaps, and the simulator draws each gap log-normal around a
         # median: the median that gives the fitted mean.
-        "itl_ms": round(itl / math.exp(min(itl_sigma, _MAX_SIGMA) ** 2 / 2), 3),
-        "itl_sigma": round(min(itl_sigma, _MAX_SIGMA), 4),
+        "itl_ms": round(itl / math.exp(gap_sigma**2 / 2), 3),
+        "itl_sigma": round(gap_sigma, 4),
+        "itl_request_sigma": round(pace_sigma, 4),
         "step_token_share": round(share, 5),
         "max_running": slots,
         # The prefill's cost is in the fitted TTFT: no chunk is added to other steps.
         "prefill_chunk_tokens": 0,
+        "prefill_blocks": blocks,
         "min_output_fraction": round(
             1.0 if stopped == 0 else float(np.percentile(outputs, 5)) / max(outputs), 3
         ),
@@ -212,6 +267,16 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         runs=tuple(p.folder for p in points),
     )
     return settings, fitted, notes
+
+
+def _stall_per_gap(p: RunPoint, batch: float, base: float, per_token: float) -> float:
+    """The other prefills a request of run ``p`` waits out, per gap: in a closed batch
+    each of the other ``batch - 1`` slots starts a request about once in a request's
+    time, and only those that start during its decode (not its own prefill) hold it."""
+    prefill = base + per_token * statistics.mean(p.prompt_tokens)
+    gaps = max(1.0, statistics.mean(max(1, n - 1) for n in p.output_tokens))
+    decode = statistics.median(p.tpot_ms) * gaps
+    return (batch - 1) * prefill * decode / (decode + prefill) / gaps
 
 
 def fit_profile(given: list[str], out: Path) -> tuple[Path, Settings, list[str]]:

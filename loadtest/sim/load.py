@@ -14,6 +14,10 @@ acceptance ``p`` a verify step yields ``m = 1 + p + ... + p^k`` tokens, so specu
 is faster per token only while ``verify_factor + s*(B*(k+1) - 1) < m*(1 + s*(B - 1))``
 for ``B`` running sequences: below ``crossover_batch`` (``B*``).
 
+With ``prefill_blocks`` (llama.cpp) a prompt is not chunked: the step that carries it
+carries all of it, so every decoding stream's next token waits the whole prefill
+(``stall``), and a prompt admitted while another is in prefill waits for it.
+
 KV capacity is counted in tokens: a request reserves its prompt and its whole answer
 when admitted and waits (the ``waiting`` gauge) until there is room. A real vLLM
 allocates as it goes and preempts instead; reserving up front never preempts.
@@ -30,10 +34,15 @@ __all__ = ["BatchLoad", "KvBudget", "crossover_batch", "tokens_per_verify_step"]
 class BatchLoad:
     """Tokens in the running batch, as a step sees them (one object per server)."""
 
-    __slots__ = ("decoding", "prefilling", "share")
+    __slots__ = ("decoding", "prefill_free_ns", "prefilling", "share", "stalled_ns")
 
     def __init__(self, share: float) -> None:
         self.share = share
+        self.stalled_ns = 0
+        """Blocking prefill time so far: a stream whose next token is due after it grew
+        sends it that much later (a running sum, so each stream reads what is new)."""
+        self.prefill_free_ns = 0
+        """When the blocking prefills admitted so far are done (``perf_counter_ns``)."""
         self.decoding = 0
         """Sequences past their first token, each one token a plain step."""
         self.prefilling = 0
@@ -47,6 +56,15 @@ class BatchLoad:
         """A step's time over ``itl_ms`` as one sequence sees it: ``base + share * (T -
         own)``, where ``own`` are its own tokens (the floor already pays for one)."""
         return base + self.share * max(0, self.tokens(per_sequence) - own)
+
+    def stall(self, now_ns: int, prefill_ns: int) -> int:
+        """A blocking prefill of ``prefill_ns`` admitted at ``now_ns``: it starts when the
+        prefills before it are done, holds every decoding stream for its length, and
+        this returns when it ends (the request's first token)."""
+        start = max(now_ns, self.prefill_free_ns)
+        self.prefill_free_ns = start + prefill_ns
+        self.stalled_ns += prefill_ns
+        return self.prefill_free_ns
 
 
 def tokens_per_verify_step(p: float, k: int) -> float:

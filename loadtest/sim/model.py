@@ -39,6 +39,10 @@ class SimConfig:
     """Median gap between tokens."""
     itl_sigma: float = 0.3
     """Log-normal spread of the gap between tokens (0 = fixed)."""
+    itl_request_sigma: float = 0.0
+    """Log-normal spread of a request's own pace, drawn once per request and shared by
+    all its gaps: what a real engine's varying load gives a whole request, which
+    independent gaps (``itl_sigma``) average away (0 = none)."""
     min_output_fraction: float = 0.5
     """Output length is drawn uniformly between this fraction of max_tokens and all of it
     (all of it with ``ignore_eos``; at least ``min_tokens`` when the request asks)."""
@@ -96,6 +100,14 @@ class SimConfig:
     """Load model: prompt tokens a request in its prefill adds to each step until its
     first token (chunked prefill sharing steps with decode; 0: prefills cost the other
     streams nothing, as in a profile whose TTFT already holds them)."""
+    prefill_blocks: bool = False
+    """llama.cpp's prefill: a prompt is processed whole in one step with the others'
+    decode tokens, so every decoding stream waits for it, and prompts admitted together
+    are processed one after the other (off: ``prefill_chunk_tokens`` decides)."""
+    flavour: str = "vllm"
+    """Engine-specific extras of a stream: ``vllm`` (none), or ``llama``: the final
+    chunk carries llama.cpp's ``timings`` (prompt_n, prompt_ms, predicted_n,
+    predicted_ms, cache_n, and draft_n, draft_n_accepted when speculating)."""
     tokenizer: str = ""
     """A ``tokenizer.json`` (needs the ``tokenizers`` package): prompts are counted and
     ``/tokenize`` answers with it, instead of four characters a token."""
@@ -144,6 +156,8 @@ class SimConfig:
             raise UsageError(f"sim role must be 'model' or 'draft', not {self.role!r}")
         if self.step_chunks not in ("joined", "burst"):
             raise UsageError(f"sim step_chunks must be joined or burst, not {self.step_chunks!r}")
+        if self.flavour not in ("vllm", "llama"):
+            raise UsageError(f"sim flavour must be vllm or llama, not {self.flavour!r}")
         if self.draft_mode not in ("ok", "garbage", "hang"):
             raise UsageError(f"draft_mode must be ok, garbage or hang, not {self.draft_mode!r}")
         rates = ("accept_tool_calls", "accept_code", "accept_chat", "accept_multilingual")
@@ -159,7 +173,14 @@ class SimConfig:
             raise UsageError("sim prefill_chunk_tokens must not be negative")
         if self.spec_k < 1:
             raise UsageError(f"sim spec_k must be at least 1, not {self.spec_k}")
-        for name in ("ttft_ms", "itl_ms", "draft_timeout_ms", "load_s", "cold_start_ms"):
+        for name in (
+            "ttft_ms",
+            "itl_ms",
+            "itl_request_sigma",
+            "draft_timeout_ms",
+            "load_s",
+            "cold_start_ms",
+        ):
             if getattr(self, name) < 0:
                 raise UsageError(f"sim {name} must not be negative")
 
@@ -218,6 +239,12 @@ class Truth:
     steps: int = 0
     """Decode steps that gave it tokens, the first included: each token in the plain
     model, each verify step with speculation (vLLM's inter-token gaps are between them)."""
+    admitted_ns: int | None = None
+    """When it got a slot (its prefill began): llama.cpp's ``prompt_ms`` starts there."""
+    drafted: int = 0
+    """Draft tokens proposed for it (llama.cpp's ``draft_n``)."""
+    draft_accepted: int = 0
+    """Of those, accepted (``draft_n_accepted``)."""
 
 
 def _rng_for(seed: int, body: bytes) -> random.Random:
@@ -274,9 +301,11 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         pieces = (*pieces[:-1], (" " if len(pieces) > 1 else "") + "diverged")
     offsets = []
     t = ttft_ms
+    # Drawn only when asked for, so the plan's other draws stay as they were without it.
+    pace = _lognormal(rng, cfg.itl_ms, cfg.itl_request_sigma) if cfg.itl_request_sigma else 0
     for _ in pieces:
         offsets.append(int(t * 1e6))
-        t += _lognormal(rng, cfg.itl_ms, cfg.itl_sigma)
+        t += _lognormal(rng, pace or cfg.itl_ms, cfg.itl_sigma)
     disconnect = len(pieces) // 2 if rng.random() < cfg.disconnect_rate else None
     # Its own hash (seed + 2), like the divergence draw: the plan's other draws stay put.
     key = (cfg.seed + 2).to_bytes(8, "little", signed=True)
