@@ -9,6 +9,10 @@ successful requests of each run it fits the simulator's own model
 - step time against batch: each run's median TPOT against its batch ``B`` (the
   requests in flight by Little's law, capped at the engine's slots), as
   ``itl_ms * (1 + step_token_share * (B - 1))``, least squares;
+- TPOT's spread: split into a request's pace (``itl_request_sigma``, shared by its gaps)
+  and gap to gap (``itl_sigma``) from the calmest run's gap percentiles and TPOTs;
+- llama.cpp's prefill (``prefill_blocks``): a prompt prefilled whole stalls the other
+  streams, so their TPOTs are fitted without those stalls, which the twin adds back;
 - the engine's slots (``max_running``): the running peak of a run that had requests
   waiting, from the server's own metrics; queueing beyond them is what the twin's
   TTFT then reproduces;

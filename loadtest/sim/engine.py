@@ -58,7 +58,8 @@ class SpecEngine:
         self._rng = random.Random(config.seed)
         self._active: set[_Sequence] = set()
         self._wake = asyncio.Event()
-        self._stalled = self.load.stalled_ns
+        self._stalled = 0
+        """Blocking prefills from here on are in the next step (``perf_counter_ns``)."""
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self._draft = config.draft_url.rstrip("/") + "/draft"
@@ -136,7 +137,7 @@ class SpecEngine:
             if not self._active:
                 self._wake.clear()
                 await self._wake.wait()
-                self._stalled = self.load.stalled_ns  # prefills with none decoding stall none
+                self._stalled = _perf()  # prefills while none decoded stalled none
             batch = list(self._active)
             speculate = False
             if self.health.should_try(time.monotonic()):
@@ -151,8 +152,9 @@ class SpecEngine:
             if cfg.itl_sigma > 0:
                 step_ms *= math.exp(self._rng.gauss(0.0, cfg.itl_sigma))
             # A blocking prefill (llama.cpp) admitted since the last step is in this one.
-            step_ms += (self.load.stalled_ns - self._stalled) / 1e6
-            self._stalled = self.load.stalled_ns
+            now = _perf()
+            step_ms += self.load.stalled(self._stalled, now) / 1e6
+            self._stalled = now
             await asyncio.sleep(step_ms / 1000)
             if speculate:
                 self.spec_steps += 1

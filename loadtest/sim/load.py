@@ -27,20 +27,25 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import deque
 
 __all__ = ["BatchLoad", "KvBudget", "crossover_batch", "tokens_per_verify_step"]
+
+
+_STALLS_KEPT_NS = 60_000_000_000
+"""How long a blocking prefill is remembered: longer than any gap it could fall in."""
 
 
 class BatchLoad:
     """Tokens in the running batch, as a step sees them (one object per server)."""
 
-    __slots__ = ("decoding", "prefill_free_ns", "prefilling", "share", "stalled_ns")
+    __slots__ = ("decoding", "prefill_free_ns", "prefilling", "share", "stalls")
 
     def __init__(self, share: float) -> None:
         self.share = share
-        self.stalled_ns = 0
-        """Blocking prefill time so far: a stream whose next token is due after it grew
-        sends it that much later (a running sum, so each stream reads what is new)."""
+        self.stalls: deque[tuple[int, int]] = deque()
+        """Blocking prefills, ``(start_ns, length_ns)`` in order: a decoding stream's
+        token due after one starts comes that much later (kept for ``_STALLS_KEPT_NS``)."""
         self.prefill_free_ns = 0
         """When the blocking prefills admitted so far are done (``perf_counter_ns``)."""
         self.decoding = 0
@@ -63,8 +68,16 @@ class BatchLoad:
         this returns when it ends (the request's first token)."""
         start = max(now_ns, self.prefill_free_ns)
         self.prefill_free_ns = start + prefill_ns
-        self.stalled_ns += prefill_ns
+        self.stalls.append((start, prefill_ns))
+        while self.stalls[0][0] < now_ns - _STALLS_KEPT_NS:
+            self.stalls.popleft()
         return self.prefill_free_ns
+
+    def stalled(self, after_ns: int, until_ns: int) -> int:
+        """The blocking prefill time that starts in ``[after_ns, until_ns)``: what holds
+        a token whose gap runs over that span (a prefill that ended the gap's start,
+        the stream's own, is not in it)."""
+        return sum(n for s, n in self.stalls if after_ns <= s < until_ns)
 
 
 def tokens_per_verify_step(p: float, k: int) -> float:

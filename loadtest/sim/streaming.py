@@ -58,14 +58,16 @@ async def timed(
     n = len(offsets)
     due = start + offsets[0]  # the first token: its TTFT is the caller's
     i = 0
-    stalled = 0 if load is None else load.stalled_ns
+    checked = due  # blocking prefills that start from the first token on hold the next
     while i < n:
         await sleep_until(due)
-        if load is not None and load.stalled_ns != stalled:
-            # Another prompt's blocking prefill came into this gap: the token waits it.
-            due += load.stalled_ns - stalled if i > 0 else 0
-            stalled = load.stalled_ns
-            continue
+        if i > 0 and load is not None and load.stalls:
+            # Other prompts' blocking prefills that began in this gap: the token waits them.
+            held = load.stalled(checked, due)
+            checked = due
+            if held:
+                due += held
+                continue
         now = _perf()
         stretch = 1.0 if load is None else load.factor()
         j = i + 1
