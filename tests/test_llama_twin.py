@@ -99,7 +99,6 @@ def test_a_twin_fitted_at_concurrency_1_2_4_predicts_concurrency_3(tmp_path: Pat
         real_a = _run(scenario, url, HELD, HELD_N, tmp_path / "real-a")
         profile, settings, _ = fit_profile([str(tmp_path / "fit")], tmp_path / "twin.toml")
         assert settings["max_running"] == 2  # llama.cpp's slots, from its /metrics
-        assert settings["prefill_blocks"] is True
         config = with_profile(SimConfig(profile=str(profile)), {})
         with SimProcess(config) as sim:
             twin = _run(scenario, sim.url, HELD, HELD_N, tmp_path / "twin")

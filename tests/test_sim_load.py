@@ -132,7 +132,7 @@ async def test_a_long_prefill_slows_the_other_streams() -> None:
 
 async def test_a_blocking_prefill_holds_every_stream_for_its_whole_length() -> None:
     # llama.cpp: 2,000 prompt tokens at 0.2 ms each is one 400 ms step for everyone.
-    cfg = replace(BASE, prefill_blocks=True, step_token_share=0.0, ttft_per_1k_tokens_ms=200)
+    cfg = replace(BASE, prefill_stall=1.0, step_token_share=0.0, ttft_per_1k_tokens_ms=200)
     async with InProcessSim(cfg) as sim, _client() as http:
         streaming = asyncio.create_task(_gaps(http, sim.url, _body(0, 40)))
         await asyncio.sleep(0.2)  # well into its decode
@@ -146,7 +146,7 @@ async def test_a_blocking_prefill_holds_every_stream_for_its_whole_length() -> N
     # gaps hold them: its tokens are 20 ms apart but for the prefills' 800 ms.
     assert both > 750
     assert sum(g for g in gaps if g > 100) > 700, gaps
-    off = replace(cfg, prefill_blocks=False, prefill_chunk_tokens=0)
+    off = replace(cfg, prefill_stall=0.0, prefill_chunk_tokens=0)
     async with InProcessSim(off) as sim, _client() as http:
         streaming = asyncio.create_task(_gaps(http, sim.url, _body(0, 40)))
         await asyncio.sleep(0.2)
@@ -156,13 +156,19 @@ async def test_a_blocking_prefill_holds_every_stream_for_its_whole_length() -> N
         assert max(await streaming) < 100
 
 
-async def test_a_request_pace_is_shared_by_its_gaps() -> None:
-    cfg = replace(BASE, itl_ms=8.0, itl_sigma=0.05, itl_request_sigma=0.4)
+async def test_the_engine_pace_is_shared_by_a_request_gaps_and_its_neighbours() -> None:
+    cfg = replace(BASE, itl_ms=8.0, itl_sigma=0.05, pace_sigma=0.4, pace_period_ms=240.0)
     async with InProcessSim(cfg) as sim, _client() as http:
-        runs = [await _gaps(http, sim.url, _body(i, 30)) for i in range(12)]
-    means = [statistics.mean(g) for g in runs]
-    # Gaps of 5% spread alone give means within a few percent; a pace of 40% spreads them.
-    assert max(means) > 1.5 * min(means), means
+        pairs = [
+            await asyncio.gather(*(_gaps(http, sim.url, _body(2 * i + j, 30)) for j in (0, 1)))
+            for i in range(8)
+        ]
+    means = [(statistics.mean(a), statistics.mean(b)) for a, b in pairs]
+    # Gaps of 5% spread alone give means within a few percent; a pace of 40% spreads
+    # them, and two streams running together share it.
+    flat = [m for pair in means for m in pair]
+    assert max(flat) > 1.5 * min(flat), means
+    assert all(abs(a / b - 1) < 0.25 for a, b in means), means
 
 
 async def test_requests_wait_for_kv_room_and_all_complete() -> None:

@@ -9,10 +9,13 @@ successful requests of each run it fits the simulator's own model
 - step time against batch: each run's median TPOT against its batch ``B`` (the
   requests in flight by Little's law, capped at the engine's slots), as
   ``itl_ms * (1 + step_token_share * (B - 1))``, least squares;
-- TPOT's spread: split into a request's pace (``itl_request_sigma``, shared by its gaps)
-  and gap to gap (``itl_sigma``) from the calmest run's gap percentiles and TPOTs;
-- llama.cpp's prefill (``prefill_blocks``): a prompt prefilled whole stalls the other
-  streams, so their TPOTs are fitted without those stalls, which the twin adds back;
+- TPOT's spread: split into the engine's pace (``pace_sigma``, shared by a request's
+  gaps and by the streams running with it, for about a request's time,
+  ``pace_period_ms``) and gap to gap (``itl_sigma``), from the calmest run's gap
+  percentiles and TPOTs;
+- llama.cpp's prefill (``prefill_stall``): how much of the prefills that began during a
+  decode it waited out (``twin_prefill``); the TPOTs are fitted without those waits,
+  which the twin adds back;
 - the engine's slots (``max_running``): the running peak of a run that had requests
   waiting, from the server's own metrics; queueing beyond them is what the twin's
   TTFT then reproduces;
@@ -34,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from loadtest.app.twin_prefill import Window, stall_share, tpot_without_stalls
 from loadtest.errors import UsageError
 from loadtest.model.io import JsonLines, load_summary
 from loadtest.model.summary import Summary
@@ -72,6 +76,8 @@ class RunPoint:
     acceptance: float | None
     itl_p50_p90: tuple[float, float] | None = None
     """The run's inter-token gaps (all requests'), median and 90th percentile."""
+    windows: tuple[Window, ...] = ()
+    """Its requests' decode and prefill times, where the engine reported its prefill."""
 
 
 def _folders(given: list[str]) -> list[Path]:
@@ -121,7 +127,18 @@ def run_point(folder: Path) -> RunPoint:
         engine=str(server.get("engine") or "unknown"),
         acceptance=server.get("acceptance_rate"),
         itl_p50_p90=gaps,
+        windows=tuple(w for r in rows if (w := _window(r)) is not None),
     )
+
+
+def _window(row: Any) -> Window | None:
+    """A request's decode and prefill times, where the engine reported its prefill."""
+    timings = row.get("server_timings") or {}
+    prompt_ms, first, end = timings.get("prompt_ms"), row.get("first_token_ms"), row.get("end_ms")
+    if not isinstance(prompt_ms, int | float) or first is None or end is None:
+        return None
+    gaps = max(1, int(row.get("output_tokens") or 0) - 1)
+    return Window(float(first), float(end), float(prompt_ms), gaps)
 
 
 def _line(x: list[float], y: list[float]) -> tuple[float, float]:
@@ -172,9 +189,14 @@ def _ttft_line(
     return base, per_token, statistics.pstdev(logs) if len(logs) > 1 else 0.0
 
 
+def _mean_gaps(p: RunPoint) -> float:
+    """Gaps between tokens a request of the run had, on average (at least one)."""
+    return max(1.0, statistics.mean(max(1, n - 1) for n in p.output_tokens))
+
+
 def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
-    """The log spread of one gap around its request's pace (``itl_sigma``) and of the
-    pace from request to request (``itl_request_sigma``), on the calmest run.
+    """The log spread of one gap around the engine's pace (``itl_sigma``) and of the
+    pace from request to request (``pace_sigma``), on the calmest run.
 
     A request's TPOT is the mean of its ``g`` gaps, so its log variance is about
     ``r^2 + s^2 / g``, while all gaps together have ``r^2 + s^2``: the run's gap
@@ -185,7 +207,7 @@ def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
     if len(tpot_logs) < 2:
         return 0.0, 0.0
     v_request = statistics.pvariance(tpot_logs)
-    g = max(1.0, statistics.mean(max(1, n - 1) for n in calmest.output_tokens))
+    g = _mean_gaps(calmest)
     if calmest.itl_p50_p90 is None or g <= 1:
         return 0.0, min(math.sqrt(v_request), _MAX_SIGMA)
     p50, p90 = calmest.itl_p50_p90
@@ -202,23 +224,23 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     slots = int(max(p.running_peak or 0 for p in queued)) if queued else 0
     if not any(p.running_peak is not None for p in points):
         notes.append("no server metrics in the runs: the engine's slots are not known")
-    blocks = all(p.engine == "llama.cpp" for p in points)
     batches = [min(p.in_flight, slots) if slots else p.in_flight for p in points]
     tpots = [statistics.median(p.tpot_ms) for p in points]
     itl, slope = _line([b - 1 for b in batches], tpots)
     share = max(0.0, slope / max(itl, 0.01))
     base, per_token, ttft_sigma = _ttft_line(points, batches, share, slots, notes)
-    if blocks:
-        # llama.cpp prefills a prompt whole, in the step with the others' decode tokens:
-        # in a batch of B each request waits out about B - 1 other prefills, which the
-        # twin adds itself (prefill_blocks), so they come off the TPOT first.
+    stall = stall_share([p.windows for p in points if len(p.windows) == len(p.ttft_ms)])
+    if stall is not None and stall > 0:
+        # The engine's decodes waited out part of the other prompts' prefills (llama.cpp
+        # prefills a prompt whole): the twin adds those waits itself (prefill_stall),
+        # so they come off the TPOTs the step time is fitted on.
         notes.append(
-            "llama.cpp: a prompt is prefilled whole in one step (prefill_blocks), the "
-            "other streams wait for it; their TPOT is fitted without those waits"
+            f"decodes waited {stall:.0%} of the prefills that began during them "
+            "(prefill_stall); the TPOTs are fitted without those waits"
         )
         tpots = [
-            t - _stall_per_gap(p, b, base, per_token)
-            for p, b, t in zip(points, batches, tpots, strict=True)
+            tpot_without_stalls(p.windows, stall) if p.windows else t
+            for p, t in zip(points, tpots, strict=True)
         ]
         itl, slope = _line([b - 1 for b in batches], tpots)
         share = max(0.0, slope / max(itl, 0.01))
@@ -237,12 +259,14 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         # median: the median that gives the fitted mean.
         "itl_ms": round(itl / math.exp(gap_sigma**2 / 2), 3),
         "itl_sigma": round(gap_sigma, 4),
-        "itl_request_sigma": round(pace_sigma, 4),
+        "pace_sigma": round(pace_sigma, 4),
+        # The pace holds about one request's decode: what the TPOT spread was shared by.
+        "pace_period_ms": round(statistics.median(calmest.tpot_ms) * _mean_gaps(calmest), 1),
         "step_token_share": round(share, 5),
         "max_running": slots,
         # The prefill's cost is in the fitted TTFT: no chunk is added to other steps.
         "prefill_chunk_tokens": 0,
-        "prefill_blocks": blocks,
+        "prefill_stall": round(stall or 0.0, 3),
         "min_output_fraction": round(
             1.0 if stopped == 0 else float(np.percentile(outputs, 5)) / max(outputs), 3
         ),
@@ -271,16 +295,6 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         runs=tuple(p.folder for p in points),
     )
     return settings, fitted, notes
-
-
-def _stall_per_gap(p: RunPoint, batch: float, base: float, per_token: float) -> float:
-    """The other prefills a request of run ``p`` waits out, per gap: in a closed batch
-    each of the other ``batch - 1`` slots starts a request about once in a request's
-    time, and only those that start during its decode (not its own prefill) hold it."""
-    prefill = base + per_token * statistics.mean(p.prompt_tokens)
-    gaps = max(1.0, statistics.mean(max(1, n - 1) for n in p.output_tokens))
-    decode = statistics.median(p.tpot_ms) * gaps
-    return (batch - 1) * prefill * decode / (decode + prefill) / gaps
 
 
 def fit_profile(given: list[str], out: Path) -> tuple[Path, Settings, list[str]]:

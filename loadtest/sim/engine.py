@@ -148,7 +148,7 @@ class SpecEngine:
                 factor = self.load.factor(cfg.verify_factor, per_sequence=k + 1)
             else:
                 factor = self.load.factor()
-            step_ms = cfg.itl_ms * factor
+            step_ms = cfg.itl_ms * factor * self.load.pace()
             if cfg.itl_sigma > 0:
                 step_ms *= math.exp(self._rng.gauss(0.0, cfg.itl_sigma))
             # A blocking prefill (llama.cpp) admitted since the last step is in this one.

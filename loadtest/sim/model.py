@@ -39,10 +39,14 @@ class SimConfig:
     """Median gap between tokens."""
     itl_sigma: float = 0.3
     """Log-normal spread of the gap between tokens (0 = fixed)."""
-    itl_request_sigma: float = 0.0
-    """Log-normal spread of a request's own pace, drawn once per request and shared by
-    all its gaps: what a real engine's varying load gives a whole request, which
-    independent gaps (``itl_sigma``) average away (0 = none)."""
+    pace_sigma: float = 0.0
+    """Log-normal spread of the engine's pace: every decode step of every stream is
+    slowed by one shared factor, drawn anew every ``pace_period_ms`` (a machine whose
+    speed drifts with what else runs on it; independent gaps, ``itl_sigma``, average
+    that away within a request, and would not slow concurrent streams together; 0 =
+    none)."""
+    pace_period_ms: float = 1000.0
+    """How long one draw of the pace holds."""
     min_output_fraction: float = 0.5
     """Output length is drawn uniformly between this fraction of max_tokens and all of it
     (all of it with ``ignore_eos``; at least ``min_tokens`` when the request asks)."""
@@ -100,10 +104,11 @@ class SimConfig:
     """Load model: prompt tokens a request in its prefill adds to each step until its
     first token (chunked prefill sharing steps with decode; 0: prefills cost the other
     streams nothing, as in a profile whose TTFT already holds them)."""
-    prefill_blocks: bool = False
-    """llama.cpp's prefill: a prompt is processed whole in one step with the others'
-    decode tokens, so every decoding stream waits for it, and prompts admitted together
-    are processed one after the other (off: ``prefill_chunk_tokens`` decides)."""
+    prefill_stall: float = 0.0
+    """llama.cpp's prefill: the share of a prompt's prefill that every decoding stream
+    waits out (1: llama.cpp processes a prompt whole, in one step with the others' decode
+    tokens). Above 0, prompts admitted within a step of each other are prefilled
+    together, later ones after them (0: ``prefill_chunk_tokens`` decides)."""
     flavour: str = "vllm"
     """Engine-specific extras of a stream: ``vllm`` (none), or ``llama``: the final
     chunk carries llama.cpp's ``timings`` (prompt_n, prompt_ms, predicted_n,
@@ -169,6 +174,8 @@ class SimConfig:
             raise UsageError("sim step_token_share and kv_tokens must not be negative")
         if self.tokenizer and not Path(self.tokenizer).is_file():
             raise UsageError(f"sim tokenizer {self.tokenizer}: no such file")
+        if not 0.0 <= self.prefill_stall <= 1.0:
+            raise UsageError(f"sim prefill_stall must be between 0 and 1, not {self.prefill_stall}")
         if self.prefill_chunk_tokens < 0:
             raise UsageError("sim prefill_chunk_tokens must not be negative")
         if self.spec_k < 1:
@@ -176,7 +183,8 @@ class SimConfig:
         for name in (
             "ttft_ms",
             "itl_ms",
-            "itl_request_sigma",
+            "pace_sigma",
+            "pace_period_ms",
             "draft_timeout_ms",
             "load_s",
             "cold_start_ms",
@@ -301,11 +309,9 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         pieces = (*pieces[:-1], (" " if len(pieces) > 1 else "") + "diverged")
     offsets = []
     t = ttft_ms
-    # Drawn only when asked for, so the plan's other draws stay as they were without it.
-    pace = _lognormal(rng, cfg.itl_ms, cfg.itl_request_sigma) if cfg.itl_request_sigma else 0
     for _ in pieces:
         offsets.append(int(t * 1e6))
-        t += _lognormal(rng, pace or cfg.itl_ms, cfg.itl_sigma)
+        t += _lognormal(rng, cfg.itl_ms, cfg.itl_sigma)
     disconnect = len(pieces) // 2 if rng.random() < cfg.disconnect_rate else None
     # Its own hash (seed + 2), like the divergence draw: the plan's other draws stay put.
     key = (cfg.seed + 2).to_bytes(8, "little", signed=True)

@@ -32,7 +32,7 @@ from loadtest._compat import kernel_stamps
 from loadtest.model.json import JsonObject
 from loadtest.sim.engine import SpecEngine
 from loadtest.sim.frames import error_response
-from loadtest.sim.load import BatchLoad, KvBudget
+from loadtest.sim.load import BatchLoad, KvBudget, Pace
 from loadtest.sim.metrics import server_samples
 from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
 from loadtest.sim.prefix import PrefixCache
@@ -69,7 +69,10 @@ class SimServer:
         self._warm = config.cold_start_ms <= 0
         self._warming: asyncio.Task[None] | None = None
         self._last_active = time.monotonic()
-        self.load = BatchLoad(config.step_token_share)
+        pace = None
+        if config.pace_sigma > 0:
+            pace = Pace(config.pace_sigma, int(config.pace_period_ms * 1e6), config.seed)
+        self.load = BatchLoad(config.step_token_share, pace)
         self.kv = KvBudget(config.kv_tokens)
         self.fitted = RangeWatch.of(config)
         self.engine = SpecEngine(config, self.load) if config.draft_url else None
@@ -204,8 +207,11 @@ class SimServer:
             # The prefill shares its steps with what else runs: they slow it, as it will
             # slow them (counted while the stream waits for its first token).
             ttft = int(ttft * self.load.factor(per_sequence=self._tokens_per_sequence(), own=0))
-            if self.config.prefill_blocks:
-                ttft = self.load.stall(_perf(), ttft) - received
+            if self.config.prefill_stall > 0:
+                step_ns = int(self.config.itl_ms * 1e6)
+                share = self.config.prefill_stall
+                await self.load.prefill(_perf(), ttft, step_ns, share).done()
+                ttft = _perf() - received
             else:
                 ttft += _perf() - received
             truth.first_token_scheduled_ns = received + ttft

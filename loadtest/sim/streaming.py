@@ -69,14 +69,14 @@ async def timed(
                 due += held
                 continue
         now = _perf()
-        stretch = 1.0 if load is None else load.factor()
+        stretch = 1.0 if load is None else load.factor() * load.pace()
         j = i + 1
         while j < n and j - i < cap and due + (offsets[j] - offsets[j - 1]) * stretch <= now:
             due += int((offsets[j] - offsets[j - 1]) * stretch)
             j += 1
         yield j
         if j < n:
-            stretch = 1.0 if load is None else load.factor()
+            stretch = 1.0 if load is None else load.factor() * load.pace()
             due += int((offsets[j] - offsets[j - 1]) * stretch)
         i = j
 
