@@ -97,7 +97,7 @@ def test_a_twin_fitted_at_concurrency_1_2_4_predicts_concurrency_3(tmp_path: Pat
         for c, n in FIT:
             _run(scenario, url, c, n, tmp_path / "fit" / f"c{c}")
         real_a = _run(scenario, url, HELD, HELD_N, tmp_path / "real-a")
-        profile, settings, _ = fit_profile([str(tmp_path / "fit")], tmp_path / "twin.toml")
+        profile, settings, _ = fit_profile([str(tmp_path / "fit")], tmp_path / "profile.toml")
         assert settings["max_running"] == 2  # llama.cpp's slots, from its /metrics
         config = with_profile(SimConfig(profile=str(profile)), {})
         with SimProcess(config) as sim:

@@ -65,6 +65,10 @@ class RunPoint:
     in_flight: float
     """Requests in flight on average (Little's law: the sum of e2e over the window)."""
     prompt_tokens: tuple[int, ...]
+    """Each prompt as the simulator counts it (characters / 4): the twin's prefill cost
+    is per its own tokens, whatever the engine's tokenizer made of the prompt."""
+    engine_tokens: int
+    """All prompts' tokens as the engine counted them (``usage.prompt_tokens``)."""
     ttft_ms: tuple[float, ...]
     tpot_ms: tuple[float, ...]
     output_tokens: tuple[int, ...]
@@ -117,7 +121,8 @@ def run_point(folder: Path) -> RunPoint:
     return RunPoint(
         folder=str(folder),
         in_flight=max(1.0, in_flight),
-        prompt_tokens=tuple(int(r.get("prompt_tokens") or 0) for r in rows),
+        prompt_tokens=tuple(_sim_tokens(r) for r in rows),
+        engine_tokens=sum(int(r.get("prompt_tokens") or 0) for r in rows),
         ttft_ms=tuple(float(r["ttft_ms"]) for r in rows),
         tpot_ms=tuple(float(r["tpot_ms"]) for r in rows if r.get("tpot_ms") is not None),
         output_tokens=tuple(int(r.get("output_tokens") or 0) for r in rows),
@@ -129,6 +134,15 @@ def run_point(folder: Path) -> RunPoint:
         itl_p50_p90=gaps,
         windows=tuple(w for r in rows if (w := _window(r)) is not None),
     )
+
+
+def _sim_tokens(row: Any) -> int:
+    """A prompt's tokens as the simulator counts them: four characters a token (the
+    engine's count where the record has no characters)."""
+    chars = row.get("prompt_chars")
+    if isinstance(chars, int) and chars > 0:
+        return max(1, chars // 4)
+    return int(row.get("prompt_tokens") or 0)
 
 
 def _window(row: Any) -> Window | None:
@@ -271,6 +285,13 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
             1.0 if stopped == 0 else float(np.percentile(outputs, 5)) / max(outputs), 3
         ),
     }
+    sim_tokens = sum(sum(p.prompt_tokens) for p in points)
+    engine = sum(p.engine_tokens for p in points)
+    if engine and abs(sim_tokens / engine - 1) > 0.05:
+        notes.append(
+            f"prompts counted as the simulator does (characters / 4): {sim_tokens} tokens "
+            f"where the engine counted {engine}; the prefill cost is per the simulator's"
+        )
     rates = [p.acceptance for p in points if p.acceptance is not None]
     if rates:
         k = 4
