@@ -130,3 +130,24 @@ def test_the_bfcl_release_is_named_once_for_readme_ci_and_errors() -> None:
     # The missing-data error's command is the README's download, word for word.
     assert BFCL_FETCH in run_cmd and BFCL_FETCH in test_sh
     assert f"'{BFCL_PIN}'" in BFCL_FETCH
+
+
+def test_the_simulator_page_has_every_setting_with_its_default() -> None:
+    from dataclasses import fields
+
+    from loadtest.sim import SimConfig
+
+    table = (ROOT / "docs" / "simulator.md").read_text().split("## Every setting", 1)[1]
+    rows = {
+        m.group(1): m.group(2).strip()
+        for m in re.finditer(r"^\| `--([a-z0-9-]+)` \| ([^|]*) \|", table, re.MULTILINE)
+    }
+    missing = [f.name for f in fields(SimConfig) if f.name.replace("_", "-") not in rows]
+    assert not missing, f"docs/simulator.md's settings table lacks {missing}"
+    for f in fields(SimConfig):
+        written, default = rows[f.name.replace("_", "-")], f.default
+        if isinstance(default, bool):
+            assert written in ("on", "off", "true", "false"), (f.name, written)
+            assert (written in ("on", "true")) == default, (f.name, written)
+        elif isinstance(default, int | float):
+            assert float(written) == float(default), (f.name, written, default)

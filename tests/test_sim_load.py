@@ -130,6 +130,47 @@ async def test_a_long_prefill_slows_the_other_streams() -> None:
     assert max(gaps) > 3 * statistics.median(gaps)
 
 
+async def test_a_blocking_prefill_holds_every_stream_for_its_whole_length() -> None:
+    # llama.cpp: 2,000 prompt tokens at 0.2 ms each is one 400 ms step for everyone.
+    cfg = replace(BASE, prefill_stall=1.0, step_token_share=0.0, ttft_per_1k_tokens_ms=200)
+    async with InProcessSim(cfg) as sim, _client() as http:
+        streaming = asyncio.create_task(_gaps(http, sim.url, _body(0, 40)))
+        await asyncio.sleep(0.2)  # well into its decode
+        started = time.perf_counter()
+        await asyncio.gather(
+            *(_gaps(http, sim.url, _body(i, 2, prompt_chars=8000)) for i in (1, 2))
+        )
+        both = (time.perf_counter() - started) * 1000
+        gaps = await streaming
+    # The two prefills run one after the other (800 ms, not 400), and the stream's
+    # gaps hold them: its tokens are 20 ms apart but for the prefills' 800 ms.
+    assert both > 750
+    assert sum(g for g in gaps if g > 100) > 700, gaps
+    off = replace(cfg, prefill_stall=0.0, prefill_chunk_tokens=0)
+    async with InProcessSim(off) as sim, _client() as http:
+        streaming = asyncio.create_task(_gaps(http, sim.url, _body(0, 40)))
+        await asyncio.sleep(0.2)
+        await asyncio.gather(
+            *(_gaps(http, sim.url, _body(i, 2, prompt_chars=8000)) for i in (1, 2))
+        )
+        assert max(await streaming) < 100
+
+
+async def test_the_engine_pace_is_shared_by_a_request_gaps_and_its_neighbours() -> None:
+    cfg = replace(BASE, itl_ms=8.0, itl_sigma=0.05, pace_sigma=0.4, pace_period_ms=240.0)
+    async with InProcessSim(cfg) as sim, _client() as http:
+        pairs = [
+            await asyncio.gather(*(_gaps(http, sim.url, _body(2 * i + j, 30)) for j in (0, 1)))
+            for i in range(8)
+        ]
+    means = [(statistics.mean(a), statistics.mean(b)) for a, b in pairs]
+    # Gaps of 5% spread alone give means within a few percent; a pace of 40% spreads
+    # them, and two streams running together share it.
+    flat = [m for pair in means for m in pair]
+    assert max(flat) > 1.5 * min(flat), means
+    assert all(abs(a / b - 1) < 0.25 for a, b in means), means
+
+
 async def test_requests_wait_for_kv_room_and_all_complete() -> None:
     # Each request needs ~60 prompt + 40 answer tokens: 250 tokens hold two at a time.
     cfg = replace(BASE, itl_ms=2.0, kv_tokens=250)

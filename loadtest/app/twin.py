@@ -9,6 +9,13 @@ successful requests of each run it fits the simulator's own model
 - step time against batch: each run's median TPOT against its batch ``B`` (the
   requests in flight by Little's law, capped at the engine's slots), as
   ``itl_ms * (1 + step_token_share * (B - 1))``, least squares;
+- TPOT's spread: split into the engine's pace (``pace_sigma``, shared by a request's
+  gaps and by the streams running with it, for about a request's time,
+  ``pace_period_ms``) and gap to gap (``itl_sigma``), from the calmest run's gap
+  percentiles and TPOTs;
+- llama.cpp's prefill (``prefill_stall``): how much of the prefills that began during a
+  decode it waited out (``twin_prefill``); the TPOTs are fitted without those waits,
+  which the twin adds back;
 - the engine's slots (``max_running``): the running peak of a run that had requests
   waiting, from the server's own metrics; queueing beyond them is what the twin's
   TTFT then reproduces;
@@ -30,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from loadtest.app.twin_prefill import Window, stall_share, tpot_without_stalls
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
 from loadtest.model.io import JsonLines, load_summary
@@ -43,6 +51,8 @@ _ENOUGH = 20
 _MAX_SIGMA = 0.5
 """The widest gap spread a fit writes: a wider one in per-request TPOT is load or noise
 shared by a request's gaps, which independent draws per gap cannot reproduce."""
+_Z90 = 1.2816
+"""The 90th percentile of a standard normal: a log-normal's p90/p50 is exp(1.2816 sigma)."""
 _SPREAD_TOKENS = 100
 """Prompt lengths must span this many tokens for the TTFT line to have a slope."""
 
@@ -55,6 +65,10 @@ class RunPoint:
     in_flight: float
     """Requests in flight on average (Little's law: the sum of e2e over the window)."""
     prompt_tokens: tuple[int, ...]
+    """Each prompt as the simulator counts it (characters / 4): the twin's prefill cost
+    is per its own tokens, whatever the engine's tokenizer made of the prompt."""
+    engine_tokens: int
+    """All prompts' tokens as the engine counted them (``usage.prompt_tokens``)."""
     ttft_ms: tuple[float, ...]
     tpot_ms: tuple[float, ...]
     output_tokens: tuple[int, ...]
@@ -64,6 +78,10 @@ class RunPoint:
     waiting_peak: float | None
     engine: str
     acceptance: float | None
+    itl_p50_p90: tuple[float, float] | None = None
+    """The run's inter-token gaps (all requests'), median and 90th percentile."""
+    windows: tuple[Window, ...] = ()
+    """Its requests' decode and prefill times, where the engine reported its prefill."""
 
 
 def _folders(given: list[str]) -> list[Path]:
@@ -98,10 +116,13 @@ def run_point(folder: Path) -> RunPoint:
         window_ms = 1000 * float(summary["run"].get("measured_s") or 0) or 1.0
         in_flight = sum(float(r.get("e2e_ms") or 0) for r in rows) / window_ms
     server: Any = summary.get("server") or {}
+    itl: Any = summary.get("metrics", {}).get("itl_ms") or {}
+    gaps = (float(itl["p50"]), float(itl["p90"])) if itl.get("p50") and itl.get("p90") else None
     return RunPoint(
         folder=str(folder),
         in_flight=max(1.0, in_flight),
-        prompt_tokens=tuple(int(r.get("prompt_tokens") or 0) for r in rows),
+        prompt_tokens=tuple(_sim_tokens(r) for r in rows),
+        engine_tokens=sum(int(r.get("prompt_tokens") or 0) for r in rows),
         ttft_ms=tuple(float(r["ttft_ms"]) for r in rows),
         tpot_ms=tuple(float(r["tpot_ms"]) for r in rows if r.get("tpot_ms") is not None),
         output_tokens=tuple(int(r.get("output_tokens") or 0) for r in rows),
@@ -110,7 +131,28 @@ def run_point(folder: Path) -> RunPoint:
         waiting_peak=server.get("waiting_peak"),
         engine=str(server.get("engine") or "unknown"),
         acceptance=server.get("acceptance_rate"),
+        itl_p50_p90=gaps,
+        windows=tuple(w for r in rows if (w := _window(r)) is not None),
     )
+
+
+def _sim_tokens(row: Any) -> int:
+    """A prompt's tokens as the simulator counts them: four characters a token (the
+    engine's count where the record has no characters)."""
+    chars = row.get("prompt_chars")
+    if isinstance(chars, int) and chars > 0:
+        return max(1, chars // 4)
+    return int(row.get("prompt_tokens") or 0)
+
+
+def _window(row: Any) -> Window | None:
+    """A request's decode and prefill times, where the engine reported its prefill."""
+    timings = row.get("server_timings") or {}
+    prompt_ms, first, end = timings.get("prompt_ms"), row.get("first_token_ms"), row.get("end_ms")
+    if not isinstance(prompt_ms, int | float) or first is None or end is None:
+        return None
+    gaps = max(1, int(row.get("output_tokens") or 0) - 1)
+    return Window(float(first), float(end), float(prompt_ms), gaps)
 
 
 def _line(x: list[float], y: list[float]) -> tuple[float, float]:
@@ -133,20 +175,12 @@ def _per_token_acceptance(rate: float, k: int) -> float:
     return round(lo, 4)
 
 
-def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
-    """The profile's settings, its range, and notes on what the fit could not see."""
-    notes: list[str] = []
-    queued = [p for p in points if (p.waiting_peak or 0) > 0 and p.running_peak]
-    slots = int(max(p.running_peak or 0 for p in queued)) if queued else 0
-    if not any(p.running_peak is not None for p in points):
-        notes.append("no server metrics in the runs: the engine's slots are not known")
-    batches = [min(p.in_flight, slots) if slots else p.in_flight for p in points]
-    tpots = [statistics.median(p.tpot_ms) for p in points]
-    itl, slope = _line([b - 1 for b in batches], tpots)
-    itl = max(itl, 0.01)
-    share = max(0.0, slope / itl)
-    # TTFT from the calmest runs where no request queued for a slot, each TTFT taken
-    # back to a batch of one by its run's step factor: enough requests for a line.
+def _ttft_line(
+    points: list[RunPoint], batches: list[float], share: float, slots: int, notes: list[str]
+) -> tuple[float, float, float]:
+    """TTFT's intercept, slope per token and log spread, from the calmest runs where no
+    request queued for a slot, each TTFT taken back to a batch of one by its run's step
+    factor: enough requests for a line."""
     calm: list[tuple[float, float]] = []
     for p, b in sorted(zip(points, batches, strict=True), key=lambda x: x[0].in_flight):
         if calm and (len(calm) >= _ENOUGH or (slots and p.in_flight > slots)):
@@ -166,28 +200,98 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     per_token = max(0.0, per_token)
     base = max(0.1, base)
     logs = [math.log(ms / (base + per_token * t)) for t, ms in calm if ms > 0]
-    calmest = min(points, key=lambda p: p.in_flight)
-    gaps = [max(1, n - 1) for n in calmest.output_tokens]
+    return base, per_token, statistics.pstdev(logs) if len(logs) > 1 else 0.0
+
+
+def _mean_gaps(p: RunPoint) -> float:
+    """Gaps between tokens a request of the run had, on average (at least one)."""
+    return max(1.0, statistics.mean(max(1, n - 1) for n in p.output_tokens))
+
+
+def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
+    """The log spread of one gap around the engine's pace (``itl_sigma``) and of the
+    pace from request to request (``pace_sigma``), on the calmest run.
+
+    A request's TPOT is the mean of its ``g`` gaps, so its log variance is about
+    ``r^2 + s^2 / g``, while all gaps together have ``r^2 + s^2``: the run's gap
+    percentiles and its requests' TPOTs give both. Without gap percentiles, all of the
+    TPOT spread is put on the pace (a spread in TPOT is shared by a request's gaps).
+    """
     tpot_logs = [math.log(t) for t in calmest.tpot_ms if t > 0]
-    itl_sigma = statistics.pstdev(tpot_logs) * math.sqrt(statistics.mean(gaps)) if tpot_logs else 0
+    if len(tpot_logs) < 2:
+        return 0.0, 0.0
+    v_request = statistics.pvariance(tpot_logs)
+    g = _mean_gaps(calmest)
+    if calmest.itl_p50_p90 is None or g <= 1:
+        return 0.0, min(math.sqrt(v_request), _MAX_SIGMA)
+    p50, p90 = calmest.itl_p50_p90
+    v_gap = (math.log(p90 / p50) / _Z90) ** 2 if p90 > p50 > 0 else 0.0
+    r2 = max(0.0, (v_request - v_gap / g) / (1 - 1 / g))
+    s2 = max(0.0, v_gap - r2)
+    return min(math.sqrt(s2), _MAX_SIGMA), min(math.sqrt(r2), _MAX_SIGMA)
+
+
+def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
+    """The profile's settings, its range, and notes on what the fit could not see."""
+    notes: list[str] = []
+    queued = [p for p in points if (p.waiting_peak or 0) > 0 and p.running_peak]
+    slots = int(max(p.running_peak or 0 for p in queued)) if queued else 0
+    if not any(p.running_peak is not None for p in points):
+        notes.append("no server metrics in the runs: the engine's slots are not known")
+    batches = [min(p.in_flight, slots) if slots else p.in_flight for p in points]
+    tpots = [statistics.median(p.tpot_ms) for p in points]
+    itl, slope = _line([b - 1 for b in batches], tpots)
+    share = max(0.0, slope / max(itl, 0.01))
+    base, per_token, ttft_sigma = _ttft_line(points, batches, share, slots, notes)
+    stall = stall_share([p.windows for p in points if len(p.windows) == len(p.ttft_ms)])
+    if stall is not None and stall > 0:
+        # The engine's decodes waited out part of the other prompts' prefills (llama.cpp
+        # prefills a prompt whole): the twin adds those waits itself (prefill_stall),
+        # so they come off the TPOTs the step time is fitted on.
+        notes.append(
+            f"decodes waited {stall:.0%} of the prefills that began during them "
+            "(prefill_stall); the TPOTs are fitted without those waits"
+        )
+        tpots = [
+            tpot_without_stalls(p.windows, stall) if p.windows else t
+            for p, t in zip(points, tpots, strict=True)
+        ]
+        itl, slope = _line([b - 1 for b in batches], tpots)
+        share = max(0.0, slope / max(itl, 0.01))
+    itl = max(itl, 0.01)
+    calmest = min(points, key=lambda p: p.in_flight)
+    gap_sigma, pace_sigma = _gap_spreads(calmest)
+    if calmest.itl_p50_p90 is None:
+        notes.append("no gap percentiles in the runs: the TPOT spread is all put on the pace")
     outputs = [n for p in points for n in p.output_tokens]
     stopped = sum(p.stopped for p in points)
     settings: Settings = {
         "ttft_ms": round(base, 3),
         "ttft_per_1k_tokens_ms": round(1000 * per_token, 3),
-        "ttft_sigma": round(statistics.pstdev(logs), 4) if len(logs) > 1 else 0.0,
+        "ttft_sigma": round(ttft_sigma, 4),
         # TPOT is a mean of gaps, and the simulator draws each gap log-normal around a
         # median: the median that gives the fitted mean.
-        "itl_ms": round(itl / math.exp(min(itl_sigma, _MAX_SIGMA) ** 2 / 2), 3),
-        "itl_sigma": round(min(itl_sigma, _MAX_SIGMA), 4),
+        "itl_ms": round(itl / math.exp(gap_sigma**2 / 2), 3),
+        "itl_sigma": round(gap_sigma, 4),
+        "pace_sigma": round(pace_sigma, 4),
+        # The pace holds about one request's decode: what the TPOT spread was shared by.
+        "pace_period_ms": round(statistics.median(calmest.tpot_ms) * _mean_gaps(calmest), 1),
         "step_token_share": round(share, 5),
         "max_running": slots,
         # The prefill's cost is in the fitted TTFT: no chunk is added to other steps.
         "prefill_chunk_tokens": 0,
+        "prefill_stall": round(stall or 0.0, 3),
         "min_output_fraction": round(
             1.0 if stopped == 0 else float(np.percentile(outputs, 5)) / max(outputs), 3
         ),
     }
+    sim_tokens = sum(sum(p.prompt_tokens) for p in points)
+    engine = sum(p.engine_tokens for p in points)
+    if engine and abs(sim_tokens / engine - 1) > 0.05:
+        notes.append(
+            f"prompts counted as the simulator does (characters / 4): {sim_tokens} tokens "
+            f"where the engine counted {engine}; the prefill cost is per the simulator's"
+        )
     rates = [p.acceptance for p in points if p.acceptance is not None]
     if rates:
         k = 4

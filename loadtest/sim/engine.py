@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 
 from loadtest.sim.load import BatchLoad
-from loadtest.sim.model import SimConfig
+from loadtest.sim.model import SimConfig, Truth
 from loadtest.sim.speculation import DraftHealth, accepted_tokens
 
 __all__ = ["SpecEngine"]
@@ -30,9 +30,13 @@ _perf = time.perf_counter_ns
 
 
 class _Sequence:
-    __slots__ = ("accept_p", "event", "ready", "rng", "total")
+    __slots__ = ("accept_p", "event", "ready", "rng", "total", "truth")
 
-    def __init__(self, total: int, accept_p: float, rng: random.Random) -> None:
+    def __init__(
+        self, total: int, accept_p: float, rng: random.Random, truth: Truth | None
+    ) -> None:
+        self.truth = truth
+        """Where its drafted and accepted tokens are counted (llama.cpp's timings)."""
         self.total = total
         self.ready = 1  # the first token comes out of prefill
         self.accept_p = accept_p
@@ -54,6 +58,8 @@ class SpecEngine:
         self._rng = random.Random(config.seed)
         self._active: set[_Sequence] = set()
         self._wake = asyncio.Event()
+        self._stalled = 0
+        """Blocking prefills from here on are in the next step (``perf_counter_ns``)."""
         self._task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self._draft = config.draft_url.rstrip("/") + "/draft"
@@ -104,13 +110,15 @@ class SpecEngine:
         """False while the target has fallen back to plain decoding."""
         return self.health.speculating
 
-    async def decode(self, total: int, accept_p: float, seed: int) -> AsyncIterator[int]:
+    async def decode(
+        self, total: int, accept_p: float, seed: int, truth: Truth | None = None
+    ) -> AsyncIterator[int]:
         """Yield how many of ``total`` tokens are ready, each time more are.
 
         The caller has written the first token (prefill) already; leaving the iteration
         early (a cancelled request) takes the sequence out of the batch at once.
         """
-        seq = _Sequence(total, accept_p, random.Random(seed))
+        seq = _Sequence(total, accept_p, random.Random(seed), truth)
         self._active.add(seq)
         self.load.decoding = len(self._active)
         self._wake.set()
@@ -130,6 +138,7 @@ class SpecEngine:
             if not self._active:
                 self._wake.clear()
                 await self._wake.wait()
+                self._stalled = _perf()  # prefills while none decoded stalled none
             batch = list(self._active)
             speculate = False
             if self.health.should_try(time.monotonic()):
@@ -140,9 +149,13 @@ class SpecEngine:
                 factor = self.load.factor(cfg.verify_factor, per_sequence=k + 1)
             else:
                 factor = self.load.factor()
-            step_ms = cfg.itl_ms * factor
+            step_ms = cfg.itl_ms * factor * self.load.pace()
             if cfg.itl_sigma > 0:
                 step_ms *= math.exp(self._rng.gauss(0.0, cfg.itl_sigma))
+            # A blocking prefill (llama.cpp) admitted since the last step is in this one.
+            now = _perf()
+            step_ms += self.load.stalled(self._stalled, now) / 1e6
+            self._stalled = now
             await asyncio.sleep(step_ms / 1000)
             if speculate:
                 self.spec_steps += 1
@@ -163,6 +176,9 @@ class SpecEngine:
                     accepted = accepted_tokens(seq.rng, p, k)
                     self.draft_tokens += k
                     self.accepted_tokens += accepted
+                    if seq.truth is not None:
+                        seq.truth.drafted += k
+                        seq.truth.draft_accepted += accepted
                     self.accepted_steps[accepted] += 1
                     n += accepted
                 seq.ready = min(seq.total, seq.ready + n)

@@ -12,13 +12,14 @@ import orjson
 from aiohttp import web
 
 from loadtest.model.json import JsonObject
-from loadtest.sim.model import ResponsePlan
+from loadtest.sim.model import ResponsePlan, Truth
 
 __all__ = [
     "chunk_frame",
     "error_response",
     "final_chunk",
     "finish",
+    "llama_timings",
     "tool_first_chunk",
     "tool_head",
     "usage",
@@ -40,6 +41,34 @@ def usage(plan: ResponsePlan) -> JsonObject:
     }
     if plan.cached_tokens is not None:
         out["prompt_tokens_details"] = {"cached_tokens": plan.cached_tokens}
+    return out
+
+
+def llama_timings(plan: ResponsePlan, truth: Truth, end_ns: int) -> JsonObject:
+    """llama.cpp's ``timings`` of a finished stream, from what the server saw: the
+    prefill from the slot to the first token (queueing not in it, as in llama.cpp), the
+    decode from there to the end; the draft counts only while speculating."""
+    first = truth.first_token_written_ns or end_ns
+    prompt_ms = max(0, first - (truth.admitted_ns or truth.received_ns)) / 1e6
+    predicted_ms = max(0, end_ns - first) / 1e6
+    cached = plan.cached_tokens or 0
+    prompt_n = max(0, plan.prompt_tokens - cached)
+    predicted_n = truth.tokens_written
+    out: JsonObject = {
+        "cache_n": cached,
+        "prompt_n": prompt_n,
+        "prompt_ms": round(prompt_ms, 3),
+        "prompt_per_token_ms": round(prompt_ms / prompt_n, 6) if prompt_n else 0.0,
+        "prompt_per_second": round(1000 * prompt_n / prompt_ms, 3) if prompt_ms else 0.0,
+        "predicted_n": predicted_n,
+        "predicted_ms": round(predicted_ms, 3),
+        "predicted_per_token_ms": round(predicted_ms / predicted_n, 6) if predicted_n else 0.0,
+        "predicted_per_second": (
+            round(1000 * predicted_n / predicted_ms, 3) if predicted_ms else 0.0
+        ),
+    }
+    if truth.drafted:
+        out |= {"draft_n": truth.drafted, "draft_n_accepted": truth.draft_accepted}
     return out
 
 
@@ -85,7 +114,9 @@ def tool_first_chunk(rid: str, model: str, plan: ResponsePlan) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
-def final_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
+def final_chunk(
+    rid: str, model: str, chat: bool, plan: ResponsePlan, timings: JsonObject | None = None
+) -> bytes:
     choice: JsonObject = {"index": 0, "finish_reason": finish(plan)}
     if chat:
         choice["delta"] = {}
@@ -98,10 +129,14 @@ def final_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
         "model": model,
         "choices": [choice],
     }
+    if timings is not None:
+        obj["timings"] = timings
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
-def usage_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
+def usage_chunk(
+    rid: str, model: str, chat: bool, plan: ResponsePlan, timings: JsonObject | None = None
+) -> bytes:
     obj: JsonObject = {
         "id": rid,
         "object": "chat.completion.chunk" if chat else "text_completion",
@@ -110,6 +145,8 @@ def usage_chunk(rid: str, model: str, chat: bool, plan: ResponsePlan) -> bytes:
         "choices": [],
         "usage": usage(plan),
     }
+    if timings is not None:
+        obj["timings"] = timings  # llama.cpp puts them on its last chunk, the usage one
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 

@@ -39,6 +39,14 @@ class SimConfig:
     """Median gap between tokens."""
     itl_sigma: float = 0.3
     """Log-normal spread of the gap between tokens (0 = fixed)."""
+    pace_sigma: float = 0.0
+    """Log-normal spread of the engine's pace: every decode step of every stream is
+    slowed by one shared factor, drawn anew every ``pace_period_ms`` (a machine whose
+    speed drifts with what else runs on it; independent gaps, ``itl_sigma``, average
+    that away within a request, and would not slow concurrent streams together; 0 =
+    none)."""
+    pace_period_ms: float = 1000.0
+    """How long one draw of the pace holds."""
     min_output_fraction: float = 0.5
     """Output length is drawn uniformly between this fraction of max_tokens and all of it
     (all of it with ``ignore_eos``; at least ``min_tokens`` when the request asks)."""
@@ -96,6 +104,15 @@ class SimConfig:
     """Load model: prompt tokens a request in its prefill adds to each step until its
     first token (chunked prefill sharing steps with decode; 0: prefills cost the other
     streams nothing, as in a profile whose TTFT already holds them)."""
+    prefill_stall: float = 0.0
+    """llama.cpp's prefill: the share of a prompt's prefill that every decoding stream
+    waits out (1: llama.cpp processes a prompt whole, in one step with the others' decode
+    tokens). Above 0, prompts admitted within a step of each other are prefilled
+    together, later ones after them (0: ``prefill_chunk_tokens`` decides)."""
+    flavour: str = "vllm"
+    """Engine-specific extras of a stream: ``vllm`` (none), or ``llama``: the final
+    chunk carries llama.cpp's ``timings`` (prompt_n, prompt_ms, predicted_n,
+    predicted_ms, cache_n, and draft_n, draft_n_accepted when speculating)."""
     tokenizer: str = ""
     """A ``tokenizer.json`` (needs the ``tokenizers`` package): prompts are counted and
     ``/tokenize`` answers with it, instead of four characters a token."""
@@ -149,6 +166,8 @@ class SimConfig:
             raise UsageError(f"sim role must be 'model' or 'draft', not {self.role!r}")
         if self.step_chunks not in ("joined", "burst"):
             raise UsageError(f"sim step_chunks must be joined or burst, not {self.step_chunks!r}")
+        if self.flavour not in ("vllm", "llama"):
+            raise UsageError(f"sim flavour must be vllm or llama, not {self.flavour!r}")
         if self.draft_mode not in ("ok", "garbage", "hang"):
             raise UsageError(f"draft_mode must be ok, garbage or hang, not {self.draft_mode!r}")
         rates = ("accept_tool_calls", "accept_code", "accept_chat", "accept_multilingual")
@@ -160,11 +179,21 @@ class SimConfig:
             raise UsageError("sim step_token_share and kv_tokens must not be negative")
         if self.tokenizer and not Path(self.tokenizer).is_file():
             raise UsageError(f"sim tokenizer {self.tokenizer}: no such file")
+        if not 0.0 <= self.prefill_stall <= 1.0:
+            raise UsageError(f"sim prefill_stall must be between 0 and 1, not {self.prefill_stall}")
         if self.prefill_chunk_tokens < 0:
             raise UsageError("sim prefill_chunk_tokens must not be negative")
         if self.spec_k < 1:
             raise UsageError(f"sim spec_k must be at least 1, not {self.spec_k}")
-        for name in ("ttft_ms", "itl_ms", "draft_timeout_ms", "load_s", "cold_start_ms"):
+        for name in (
+            "ttft_ms",
+            "itl_ms",
+            "pace_sigma",
+            "pace_period_ms",
+            "draft_timeout_ms",
+            "load_s",
+            "cold_start_ms",
+        ):
             if getattr(self, name) < 0:
                 raise UsageError(f"sim {name} must not be negative")
 
@@ -223,6 +252,12 @@ class Truth:
     steps: int = 0
     """Decode steps that gave it tokens, the first included: each token in the plain
     model, each verify step with speculation (vLLM's inter-token gaps are between them)."""
+    admitted_ns: int | None = None
+    """When it got a slot (its prefill began): llama.cpp's ``prompt_ms`` starts there."""
+    drafted: int = 0
+    """Draft tokens proposed for it (llama.cpp's ``draft_n``)."""
+    draft_accepted: int = 0
+    """Of those, accepted (``draft_n_accepted``)."""
 
 
 def _rng_for(seed: int, body: bytes) -> random.Random:

@@ -32,7 +32,7 @@ from loadtest._compat import kernel_stamps
 from loadtest.model.json import JsonObject
 from loadtest.sim.engine import SpecEngine
 from loadtest.sim.frames import error_response
-from loadtest.sim.load import BatchLoad, KvBudget
+from loadtest.sim.load import BatchLoad, KvBudget, Pace
 from loadtest.sim.metrics import server_samples
 from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
 from loadtest.sim.prefix import PrefixCache
@@ -69,7 +69,10 @@ class SimServer:
         self._warm = config.cold_start_ms <= 0
         self._warming: asyncio.Task[None] | None = None
         self._last_active = time.monotonic()
-        self.load = BatchLoad(config.step_token_share)
+        pace = None
+        if config.pace_sigma > 0:
+            pace = Pace(config.pace_sigma, int(config.pace_period_ms * 1e6), config.seed)
+        self.load = BatchLoad(config.step_token_share, pace)
         self.kv = KvBudget(config.kv_tokens)
         self.fitted = RangeWatch.of(config)
         self.engine = SpecEngine(config, self.load) if config.draft_url else None
@@ -196,7 +199,7 @@ class SimServer:
             self.waiting -= 1
         self.running += 1
         self.fitted.observe(self.running, plan.prompt_tokens)
-        admitted = _perf()
+        admitted = truth.admitted_ns = _perf()
         leaked = False
         try:
             await self._warm_up()
@@ -204,13 +207,20 @@ class SimServer:
             # The prefill shares its steps with what else runs: they slow it, as it will
             # slow them (counted while the stream waits for its first token).
             ttft = int(ttft * self.load.factor(per_sequence=self._tokens_per_sequence(), own=0))
-            ttft += _perf() - received
+            if self.config.prefill_stall > 0:
+                step_ns = int(self.config.itl_ms * 1e6)
+                share = self.config.prefill_stall
+                await self.load.prefill(_perf(), ttft, step_ns, share).done()
+                ttft = _perf() - received
+            else:
+                ttft += _perf() - received
             truth.first_token_scheduled_ns = received + ttft
             if req.get("stream"):
                 include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-                source = self._source(plan, received, ttft, truth.category, rid)
+                source = self._source(plan, received, ttft, truth, rid)
                 steps = None if self.engine is None else self.config.step_chunks
                 shape = StreamShape(rid, self.config.model, api, include_usage, steps)
+                shape.timings = self.config.flavour == "llama"
                 return await stream_response(request, plan, shape, truth, source)
             first_ns = received + ttft
             return await whole_response(plan, rid, self.config.model, api, first_ns, truth)
@@ -253,7 +263,7 @@ class SimServer:
         return self.config.spec_k + 1 if engine is not None and engine.speculating else 1
 
     async def _source(
-        self, plan: ResponsePlan, received: int, ttft: int, category: str, rid: str
+        self, plan: ResponsePlan, received: int, ttft: int, truth: Truth, rid: str
     ) -> AsyncIterator[int]:
         """Yield the end index of the pieces to write next, when they are due.
 
@@ -284,7 +294,8 @@ class SimServer:
             if decoding:
                 load.decoding -= 1
         seed = int.from_bytes(hashlib.blake2b(rid.encode(), digest_size=8).digest(), "little")
-        async for j in self.engine.decode(plan.completion_tokens, self._accept(category), seed):
+        accept = self._accept(truth.category)
+        async for j in self.engine.decode(plan.completion_tokens, accept, seed, truth):
             yield j
 
     def _accept(self, category: str) -> float:

@@ -22,6 +22,7 @@ from loadtest.sim.frames import (
     chunk_frame,
     final_chunk,
     finish,
+    llama_timings,
     tool_first_chunk,
     tool_head,
     usage,
@@ -57,17 +58,25 @@ async def timed(
     n = len(offsets)
     due = start + offsets[0]  # the first token: its TTFT is the caller's
     i = 0
+    checked = due  # blocking prefills that start from the first token on hold the next
     while i < n:
         await sleep_until(due)
+        if i > 0 and load is not None and load.stalls:
+            # Other prompts' blocking prefills that began in this gap: the token waits them.
+            held = load.stalled(checked, due)
+            checked = due
+            if held:
+                due += held
+                continue
         now = _perf()
-        stretch = 1.0 if load is None else load.factor()
+        stretch = 1.0 if load is None else load.factor() * load.pace()
         j = i + 1
         while j < n and j - i < cap and due + (offsets[j] - offsets[j - 1]) * stretch <= now:
             due += int((offsets[j] - offsets[j - 1]) * stretch)
             j += 1
         yield j
         if j < n:
-            stretch = 1.0 if load is None else load.factor()
+            stretch = 1.0 if load is None else load.factor() * load.pace()
             due += int((offsets[j] - offsets[j - 1]) * stretch)
         i = j
 
@@ -111,7 +120,7 @@ async def whole_response(
 class StreamShape:
     """How one stream is framed: who it is, and how a step's tokens are chunked."""
 
-    __slots__ = ("api", "include_usage", "model", "rid", "steps")
+    __slots__ = ("api", "include_usage", "model", "rid", "steps", "timings")
 
     def __init__(
         self, rid: str, model: str, api: str, include_usage: bool, steps: str | None
@@ -124,6 +133,8 @@ class StreamShape:
         self.steps = steps
         """None: the source yields due pieces (plain model); ``joined`` or ``burst``:
         it yields once per verify step, chunked that way."""
+        self.timings = False
+        """End with llama.cpp's ``timings`` (the ``llama`` flavour)."""
 
 
 async def stream_response(
@@ -185,9 +196,11 @@ async def stream_response(
         await resp.write(closing(plan, rid, model))  # usage is always in response.completed
         await resp.write_eof()
         return resp
-    end = final_chunk(rid, model, chat, plan)
+    timings = llama_timings(plan, truth, _perf()) if shape.timings else None
     if shape.include_usage:
-        end += usage_chunk(rid, model, chat, plan)
+        end = final_chunk(rid, model, chat, plan) + usage_chunk(rid, model, chat, plan, timings)
+    else:
+        end = final_chunk(rid, model, chat, plan, timings)
     await resp.write(end + b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
