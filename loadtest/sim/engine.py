@@ -163,10 +163,10 @@ class SpecEngine:
                 self.plain_steps += 1
             collapsed = False
             if speculate:
-                now = time.monotonic()
-                self._first_verify_s = self._first_verify_s or now
+                now_s = time.monotonic()
+                self._first_verify_s = self._first_verify_s or now_s
                 after = cfg.accept_collapse_after_s
-                collapsed = after > 0 and now - self._first_verify_s >= after
+                collapsed = after > 0 and now_s - self._first_verify_s >= after
             for seq in batch:
                 if seq not in self._active:
                     continue  # cancelled during the step
