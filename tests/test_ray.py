@@ -168,7 +168,7 @@ def _ray_run(ray_head: str, scenario: Path, out: Path, *extra: str) -> Path:
 def test_a_fault_plan_on_the_cluster_is_judged_once_on_the_merged_records(
     ray_head: str, tmp_path: Path
 ) -> None:
-    from tests.test_workers import FAULTS
+    from tests.test_workers_scenarios import FAULTS
 
     sc = tmp_path / "wf.toml"
     sc.write_text(FAULTS)
