@@ -36,6 +36,10 @@ __all__ = ["CancelOrder", "FaultRig", "request_rows"]
 
 _perf = time.perf_counter_ns
 
+HOLD_LEAD_S = 0.06
+"""How long a restart waits, after telling other processes' load to hold, before it
+stops the target: three of their 20 ms looks."""
+
 
 class FaultRig(RunHook):
     """Plays one fault plan; ``observed[i]`` holds what happened in window ``i``."""
@@ -241,6 +245,10 @@ class FaultRig(RunHook):
             obs["error"] = "no managed target to restart: add a [target] table"
             return
         self._set_down(True)
+        if self.on_hold is not None:
+            # Workers in other processes look every 20 ms: let every one hold before the
+            # target stops, or their sessions spin through refused connections meanwhile.
+            await asyncio.sleep(HOLD_LEAD_S)
         try:
             await self.target.stop(ev.signal)
             obs["stopped_s"] = self._rel_s()
