@@ -342,11 +342,17 @@ async def test_the_sparkline_widget_draws_a_zero_as_nothing() -> None:
 async def test_replay_lists_only_the_keys_that_apply_there() -> None:
     app = Dashboard(replay=ReplaySource(SAMPLE))
     async with app.run_test(size=(120, 48)) as pilot:
-        await pilot.pause(0.2)
+        # The footer is drawn a moment after the app starts: wait for it (bounded), not a
+        # fixed pause that a busy machine outran (an empty footer line, twice in CI runs).
+        footer = ""
+        for _ in range(50):
+            await pilot.pause(0.1)
+            footer = _screen_line(app, 47)
+            if footer.strip():
+                break
         shown = {
             b.binding.description for b in app.screen.active_bindings.values() if b.binding.show
         }
-        footer = _screen_line(app, 47)
         await pilot.press("p")  # not bound in a replay: nothing happens
         assert app.is_running
         await pilot.press("q")
