@@ -117,8 +117,12 @@ def test_small_latencies_never_read_zero() -> None:
 async def test_the_dashboard_fits_80_by_24() -> None:
     app = Dashboard(replay=ReplaySource(SAMPLE))
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.3)
-        text = _screen_text(app)
+        text = ""
+        for _ in range(50):  # drawn a moment after start: wait for it (bounded)
+            await pilot.pause(0.1)
+            text = _screen_text(app)
+            if "sent 216" in text:
+                break
     # Every percentile column, with its values, and the fault panel with its verdict.
     for fragment in ("count", "p50", "p90", "p99", "max", "12.69", "13.20", "83.26"):
         assert fragment in text, fragment
