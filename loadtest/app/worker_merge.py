@@ -10,6 +10,7 @@ are rebuilt from the workers' parts. The histograms themselves merge in
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -45,16 +46,18 @@ def _merge_tasks(dirs: list[Path], run_dir: Path) -> None:
     with open(run_dir / "tasks.jsonl", "wb") as out:
         for i, d in enumerate(dirs):
             if (d / "tasks.jsonl").exists():
-                out.write(_tagged(d / "tasks.jsonl", i))
+                _tagged(d / "tasks.jsonl", i, out)
 
 
-def _tagged(path: Path, worker: int) -> bytes:
-    """The whole lines of a JSONL file, each with ``"worker": worker`` added."""
+def _tagged(path: Path, worker: int, out: BinaryIO) -> None:
+    """The whole lines of a JSONL file into ``out``, each with ``"worker": worker`` added,
+    a line at a time (a worker's requests.jsonl is not held in memory whole)."""
     suffix = b',"worker":' + str(worker).encode() + b"}"
     with open(path, "rb") as f:
-        return b"".join(
-            line[:-1] + suffix + b"\n" for raw in f if (line := raw.rstrip(b"\n")).endswith(b"}")
-        )
+        for raw in f:
+            line = raw.rstrip(b"\n")
+            if line.endswith(b"}"):  # a torn last line is left out, as every reader does
+                out.write(line[:-1] + suffix + b"\n")
 
 
 def _merge_lengths(dirs: list[Path], run_dir: Path) -> None:
@@ -78,7 +81,7 @@ def merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "requests.jsonl", "wb") as out:
         for i, d in enumerate(dirs):
-            out.write(_tagged(d / "requests.jsonl", i))
+            _tagged(d / "requests.jsonl", i, out)
     _merge_tasks(dirs, run_dir)
     _merge_lengths(dirs, run_dir)
     merge_multiturn(dirs, run_dir)
