@@ -51,10 +51,12 @@ class RunTimes:
     duration_s: float | None
 
 
-def time_run(scenario: str | None, out: Path) -> RunTimes:
-    """One ``loadtest run --requests 1`` against the built-in deployment, stamped."""
+def time_run(scenario: str | None, out: Path, endpoint: str | None = None) -> RunTimes:
+    """One ``loadtest run --requests 1`` (against the built-in deployment without
+    ``endpoint``), stamped."""
     cmd = [sys.executable, "-m", "loadtest", "run", "--requests", "1", "--no-tui", "-v"]
     cmd += ["--out", str(out)] + ([scenario] if scenario else [])
+    cmd += ["--endpoint", endpoint] if endpoint else []
     marks: list[tuple[str, float]] = []
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -112,6 +114,7 @@ def main() -> None:
     ap.add_argument("--help-runs", type=int, default=10, help="loadtest --help runs")
     ap.add_argument("--runs", type=int, default=3, help="one-request runs")
     ap.add_argument("--scenario", help="scenario name or TOML (default: mixed)")
+    ap.add_argument("--endpoint", help="run against this endpoint, not the built-in deployment")
     args = ap.parse_args()
     if args.help_runs:
         h = time_help(args.help_runs)
@@ -122,7 +125,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         firsts = []
         for i in range(args.runs):
-            t = time_run(args.scenario, Path(tmp) / f"run{i}")
+            t = time_run(args.scenario, Path(tmp) / f"run{i}", args.endpoint)
             print(f"run {i + 1}: loadtest run --requests 1 {args.scenario or ''}")
             report(t)
             if t.first_sent_s is not None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.config.sources import source_plugin
 from loadtest.datasets.language import LANGUAGES, detect_language
+from loadtest.datasets.pool_cache import pool_key, read_pool, write_pool
 from loadtest.datasets.prompt import Prompt, PromptPool
 from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.errors import DatasetError
@@ -27,8 +29,16 @@ def load_source(spec: SourceSpec, tokenizer: Tokenizer | None = None) -> list[Pr
 def build_pool(
     scenario: Scenario, tokenizer: Tokenizer | None = None
 ) -> tuple[PromptPool, dict[str, int]]:
-    """Load every source of a scenario into a seeded pool; also returns counts by source."""
-    groups = []
+    """Load every source of a scenario into a seeded pool; also returns counts by source.
+
+    The built pool is cached (``datasets.pool_cache``): a run of the same scenario over
+    the same files reads it back instead of parsing the data sets again.
+    """
+    key = pool_key(scenario) if tokenizer is None else None
+    cached = read_pool(key) if key else None
+    if cached is not None:
+        return PromptPool(cached[0], scenario.seed), cached[1]
+    groups: list[tuple[float, Sequence[Prompt]]] = []
     counts: dict[str, int] = {}
     for spec in scenario.sources:
         if spec.kind in ("trace", "conversations"):
@@ -50,6 +60,8 @@ def build_pool(
             ]
         counts[f"{spec.kind}:{spec.category}"] = len(prompts)
         groups.append((spec.weight, prompts))
+    if key:
+        write_pool(key, groups, counts)
     return PromptPool(groups, scenario.seed), counts
 
 

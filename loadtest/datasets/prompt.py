@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import random
+from collections.abc import Sequence
 
 from loadtest.model.prompt import Prompt
 
@@ -13,7 +14,7 @@ __all__ = ["Prompt", "PromptPool"]
 class PromptPool:
     """Draws prompts: a source by weight, then a prompt of that source, seeded."""
 
-    def __init__(self, groups: list[tuple[float, list[Prompt]]], seed: int) -> None:
+    def __init__(self, groups: Sequence[tuple[float, Sequence[Prompt]]], seed: int) -> None:
         groups = [(w, ps) for w, ps in groups if ps]
         if not groups:
             raise ValueError("no prompts to draw from")

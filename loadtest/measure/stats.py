@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sp
 
 from loadtest.model.json import JsonObject
 
@@ -197,6 +196,10 @@ def _bootstrap(
     def stat(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
         return np.asarray(np.percentile(y, pct, axis=axis) - np.percentile(x, pct, axis=axis))
 
+    # scipy.stats is imported here, not at the top: it takes ~0.4 s, and a plain run
+    # (which imports this module for its constants) never resamples.
+    from scipy import stats as sp
+
     res = sp.bootstrap(
         (xa, xb),
         stat,
@@ -245,6 +248,8 @@ def _stage(
 
 def rank_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Two-sided Mann-Whitney U p-value: are A and B drawn from one distribution?"""
+    from scipy import stats as sp
+
     return float(sp.mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
