@@ -13,6 +13,7 @@ import dataclasses
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loadtest.config.scenario import Scenario
 from loadtest.errors import UsageError
@@ -20,10 +21,11 @@ from loadtest.features.faults.plan import PROXY_TOXICS, TargetSpec
 from loadtest.features.faults.proxy import FaultProxy
 from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
-from loadtest.sim import SimConfig, SimProcess
-from loadtest.sim.process import SpecDeployment, sim_command
-from loadtest.sim.profile import with_profile
 from loadtest.transport.urls import server_root
+
+if TYPE_CHECKING:
+    from loadtest.sim import SimProcess
+    from loadtest.sim.process import SpecDeployment
 
 __all__ = ["Deployment", "check_deployment", "free_port", "free_ports", "plan_deployment"]
 
@@ -119,6 +121,12 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
         target = ManagedTarget(t, run_dir / "target.log")
         rig = _rig(scenario, t.endpoint, target, None, {})
         return Deployment(t.endpoint, rig, notes=(f"managed target: {' '.join(t.command)}",))
+    # The simulator is imported only when it is the deployment (~0.1 s, most of it
+    # aiohttp's server side): a run against an endpoint does not wait for it.
+    from loadtest.sim import SimConfig, SimProcess
+    from loadtest.sim.process import SpecDeployment, sim_command
+    from loadtest.sim.profile import with_profile
+
     settings = scenario.sim.settings
     config = with_profile(dataclasses.replace(SimConfig(seed=scenario.seed), **settings), settings)
     if not scenario.sim.speculative and not plan.events:
