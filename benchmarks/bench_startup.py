@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,17 +51,32 @@ class RunTimes:
     prompt_load_s: float | None
     target_ready_s: float | None
     duration_s: float | None
+    summary: dict[str, object]
+    """The run's summary.json."""
 
 
-def time_run(scenario: str | None, out: Path, endpoint: str | None = None) -> RunTimes:
-    """One ``loadtest run --requests 1`` (against the built-in deployment without
-    ``endpoint``), stamped."""
-    cmd = [sys.executable, "-m", "loadtest", "run", "--requests", "1", "--no-tui", "-v"]
-    cmd += ["--out", str(out)] + ([scenario] if scenario else [])
-    cmd += ["--endpoint", endpoint] if endpoint else []
+def time_run(
+    scenario: str | None,
+    out: Path,
+    endpoint: str | None = None,
+    requests: int = 1,
+    extra: Sequence[str] = (),
+    cpus: set[int] | None = None,
+) -> RunTimes:
+    """One ``loadtest run --requests N`` (against the built-in deployment without
+    ``endpoint``; on the cores ``cpus`` where given), stamped."""
+    cmd = [sys.executable, "-m", "loadtest", "run", "--requests", str(requests), "--no-tui"]
+    cmd += ["-v", "--out", str(out)] + ([scenario] if scenario else [])
+    cmd += (["--endpoint", endpoint] if endpoint else []) + list(extra)
     marks: list[tuple[str, float]] = []
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         now = time.perf_counter() - t0
@@ -72,7 +89,8 @@ def time_run(scenario: str | None, out: Path, endpoint: str | None = None) -> Ru
     if proc.returncode not in (0, 1):
         raise SystemExit(f"the run failed ({proc.returncode}): {' '.join(cmd)}")
     run_dir = max(out.iterdir(), key=lambda p: p.stat().st_mtime)
-    run = json.loads((run_dir / "summary.json").read_text())["run"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    run = summary["run"]
     sent = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
     starts = [t for name, t in marks if name == "load starts"]
     start = starts[0] if starts else None
@@ -89,6 +107,7 @@ def time_run(scenario: str | None, out: Path, endpoint: str | None = None) -> Ru
         prompt_load_s=run.get("prompt_load_s"),
         target_ready_s=run.get("target_time_to_ready_s"),
         duration_s=run.get("duration_s"),
+        summary=summary,
     )
 
 

@@ -135,3 +135,52 @@ def test_an_empty_read_between_cr_and_lf_does_not_split_the_line_ending() -> Non
     p = SSEParser()
     events = [*p.feed(b"event: error\r"), *p.feed(b""), *p.feed(b"\ndata: [DONE]\r\n\r\n")]
     assert [(e.event, e.data) for e in events] == [("error", b"[DONE]")]
+
+
+def _reference(data: bytes) -> tuple[list[Event], int, int]:
+    """The WHATWG rules line by line, written plainly: the oracle for the fast path."""
+    events: list[Event] = []
+    buf: list[bytes] = []
+    event, last_id, lines, comments = "", None, 0, 0
+    for line in data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")[:-1]:
+        lines += 1
+        if not line:
+            if buf:
+                events.append(Event(b"\n".join(buf), event or "message", last_id))
+                buf = []
+            event = ""
+        elif line.startswith(b":"):
+            comments += 1
+        else:
+            name, _, value = line.partition(b":")
+            value = value[1:] if value.startswith(b" ") else value
+            if name == b"data":
+                buf.append(value)
+            elif name == b"event":
+                event = value.decode("utf-8", "replace")
+            elif name == b"id" and b"\0" not in value:
+                last_id = value.decode("utf-8", "replace")
+    return events, lines, comments
+
+
+_any_line = st.one_of(
+    _line,
+    st.just(b"id: 7"),
+    st.just(b"data:tight"),
+    st.just(b"retry: 50"),
+    st.just(b"data"),
+)
+
+
+@given(st.lists(_any_line, max_size=40), st.lists(st.integers(0, 2000), max_size=8))
+def test_the_parser_agrees_with_the_line_by_line_rules_however_the_bytes_arrive(
+    lines: list[bytes], cuts: list[int]
+) -> None:
+    data = b"\n".join(lines) + b"\n\n"
+    p = SSEParser()
+    got: list[Event] = []
+    prev = 0
+    for c in [*sorted(min(c, len(data)) for c in cuts), len(data)]:
+        got += p.feed(data[prev:c])
+        prev = c
+    assert (got, p.lines, p.comments) == _reference(data)

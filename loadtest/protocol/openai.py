@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
+from msgspec import UNSET
 
 from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
-from loadtest.protocol.items import input_items, responses_tools
+from loadtest.protocol.chunks import Chunk, decode_chunk
+from loadtest.protocol.payload import build_payload, messages_to_text
 from loadtest.protocol.sse import Event
 
 __all__ = [
@@ -54,63 +56,6 @@ class ServerError(Exception):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
-
-
-def messages_to_text(messages: list[JsonObject]) -> str:
-    """Flatten chat messages into one prompt for the legacy completions API."""
-    parts = [f"{m.get('role', 'user')}: {m.get('content') or ''}" for m in messages]
-    return "\n".join(parts) + "\nassistant:"
-
-
-def build_payload(
-    *,
-    api: str,
-    model: str,
-    messages: list[JsonObject],
-    text: str | None,
-    stream: bool,
-    max_tokens: int,
-    sampling: JsonObject,
-    tools: list[JsonObject] | None,
-) -> bytes:
-    """Serialise one request body for ``/v1/chat/completions``, ``/v1/completions`` or
-    ``/v1/responses`` (``api``: ``chat``, ``completions``, ``responses``)."""
-    if api == "responses":
-        return _responses_payload(model, messages, text, stream, max_tokens, sampling, tools)
-    body: JsonObject = {"model": model, "max_tokens": max_tokens, "stream": stream}
-    if api == "chat":
-        body["messages"] = messages
-        if tools:
-            body["tools"] = tools
-    else:
-        body["prompt"] = text if text is not None else messages_to_text(messages)
-    if stream:
-        # Without this, most servers send no token counts on a stream.
-        body["stream_options"] = {"include_usage": True}
-    body.update(sampling)
-    return orjson.dumps(body)
-
-
-def _responses_payload(
-    model: str,
-    messages: list[JsonObject],
-    text: str | None,
-    stream: bool,
-    max_tokens: int,
-    sampling: JsonObject,
-    tools: list[JsonObject] | None,
-) -> bytes:
-    # The Responses API always reports usage (in response.completed): no stream_options.
-    body: JsonObject = {
-        "model": model,
-        "input": text if text is not None else input_items(messages),
-        "max_output_tokens": max_tokens,
-        "stream": stream,
-    }
-    if tools:
-        body["tools"] = responses_tools(tools)
-    body.update(sampling)
-    return orjson.dumps(body)
 
 
 class StreamReader:
@@ -170,6 +115,10 @@ class StreamReader:
         if data == _DONE:
             self.done = True
             return
+        chunk = decode_chunk(data)
+        if chunk is not None and self._take_typed(chunk, now_ns):
+            self.chunks += 1
+            return
         try:
             obj = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -178,6 +127,44 @@ class StreamReader:
             raise ProtocolError(f"chunk is not a JSON object: {data[:120]!r}")
         self.chunks += 1
         self._take(obj, now_ns, streamed=True)
+
+    def on_events(self, events: list[Event], now_ns: int) -> None:
+        """``on_event`` for each event of one read, all arrived at ``now_ns``: the hot
+        path. A chunk of nothing but text is taken here; any other goes to ``on_event``.
+        """
+        tokens = 0  # text chunks taken here, not yet stamped
+        chars = 0
+        keep = self._text
+        for event in events:
+            data = event[0]
+            c = decode_chunk(data) if event[1] == "message" and data != _DONE else None
+            if c is not None and c.usage is None and c.timings is None and c.error is UNSET:
+                choice = c.choices[0] if c.choices else None
+                delta = choice.delta if choice is not None else None
+                text = delta.content if delta is not None else None
+                if text and not delta.tool_calls and not choice.finish_reason:  # type: ignore[union-attr]
+                    if self.response_id is None:
+                        self.response_id = c.id
+                    chars += len(text)
+                    if keep is not None:
+                        keep.append(text)
+                    tokens += 1
+                    continue
+            if tokens:
+                self._stamp_text(tokens, chars, now_ns)
+                tokens = chars = 0
+            self.on_event(event, now_ns)
+        if tokens:
+            self._stamp_text(tokens, chars, now_ns)
+
+    def _stamp_text(self, tokens: int, chars: int, now_ns: int) -> None:
+        # ``tokens`` text chunks of one read: one step at most, as _take counts them.
+        self.chunks += tokens
+        self.content_chars += chars
+        if now_ns - self._last_ns > STEP_GAP_NS:
+            self.steps += 1
+        self._last_ns = now_ns
+        self.token_chunk_ns += [now_ns] * tokens
 
     # -- non-streaming -----------------------------------------------------------------
     def on_body(self, body: bytes, now_ns: int) -> None:
@@ -192,6 +179,47 @@ class StreamReader:
         self._take(obj, now_ns, streamed=False)
         self.steps = 0  # a whole body shows no verify steps (tokens_per_step skips it)
         self.done = True
+
+    def _take_typed(self, c: Chunk, now_ns: int) -> bool:
+        """``_take`` on the typed view of a streamed chunk (``protocol.chunks``); False,
+        with nothing changed, where only the dictionary rules can tell what it means."""
+        choices = c.choices
+        if c.error is not UNSET and choices is UNSET:
+            return False  # an error object: ``_take`` raises the server's message
+        choice = choices[0] if choices else None
+        delta = choice.delta if choice is not None else None
+        text = None
+        if delta is not None:
+            text = delta.content or delta.reasoning_content or delta.reasoning
+            if not text and not delta.tool_calls and choice is not None and choice.text:
+                return False  # an empty-looking delta beside legacy text: see _take
+        elif choice is not None:
+            text = choice.text
+        if self.response_id is None:
+            self.response_id = c.id
+        if c.usage:
+            self.usage = c.usage
+        if c.timings:
+            self.timings = c.timings
+        if choice is None:
+            return True
+        if choice.finish_reason:
+            self.finish_reason = choice.finish_reason
+        carried = False
+        if text:
+            self.content_chars += len(text)
+            if self._text is not None:
+                self._text.append(text)
+            carried = True
+        if delta is not None and delta.tool_calls:
+            self._take_calls(delta.tool_calls, now_ns)
+            carried = True
+        if carried:
+            if now_ns - self._last_ns > STEP_GAP_NS:
+                self.steps += 1
+            self._last_ns = now_ns
+            self.token_chunk_ns.append(now_ns)
+        return True
 
     def _take(self, obj: JsonObject, now_ns: int, *, streamed: bool) -> None:
         if "error" in obj and "choices" not in obj:

@@ -46,7 +46,7 @@ async def read_stream(
     parser = SSEParser(max_event_bytes)
     between = between_ns
     feed = parser.feed
-    on_event = reader.on_event
+    on_events = reader.on_events
     stamps = arrival_stamps(resp)
     reader.client_lag_ns = lag = 0
     async for data in resp.content.iter_any():
@@ -58,8 +58,7 @@ async def read_stream(
         # servers send headers at once and the first chunk only after prefill.
         flight.deadline_ns = now + between
         flight.phase = "between chunks"
-        for event in feed(data):
-            on_event(event, at)
+        on_events(feed(data), at)
         stop_at = flight.cancel_after_tokens
         if stop_at is not None and len(reader.token_chunk_ns) >= stop_at:
             flight.cancel_ns = _perf()
