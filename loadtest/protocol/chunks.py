@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-__all__ = ["Chunk", "decode_chunk"]
+__all__ = ["CHUNK_DECODER", "Chunk", "decode_chunk"]
 
 
 class Delta(msgspec.Struct, gc=False):
@@ -41,13 +41,13 @@ class Chunk(msgspec.Struct, gc=False):
     error: msgspec.Raw | UnsetType = UNSET
 
 
-_decoder = msgspec.json.Decoder(Chunk)
+CHUNK_DECODER = msgspec.json.Decoder(Chunk)
 
 
 def decode_chunk(data: bytes) -> Chunk | None:
     """The chunk's typed view, or None where it does not fit one (then the reader's
     dictionary rules decide what it is)."""
     try:
-        return _decoder.decode(data)
+        return CHUNK_DECODER.decode(data)
     except msgspec.MsgspecError:
         return None
