@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loadtest.engine.hooks import HookResult
 from loadtest.errors import UsageError
-from loadtest.features.faults.registry import fault_kind
+from loadtest.features.faults.registry import fault_table
 
 if TYPE_CHECKING:
     from loadtest.config.scenario import Scenario
@@ -45,7 +45,7 @@ def check_coordinated(scenario: Scenario, ray: bool) -> None:
     the load in every worker while they act (``Runs.holds_load``), which the coordinator
     tells local workers through a file in their folders (``hold_workers``)."""
     events = scenario.faults.events
-    kinds = sorted({e.kind for e in events if fault_kind(e.kind).runs.holds_load})
+    kinds = sorted({e.kind for e in events if fault_table(e.kind).runs.holds_load})
     if kinds and ray:
         raise UsageError(
             f"--ray does not combine with fault kind {', '.join(kinds)} yet: the load "

@@ -18,7 +18,7 @@ from loadtest.config.scenario import Scenario
 from loadtest.errors import UsageError
 from loadtest.features.faults.plan import TargetSpec
 from loadtest.features.faults.proxy import FaultProxy
-from loadtest.features.faults.registry import fault_kind
+from loadtest.features.faults.registry import fault_table
 from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.sim import SimConfig, SimProcess
@@ -81,7 +81,7 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
     that will be skipped. Starts nothing: ``plan_deployment`` and ``--check`` both ask it.
     """
     plan = scenario.faults
-    if endpoint is not None and any(fault_kind(e.kind).runs.needs_target for e in plan.events):
+    if endpoint is not None and any(fault_table(e.kind).runs.needs_target for e in plan.events):
         raise UsageError(
             "the scenario restarts its target, but --endpoint names one loadtest does "
             "not manage; drop --endpoint to use the scenario's [target] or the simulator"
@@ -100,7 +100,7 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
         "draft (set [faults].proxy_upstream to your draft's host:port, or run without "
         "--endpoint)"
         for e in plan.events
-        if fault_kind(e.kind).runs.needs_proxy
+        if fault_table(e.kind).runs.needs_proxy
     ]
 
 

@@ -1,4 +1,5 @@
-"""What a fault kind declares: one object per kind, registered by its name.
+"""What a fault kind declares: one object per kind, registered by its name (the plugin
+interface: a third party imports what it needs from here).
 
 A fault kind (the ``kind`` of a ``[[faults.events]]`` table) says, in one place:
 
@@ -19,18 +20,21 @@ third party's are (``registry.py``; docs/plugins.md).
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from loadtest.errors import UsageError
+from loadtest.features.faults.event import COORDINATOR, IN_LOAD, FaultEvent, FaultSpec, Runs
+from loadtest.features.faults.registry import FaultTable, load_plugin
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict, FaultVerdictWord, Observed, RequestRow
 
 if TYPE_CHECKING:
     from loadtest.config.toml_tables import Table
     from loadtest.engine.hooks import CancelOrder, RunContext
-    from loadtest.features.faults.plan import FaultEvent
     from loadtest.features.faults.proxy import FaultProxy
     from loadtest.features.faults.target import ManagedTarget
     from loadtest.features.scrape import Scraper
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COORDINATOR",
     "IN_LOAD",
+    "FaultEvent",
     "FaultKind",
     "FaultKindBase",
     "FaultSpec",
@@ -48,6 +53,7 @@ __all__ = [
     "Ruling",
     "Runs",
     "Window",
+    "fault_kind",
     "num",
     "overrides_part",
     "spec_of",
@@ -55,17 +61,6 @@ __all__ = [
 
 Ruling = tuple[FaultVerdictWord, str]
 """A verdict word and the reason given for it."""
-
-
-@dataclass(frozen=True, slots=True)
-class FaultSpec:
-    """A kind's own settings, read from its table (a kind subclasses it)."""
-
-    @property
-    def extra_sessions(self) -> int:
-        """Requests the kind may send at once beyond the load's own concurrency (a burst):
-        the client's connection pool is made that much larger."""
-        return 0
 
 
 S = TypeVar("S", bound=FaultSpec)
@@ -82,28 +77,6 @@ def num(t: Table, name: str, default: float, *, strict: bool = False) -> float:
     v = t.number(name, default, strict=strict)
     assert v is not None
     return v
-
-
-@dataclass(frozen=True, slots=True)
-class Runs:
-    """Where a kind acts when the load is scaled out, and what it needs to act at all."""
-
-    in_load: bool = False
-    """It has a part in every process that sends load (``load_part``: each worker runs
-    its own, beside the rig's action on the coordinator)."""
-    holds_load: bool = False
-    """The load holds in every process while it acts (a restarted target is down): the
-    coordinator tells local workers through a file; not over Ray yet."""
-    needs_target: bool = False
-    """It acts on a target loadtest manages (``[target]`` or the simulator)."""
-    needs_proxy: bool = False
-    """It acts on the fault proxy in front of a draft."""
-
-
-COORDINATOR = Runs()
-"""Acts once per run, in the rig (on the coordinator of a run with workers)."""
-IN_LOAD = Runs(in_load=True)
-"""Acts in every process that sends load too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,18 +180,9 @@ class Window:
 
 
 @runtime_checkable
-class FaultKind(Protocol):
-    """What a fault kind declares (an object, registered by its kind's name)."""
-
-    @property
-    def keys(self) -> frozenset[str]:
-        """The table keys it takes beyond the common ones."""
-        ...
-
-    @property
-    def runs(self) -> Runs:
-        """Where it acts when scaled out, and what it needs."""
-        ...
+class FaultKind(FaultTable, Protocol):
+    """What a fault kind declares (an object, registered by its kind's name): its table
+    (``keys``, ``runs``, ``parse``: ``registry.FaultTable``) and the rest."""
 
     @property
     def needs_requests(self) -> bool:
@@ -229,11 +193,6 @@ class FaultKind(Protocol):
     def needs_completed(self) -> bool:
         """The shared judge: a window none of whose requests completed is
         ``inconclusive`` (its latency is unknown)."""
-        ...
-
-    def parse(self, t: Table, event: FaultEvent) -> FaultSpec:
-        """Its own keys, read from ``t`` and checked (``raise t.fail(key, problem)``);
-        ``event`` has the common ones. Unknown keys were refused already."""
         ...
 
     async def inject(self, ev: FaultEvent, obs: Observed, rig: Rig) -> None:
@@ -281,3 +240,16 @@ class FaultKindBase:
     def judge(self, ev: FaultEvent, entry: FaultVerdict) -> Ruling | None:
         """The shared judge."""
         return None
+
+
+@functools.cache
+def fault_kind(kind: str) -> FaultKind:
+    """The plugin registered as ``kind``; ``UsageError`` when none is, or it is no
+    ``FaultKind``."""
+    plugin = load_plugin(kind)
+    if not isinstance(plugin, FaultKind):
+        raise UsageError(
+            f"the fault kind plugin for {kind!r} lacks what a FaultKind declares (keys, "
+            "runs, parse, inject, load_part, figures, judge): see docs/plugins.md"
+        )
+    return plugin

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loadtest.engine.hooks import CancelOrder, RunContext, RunHook
-from loadtest.features.faults.kind import LoadShare, overrides_part
+from loadtest.features.faults.kind import LoadPart, LoadShare, fault_kind, overrides_part
 from loadtest.features.faults.plan import FaultPlan
-from loadtest.features.faults.registry import fault_kind
 
 __all__ = ["FaultLoad", "HoldFlag", "acts_in_load"]
 
@@ -81,7 +80,7 @@ class FaultLoad(RunHook):
             and (part := fault_kind(ev.kind).load_part(ev, LoadShare(i, worker, workers)))
             is not None
         ]
-        self._parts = parts
+        self._parts: list[LoadPart] = parts
         # Only the parts that act per request are asked per request (the hot path).
         self._idles = [p for p in parts if overrides_part(p, "idle_until")]
         self._cancels = [p for p in parts if overrides_part(p, "cancel_order")]

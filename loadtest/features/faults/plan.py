@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 from loadtest.config.toml_tables import Table
 from loadtest.errors import ScenarioError, UsageError
-from loadtest.features.faults.kind import FaultSpec
-from loadtest.features.faults.registry import fault_kind, fault_kinds
+from loadtest.features.faults.event import FaultEvent
+from loadtest.features.faults.registry import fault_kinds, fault_table
 
 __all__ = [
     "FaultEvent",
@@ -29,31 +29,6 @@ __all__ = [
 ]
 
 _COMMON_KEYS = frozenset({"kind", "at_s", "duration_s", "name", "max_failures"})
-_NO_SPEC = FaultSpec()
-
-
-@dataclass(frozen=True, slots=True)
-class FaultEvent:
-    """One fault window of the timeline: the keys every kind has, and the kind's own."""
-
-    kind: str
-    at_s: float
-    duration_s: float = 0.0
-    name: str = ""
-    max_failures: int = 0
-    """Failed requests the window may have and still hold."""
-    spec: FaultSpec = _NO_SPEC
-    """The kind's own settings (its plugin's ``parse``: ``kinds/`` for loadtest's)."""
-
-    @property
-    def end_s(self) -> float:
-        """When the window closes, in seconds after the run's start."""
-        return self.at_s + self.duration_s
-
-    @property
-    def label(self) -> str:
-        """The name, or the kind and start when it has none."""
-        return self.name or f"{self.kind}@{self.at_s:g}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +52,7 @@ class FaultPlan:
     @property
     def needs_proxy(self) -> bool:
         """True when some event acts on the fault proxy (a draft-network toxic)."""
-        return any(fault_kind(e.kind).runs.needs_proxy for e in self.events)
+        return any(fault_table(e.kind).runs.needs_proxy for e in self.events)
 
     @property
     def extra_sessions(self) -> int:
@@ -127,7 +102,7 @@ def parse_faults(t: Table) -> FaultPlan:
 def _event(t: Table) -> FaultEvent:
     kind = t.choice("kind", "", fault_kinds())
     try:
-        plugin = fault_kind(kind)
+        plugin = fault_table(kind)
     except UsageError as exc:
         raise t.fail("kind", str(exc)) from exc
     ev = FaultEvent(

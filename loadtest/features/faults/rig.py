@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.engine.hooks import CancelOrder, HookResult, RunContext, RunHook
+from loadtest.features.faults.kind import fault_kind
 from loadtest.features.faults.load import FaultLoad
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.proxy import FaultProxy, Toxic
-from loadtest.features.faults.registry import fault_kind
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.faults.verdict import judge_windows
 from loadtest.features.scrape import Scraper

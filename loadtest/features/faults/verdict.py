@@ -27,10 +27,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from loadtest.features.faults.figures import acceptance_between, pct
-from loadtest.features.faults.kind import FaultKind, Ruling, Window
+from loadtest.features.faults.kind import FaultKind, Ruling, Window, fault_kind
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
-from loadtest.features.faults.registry import fault_kind
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict, Observed, PhaseStats, RequestRow
 
