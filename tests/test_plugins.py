@@ -72,13 +72,16 @@ def test_an_unknown_fault_kind_is_named_with_those_installed(tmp_path: Path) -> 
     assert "pause" in str(err.value) and "x.toml" in str(err.value)
 
 
-def test_the_plugin_kinds_own_rule_fails_a_window_it_was_broken_in() -> None:
+def test_the_plugin_kinds_own_rule_fails_a_window_it_was_broken_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The judge of the plugin, read from its file (this process has not installed it).
     spec = importlib.util.spec_from_file_location(
         "loadtest_lines_pause", PLUGIN / "loadtest_lines" / "pause.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclass looks itself up
     spec.loader.exec_module(module)
     pause = module.PAUSE
     assert isinstance(pause, FaultKind)

@@ -65,8 +65,10 @@ class Pause(FaultKindBase):
         return _Paused(ev)
 
     def figures(self, ev: FaultEvent, w: Window, entry: FaultVerdict) -> None:
-        from_ms = w.start_s * 1000 + spec_of(ev, PauseSpec).grace_ms
-        sent = sum(1 for r in w.during if r["sent_ms"] >= from_ms)
+        # The load pauses on the plan's clock (the rig's window may open and close a
+        # moment later): count what was sent between the planned edges.
+        from_ms = ev.at_s * 1000 + spec_of(ev, PauseSpec).grace_ms
+        sent = sum(1 for r in w.rows if from_ms <= r["sent_ms"] < ev.end_s * 1000)
         entry["detail"] = {**entry.get("detail", {}), "sent_in_pause": sent}
 
     def judge(self, ev: FaultEvent, entry: FaultVerdict) -> Ruling | None:
