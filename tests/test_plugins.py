@@ -19,6 +19,7 @@ from typing import cast
 import orjson
 import pytest
 
+from loadtest._compat.plugins import group_entry_points
 from loadtest.config.scenario import parse_scenario
 from loadtest.config.sources import source_kinds, source_plugin
 from loadtest.errors import ScenarioError
@@ -59,6 +60,17 @@ def test_loadtests_own_fault_kinds_are_registered_plugins() -> None:
     assert not fault_kind("hook").runs.in_load and fault_kind("draft_down").runs.needs_proxy
     assert "latency_ms" in fault_kind("draft_latency").keys
     assert "latency_ms" not in fault_kind("draft_down").keys
+
+
+def test_loadtests_own_entry_points_come_from_the_checkout_that_runs() -> None:
+    # The venv's metadata may be an install of another checkout (older, or newer): the
+    # kinds found are the ones this checkout's pyproject.toml lists, with its values.
+    import tomllib
+
+    own = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    for group in ("loadtest.faults", "loadtest.sources"):
+        found = {ep.name: ep.value for ep in group_entry_points(group)}
+        assert own[group].items() <= found.items(), group
 
 
 def test_an_unknown_fault_kind_is_named_with_those_installed(tmp_path: Path) -> None:
@@ -119,6 +131,19 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+def _loadtest(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``loadtest ARGS`` in a process that sees the installed plugin package."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
+    return subprocess.run(
+        [sys.executable, "-m", "loadtest", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=cwd,
+    )
+
+
 def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
     installed: Path, tmp_path: Path
 ) -> None:
@@ -132,15 +157,7 @@ def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
         "[load]\nconcurrency = 2\nrequests = 6\n[sim]\nttft_ms = 2.0\nitl_ms = 1.0\n"
     )
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
-    res = subprocess.run(
-        [sys.executable, "-m", "loadtest", "run", str(sc), "--no-tui", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
     (run_dir,) = out.iterdir()
     s = orjson.loads((run_dir / "summary.json").read_bytes())
@@ -152,14 +169,7 @@ def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
     assert sent <= {"Q: first question", "Q: second question"}, sent
     # A key the plugin does not declare is an error naming it, as for loadtest's kinds.
     sc.write_text(sc.read_text().replace('prefix = "Q: "', 'prefix = "Q: "\nsuffix = "?"'))
-    res = subprocess.run(
-        [sys.executable, "-m", "loadtest", "run", str(sc), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--check")
     assert res.returncode == 2 and "suffix" in res.stderr, res.stderr[-1000:]
 
 
@@ -191,16 +201,8 @@ def test_a_plugin_fault_kind_is_injected_in_every_worker_and_judged(
     sc = tmp_path / "paused.toml"
     sc.write_text(PAUSED)
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
     flags = ["--workers", str(workers)] if workers > 1 else []
-    res = subprocess.run(
-        [sys.executable, "-m", "loadtest", "run", str(sc), "--no-tui", "--out", str(out), *flags],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out), *flags)
     assert res.returncode == 0, res.stderr[-3000:]
     (run_dir,) = out.iterdir()
     s = orjson.loads((run_dir / "summary.json").read_bytes())
@@ -221,13 +223,14 @@ def test_a_plugin_fault_kind_is_injected_in_every_worker_and_judged(
     assert window["started_in_window"] <= 2 * workers  # only those caught by the grace
     # Not the plugin's "failed"; the shared judge compared latency around the window.
     assert window["verdict"] in ("held", "degraded"), window["reason"]
+    # The printed table shows the plugin's own figures beside the shared ones.
+    assert "sent_in_pause 0" in res.stdout, res.stdout[-2000:]
     assert window["before"]["ok"] >= 5 and window["after"]["ok"] >= 5
 
 
 def test_a_plugin_fault_kinds_own_keys_are_checked_naming_file_table_and_key(
     installed: Path, tmp_path: Path
 ) -> None:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
     for bad, key, problem in (
         ("grace_ms = 100", "grace = 1", "unknown key"),
         ("grace_ms = 100", "grace_ms = -1", "expected a number >= 0"),
@@ -235,14 +238,7 @@ def test_a_plugin_fault_kinds_own_keys_are_checked_naming_file_table_and_key(
     ):
         sc = tmp_path / "bad.toml"
         sc.write_text(PAUSED.replace(bad, key))
-        res = subprocess.run(
-            [sys.executable, "-m", "loadtest", "run", str(sc), "--check"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            cwd=tmp_path,
-        )
+        res = _loadtest(installed, tmp_path, "run", str(sc), "--check")
         name = key.split(" ")[0]
         assert res.returncode == 2, res.stderr[-1000:]
         assert f"bad.toml: faults.events[0].{name}: " in res.stderr, res.stderr[-1000:]

@@ -1,7 +1,9 @@
 """The ``[faults]``, ``[target]`` and ``[sim]`` tables of a scenario, validated and frozen.
 
 A fault plan is a timeline of events, each a window from ``at_s`` (seconds after the
-run's start) lasting ``duration_s``; every window gets its own verdict.
+run's start) lasting ``duration_s``; every window gets its own verdict. An event's keys
+beyond the common ones are its kind's: the kind (a plugin found by name, ``registry``)
+declares them and checks them (``FaultTable.parse``).
 """
 
 from __future__ import annotations

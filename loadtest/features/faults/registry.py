@@ -62,7 +62,12 @@ def load_plugin(kind: str) -> object:
     found = [ep for ep in group_entry_points(GROUP) if ep.name == kind]
     if not found:
         raise UsageError(f"no fault kind {kind!r} is installed (known: {', '.join(fault_kinds())})")
-    return found[0].load()
+    try:
+        return found[0].load()
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(
+            f"the fault kind plugin {found[0].value!r} ({kind}) could not be loaded: {exc}"
+        ) from exc
 
 
 def fault_table(kind: str) -> FaultTable:
