@@ -94,7 +94,7 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
         )
     if not own_deployment or plan.proxy_upstream is not None:
         return []
-    # The rig skips these windows (FaultRig._toxic): said before the run, not only after.
+    # The rig skips these windows (ProxyToxic.inject): said before the run, not only after.
     return [
         f"fault {e.label!r} ({e.kind}) will be skipped: no fault proxy in front of a "
         "draft (set [faults].proxy_upstream to your draft's host:port, or run without "
