@@ -51,9 +51,9 @@ class FaultTable(Protocol):
 
 @functools.cache
 def fault_kinds() -> tuple[str, ...]:
-    """The names of every registered kind (loadtest's and installed plugins'), in the
-    order registered: loadtest's own first."""
-    return tuple(dict.fromkeys(ep.name for ep in group_entry_points(GROUP)))
+    """The names of every registered kind (loadtest's and installed plugins'), sorted:
+    installed metadata lists entry points in no order of ours."""
+    return tuple(sorted({ep.name for ep in group_entry_points(GROUP)}))
 
 
 @functools.cache
