@@ -1,24 +1,31 @@
-"""A third-party prompt source runs without editing loadtest: installed, found, used.
+"""Third-party plugins run without editing loadtest: installed, found, used.
 
-``tests/plugins/lines_source`` is a package as another project would ship it. The test
-installs it into a folder of its own (not into the environment the suite runs in) and
-runs a scenario naming its kind from a subprocess that sees that folder.
+``tests/plugins/lines_source`` is a package as another project would ship it: a prompt
+source kind (``lines``) and a fault kind (``pause``). The test installs it into a folder
+of its own (not into the environment the suite runs in) and runs scenarios naming its
+kinds from a subprocess that sees that folder.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
 
+from loadtest._compat.plugins import group_entry_points
 from loadtest.config.scenario import parse_scenario
 from loadtest.config.sources import source_kinds, source_plugin
 from loadtest.errors import ScenarioError
+from loadtest.features.faults.kind import FaultEvent, FaultKind, fault_kind
+from loadtest.features.faults.registry import fault_kinds
+from loadtest.model.verdict import FaultVerdict
 from tests.conftest import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +46,61 @@ def test_an_unknown_kind_is_named_with_those_installed(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"sources\[0\]\.kind.*inline") as err:
         parse_scenario(data, str(tmp_path / "x.toml"))
     assert "lines" in str(err.value)
+
+
+def test_loadtests_own_fault_kinds_are_registered_plugins() -> None:
+    own = {"cancel", "idle", "restart", "hook", "draft_down", "draft_reset", "draft_latency"}
+    assert own | {"draft_bandwidth", "draft_blackhole"} <= set(fault_kinds())
+    for kind in fault_kinds():
+        assert isinstance(fault_kind(kind), FaultKind)
+    # Where each acts when scaled out, and what it needs, is the kind's own declaration.
+    assert fault_kind("cancel").runs.in_load and fault_kind("idle").runs.in_load
+    assert fault_kind("restart").runs.holds_load and fault_kind("restart").runs.needs_target
+    assert not fault_kind("hook").runs.in_load and fault_kind("draft_down").runs.needs_proxy
+    assert "latency_ms" in fault_kind("draft_latency").keys
+    assert "latency_ms" not in fault_kind("draft_down").keys
+
+
+def test_loadtests_own_entry_points_come_from_the_checkout_that_runs() -> None:
+    # The venv's metadata may be an install of another checkout (older, or newer): the
+    # kinds found are the ones this checkout's pyproject.toml lists, with its values.
+    import tomllib
+
+    own = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    for group in ("loadtest.faults", "loadtest.sources"):
+        found = {ep.name: ep.value for ep in group_entry_points(group)}
+        assert own[group].items() <= found.items(), group
+
+
+def test_an_unknown_fault_kind_is_named_with_those_installed(tmp_path: Path) -> None:
+    data = {
+        "name": "x",
+        "sources": [{"kind": "inline", "prompts": ["a"]}],
+        "faults": {"events": [{"kind": "pause", "at_s": 1, "duration_s": 1}]},
+    }
+    with pytest.raises(ScenarioError, match=r"faults\.events\[0\]\.kind.*cancel") as err:
+        parse_scenario(data, str(tmp_path / "x.toml"))
+    assert "pause" in str(err.value) and "x.toml" in str(err.value)
+
+
+def test_the_plugin_kinds_own_rule_fails_a_window_it_was_broken_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The judge of the plugin, read from its file (this process has not installed it).
+    spec = importlib.util.spec_from_file_location(
+        "loadtest_lines_pause", PLUGIN / "loadtest_lines" / "pause.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclass looks itself up
+    spec.loader.exec_module(module)
+    pause = module.PAUSE
+    assert isinstance(pause, FaultKind)
+    ev = FaultEvent(kind="pause", at_s=1, duration_s=1)
+    entry = cast(FaultVerdict, {"started_in_window": 3, "detail": {"sent_in_pause": 3}})
+    assert pause.judge(ev, entry) == ("failed", "3 requests were sent inside the pause")
+    entry["detail"] = {"sent_in_pause": 0}
+    assert pause.judge(ev, entry) is None  # the shared judge then
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +130,19 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+def _loadtest(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``loadtest ARGS`` in a process that sees the installed plugin package."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
+    return subprocess.run(
+        [sys.executable, "-m", "loadtest", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=cwd,
+    )
+
+
 def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
     installed: Path, tmp_path: Path
 ) -> None:
@@ -81,15 +156,7 @@ def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
         "[load]\nconcurrency = 2\nrequests = 6\n[sim]\nttft_ms = 2.0\nitl_ms = 1.0\n"
     )
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
-    res = subprocess.run(
-        [sys.executable, "-m", "loadtest", "run", str(sc), "--no-tui", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
     (run_dir,) = out.iterdir()
     s = orjson.loads((run_dir / "summary.json").read_bytes())
@@ -101,12 +168,77 @@ def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
     assert sent <= {"Q: first question", "Q: second question"}, sent
     # A key the plugin does not declare is an error naming it, as for loadtest's kinds.
     sc.write_text(sc.read_text().replace('prefix = "Q: "', 'prefix = "Q: "\nsuffix = "?"'))
-    res = subprocess.run(
-        [sys.executable, "-m", "loadtest", "run", str(sc), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--check")
     assert res.returncode == 2 and "suffix" in res.stderr, res.stderr[-1000:]
+
+
+PAUSED = """name = "paused"
+max_tokens = 8
+seed = 3
+[[sources]]
+kind = "inline"
+prompts = ["a", "b", "c"]
+[load]
+concurrency = 2
+duration_s = 4.5
+[sim]
+ttft_ms = 20.0
+itl_ms = 1.0
+[[faults.events]]
+name = "quiet"
+kind = "pause"
+at_s = 1.5
+duration_s = 1.0
+grace_ms = 100
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_fault_kind_is_injected_in_every_worker_and_judged(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    sc = tmp_path / "paused.toml"
+    sc.write_text(PAUSED)
+    out = tmp_path / "out"
+    flags = ["--workers", str(workers)] if workers > 1 else []
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out), *flags)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (run_dir,) = out.iterdir()
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert s["requests"]["sent"] == len(rows) and s["requests"]["failed"] == 0
+    assert {r.get("worker", 0) for r in rows} == set(range(workers))
+    # Injected: no process sent a request inside the pause (beyond its grace), and each
+    # sent some on both sides of it.
+    assert not [r for r in rows if 1600 <= r["sent_ms"] < 2500], "sent inside the pause"
+    for w in range(workers):
+        mine = [r["sent_ms"] for r in rows if r.get("worker", 0) == w]
+        assert min(mine) < 1500 and max(mine) >= 2500, (w, min(mine), max(mine))
+    # Judged once, on the merged records, by the plugin's figures and rule.
+    (window,) = s["faults"]
+    assert window["kind"] == "pause" and window["name"] == "quiet"
+    assert window["detail"]["sent_in_pause"] == 0
+    assert window["detail"]["paused_s"] >= 0.95
+    assert window["started_in_window"] <= 2 * workers  # only those caught by the grace
+    # Not the plugin's "failed"; the shared judge compared latency around the window.
+    assert window["verdict"] in ("held", "degraded"), window["reason"]
+    # The printed table shows the plugin's own figures beside the shared ones.
+    assert "sent_in_pause 0" in res.stdout, res.stdout[-2000:]
+    assert window["before"]["ok"] >= 5 and window["after"]["ok"] >= 5
+
+
+def test_a_plugin_fault_kinds_own_keys_are_checked_naming_file_table_and_key(
+    installed: Path, tmp_path: Path
+) -> None:
+    for bad, key, problem in (
+        ("grace_ms = 100", "grace = 1", "unknown key"),
+        ("grace_ms = 100", "grace_ms = -1", "expected a number >= 0"),
+        ("duration_s = 1.0", "duration_s = 0", "a pause needs a duration > 0"),
+    ):
+        sc = tmp_path / "bad.toml"
+        sc.write_text(PAUSED.replace(bad, key))
+        res = _loadtest(installed, tmp_path, "run", str(sc), "--check")
+        name = key.split(" ")[0]
+        assert res.returncode == 2, res.stderr[-1000:]
+        assert f"bad.toml: faults.events[0].{name}: " in res.stderr, res.stderr[-1000:]
+        assert problem in res.stderr, res.stderr[-1000:]

@@ -7,6 +7,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from loadtest.features.faults.kinds.cancel import CancelSpec
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.verdict import judge_windows, recovery_s
 from loadtest.model.verdict import STATE_OF, FaultVerdict, Observed, RequestRow, failing_windows
@@ -180,7 +181,9 @@ def test_a_window_nothing_started_in_is_not_exercised() -> None:
 
 
 def test_a_cancel_window_that_cancelled_nothing_is_not_exercised() -> None:
-    ev = FaultEvent(kind="cancel", at_s=10, duration_s=5, fraction=0.5, after_tokens=5)
+    ev = FaultEvent(
+        kind="cancel", at_s=10, duration_s=5, spec=CancelSpec(fraction=0.5, after_tokens=5)
+    )
     obs: Observed = {"settled_s": 0.01, "running_excess": 0}
     (e,) = judge_windows(FaultPlan(events=(ev,)), [obs], _rows(0, 0, 1.0), [])
     assert e["started_in_window"] == 50 and e["injected_cancels"] == 0

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loadtest.engine.gc_policy import QuietGc
-from loadtest.features.faults.load import FaultLoad, HoldFlag
+from loadtest.features.faults.load import FaultLoad, HoldFlag, acts_in_load
 from loadtest.report.hlog import HlogHook
 from loadtest.report.run_start import RunStartHook
 
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig
 
 __all__ = ["edge_hooks", "load_hooks", "rig_hooks"]
-
-_IN_LOAD = ("cancel", "idle", "restart")
-"""Fault kinds that act on the load itself, in every process that sends it (a restart:
-the load holds while the target is down)."""
 
 
 def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
@@ -41,7 +37,7 @@ def load_hooks(
     """The fault plan's part inside worker ``worker`` of ``workers`` (none without one);
     the worker's scenario carries its own seed; ``hold_file``: where the coordinator says
     that a restarted target is down."""
-    if not any(e.kind in _IN_LOAD for e in scenario.faults.events):
+    if not acts_in_load(scenario.faults):
         return []
     hold = HoldFlag(hold_file) if hold_file is not None else None
     return [FaultLoad(scenario.faults, scenario.seed, worker=worker, workers=workers, hold=hold)]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loadtest.engine.hooks import HookResult
 from loadtest.errors import UsageError
+from loadtest.features.faults.registry import fault_table
 
 if TYPE_CHECKING:
     from loadtest.config.scenario import Scenario
@@ -38,14 +39,13 @@ __all__ = ["Coordinator", "CoordinatorContext", "check_coordinated", "hold_worke
 
 T = TypeVar("T")
 
-_LOCAL_ONLY = ("restart",)
-"""Fault kinds that need the load to hold in every worker while they act: the
-coordinator tells local workers through a file in their folders (``hold_workers``)."""
-
 
 def check_coordinated(scenario: Scenario, ray: bool) -> None:
-    """``UsageError`` for fault kinds that workers cannot share (yet)."""
-    kinds = sorted({e.kind for e in scenario.faults.events if e.kind in _LOCAL_ONLY})
+    """``UsageError`` for fault kinds that workers cannot share (yet): those that hold
+    the load in every worker while they act (``Runs.holds_load``), which the coordinator
+    tells local workers through a file in their folders (``hold_workers``)."""
+    events = scenario.faults.events
+    kinds = sorted({e.kind for e in events if fault_table(e.kind).runs.holds_load})
     if kinds and ray:
         raise UsageError(
             f"--ray does not combine with fault kind {', '.join(kinds)} yet: the load "

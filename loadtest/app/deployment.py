@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from loadtest.config.scenario import Scenario
 from loadtest.errors import UsageError
-from loadtest.features.faults.plan import PROXY_TOXICS, TargetSpec
+from loadtest.features.faults.plan import TargetSpec
 from loadtest.features.faults.proxy import FaultProxy
+from loadtest.features.faults.registry import fault_table
 from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.transport.urls import server_root
@@ -82,7 +83,7 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
     that will be skipped. Starts nothing: ``plan_deployment`` and ``--check`` both ask it.
     """
     plan = scenario.faults
-    if endpoint is not None and any(e.kind == "restart" for e in plan.events):
+    if endpoint is not None and any(fault_table(e.kind).runs.needs_target for e in plan.events):
         raise UsageError(
             "the scenario restarts its target, but --endpoint names one loadtest does "
             "not manage; drop --endpoint to use the scenario's [target] or the simulator"
@@ -95,13 +96,13 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
         )
     if not own_deployment or plan.proxy_upstream is not None:
         return []
-    # The rig skips these windows (FaultRig._toxic): said before the run, not only after.
+    # The rig skips these windows (ProxyToxic.inject): said before the run, not only after.
     return [
         f"fault {e.label!r} ({e.kind}) will be skipped: no fault proxy in front of a "
         "draft (set [faults].proxy_upstream to your draft's host:port, or run without "
         "--endpoint)"
         for e in plan.events
-        if e.kind in PROXY_TOXICS
+        if fault_table(e.kind).runs.needs_proxy
     ]
 
 

@@ -7,7 +7,8 @@ as entry points in the group ``loadtest.sources`` (loadtest's are in its pyproje
 so adding a kind edits no list here or in the data sets. A plugin's keys beyond those
 ``SourceSpec`` has a field for arrive in ``SourceSpec.options``.
 
-The plugin objects are loaded on first use (``importlib.metadata``), so that parsing a
+The plugin objects are loaded on first use (``importlib.metadata``; loadtest's own from
+the checkout's pyproject.toml when it runs from one: ``_compat.plugins``), so that parsing a
 scenario imports only the sources it names: the dynamic import is the plugin mechanism,
 not a dependency of this layer on the data sets.
 """
@@ -16,9 +17,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from loadtest._compat.plugins import group_entry_points
 from loadtest.errors import DatasetError
 
 if TYPE_CHECKING:
@@ -54,33 +55,24 @@ class SourcePlugin(Protocol):
 
 
 @functools.cache
-def _registered() -> dict[str, EntryPoint]:
-    # One scan of the installed distributions' metadata per process (~12 ms with 215
-    # installed, once per source before this was kept).
-    out: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=GROUP):
-        out.setdefault(ep.name, ep)
-    return out
-
-
 def source_kinds() -> tuple[str, ...]:
     """The names of every registered kind (loadtest's and installed plugins')."""
-    return tuple(sorted(_registered()))
+    return tuple(sorted({ep.name for ep in group_entry_points(GROUP)}))
 
 
 @functools.cache
 def source_plugin(kind: str) -> SourcePlugin:
     """The plugin registered as ``kind``; ``DatasetError`` when none is, or it is no
     ``SourcePlugin``."""
-    found = _registered().get(kind)
-    if found is None:
+    found = [ep for ep in group_entry_points(GROUP) if ep.name == kind]
+    if not found:
         raise DatasetError(
             f"no prompt source kind {kind!r} is installed (known: {', '.join(source_kinds())})"
         )
-    plugin = found.load()
+    plugin = found[0].load()
     if not isinstance(plugin, SourcePlugin):
         raise DatasetError(
-            f"the prompt source plugin {found.value!r} ({kind}) has no keys, needs_path "
+            f"the prompt source plugin {found[0].value!r} ({kind}) has no keys, needs_path "
             "and load: see docs/plugins.md"
         )
     return plugin

@@ -326,9 +326,7 @@ class Runner:
             stream=sc.stream,
             timeouts=sc.timeouts,
             # Bursts of the fault plan come on top of the sessions or the in-flight cap.
-            concurrency=load.concurrency + sum(e.burst for e in sc.faults.events)
-            if load.concurrency
-            else 0,
+            concurrency=load.concurrency + sc.faults.extra_sessions if load.concurrency else 0,
             keepalive=self.config.keepalive,
             api_key=self.config.api_key,
             ssl=self.config.tls,

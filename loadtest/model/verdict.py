@@ -20,7 +20,6 @@ from loadtest.model.json import JsonObject
 __all__ = [
     "STATE_OF",
     "Acceptance",
-    "CancelFigures",
     "DriverHealth",
     "DriverVerdict",
     "FailOn",
@@ -30,7 +29,6 @@ __all__ = [
     "Observed",
     "PhaseStats",
     "RequestRow",
-    "RestartFigures",
     "SloBlock",
     "SloCheck",
     "SloVerdict",
@@ -120,22 +118,8 @@ class Observed(TypedDict, total=False):
     settle: str
     settled_s: float | None
     running_excess: int | float | None
-
-
-class CancelFigures(TypedDict):
-    """Injected cancellations of a cancel window and how fast their streams closed."""
-
-    injected_cancels: int
-    cancel_close_p50_ms: float | None
-    cancel_close_max_ms: float | None
-
-
-class RestartFigures(TypedDict):
-    """Requests a restart caught in flight, and the first token after it."""
-
-    caught_in_flight: int
-    caught_failed: int
-    time_to_first_token_s: float | None
+    detail: JsonObject
+    """A plugin kind's own observations (loadtest's own kinds use the keys above)."""
 
 
 class FaultVerdict(TypedDict):
@@ -178,6 +162,8 @@ class FaultVerdict(TypedDict):
     time_to_first_token_s: NotRequired[float | None]
     # proxy windows: draft fallbacks counted by the server inside the window
     fallbacks: NotRequired[int | None]
+    # a plugin kind's own observations and figures (docs/plugins.md)
+    detail: NotRequired[JsonObject]
 
 
 class SloCheck(TypedDict):

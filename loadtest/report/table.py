@@ -321,12 +321,16 @@ _FIGURES: tuple[FigureKey, ...] = (
 
 
 def fault_figures(f: FaultVerdict) -> list[str]:
-    """``name value`` of each figure a window has: counts as ints, times as they are."""
+    """``name value`` of each figure a window has: counts as ints, times as they are;
+    then a plugin kind's own numbers (its ``detail``), in the order it wrote them."""
     out = []
     for k in _FIGURES:
         v = f.get(k)
         if v is not None:
             out.append(f"{k} {v}")
+    for name, value in f.get("detail", {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out.append(f"{name} {value}")
     return out
 
 

@@ -1,5 +1,7 @@
-"""Fault injection: the plan (``[faults]``), the TCP fault proxy, the managed target,
-hook actions, the rig that plays the timeline beside a run, and the verdicts.
+"""Fault injection: the plan (``[faults]``), the fault kinds (plugins: ``kind`` declares
+what one is, ``registry`` finds them, ``kinds/`` holds loadtest's own), the TCP fault
+proxy, the managed target, hook actions, the rig that plays the timeline beside a run,
+and the verdicts.
 
 The names below are imported on first use (PEP 562): reading a scenario imports
 ``plan`` alone, and the rig would pull in aiohttp and numpy (~0.2 s) for nothing.

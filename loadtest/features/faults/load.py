@@ -1,12 +1,13 @@
-"""The fault plan's part inside the load: idle gaps with their burst, and cancellations.
+"""The fault plan's part inside the load: each kind's ``LoadPart``, and the hold.
 
 A fault plan acts in two places. The rig (``rig.py``) plays what happens beside the load,
 once per run, on the coordinator: toxics on the draft's proxy, target restarts, hook
 actions, the ``/metrics`` scrape, and the verdicts on the merged records. What happens to
-the load itself happens in every process that sends it: no load is offered in an idle
-gap and a burst follows it, and some requests are cancelled mid-stream. That is this
-hook, one per worker (``--workers N``: each with its own seed and its share of a burst;
-a one-process run has one, beside the rig).
+the load itself happens in every process that sends it: the parts of the kinds that
+declare ``Runs.in_load`` (no load is offered in an idle gap and a burst follows it, some
+requests are cancelled mid-stream), and the hold while a restarted target is down. That
+is this hook, one per worker (``--workers N``: each with its own seed and its share of a
+burst; a one-process run has one, beside the rig).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from loadtest.engine.hooks import CancelOrder, RunContext, RunHook
+from loadtest.features.faults.kind import LoadPart, LoadShare, fault_kind, overrides_part
 from loadtest.features.faults.plan import FaultPlan
 
-__all__ = ["FaultLoad", "HoldFlag", "burst_share"]
+__all__ = ["FaultLoad", "HoldFlag", "acts_in_load"]
 
 _HOLD_POLL_NS = 20_000_000
 """While a restarted target is down, the load looks again this often."""
@@ -44,9 +46,10 @@ class HoldFlag:
             await asyncio.sleep(_HOLD_POLL_NS / 1e9)
 
 
-def burst_share(burst: int, worker: int, workers: int) -> int:
-    """Worker ``worker``'s part of a burst of ``burst`` units split over ``workers``."""
-    return burst // workers + (worker < burst % workers)
+def acts_in_load(plan: FaultPlan) -> bool:
+    """Whether some event of ``plan`` acts in the processes that send load (a part of its
+    own there, or the load must hold while it acts)."""
+    return any((runs := fault_kind(e.kind).runs).in_load or runs.holds_load for e in plan.events)
 
 
 class FaultLoad(RunHook):
@@ -70,25 +73,27 @@ class FaultLoad(RunHook):
         self.hold = hold
         self.t0_ns = time.perf_counter_ns()
         self._rng = random.Random(seed ^ 0x5EED)
-        self._idle = [e for e in plan.events if e.kind == "idle"]
-        self._cancels = [(i, e) for i, e in enumerate(plan.events) if e.kind == "cancel"]
+        parts = [
+            part
+            for i, ev in enumerate(plan.events)
+            if fault_kind(ev.kind).runs.in_load
+            and (part := fault_kind(ev.kind).load_part(ev, LoadShare(i, worker, workers)))
+            is not None
+        ]
+        self._parts: list[LoadPart] = parts
+        # Only the parts that act per request are asked per request (the hot path).
+        self._idles = [p for p in parts if overrides_part(p, "idle_until")]
+        self._cancels = [p for p in parts if overrides_part(p, "cancel_order")]
         self._tasks: list[asyncio.Task[None]] = []
 
     async def on_start(self, ctx: RunContext) -> None:
-        """Take the run's clock and schedule the bursts that end idle gaps."""
+        """Take the run's clock and start the parts' own tasks (the bursts that end idle
+        gaps)."""
         self.t0_ns = ctx.t0_ns
         if isinstance(self.hold, HoldFlag):
             self._tasks.append(asyncio.create_task(self.hold.watch()))
-        for ev in self._idle:
-            share = burst_share(ev.burst, self.worker, self.workers)
-            if share:
-                self._tasks.append(asyncio.create_task(self._burst(ctx, ev.end_s, share)))
-
-    async def _burst(self, ctx: RunContext, at_s: float, n: int) -> None:
-        delay = (self.t0_ns + int(at_s * 1e9) - time.perf_counter_ns()) / 1e9
-        if delay > 0:
-            await asyncio.sleep(delay)
-        ctx.burst(n)
+        for part in self._parts:
+            self._tasks.extend(asyncio.create_task(c) for c in part.at_start(ctx))
 
     async def on_finish(self) -> None:
         """Bursts still to come are dropped: the run is over."""
@@ -105,22 +110,16 @@ class FaultLoad(RunHook):
         """
         if self.hold is not None and self.hold():
             return now_ns + _HOLD_POLL_NS
-        for ev in self._idle:
-            start = self.t0_ns + int(ev.at_s * 1e9)
-            end = start + int(ev.duration_s * 1e9)
-            if start <= now_ns < end:
-                return end
+        for part in self._idles:
+            until = part.idle_until(self.t0_ns, now_ns)
+            if until is not None:
+                return until
         return None
 
     def cancel_order(self, intended_ns: int) -> CancelOrder | None:
         """Whether (and when) to cancel a request meant to start at ``intended_ns``."""
-        t = (intended_ns - self.t0_ns) / 1e9
-        for i, ev in self._cancels:
-            if ev.at_s <= t < ev.end_s and self._rng.random() < ev.fraction:
-                if ev.after_tokens is not None:
-                    hi = max(ev.after_tokens, ev.after_tokens_max or ev.after_tokens)
-                    return CancelOrder(i, after_tokens=self._rng.randint(ev.after_tokens, hi))
-                assert ev.after_ms is not None
-                hi_ms = max(ev.after_ms, ev.after_ms_max or ev.after_ms)
-                return CancelOrder(i, after_ms=self._rng.uniform(ev.after_ms, hi_ms))
+        for part in self._cancels:
+            order = part.cancel_order(self.t0_ns, intended_ns, self._rng)
+            if order is not None:
+                return order
         return None

@@ -1,7 +1,9 @@
 """The ``[faults]``, ``[target]`` and ``[sim]`` tables of a scenario, validated and frozen.
 
 A fault plan is a timeline of events, each a window from ``at_s`` (seconds after the
-run's start) lasting ``duration_s``; every window gets its own verdict.
+run's start) lasting ``duration_s``; every window gets its own verdict. An event's keys
+beyond the common ones are its kind's: the kind (a plugin found by name, ``registry``)
+declares them and checks them (``FaultTable.parse``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from urllib.parse import urlsplit
 
 from loadtest.config.toml_tables import Table
 from loadtest.errors import ScenarioError, UsageError
+from loadtest.features.faults.event import FaultEvent
+from loadtest.features.faults.registry import fault_kinds, fault_table
 
 __all__ = [
-    "FAULT_KINDS",
-    "PROXY_TOXICS",
     "FaultEvent",
     "FaultPlan",
     "SimSpec",
@@ -28,78 +30,7 @@ __all__ = [
     "parse_target",
 ]
 
-PROXY_TOXICS = {
-    "draft_down": "down",
-    "draft_reset": "reset",
-    "draft_latency": "latency",
-    "draft_bandwidth": "bandwidth",
-    "draft_blackhole": "blackhole",
-}
-"""Fault kinds served by the TCP fault proxy, and the toxic each switches on."""
-
-FAULT_KINDS = ("cancel", "idle", "restart", "hook", *PROXY_TOXICS)
-
-_KIND_KEYS: dict[str, frozenset[str]] = {
-    "cancel": frozenset(
-        {"fraction", "after_tokens", "after_tokens_max", "after_ms", "after_ms_max", "settle_s"}
-    ),
-    "idle": frozenset({"burst"}),
-    "restart": frozenset({"down_s", "signal"}),
-    "hook": frozenset({"command", "url", "method", "body", "end_command", "end_url", "end_body"}),
-    "draft_down": frozenset(),
-    "draft_reset": frozenset(),
-    "draft_blackhole": frozenset(),
-    "draft_latency": frozenset({"latency_ms", "jitter_ms"}),
-    "draft_bandwidth": frozenset({"bytes_per_s"}),
-}
 _COMMON_KEYS = frozenset({"kind", "at_s", "duration_s", "name", "max_failures"})
-
-
-@dataclass(frozen=True, slots=True)
-class FaultEvent:
-    """One fault window of the timeline."""
-
-    kind: str
-    at_s: float
-    duration_s: float = 0.0
-    name: str = ""
-    max_failures: int = 0
-    """Failed requests the window may have and still hold."""
-    fraction: float = 0.0
-    """cancel: share of the requests started in the window that loadtest cancels."""
-    after_tokens: int | None = None
-    after_tokens_max: int | None = None
-    """cancel: draw the token count uniformly from after_tokens..after_tokens_max."""
-    after_ms: float | None = None
-    after_ms_max: float | None = None
-    settle_s: float = 2.0
-    """cancel: the endpoint's running count must fall back within this many seconds."""
-    burst: int = 0
-    """idle: requests sent at once when the idle gap ends."""
-    down_s: float = 0.0
-    """restart: seconds between stopping the target and starting it again."""
-    signal: str = "term"
-    """restart: ``term`` (graceful) or ``kill`` (a crash)."""
-    latency_ms: float = 0.0
-    jitter_ms: float = 0.0
-    bytes_per_s: float = 0.0
-    command: str | None = None
-    url: str | None = None
-    method: str = "POST"
-    body: str = ""
-    end_command: str | None = None
-    end_url: str | None = None
-    end_body: str = ""
-
-    @property
-    def end_s(self) -> float:
-        """When the window closes, in seconds after the run's start."""
-        return self.at_s + self.duration_s
-
-    @property
-    def label(self) -> str:
-        """The name, or the kind and start when it has none."""
-        return self.name or f"{self.kind}@{self.at_s:g}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +53,13 @@ class FaultPlan:
 
     @property
     def needs_proxy(self) -> bool:
-        """True when some event is a draft-network toxic."""
-        return any(e.kind in PROXY_TOXICS for e in self.events)
+        """True when some event acts on the fault proxy (a draft-network toxic)."""
+        return any(fault_table(e.kind).runs.needs_proxy for e in self.events)
+
+    @property
+    def extra_sessions(self) -> int:
+        """Requests the events may send at once beyond the load's concurrency (bursts)."""
+        return sum(e.spec.extra_sessions for e in self.events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,50 +102,20 @@ def parse_faults(t: Table) -> FaultPlan:
 
 
 def _event(t: Table) -> FaultEvent:
-    kind = t.choice("kind", "", FAULT_KINDS)
-    at_s = _num(t, "at_s", 0.0)
-    duration_s = _num(t, "duration_s", 0.0)
+    kind = t.choice("kind", "", fault_kinds())
+    try:
+        plugin = fault_table(kind)
+    except UsageError as exc:
+        raise t.fail("kind", str(exc)) from exc
     ev = FaultEvent(
         kind=kind,
-        at_s=at_s,
-        duration_s=duration_s,
+        at_s=_num(t, "at_s", 0.0),
+        duration_s=_num(t, "duration_s", 0.0),
         name=t.get("name", str, "", "a string"),
         max_failures=t.integer("max_failures", 0) or 0,
-        fraction=_num(t, "fraction", 0.0),
-        after_tokens=t.integer("after_tokens", None, minimum=1),
-        after_tokens_max=t.integer("after_tokens_max", None, minimum=1),
-        after_ms=t.number("after_ms", None),
-        after_ms_max=t.number("after_ms_max", None),
-        settle_s=_num(t, "settle_s", 2.0, strict=True),
-        burst=t.integer("burst", 0) or 0,
-        down_s=_num(t, "down_s", 0.0),
-        signal=t.choice("signal", "term", ("term", "kill")),
-        latency_ms=_num(t, "latency_ms", 0.0),
-        jitter_ms=_num(t, "jitter_ms", 0.0),
-        bytes_per_s=_num(t, "bytes_per_s", 0.0),
-        command=t.get("command", str, None, "a shell command"),
-        url=t.get("url", str, None, "a URL"),
-        method=t.choice("method", "POST", ("GET", "POST", "PUT", "DELETE")),
-        body=t.get("body", str, "", "a string"),
-        end_command=t.get("end_command", str, None, "a shell command"),
-        end_url=t.get("end_url", str, None, "a URL"),
-        end_body=t.get("end_body", str, "", "a string"),
     )
-    t.finish(_COMMON_KEYS | _KIND_KEYS[kind])
-    if kind == "cancel":
-        if not 0.0 < ev.fraction <= 1.0:
-            raise t.fail("fraction", f"expected a share in (0, 1], got {ev.fraction!r}")
-        if (ev.after_tokens is None) == (ev.after_ms is None):
-            raise t.fail("after_tokens", "a cancel event needs after_tokens or after_ms (one)")
-        if ev.duration_s <= 0:
-            raise t.fail("duration_s", "a cancel window needs a duration > 0")
-    if kind == "draft_bandwidth" and ev.bytes_per_s <= 0:
-        raise t.fail("bytes_per_s", "a bandwidth limit needs bytes_per_s > 0")
-    if kind == "hook" and ev.command is None and ev.url is None:
-        raise t.fail("command", "a hook needs a command or a url")
-    if kind in PROXY_TOXICS and ev.duration_s <= 0:
-        raise t.fail("duration_s", f"a {kind} window needs a duration > 0")
-    return ev
+    t.finish(_COMMON_KEYS | plugin.keys)
+    return dataclasses.replace(ev, spec=plugin.parse(t, ev))
 
 
 def parse_target(t: Table) -> TargetSpec:

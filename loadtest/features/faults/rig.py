@@ -1,33 +1,33 @@
 """The fault rig: carries out a ``FaultPlan`` beside a run and observes what happened.
 
 It owns the edges a fault needs (the managed target's process, the TCP fault proxy,
-hook actions and the ``/metrics`` scraper), plays the timeline relative to the run's
-start, once per run (on the coordinator of a run with workers). What acts on the load
-itself (idle gaps, bursts, cancellations) is ``load.FaultLoad``, one per process of the
-load; ``load_hook`` makes it. What it observed (actual window times,
-time to ready, the running count settling after cancellations) goes to the verdicts.
+side requests and the ``/metrics`` scraper), and plays the timeline relative to the
+run's start, once per run (on the coordinator of a run with workers): each window is
+its kind's ``inject`` (``kind.FaultKind``, found by name in ``registry``), which sees
+the rig through ``kind.Rig``. What acts on the load itself (idle gaps, bursts,
+cancellations) is ``load.FaultLoad``, one per process of the load; ``load_hook`` makes
+it. What it observed (actual window times, time to ready, the running count settling
+after cancellations) goes to the verdicts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from loadtest.engine.hooks import CancelOrder, HookResult, RunContext, RunHook
-from loadtest.features.faults.hooks import run_command, run_request
+from loadtest.features.faults.kind import fault_kind
 from loadtest.features.faults.load import FaultLoad
-from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
+from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.proxy import FaultProxy, Toxic
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.faults.verdict import judge_windows
 from loadtest.features.scrape import Scraper
 from loadtest.features.server_summary import summarize_samples
 from loadtest.model.io import JsonLines
-from loadtest.model.json import JsonObject
 from loadtest.model.summary import ServerBlock
 from loadtest.model.verdict import FaultVerdict, Observed, RequestRow
 from loadtest.transport.side import SideHttp
@@ -69,6 +69,7 @@ class FaultRig(RunHook):
         so the settling check after cancellations cannot be made."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._http = SideHttp()
+        self._control: RunContext | None = None
         self._down = False
         self.on_hold: Callable[[bool], None] | None = None
         """Told when the load must hold (a restarted target is down) and when it may go
@@ -85,9 +86,10 @@ class FaultRig(RunHook):
 
     async def on_start(self, ctx: RunContext) -> None:
         """Start the scraper and the timeline, relative to the run's ``t0_ns``."""
-        t0_ns, run_dir, control = ctx.t0_ns, ctx.run_dir, ctx
+        t0_ns, run_dir = ctx.t0_ns, ctx.run_dir
         self.t0_ns = t0_ns
         self._http = ctx.side_http
+        self._control = ctx
         if self.metrics_url:
             target = self.target
             self.scraper = Scraper(
@@ -102,7 +104,7 @@ class FaultRig(RunHook):
             )
             await self.scraper.start()
         for i, ev in enumerate(self.plan.events):
-            self._spawn(self._play(i, ev, control))
+            self._spawn(self._play(i, ev))
 
     async def on_finish(self) -> None:
         """The run is over: stop the timeline, the scraper, the target and the proxy."""
@@ -151,11 +153,6 @@ class FaultRig(RunHook):
         return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
 
     # -- the load's part, and what it asks of the rig -----------------------------------
-    def _set_down(self, down: bool) -> None:
-        self._down = down
-        if self.on_hold is not None:
-            self.on_hold(down)
-
     def is_down(self) -> bool:
         """Whether a restarted target is down or still loading now."""
         return self._down
@@ -171,144 +168,67 @@ class FaultRig(RunHook):
             hold=self.is_down if local else None,
         )
 
+    # -- what a kind's inject sees (kind.Rig) -------------------------------------------
+    @property
+    def http(self) -> SideHttp:
+        """The run's TLS and key, for side requests."""
+        return self._http
+
+    @property
+    def control(self) -> RunContext:
+        """The run, from ``on_start`` on."""
+        assert self._control is not None, "the rig plays windows only after on_start"
+        return self._control
+
+    async def hold_load(self, down: bool) -> None:
+        """Tell the load to hold (``down``) or go on; with workers in other processes,
+        give each time to see it before a target stops."""
+        self._down = down
+        if self.on_hold is not None:
+            self.on_hold(down)
+            if down:
+                # Workers in other processes look every 20 ms: let every one hold before
+                # the target stops, or their sessions spin through refused connections.
+                await asyncio.sleep(HOLD_LEAD_S)
+
+    async def sleep_to(self, at_s: float) -> None:
+        """Sleep until ``at_s`` seconds after the run's start."""
+        delay = (self.t0_ns + int(at_s * 1e9) - _perf()) / 1e9
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def rel_s(self) -> float:
+        """Seconds since the run's start, now."""
+        return round((_perf() - self.t0_ns) / 1e9, 4)
+
+    def fill(self, text: str) -> str:
+        """``text`` with the deployment's placeholders filled in."""
+        for key, value in self.placeholders.items():
+            text = text.replace("{" + key + "}", value)
+        return text
+
     # -- the timeline ---------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _sleep_to(self, at_s: float) -> None:
-        delay = (self.t0_ns + int(at_s * 1e9) - _perf()) / 1e9
-        if delay > 0:
-            await asyncio.sleep(delay)
-
-    def _rel_s(self) -> float:
-        return round((_perf() - self.t0_ns) / 1e9, 4)
-
-    async def _play(self, i: int, ev: FaultEvent, control: RunContext) -> None:
+    async def _play(self, i: int, ev: FaultEvent) -> None:
         obs = self.observed[i]
         try:
-            await self._sleep_to(ev.at_s)
+            await self.sleep_to(ev.at_s)
         except asyncio.CancelledError:
             # The run ended first; it does not wait for windows still to come.
             obs["not_reached"] = (
-                f"not reached: the run ended at {self._rel_s():.1f} s, before the window "
+                f"not reached: the run ended at {self.rel_s():.1f} s, before the window "
                 f"was due at {ev.at_s:g} s"
             )
             raise
-        obs["start_s"] = self._rel_s()
+        obs["start_s"] = self.rel_s()
         try:
-            if ev.kind in PROXY_TOXICS:
-                await self._toxic(ev, obs)
-            elif ev.kind == "restart":
-                await self._restart(ev, obs)
-            elif ev.kind == "hook":
-                obs["start_action"] = await self._hook(ev.command, ev.url, ev.method, ev.body)
-                await self._sleep_to(ev.end_s)
-                if ev.end_command or ev.end_url:
-                    obs["end_action"] = await self._hook(
-                        ev.end_command, ev.end_url, ev.method, ev.end_body
-                    )
-            elif ev.kind == "idle":
-                await self._sleep_to(ev.end_s)
-                obs["burst"] = ev.burst  # sent by the load's own hook (FaultLoad)
-            elif ev.kind == "cancel":
-                await self._sleep_to(ev.end_s)
-                obs["end_s"] = self._rel_s()
-                await self._settle(ev, obs, control)
+            await fault_kind(ev.kind).inject(ev, obs, self)
         finally:
-            obs.setdefault("end_s", self._rel_s())
-
-    async def _toxic(self, ev: FaultEvent, obs: Observed) -> None:
-        if self.proxy is None:
-            obs["skipped"] = (
-                "no fault proxy in front of a draft: set [faults].proxy_upstream to your "
-                "draft's host:port, or run without --endpoint"
-            )
-            return
-        toxic = Toxic(
-            PROXY_TOXICS[ev.kind],
-            latency_ms=ev.latency_ms,
-            jitter_ms=ev.jitter_ms,
-            bytes_per_s=ev.bytes_per_s,
-        )
-        await self.proxy.set(toxic)
-        obs["start_s"] = self._rel_s()  # from when the toxic is on, not when it was due
-        try:
-            await self._sleep_to(ev.end_s)
-        finally:
-            await self.proxy.set(Toxic())
-            obs["end_s"] = self._rel_s()
-
-    async def _restart(self, ev: FaultEvent, obs: Observed) -> None:
-        if self.target is None:
-            obs["error"] = "no managed target to restart: add a [target] table"
-            return
-        self._set_down(True)
-        if self.on_hold is not None:
-            # Workers in other processes look every 20 ms: let every one hold before the
-            # target stops, or their sessions spin through refused connections meanwhile.
-            await asyncio.sleep(HOLD_LEAD_S)
-        try:
-            await self.target.stop(ev.signal)
-            obs["stopped_s"] = self._rel_s()
-            await self._sleep_to(ev.at_s + ev.down_s)
-            spawned = self._rel_s()
-            ready_s = await self.target.start()
-        finally:
-            self._set_down(False)
-        obs["ready_s"] = self._rel_s()
-        obs["time_to_ready_s"] = round(ready_s, 4)
-        obs["spawned_s"] = spawned
-        await self._sleep_to(ev.end_s)
-        obs["end_s"] = max(self._rel_s(), obs["ready_s"])
-
-    async def _hook(
-        self, command: str | None, url: str | None, method: str, body: str
-    ) -> JsonObject:
-        if command:
-            return await run_command(self._fill(command))
-        assert url is not None
-        return await run_request(self._fill(url), method, self._fill(body), http=self._http)
-
-    def _fill(self, text: str) -> str:
-        for key, value in self.placeholders.items():
-            text = text.replace("{" + key + "}", value)
-        return text
-
-    async def _settle(self, ev: FaultEvent, obs: Observed, control: RunContext) -> None:
-        """After the cancel window: does the endpoint let go of the cancelled streams?
-
-        The endpoint never holds more requests than the client has open: every request
-        it runs *or queues* is one the client still waits for. Running alone is not
-        enough: with as many sessions as slots a leaked slot never makes running exceed
-        in flight, it makes the client's next request wait in the queue instead. So the
-        check is running + waiting <= in flight, within ``settle_s``.
-        """
-        if self.scraper is None:
-            obs["settle"] = "not checked: the endpoint has no /metrics"
-            return
-        if not self.in_flight_known:
-            obs["settle"] = "not checked: with --workers the open requests are split over processes"
-            return
-        t0 = time.perf_counter()
-        excess = None
-        while time.perf_counter() - t0 <= ev.settle_s:
-            with contextlib.suppress(Exception):
-                open_before = control.in_flight
-                row = await self.scraper.sample()
-                # The scrape read the server at some moment between these two counts.
-                open_max = max(open_before, control.in_flight)
-                if "running" in row:
-                    held = row["running"] + row.get("waiting", 0)
-                    excess = round(held - open_max)
-                    if excess <= 0:
-                        obs["settled_s"] = round(time.perf_counter() - t0, 4)
-                        obs["running_excess"] = 0
-                        return
-            await asyncio.sleep(0.05)
-        obs["settled_s"] = None
-        obs["running_excess"] = excess
+            obs.setdefault("end_s", self.rel_s())
 
 
 def request_rows(run_dir: Path) -> list[RequestRow]:

@@ -6,14 +6,19 @@ the requests are split by send time into *before* (the same length before the wi
 5 to 30 s), *during* and *after*, and judged:
 
 - ``failed``: more failed requests overlapped the window than it allows
-  (``max_failures``), or cancelled streams kept their server slots;
-- ``not_exercised``: the run ended before the window, the window injected nothing (a
-  cancel window that cancelled no request) or no request started in it;
+  (``max_failures``), or its kind's own rule says so (cancelled streams kept their
+  server slots);
+- ``not_exercised``: the run ended before the window, the window injected nothing (its
+  kind's rule: a cancel window that cancelled no request) or no request started in it;
 - ``degraded``: no failures, but p95 TTFT or TPOT during the window grew past
   ``max_degradation`` times the level before, or latency had not come back to the
   level before (within that phase's own spread: see ``recovery``) by the end;
 - ``inconclusive``: too few completed requests before or after the window to compare;
 - ``held``: none of these.
+
+Each kind (``kind.FaultKind``) adds its own figures to its entry and may rule on its
+window before the shared rules (``judge``); which shared rules apply to it it declares
+(``needs_requests``, ``needs_completed``).
 """
 
 from __future__ import annotations
@@ -21,27 +26,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from loadtest.features.faults.plan import PROXY_TOXICS, FaultEvent, FaultPlan
+from loadtest.features.faults.figures import acceptance_between, pct
+from loadtest.features.faults.kind import FaultKind, Ruling, Window, fault_kind
+from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
-from loadtest.features.server_summary import acceptance
-from loadtest.measure.hdr import percentile
 from loadtest.model.json import JsonObject
-from loadtest.model.verdict import (
-    CancelFigures,
-    FaultVerdict,
-    FaultVerdictWord,
-    Observed,
-    PhaseStats,
-    RequestRow,
-    RestartFigures,
-)
+from loadtest.model.verdict import FaultVerdict, Observed, PhaseStats, RequestRow
 
 __all__ = ["after_span_s", "judge_windows", "phase_stats", "recovery_s"]
-
-
-def _pct(values: Sequence[float], q: float) -> float | None:
-    p = percentile(values, q)
-    return None if p is None else round(p, 3)
 
 
 def phase_stats(rows: Iterable[RequestRow]) -> PhaseStats:
@@ -56,47 +48,11 @@ def phase_stats(rows: Iterable[RequestRow]) -> PhaseStats:
         "ok": counts["ok"],
         "failed": counts["failed"],
         "cancelled": counts["cancelled"],
-        "ttft_p50_ms": _pct(ttft, 50),
-        "ttft_p95_ms": _pct(ttft, 95),
-        "tpot_p50_ms": _pct(tpot, 50),
-        "tpot_p95_ms": _pct(tpot, 95),
+        "ttft_p50_ms": pct(ttft, 50),
+        "ttft_p95_ms": pct(ttft, 95),
+        "tpot_p50_ms": pct(tpot, 50),
+        "tpot_p95_ms": pct(tpot, 95),
     }
-
-
-def _between(
-    samples: Sequence[JsonObject], a_s: float, b_s: float, *, inner: bool
-) -> tuple[JsonObject | None, JsonObject | None]:
-    """Two good samples bounding the span ``a_s``..``b_s``.
-
-    ``inner``: the first sample at or after ``a_s`` and the last at or before ``b_s``
-    (nothing from outside the span leaks in: rates *within* it). Otherwise the last
-    sample at or before ``a_s`` and the first at or after ``b_s`` (every change that
-    happened in the span is caught: counts of events).
-    """
-    ok = [s for s in samples if s.get("ok")]
-    # A scrape reads the server at some moment between its request (t_s) and its
-    # answer (t_end_s); under load that gap is not small, so each bound takes the side
-    # that keeps the reading on the correct side of the span edge.
-    if inner:
-        inside = [s for s in ok if a_s <= s["t_s"] and _answered_s(s) <= b_s]
-        return (inside[0], inside[-1]) if len(inside) >= 2 else (None, None)
-    if not ok:
-        return None, None
-    first = next((s for s in reversed(ok) if _answered_s(s) <= a_s), ok[0])
-    last = next((s for s in ok if s["t_s"] >= b_s), ok[-1])
-    return first, last
-
-
-def _answered_s(sample: JsonObject) -> float:
-    return float(sample.get("t_end_s") or sample["t_s"])
-
-
-def _acceptance(samples: Sequence[JsonObject], a_s: float, b_s: float) -> float | None:
-    first, last = _between(samples, a_s, b_s, inner=True)
-    if first is None or last is None or first is last:
-        return None
-    rate = acceptance(first, last)
-    return None if rate is None else round(rate, 4)
 
 
 def judge_windows(
@@ -153,28 +109,18 @@ def _judge(
         "during": phase_stats(r for r in during if not r.get("injected_cancel")),
         "after": phase_stats(after),
         "acceptance": {
-            "before": _acceptance(samples, start_s - span / 1000, start_s),
-            "during": _acceptance(samples, start_s, end_s),
-            "after": _acceptance(samples, end_s, end_s + span / 1000),
+            "before": acceptance_between(samples, start_s - span / 1000, start_s),
+            "during": acceptance_between(samples, start_s, end_s),
+            "after": acceptance_between(samples, end_s, end_s + span / 1000),
         },
         "recovery_s": recovery_s(after_all, end, Baseline.of_rows(before), plan.recovery_tolerance),
         "verdict": "inconclusive",
         "reason": "",
     }
     _add_observed(entry, obs)
-    if ev.kind == "cancel":
-        c = _cancel_figures(during)
-        entry["injected_cancels"] = c["injected_cancels"]
-        entry["cancel_close_p50_ms"] = c["cancel_close_p50_ms"]
-        entry["cancel_close_max_ms"] = c["cancel_close_max_ms"]
-    if ev.kind == "restart":
-        r = _restart_figures(rows, start)
-        entry["caught_in_flight"] = r["caught_in_flight"]
-        entry["caught_failed"] = r["caught_failed"]
-        entry["time_to_first_token_s"] = r["time_to_first_token_s"]
-    if ev.kind in PROXY_TOXICS:
-        entry["fallbacks"] = _count_delta(samples, "fallbacks", start_s, end_s)
-    entry["verdict"], entry["reason"] = _verdict(plan, ev, entry, obs)
+    kind = fault_kind(ev.kind)
+    kind.figures(ev, Window(start_s, end_s, rows, during, samples), entry)
+    entry["verdict"], entry["reason"] = _verdict(plan, ev, kind, entry, obs)
     return entry
 
 
@@ -204,37 +150,13 @@ def _add_observed(e: FaultVerdict, obs: Observed) -> None:
         e["settled_s"] = obs["settled_s"]
     if "running_excess" in obs:
         e["running_excess"] = obs["running_excess"]
-
-
-def _cancel_figures(during: Sequence[RequestRow]) -> CancelFigures:
-    cancelled = [r for r in during if r.get("injected_cancel")]
-    close = [c for r in cancelled if (c := r.get("cancel_close_ms")) is not None]
-    return {
-        "injected_cancels": len(cancelled),
-        "cancel_close_p50_ms": _pct(close, 50),
-        "cancel_close_max_ms": round(max(close), 3) if close else None,
-    }
-
-
-def _restart_figures(rows: Sequence[RequestRow], start: float) -> RestartFigures:
-    caught = [r for r in rows if r["sent_ms"] < start <= r["end_ms"]]
-    firsts = [
-        f
-        for r in rows
-        # Any request's first token counts, also one later cut off by the run's end: the
-        # restarted engine answered then.
-        if r["sent_ms"] >= start and (f := r["first_token_ms"]) is not None
-    ]
-    return {
-        "caught_in_flight": len(caught),
-        "caught_failed": sum(1 for r in caught if r["outcome"] == "failed"),
-        "time_to_first_token_s": round((min(firsts) - start) / 1000, 4) if firsts else None,
-    }
+    if "detail" in obs:
+        e["detail"] = obs["detail"]
 
 
 def _verdict(
-    plan: FaultPlan, ev: FaultEvent, e: FaultVerdict, obs: Observed
-) -> tuple[FaultVerdictWord, str]:
+    plan: FaultPlan, ev: FaultEvent, kind: FaultKind, e: FaultVerdict, obs: Observed
+) -> Ruling:
     if "not_reached" in obs:
         return "not_exercised", obs["not_reached"]
     if "skipped" in e:
@@ -245,18 +167,10 @@ def _verdict(
     if failed > ev.max_failures:
         classes = ", ".join(f"{n} {c}" for c, n in e["failed_by_class"].items())
         return "failed", f"{failed} requests failed around the window ({classes})"
-    if ev.kind == "cancel" and not e.get("injected_cancels"):
-        return "not_exercised", (
-            f"no cancellation was injected ({e['started_in_window']} requests started "
-            "in the window)"
-        )
-    if ev.kind == "cancel" and e.get("settled_s", 0) is None:
-        return "failed", (
-            f"the endpoint still held {e.get('running_excess')} more requests than the "
-            f"client had open {ev.settle_s:g} s after the cancellations: cancelled streams "
-            "kept slots"
-        )
-    if not e["started_in_window"] and ev.kind not in ("idle", "restart"):
+    own = kind.judge(ev, e)
+    if own is not None:
+        return own
+    if not e["started_in_window"] and kind.needs_requests:
         return "not_exercised", "nothing measured: no request started in the window"
     reasons = []
     b, d, a = e["before"], e["during"], e["after"]
@@ -278,7 +192,7 @@ def _verdict(
         )
     if reasons:
         return "degraded", "; ".join(reasons)
-    if d["ok"] == 0 and ev.kind not in ("idle", "restart", "cancel"):
+    if d["ok"] == 0 and kind.needs_completed:
         # Requests started in the window but none completed (cut off, within the failures
         # allowed): its latency is unknown, so "within the bound" cannot be said.
         return "inconclusive", (
@@ -296,11 +210,3 @@ def _verdict(
     if fallbacks:
         what = f"fell back to plain decoding ({fallbacks} fallbacks)"
     return "held", f"no failures; the endpoint {what} within the latency bound"
-
-
-def _count_delta(samples: Sequence[JsonObject], field: str, a_s: float, b_s: float) -> int | None:
-    """How much the counter ``field`` rose over the span (a count: an int)."""
-    first, last = _between(samples, a_s, b_s, inner=False)
-    if first is None or last is None or field not in first or field not in last:
-        return None
-    return round(float(last[field]) - float(first[field]))
