@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import Any, Protocol
 
+from loadtest._compat.eager_send import start_eagerly
 from loadtest.config.scenario import LoadSpec
 from loadtest.engine.schedule import ArrivalPlan, Clock, arrival_offsets_ns, pace
 
@@ -179,7 +180,10 @@ async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None
             if cap is not None:
                 cap.release()
             return
-        task = asyncio.create_task(_arrival(host, index, intended, cap))
+        # Started at once, up to its first wait (the request stamped and, with a free
+        # connection, written): as a plain task it would wait for the next loop turn,
+        # behind every stream's queued read, and that wait is dispatch lag.
+        task = asyncio.create_task(start_eagerly(_arrival(host, index, intended, cap)))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
