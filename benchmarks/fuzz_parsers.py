@@ -53,6 +53,26 @@ def fuzz_stream(data: bytes) -> None:
     assert reader.chunks <= n
     reader.output_tokens()
     _ = reader.tool_calls
+    _fuzz_json_path(head, body, (reader.chunks, reader.content_chars, reader.finish_reason))
+
+
+def _fuzz_json_path(head: bytes, body: bytes, expected: tuple[object, ...]) -> None:
+    """The same pieces through the client's path (``feed_json``, ``on_json_lines``):
+    what the event-by-event path took, it takes."""
+    parser, reader = SSEParser(SMALL_LIMIT), StreamReader()
+    pos = 0
+    sizes = [b % 64 + 1 for b in head] + [len(body)]
+    try:
+        for size in sizes:
+            before, lines, count, after = parser.feed_json(body[pos : pos + size])
+            reader.on_events(before, 0)
+            if count:
+                reader.on_json_lines(lines, count, 0)
+            reader.on_events(after, 0)
+            pos += size
+    except (ProtocolError, ServerError) as exc:
+        raise AssertionError(f"the JSON-lines path failed where events did not: {exc}") from exc
+    assert (reader.chunks, reader.content_chars, reader.finish_reason) == expected
 
 
 def fuzz_json_chunk(data: bytes) -> None:

@@ -137,6 +137,8 @@ _chunk = st.fixed_dictionaries(
 _odd = st.sampled_from(
     [
         b"[DONE]",
+        b"",
+        b" ",
         b"[1]",
         b"{bad",
         b'{"error": {"message": "boom"}}',
@@ -169,7 +171,10 @@ def test_a_read_of_events_is_taken_as_the_dictionary_rules_take_each_chunk(
     for i, read in enumerate(reads):
         now = i * 5_000_000  # reads 5 ms apart: each its own step
         try:
-            fast.on_events([Event(d) for d in read], now)
+            if all(b"\n" not in d for d in read):
+                fast.on_json_lines(b"\n".join(read), len(read), now)
+            else:
+                fast.on_events([Event(d) for d in read], now)
             fast_error = None
         except (ProtocolError, ServerError) as exc:
             fast_error = (type(exc), str(exc))

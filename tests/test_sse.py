@@ -184,3 +184,38 @@ def test_the_parser_agrees_with_the_line_by_line_rules_however_the_bytes_arrive(
         got += p.feed(data[prev:c])
         prev = c
     assert (got, p.lines, p.comments) == _reference(data)
+
+
+@given(st.lists(_any_line, max_size=40), st.lists(st.integers(0, 2000), max_size=8))
+def test_feed_json_gives_the_same_events_as_json_lines_and_events(
+    lines: list[bytes], cuts: list[int]
+) -> None:
+    data = b"\n".join(lines) + b"\n\n"
+    p = SSEParser()
+    got: list[Event] = []
+    prev = 0
+    for c in [*sorted(min(c, len(data)) for c in cuts), len(data)]:
+        before, body, count, after = p.feed_json(data[prev:c])
+        got += before
+        if count:
+            got += [Event(d) for d in body.split(b"\n")]
+            assert len(body.split(b"\n")) == count
+        got += after
+        prev = c
+    ref_events, ref_lines, ref_comments = _reference(data)
+    # Events of the JSON lines carry no id (the reader reads none): compare the rest.
+    assert [(e.data, e.event) for e in got] == [(e.data, e.event) for e in ref_events]
+    assert (p.lines, p.comments) == (ref_lines, ref_comments)
+
+
+def test_feed_json_joins_a_read_of_data_events_and_leaves_the_end_mark_to_feed() -> None:
+    p = SSEParser()
+    got = p.feed_json(b'data: {"a":1}\n\ndata: {"b":2}\n\ndata: [DONE]\n\n')
+    assert got == ([], b'{"a":1}\n{"b":2}', 2, [Event(b"[DONE]")])
+    # Not every whole event is a data line: all of it by feed, the last line held.
+    got = p.feed_json(b'data: {"c":3}\n\nevent: error\ndata: x\n\ndata: {"d"')
+    assert got == ([Event(b'{"c":3}'), Event(b"x", "error")], b"", 0, [])
+    assert p.pending
+    # The held event is finished first, then the read's own events are joined.
+    got = p.feed_json(b':1}\n\ndata: {"e":5}\n\ndata: {"f":6}\n\n')
+    assert got == ([Event(b'{"d":1}')], b'{"e":5}\n{"f":6}', 2, [])

@@ -42,6 +42,7 @@ class Chunk(msgspec.Struct, gc=False):
 
 
 CHUNK_DECODER = msgspec.json.Decoder(Chunk)
+"""``decode_lines`` takes a read's chunks, newline-delimited, in one call."""
 
 
 def decode_chunk(data: bytes) -> Chunk | None:

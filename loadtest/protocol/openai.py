@@ -129,24 +129,30 @@ class StreamReader:
         self._take(obj, now_ns, streamed=True)
 
     def on_events(self, events: list[Event], now_ns: int) -> None:
-        """``on_event`` for each event of one read, all arrived at ``now_ns``: the hot
-        path. A chunk of nothing but text is taken here; any other goes to ``on_event``.
-        """
+        """``on_event`` for each event of one read, all arrived at ``now_ns``."""
+        for event in events:
+            self.on_event(event, now_ns)
+
+    def on_json_lines(self, body: bytes, count: int, now_ns: int) -> None:
+        """The ``count`` data events of one read, all arrived at ``now_ns``, as
+        newline-delimited JSON (``SSEParser.feed_json``): the hot path. They are decoded
+        in one call; a chunk of nothing but text is taken here, any other by the typed
+        rules or, where only they can tell, the dictionary rules (``on_event``)."""
+        try:
+            chunks = CHUNK_DECODER.decode_lines(body)
+        except MsgspecError:
+            chunks = []
+        if len(chunks) != count:  # a line no chunk: each gets the dictionary rules
+            self.on_events([Event(d) for d in body.split(b"\n")], now_ns)
+            return
         tokens = 0  # text chunks taken here, not yet stamped
         chars = 0
         keep = self._text
-        decode = CHUNK_DECODER.decode
-        for event in events:
-            data = event[0]
-            c = None
-            if event[1] == "message" and data != _DONE:
-                try:  # inline, not decode_chunk, nor contextlib.suppress: once per chunk
-                    c = decode(data)
-                except MsgspecError:
-                    c = None  # on_event gives it the dictionary rules
-            if c is not None and c.usage is None and c.timings is None and c.error is UNSET:
-                choice = c.choices[0] if c.choices else None
-                delta = choice.delta if choice is not None else None
+        raw: list[bytes] | None = None
+        for i, c in enumerate(chunks):
+            if c.usage is None and c.timings is None and c.error is UNSET and c.choices:
+                choice = c.choices[0]
+                delta = choice.delta
                 text = delta.content if delta is not None else None
                 if text and not delta.tool_calls and not choice.finish_reason:  # type: ignore[union-attr]
                     if self.response_id is None:
@@ -159,7 +165,11 @@ class StreamReader:
             if tokens:
                 self._stamp_text(tokens, chars, now_ns)
                 tokens = chars = 0
-            self.on_event(event, now_ns)
+            if self._take_typed(c, now_ns):
+                self.chunks += 1
+                continue
+            raw = body.split(b"\n") if raw is None else raw
+            self.on_event(Event(raw[i]), now_ns)
         if tokens:
             self._stamp_text(tokens, chars, now_ns)
 

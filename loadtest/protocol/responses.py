@@ -65,10 +65,9 @@ class ResponsesReader(StreamReader):
         """Output item (by output_index, else item id) -> its tool-call slot."""
 
     # -- streaming ---------------------------------------------------------------------
-    def on_events(self, events: list[Event], now_ns: int) -> None:
-        """``on_event`` for each event of one read (the chat fast path does not apply)."""
-        for event in events:
-            self.on_event(event, now_ns)
+    def on_json_lines(self, body: bytes, count: int, now_ns: int) -> None:
+        """Data-only events (a Responses stream names its events): each as an event."""
+        self.on_events([Event(d) for d in body.split(b"\n")], now_ns)
 
     def on_event(self, event: Event, now_ns: int) -> None:
         """Consume one SSE event that arrived at ``now_ns`` (see the module's notes)."""

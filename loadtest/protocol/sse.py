@@ -24,6 +24,7 @@ DEFAULT_MAX_EVENT_BYTES = 1 << 20
 
 _COLON = 58  # ord(":")
 _new = tuple.__new__
+_DONE_EVENT = b"data: [DONE]\n\n"
 
 
 class Event(NamedTuple):
@@ -128,6 +129,46 @@ class SSEParser:
         if tail:
             self._lines(tail, events)
         return events
+
+    def feed_json(self, chunk: bytes) -> tuple[list[Event], bytes, int, list[Event]]:
+        """Like ``feed``, for a reader that decodes JSON lines in one call.
+
+        Returns ``(before, body, count, after)``, in stream order. Where every whole
+        event of a read is one ``data:`` line (what LLM servers send), their values are
+        ``body``, joined by newlines (newline-delimited JSON), ``count`` of them, and no
+        ``Event`` is made for them. ``before``: the end of an event an earlier read
+        began; ``after``: the end mark and whatever else follows (an unfinished line is
+        held). Any other read is all ``feed``'s: ``(feed(chunk), b"", 0, [])``.
+        """
+        before: list[Event] = []
+        if self.pending or self._event or self._pending_cr or b"\r" in chunk:
+            # Finish the event held from an earlier read, then look at the rest.
+            cut = chunk.find(b"\n\n") + 2
+            if cut < 2 or b"\r" in chunk or self._pending_cr:
+                return self.feed(chunk), b"", 0, []
+            before = self.feed(chunk[:cut])
+            if self.pending or self._event:
+                return before + self.feed(chunk[cut:]), b"", 0, []
+            chunk = chunk[cut:]
+        end = chunk.rfind(b"\n\n") + 2
+        n = chunk.count(b"\n\ndata: ", 0, end) + 1
+        if (
+            end < 2
+            or not chunk.startswith(b"data: ")
+            or chunk.count(b"\n", 0, end) != 2 * n  # some block is not one data line
+            or chunk.startswith(_DONE_EVENT)  # the end mark is no JSON
+            or (  # an event over the limit: feed raises the error it deserves
+                end > self.max_event_bytes
+                and max(map(len, chunk[:end].split(b"\n\n"))) - 5 > self.max_event_bytes
+            )
+        ):
+            return before + self.feed(chunk), b"", 0, []
+        stop = end - len(_DONE_EVENT) if chunk.endswith(_DONE_EVENT, 0, end) else end
+        if stop < end:
+            n -= 1
+        self.lines += 2 * n
+        body = chunk[6 : stop - 2].replace(b"\n\ndata: ", b"\n")
+        return before, body, n, self.feed(chunk[stop:]) if stop < len(chunk) else []
 
     def _lines(self, lines: list[bytes], events: list[Event]) -> None:
         """The line-by-line rules, for whole lines; dispatched events go to ``events``."""

@@ -45,8 +45,9 @@ async def read_stream(
         await not_a_stream(resp, ctype)
     parser = SSEParser(max_event_bytes)
     between = between_ns
-    feed = parser.feed
+    feed = parser.feed_json
     on_events = reader.on_events
+    on_json = reader.on_json_lines
     stamps = arrival_stamps(resp)
     reader.client_lag_ns = lag = 0
     async for data in resp.content.iter_any():
@@ -58,7 +59,13 @@ async def read_stream(
         # servers send headers at once and the first chunk only after prefill.
         flight.deadline_ns = now + between
         flight.phase = "between chunks"
-        on_events(feed(data), at)
+        before, body, count, after = feed(data)
+        if before:
+            on_events(before, at)
+        if count:
+            on_json(body, count, at)
+        if after:
+            on_events(after, at)
         stop_at = flight.cancel_after_tokens
         if stop_at is not None and len(reader.token_chunk_ns) >= stop_at:
             flight.cancel_ns = _perf()
