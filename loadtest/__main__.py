@@ -1,6 +1,6 @@
 """``python -m loadtest``: the same as the ``loadtest`` command."""
 
-from loadtest.cli.main import main
+from loadtest.cli.command import command
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    command()

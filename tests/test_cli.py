@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def loadtest(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "loadtest.cli.main", *args],
+        [sys.executable, "-m", "loadtest", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -132,7 +132,7 @@ def _start(tmp_path: Path, load: str, max_tokens: str) -> tuple[subprocess.Popen
         [
             sys.executable,
             "-m",
-            "loadtest.cli.main",
+            "loadtest",
             "run",
             str(scenario),
             "--out",
@@ -358,3 +358,31 @@ def test_sim_command_serves_until_terminated() -> None:
     proc.stdout.close()
     assert proc.stderr is not None
     proc.stderr.close()
+
+
+def test_the_command_ends_at_once_with_its_exit_code_and_runs_the_exit_handlers(
+    tmp_path: Path,
+) -> None:
+    # A failed SLO is exit 1; the atexit handler (a marker file) still runs; the whole
+    # report is printed and every file is written before the quick exit.
+    out, marker = tmp_path / "out", tmp_path / "atexit-ran"
+    code = (
+        "import atexit, pathlib, sys\n"
+        f"atexit.register(pathlib.Path({str(marker)!r}).touch)\n"
+        "from loadtest.cli.command import command\n"
+        "command(sys.argv[1:])\n"
+    )
+    args = ["run", str(inline_scenario(tmp_path)), "--requests", "10", "--out", str(out)]
+    res = subprocess.run(
+        [sys.executable, "-c", code, *args, "--no-tui", "--slo", "ttft_ms.p50=0.0001"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert res.returncode == 1, res.stderr
+    assert marker.exists()
+    assert res.stdout.rstrip().splitlines()[-1].startswith("results: ")
+    summary = orjson.loads((only_run_dir(out) / "summary.json").read_bytes())
+    assert summary["requests"]["sent"] == 10
