@@ -1,0 +1,131 @@
+"""Output files as plugins: one object per file a finished run writes, found by name.
+
+An output declares the file it writes (``name``; a pattern such as ``*.hgrm`` for a
+family of files), what it is made from (``made_from``: fields of ``RunResults``) and
+how its bytes are rendered from them (``render``). It never opens a file: the run
+writes every registered output, each file through the one atomic writer
+(``model.atomic.write_atomic``), so a killed run leaves whole files or none.
+
+loadtest's own outputs (summary.json, summary.csv, the .hgrm tables: ``report.export``)
+are registered exactly as a third party's are, as entry points in the group
+``loadtest.outputs`` (loadtest's in its pyproject.toml; ``_compat.plugins``), so adding
+one edits no list here or in the run.
+
+summary.json is written last whatever else is installed: its presence means the run's
+files are complete (``loadtest summarize`` rebuilds a folder without one).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from loadtest._compat.plugins import group_entry_points
+from loadtest.errors import UsageError
+from loadtest.measure.recorders import Metrics
+from loadtest.model.atomic import write_atomic
+from loadtest.model.summary import Summary
+
+__all__ = [
+    "COMPLETE",
+    "GROUP",
+    "OutputFile",
+    "RunResults",
+    "output_names",
+    "output_plugin",
+    "write_outputs",
+]
+
+GROUP = "loadtest.outputs"
+"""The entry-point group output files register in."""
+
+COMPLETE = "summary"
+"""The output written after every other one: the marker of a complete run folder."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResults:
+    """What an output file is made from: the summary, and the metrics behind it (the
+    run's histograms; rebuilt from the files by ``loadtest summarize``)."""
+
+    summary: Summary
+    metrics: Metrics
+
+
+_PARTS = frozenset(f.name for f in fields(RunResults))
+
+
+@runtime_checkable
+class OutputFile(Protocol):
+    """What an output file declares (an object, registered under a name of its own)."""
+
+    @property
+    def name(self) -> str:
+        """The file it writes, in the run's folder (``*.x``: a family of files)."""
+        ...
+
+    @property
+    def made_from(self) -> frozenset[str]:
+        """The fields of ``RunResults`` it reads (``summary``, ``metrics``)."""
+        ...
+
+    def render(self, results: RunResults) -> Iterable[tuple[str, bytes | str]]:
+        """Each file's name (no folder) and contents; none: nothing to write here."""
+        ...
+
+
+@functools.cache
+def output_names() -> tuple[str, ...]:
+    """The names of every registered output (loadtest's and installed plugins'),
+    sorted, ``COMPLETE`` last: the order the run writes them in."""
+    names = {ep.name for ep in group_entry_points(GROUP)}
+    return tuple(sorted(names - {COMPLETE})) + ((COMPLETE,) if COMPLETE in names else ())
+
+
+@functools.cache
+def output_plugin(name: str) -> OutputFile:
+    """The output registered as ``name``; ``UsageError`` when none is, it cannot be
+    loaded, or it is no ``OutputFile``."""
+    found = [ep for ep in group_entry_points(GROUP) if ep.name == name]
+    if not found:
+        raise UsageError(f"no output {name!r} is installed (known: {', '.join(output_names())})")
+    try:
+        plugin = found[0].load()
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(
+            f"the output plugin {found[0].value!r} ({name}) could not be loaded: {exc}"
+        ) from exc
+    if not isinstance(plugin, OutputFile):
+        raise UsageError(
+            f"the output plugin {found[0].value!r} ({name}) declares no name, made_from "
+            "and render: see docs/plugins.md"
+        )
+    unknown = plugin.made_from - _PARTS
+    if unknown:
+        raise UsageError(
+            f"the output plugin {found[0].value!r} ({name}) is made from "
+            f"{', '.join(sorted(unknown))}: a run's results are {', '.join(sorted(_PARTS))}"
+        )
+    return plugin
+
+
+def _target(run_dir: Path, name: str, file: str) -> Path:
+    """``file`` in ``run_dir``; an output writes only there, under a plain name."""
+    if not file or file != Path(file).name or file in (".", ".."):
+        raise UsageError(f"the output {name!r} names the file {file!r}: give a plain file name")
+    return run_dir / file
+
+
+def write_outputs(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:
+    """Write every registered output of a finished run into ``run_dir`` (beside its
+    ``requests.jsonl`` and ``histograms.hlog``), each file atomically, summary.json last;
+    returns the files written, in order."""
+    results = RunResults(summary=summary, metrics=metrics)
+    written = []
+    for name in output_names():
+        for file, data in output_plugin(name).render(results):
+            written.append(write_atomic(_target(run_dir, name, file), data))
+    return written
