@@ -122,10 +122,31 @@ def _target(run_dir: Path, name: str, file: str) -> Path:
 def write_outputs(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:
     """Write every registered output of a finished run into ``run_dir`` (beside its
     ``requests.jsonl`` and ``histograms.hlog``), each file atomically, summary.json last;
-    returns the files written, in order."""
+    returns the files written, in order.
+
+    An output that cannot be loaded or rendered writes none of its files; the others
+    are written, summary.json is not (the folder is not complete), and ``UsageError``
+    names each that failed: ``loadtest summarize`` writes them once it is fixed."""
     results = RunResults(summary=summary, metrics=metrics)
-    written = []
+    written: list[Path] = []
+    failed: list[str] = []
     for name in output_names():
-        for file, data in output_plugin(name).render(results):
-            written.append(write_atomic(_target(run_dir, name, file), data))
+        if name == COMPLETE and failed:
+            break
+        try:
+            # Rendered whole before any file is written: a failure leaves none of them.
+            files = [(_target(run_dir, name, f), d) for f, d in output_plugin(name).render(results)]
+        except UsageError as exc:
+            failed.append(str(exc))
+            continue
+        except Exception as exc:  # a plugin's own bug: named, the rest still written
+            failed.append(f"the output {name!r} failed: {type(exc).__name__}: {exc}")
+            continue
+        written += [write_atomic(path, data) for path, data in files]
+    if failed:
+        raise UsageError(
+            f"{run_dir}: summary.json not written, as "
+            + "; ".join(failed)
+            + f" (fixed, `loadtest summarize {run_dir}` writes them)"
+        )
     return written
