@@ -34,8 +34,10 @@ __all__ = [
     "GROUP",
     "OutputFile",
     "RunResults",
+    "check_output",
     "output_names",
     "output_plugin",
+    "rendered",
     "write_outputs",
 ]
 
@@ -88,7 +90,7 @@ def output_names() -> tuple[str, ...]:
 @functools.cache
 def output_plugin(name: str) -> OutputFile:
     """The output registered as ``name``; ``UsageError`` when none is, it cannot be
-    loaded, or it is no ``OutputFile``."""
+    loaded, or it declares no output (``check_output``)."""
     found = [ep for ep in group_entry_points(GROUP) if ep.name == name]
     if not found:
         raise UsageError(f"no output {name!r} is installed (known: {', '.join(output_names())})")
@@ -98,25 +100,37 @@ def output_plugin(name: str) -> OutputFile:
         raise UsageError(
             f"the output plugin {found[0].value!r} ({name}) could not be loaded: {exc}"
         ) from exc
+    return check_output(f"{found[0].value!r} ({name})", plugin)
+
+
+def check_output(label: str, plugin: object) -> OutputFile:
+    """``plugin`` as an ``OutputFile`` made from parts a run has; ``UsageError`` naming
+    it (``label``) otherwise."""
     if not isinstance(plugin, OutputFile):
         raise UsageError(
-            f"the output plugin {found[0].value!r} ({name}) declares no name, made_from "
-            "and render: see docs/plugins.md"
+            f"the output plugin {label} declares no name, made_from and render: see docs/plugins.md"
         )
-    unknown = plugin.made_from - _PARTS
+    unknown = set(plugin.made_from) - _PARTS
     if unknown:
         raise UsageError(
-            f"the output plugin {found[0].value!r} ({name}) is made from "
-            f"{', '.join(sorted(unknown))}: a run's results are {', '.join(sorted(_PARTS))}"
+            f"the output plugin {label} is made from {', '.join(sorted(unknown))}: a run's "
+            f"results are {', '.join(sorted(_PARTS))}"
         )
     return plugin
 
 
-def _target(run_dir: Path, name: str, file: str) -> Path:
-    """``file`` in ``run_dir``; an output writes only there, under a plain name."""
-    if not file or file != Path(file).name or file in (".", ".."):
-        raise UsageError(f"the output {name!r} names the file {file!r}: give a plain file name")
-    return run_dir / file
+def rendered(
+    name: str, plugin: OutputFile, results: RunResults, run_dir: Path
+) -> list[tuple[Path, bytes | str]]:
+    """Every file of one output, rendered whole (before any is written: a failure leaves
+    none of them), each in ``run_dir`` under a plain name; ``UsageError`` naming the
+    output when a name is not one."""
+    files = []
+    for file, data in plugin.render(results):
+        if not file or file != Path(file).name or file in (".", ".."):
+            raise UsageError(f"the output {name!r} names the file {file!r}: give a plain name")
+        files.append((run_dir / file, data))
+    return files
 
 
 def write_outputs(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:
@@ -124,23 +138,34 @@ def write_outputs(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Pat
     ``requests.jsonl`` and ``histograms.hlog``), each file atomically, summary.json last;
     returns the files written, in order.
 
-    An output that cannot be loaded or rendered writes none of its files; the others
-    are written, summary.json is not (the folder is not complete), and ``UsageError``
-    names each that failed: ``loadtest summarize`` writes them once it is fixed."""
+    Every output is rendered before any file is written. One that cannot be loaded or
+    rendered, or names a file another output names too, writes none of its files; the
+    others are written, summary.json is not (the folder is not complete), and
+    ``UsageError`` names each that failed: ``loadtest summarize`` writes them once fixed.
+    """
     results = RunResults(summary=summary, metrics=metrics)
-    written: list[Path] = []
+    done: list[tuple[str, list[tuple[Path, bytes | str]]]] = []
     failed: list[str] = []
     for name in output_names():
-        if name == COMPLETE and failed:
-            break
         try:
-            # Rendered whole before any file is written: a failure leaves none of them.
-            files = [(_target(run_dir, name, f), d) for f, d in output_plugin(name).render(results)]
+            done.append((name, rendered(name, output_plugin(name), results, run_dir)))
         except UsageError as exc:
             failed.append(str(exc))
-            continue
         except Exception as exc:  # a plugin's own bug: named, the rest still written
             failed.append(f"the output {name!r} failed: {type(exc).__name__}: {exc}")
+    # One output's file would silently replace another's (or mark the folder complete).
+    owners: dict[str, list[str]] = {}
+    for name, files in done:
+        for path, _ in files:
+            owners.setdefault(path.name, []).append(name)
+    clashed = set()
+    for file, names in sorted(owners.items()):
+        if len(names) > 1:
+            clashed.update(names)
+            failed.append(f"{file} is named by the outputs {', '.join(map(repr, names))}")
+    written: list[Path] = []
+    for name, files in done:
+        if name in clashed or (name == COMPLETE and failed):
             continue
         written += [write_atomic(path, data) for path, data in files]
     if failed:
