@@ -156,6 +156,18 @@ def _loadtest(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedPro
     )
 
 
+def _run(
+    installed: Path, tmp_path: Path, scenario: str, *flags: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``loadtest run`` of ``scenario`` (its text) with ``flags``; the run's folder."""
+    sc = tmp_path / "scenario.toml"
+    sc.write_text(scenario)
+    out = tmp_path / "out"
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out), *flags)
+    (run_dir,) = out.iterdir()
+    return res, run_dir
+
+
 def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
     installed: Path, tmp_path: Path
 ) -> None:
@@ -210,13 +222,9 @@ grace_ms = 100
 def test_a_plugin_fault_kind_is_injected_in_every_worker_and_judged(
     installed: Path, tmp_path: Path, workers: int
 ) -> None:
-    sc = tmp_path / "paused.toml"
-    sc.write_text(PAUSED)
-    out = tmp_path / "out"
     flags = ["--workers", str(workers)] if workers > 1 else []
-    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out), *flags)
+    res, run_dir = _run(installed, tmp_path, PAUSED, *flags)
     assert res.returncode == 0, res.stderr[-3000:]
-    (run_dir,) = out.iterdir()
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     rows = read_jsonl(run_dir / "requests.jsonl")
     assert s["requests"]["sent"] == len(rows) and s["requests"]["failed"] == 0
@@ -282,13 +290,9 @@ itl_ms = 1.0
 def test_a_plugin_output_file_is_written_by_every_run_and_by_summarize(
     installed: Path, tmp_path: Path, workers: int
 ) -> None:
-    sc = tmp_path / "counted.toml"
-    sc.write_text(COUNTED)
-    out = tmp_path / "out"
     flags = ["--workers", str(workers)] if workers > 1 else []
-    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out), *flags)
+    res, run_dir = _run(installed, tmp_path, COUNTED, *flags)
     assert res.returncode == 0, res.stderr[-3000:]
-    (run_dir,) = out.iterdir()
     rows = read_jsonl(run_dir / "requests.jsonl")
     measured = {
         cat: sum(r["category"] == cat and r["outcome"] == "ok" and not r["warmup"] for r in rows)
@@ -320,14 +324,10 @@ def test_a_plugin_output_file_is_written_by_every_run_and_by_summarize(
 def test_an_output_that_fails_is_named_and_the_folder_is_not_marked_complete(
     installed: Path, tmp_path: Path
 ) -> None:
-    sc = tmp_path / "refused.toml"
-    sc.write_text(COUNTED.replace('category = "beta"', 'category = "refused"'))
-    out = tmp_path / "out"
-    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out))
+    res, run_dir = _run(installed, tmp_path, COUNTED.replace('"beta"', '"refused"'))
     assert res.returncode == 2, res.stderr[-3000:]
     assert "'category_counts' failed: ValueError" in res.stderr, res.stderr[-2000:]
     assert "Traceback" not in res.stderr
-    (run_dir,) = out.iterdir()
     # The others are written; summary.json, the mark of a complete folder, is not.
     assert (run_dir / "summary.csv").exists() and (run_dir / "e2e_ms.hgrm").exists()
     assert not (run_dir / "category_counts.csv").exists()
@@ -337,13 +337,9 @@ def test_an_output_that_fails_is_named_and_the_folder_is_not_marked_complete(
 def test_an_output_naming_a_file_another_writes_is_refused_with_it(
     installed: Path, tmp_path: Path
 ) -> None:
-    sc = tmp_path / "claims.toml"
-    sc.write_text(COUNTED.replace('category = "beta"', 'category = "claims"'))
-    out = tmp_path / "out"
-    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out))
+    res, run_dir = _run(installed, tmp_path, COUNTED.replace('"beta"', '"claims"'))
     assert res.returncode == 2, res.stderr[-3000:]
     assert "summary.csv is named by the outputs 'category_counts', 'summary_csv'" in res.stderr
-    (run_dir,) = out.iterdir()
     # Neither is written (no output replaces another's file); the rest are.
     assert not (run_dir / "summary.csv").exists()
     assert not (run_dir / "category_counts.csv").exists()
