@@ -13,8 +13,14 @@ from loadtest.measure.recorders import Metrics
 from loadtest.model.io import dump_summary
 from loadtest.model.summary import Summary
 from loadtest.report import build_summary, write_results
-from loadtest.report.export import hgrm
-from loadtest.report.outputs import RunResults, check_output, rendered
+from loadtest.report.export import CSV, HGRM, SUMMARY, hgrm
+from loadtest.report.outputs import (
+    OutputFile,
+    RunResults,
+    check_output,
+    rendered,
+    write_outputs,
+)
 from tests.conftest import make_scenario
 
 
@@ -55,11 +61,11 @@ def test_the_runs_own_outputs_are_written_through_the_registry_summary_last(
 
 
 class _Output:
-    name = "x.csv"
     made_from = frozenset({"summary"})
 
-    def __init__(self, *files: str) -> None:
+    def __init__(self, *files: str, name: str = "x.csv") -> None:
         self.files = files
+        self.name = name
 
     def render(self, results: RunResults) -> Iterator[tuple[str, str]]:
         for f in self.files:
@@ -72,7 +78,12 @@ def test_an_output_writes_only_plain_names_in_the_run_folder(tmp_path: Path) -> 
     assert rendered("x", _Output("x.csv"), results, tmp_path) == [(tmp_path / "x.csv", "r")]
     for bad in ("../x.csv", "sub/x.csv", "", "..", str(tmp_path / "x.csv")):
         with pytest.raises(UsageError, match=r"the output 'x' names the file"):
-            rendered("x", _Output("ok.csv", bad), results, tmp_path)
+            rendered("x", _Output("x.csv", bad), results, tmp_path)
+    # What it writes is what it declares (a pattern for a family of files).
+    with pytest.raises(UsageError, match=r"names the file 'y.csv', not what it declares"):
+        rendered("x", _Output("y.csv"), results, tmp_path)
+    family = _Output("a.part", "b.part", name="*.part")
+    assert [p.name for p, _ in rendered("x", family, results, tmp_path)] == ["a.part", "b.part"]
 
 
 def test_an_output_that_declares_no_output_or_an_unknown_part_is_refused() -> None:
@@ -85,3 +96,36 @@ def test_an_output_that_declares_no_output_or_an_unknown_part_is_refused() -> No
         UsageError, match=r"made from outcome: a run's results are metrics, summary"
     ):
         check_output("'pkg:X' (x)", odd)
+
+
+class _Broken:
+    name = "broken.txt"
+    made_from = frozenset({"metrics"})
+
+    def render(self, results: RunResults) -> Iterator[tuple[str, str]]:
+        yield self.name, "half"
+        raise KeyError("its own bug")
+
+
+def test_an_output_that_fails_or_clashes_writes_nothing_and_the_folder_is_not_complete(
+    tmp_path: Path,
+) -> None:
+    summary, metrics = _results()
+    own: dict[str, OutputFile] = {"hgrm": HGRM, "summary_csv": CSV, "summary": SUMMARY}
+    outputs: dict[str, OutputFile] = {
+        **own,
+        "broken": _Broken(),
+        "claims": _Output("summary.csv", name="*.csv"),
+    }
+    with pytest.raises(UsageError) as err:
+        write_outputs(tmp_path, summary, metrics, outputs)
+    message = str(err.value)
+    assert "summary.json not written" in message
+    assert "the output 'broken' failed: KeyError: 'its own bug'" in message
+    assert "summary.csv is named by the outputs 'claims', 'summary_csv'" in message
+    assert "loadtest summarize" in message
+    # The broken one wrote none of what it rendered; neither of the two naming
+    # summary.csv wrote it; the rest did; summary.json, the mark of completeness, not.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ttft_ms.hgrm"]
+    # With the failing ones gone, the same call writes the folder whole.
+    assert [p.name for p in write_outputs(tmp_path, summary, metrics, own)][-1] == "summary.json"

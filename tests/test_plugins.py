@@ -332,15 +332,3 @@ def test_an_output_that_fails_is_named_and_the_folder_is_not_marked_complete(
     assert (run_dir / "summary.csv").exists() and (run_dir / "e2e_ms.hgrm").exists()
     assert not (run_dir / "category_counts.csv").exists()
     assert not (run_dir / "summary.json").exists()
-
-
-def test_an_output_naming_a_file_another_writes_is_refused_with_it(
-    installed: Path, tmp_path: Path
-) -> None:
-    res, run_dir = _run(installed, tmp_path, COUNTED.replace('"beta"', '"claims"'))
-    assert res.returncode == 2, res.stderr[-3000:]
-    assert "summary.csv is named by the outputs 'category_counts', 'summary_csv'" in res.stderr
-    # Neither is written (no output replaces another's file); the rest are.
-    assert not (run_dir / "summary.csv").exists()
-    assert not (run_dir / "category_counts.csv").exists()
-    assert (run_dir / "e2e_ms.hgrm").exists() and not (run_dir / "summary.json").exists()

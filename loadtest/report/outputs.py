@@ -18,8 +18,9 @@ files are complete (``loadtest summarize`` rebuilds a folder without one).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -83,8 +84,13 @@ class OutputFile(Protocol):
 def output_names() -> tuple[str, ...]:
     """The names of every registered output (loadtest's and installed plugins'),
     sorted, ``COMPLETE`` last: the order the run writes them in."""
-    names = {ep.name for ep in group_entry_points(GROUP)}
-    return tuple(sorted(names - {COMPLETE})) + ((COMPLETE,) if COMPLETE in names else ())
+    return _in_order({ep.name for ep in group_entry_points(GROUP)})
+
+
+def _in_order(names: Iterable[str]) -> tuple[str, ...]:
+    """Sorted, ``COMPLETE`` last."""
+    s = set(names)
+    return tuple(sorted(s - {COMPLETE})) + ((COMPLETE,) if COMPLETE in s else ())
 
 
 @functools.cache
@@ -123,20 +129,30 @@ def rendered(
     name: str, plugin: OutputFile, results: RunResults, run_dir: Path
 ) -> list[tuple[Path, bytes | str]]:
     """Every file of one output, rendered whole (before any is written: a failure leaves
-    none of them), each in ``run_dir`` under a plain name; ``UsageError`` naming the
-    output when a name is not one."""
+    none of them), each in ``run_dir`` under a plain name that its declared ``name``
+    matches; ``UsageError`` naming the output when one does not."""
     files = []
     for file, data in plugin.render(results):
         if not file or file != Path(file).name or file in (".", ".."):
             raise UsageError(f"the output {name!r} names the file {file!r}: give a plain name")
+        if not fnmatchcase(file, plugin.name):
+            raise UsageError(
+                f"the output {name!r} names the file {file!r}, not what it declares: "
+                f"{plugin.name!r}"
+            )
         files.append((run_dir / file, data))
     return files
 
 
-def write_outputs(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:
-    """Write every registered output of a finished run into ``run_dir`` (beside its
-    ``requests.jsonl`` and ``histograms.hlog``), each file atomically, summary.json last;
-    returns the files written, in order.
+def write_outputs(
+    run_dir: Path,
+    summary: Summary,
+    metrics: Metrics,
+    given: Mapping[str, OutputFile] | None = None,
+) -> list[Path]:
+    """Write every registered output of a finished run (``given``: these instead) into
+    ``run_dir``, beside its ``requests.jsonl`` and ``histograms.hlog``, each file
+    atomically, summary.json last; returns the files written, in order.
 
     Every output is rendered before any file is written. One that cannot be loaded or
     rendered, or names a file another output names too, writes none of its files; the
@@ -146,9 +162,10 @@ def write_outputs(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Pat
     results = RunResults(summary=summary, metrics=metrics)
     done: list[tuple[str, list[tuple[Path, bytes | str]]]] = []
     failed: list[str] = []
-    for name in output_names():
+    for name in output_names() if given is None else _in_order(given):
         try:
-            done.append((name, rendered(name, output_plugin(name), results, run_dir)))
+            plugin = output_plugin(name) if given is None else given[name]
+            done.append((name, rendered(name, plugin, results, run_dir)))
         except UsageError as exc:
             failed.append(str(exc))
         except Exception as exc:  # a plugin's own bug: named, the rest still written
