@@ -1,7 +1,8 @@
 """Third-party plugins run without editing loadtest: installed, found, used.
 
 ``tests/plugins/lines_source`` is a package as another project would ship it: a prompt
-source kind (``lines``) and a fault kind (``pause``). The test installs it into a folder
+source kind (``lines``), a fault kind (``pause``) and an output file
+(``category_counts.csv``). The test installs it into a folder
 of its own (not into the environment the suite runs in) and runs scenarios naming its
 kinds from a subprocess that sees that folder.
 """
@@ -26,6 +27,7 @@ from loadtest.errors import ScenarioError
 from loadtest.features.faults.kind import FaultEvent, FaultKind, fault_kind
 from loadtest.features.faults.registry import fault_kinds
 from loadtest.model.verdict import FaultVerdict
+from loadtest.report.outputs import COMPLETE, OutputFile, output_names, output_plugin
 from tests.conftest import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,9 +69,20 @@ def test_loadtests_own_entry_points_come_from_the_checkout_that_runs() -> None:
     import tomllib
 
     own = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
-    for group in ("loadtest.faults", "loadtest.sources"):
+    for group in ("loadtest.faults", "loadtest.sources", "loadtest.outputs"):
         found = {ep.name: ep.value for ep in group_entry_points(group)}
         assert own[group].items() <= found.items(), group
+
+
+def test_loadtests_own_output_files_are_registered_plugins_summary_last() -> None:
+    names = output_names()
+    assert {"hgrm", "summary_csv", "summary"} <= set(names)
+    assert names[-1] == COMPLETE == "summary"  # the marker of a complete folder
+    files = {output_plugin(n).name for n in names}
+    assert {"*.hgrm", "summary.csv", "summary.json"} <= files
+    for n in names:
+        assert isinstance(output_plugin(n), OutputFile)
+        assert output_plugin(n).made_from <= {"summary", "metrics"}
 
 
 def test_an_unknown_fault_kind_is_named_with_those_installed(tmp_path: Path) -> None:
@@ -143,6 +156,18 @@ def _loadtest(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedPro
     )
 
 
+def _run(
+    installed: Path, tmp_path: Path, scenario: str, *flags: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``loadtest run`` of ``scenario`` (its text) with ``flags``; the run's folder."""
+    sc = tmp_path / "scenario.toml"
+    sc.write_text(scenario)
+    out = tmp_path / "out"
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out), *flags)
+    (run_dir,) = out.iterdir()
+    return res, run_dir
+
+
 def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
     installed: Path, tmp_path: Path
 ) -> None:
@@ -197,13 +222,9 @@ grace_ms = 100
 def test_a_plugin_fault_kind_is_injected_in_every_worker_and_judged(
     installed: Path, tmp_path: Path, workers: int
 ) -> None:
-    sc = tmp_path / "paused.toml"
-    sc.write_text(PAUSED)
-    out = tmp_path / "out"
     flags = ["--workers", str(workers)] if workers > 1 else []
-    res = _loadtest(installed, tmp_path, "run", str(sc), "--no-tui", "--out", str(out), *flags)
+    res, run_dir = _run(installed, tmp_path, PAUSED, *flags)
     assert res.returncode == 0, res.stderr[-3000:]
-    (run_dir,) = out.iterdir()
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     rows = read_jsonl(run_dir / "requests.jsonl")
     assert s["requests"]["sent"] == len(rows) and s["requests"]["failed"] == 0
@@ -242,3 +263,72 @@ def test_a_plugin_fault_kinds_own_keys_are_checked_naming_file_table_and_key(
         assert res.returncode == 2, res.stderr[-1000:]
         assert f"bad.toml: faults.events[0].{name}: " in res.stderr, res.stderr[-1000:]
         assert problem in res.stderr, res.stderr[-1000:]
+
+
+COUNTED = """name = "counted"
+max_tokens = 8
+seed = 5
+[[sources]]
+kind = "inline"
+category = "alpha"
+prompts = ["a", "b"]
+[[sources]]
+kind = "inline"
+category = "beta"
+weight = 0.5
+prompts = ["c"]
+[load]
+concurrency = 2
+requests = 12
+[sim]
+ttft_ms = 2.0
+itl_ms = 1.0
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_output_file_is_written_by_every_run_and_by_summarize(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    flags = ["--workers", str(workers)] if workers > 1 else []
+    res, run_dir = _run(installed, tmp_path, COUNTED, *flags)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    measured = {
+        cat: sum(r["category"] == cat and r["outcome"] == "ok" and not r["warmup"] for r in rows)
+        for cat in ("alpha", "beta")
+    }
+    assert measured["alpha"] and measured["beta"], measured
+
+    def csv_text(alpha: int, beta: int) -> str:
+        lines = ["category,prompts,measured", f"alpha,{alpha},{measured['alpha']}"]
+        lines.append(f"beta,{beta},{measured['beta']}")
+        return "".join(f"{line}\r\n" for line in lines)  # the csv module's line ends
+
+    counts = run_dir / "category_counts.csv"
+    assert counts.read_bytes().decode() == csv_text(2, 1)
+    # Written through loadtest's writer: no temporary file left beside it.
+    assert not list(run_dir.glob(".*.tmp"))
+    # loadtest's own outputs are still written beside it, unchanged in kind.
+    assert (run_dir / "summary.json").exists() and (run_dir / "summary.csv").exists()
+    assert (run_dir / "e2e_ms.hgrm").exists()
+    # A folder rebuilt by ``summarize`` gets every registered output too.
+    (run_dir / "summary.json").unlink()
+    counts.unlink()
+    res = _loadtest(installed, tmp_path, "summarize", str(run_dir))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert counts.read_bytes().decode() == csv_text(2, 1)
+    assert (run_dir / "summary.json").exists()
+
+
+def test_an_output_that_fails_is_named_and_the_folder_is_not_marked_complete(
+    installed: Path, tmp_path: Path
+) -> None:
+    res, run_dir = _run(installed, tmp_path, COUNTED.replace('"beta"', '"refused"'))
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "'category_counts' failed: ValueError" in res.stderr, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    # The others are written; summary.json, the mark of a complete folder, is not.
+    assert (run_dir / "summary.csv").exists() and (run_dir / "e2e_ms.hgrm").exists()
+    assert not (run_dir / "category_counts.csv").exists()
+    assert not (run_dir / "summary.json").exists()

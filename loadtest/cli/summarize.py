@@ -1,8 +1,9 @@
 """``loadtest summarize FOLDER``: write the summary a killed run did not write.
 
 The rebuild is ``loadtest.report.rebuild``; this writes its result with the run's own
-writer (``write_results``: the .hgrm files, summary.csv and summary.json last, each
-atomically), so that afterwards every command reads the folder as a finished run's.
+writer (``write_results``: every registered output, loadtest's .hgrm files and
+summary.csv and any plugin's, then summary.json, each atomically), so that afterwards
+every command reads the folder as a finished run's.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from loadtest.errors import DatasetError
 from loadtest.features.agent_trace import SessionReplay, session_prompts
 from loadtest.features.multiturn import MultiTurn
 from loadtest.measure.hdr import percentile
+from loadtest.model.atomic import write_atomic
 from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 
@@ -109,7 +110,7 @@ class LengthCheck(RunHook):
         """Write ``workload.json`` (the integrator may lift it into the summary)."""
         r = self.report()
         block = {k: getattr(r, k) for k in LengthReport.__dataclass_fields__}
-        (run_dir / "workload.json").write_bytes(orjson.dumps(block, option=orjson.OPT_INDENT_2))
+        write_atomic(run_dir / "workload.json", orjson.dumps(block, option=orjson.OPT_INDENT_2))
         return HookResult()
 
 
