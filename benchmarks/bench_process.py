@@ -111,10 +111,10 @@ def plain_round(url: str, requests: int, concurrency: int, tokens: int) -> dict[
 
 
 def loadtest_round(
-    url: str, scenario: Path, out: Path, requests: int, extra: list[str]
+    url: str, scenario: Path, out: Path, requests: int, extra: list[str], tree: str | None
 ) -> dict[str, float | None]:
-    """One whole ``loadtest run`` on core 0."""
-    t = time_run(str(scenario), out, url, requests=requests, extra=extra, cpus={0})
+    """One whole ``loadtest run`` on core 0 (the loadtest of checkout ``tree``, if given)."""
+    t = time_run(str(scenario), out, url, requests=requests, extra=extra, cpus={0}, tree=tree)
     marks = dict(t.marks)
     s = t.summary
     tokens = float(s["throughput"]["output_tokens"])  # type: ignore[index]
@@ -142,6 +142,12 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=18500)
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     ap.add_argument("--plain-reader", metavar="URL", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--trees",
+        nargs="+",
+        metavar="TREE",
+        help="checkouts whose loadtest runs in turn, each round (A/B of commits)",
+    )
     args = ap.parse_args()
     if args.plain_reader:
         lines, wall = asyncio.run(
@@ -158,26 +164,36 @@ def main() -> None:
     try:
         assert server.stdout is not None
         print(server.stdout.readline().strip())
-        rows = []
+        rows: list[tuple[str | None, dict[str, float | None], dict[str, float]]] = []
         with tempfile.TemporaryDirectory() as tmp:
             scenario = Path(tmp) / "process.toml"
             scenario.write_text(_SCENARIO.format(tokens=args.tokens, concurrency=args.concurrency))
             for i in range(args.rounds):
-                lt = loadtest_round(
-                    url, scenario, Path(tmp) / f"r{i}", args.requests, ["--loop", args.loop]
-                )
-                plain = plain_round(url, args.requests, args.concurrency, args.tokens)
-                rows.append((lt, plain))
-                print(_line(i + 1, lt, plain), flush=True)
-        ratios = [lt["in_run_tokens_per_s"] / p["tokens_per_s"] for lt, p in rows]  # type: ignore[operator]
-        whole = [lt["whole_tokens_per_s"] / lt["in_run_tokens_per_s"] for lt, _ in rows]  # type: ignore[operator]
-        print(
-            f"median: loadtest in-run / plain {statistics.median(ratios):.2f}x, "
-            f"whole process / in-run {statistics.median(whole):.0%} over {len(rows)} rounds"
-        )
+                for tree in args.trees or [None]:
+                    out = Path(tmp) / f"r{i}-{len(rows)}"
+                    lt = loadtest_round(
+                        url, scenario, out, args.requests, ["--loop", args.loop], tree
+                    )
+                    plain = plain_round(url, args.requests, args.concurrency, args.tokens)
+                    rows.append((tree, lt, plain))
+                    print((f"{tree}: " if tree else "") + _line(i + 1, lt, plain), flush=True)
+        for tree in args.trees or [None]:
+            mine = [(lt, p) for t, lt, p in rows if t == tree]
+            ratios = [_f(lt["in_run_tokens_per_s"]) / p["tokens_per_s"] for lt, p in mine]
+            whole = [_f(lt["whole_tokens_per_s"]) / _f(lt["in_run_tokens_per_s"]) for lt, _ in mine]
+            print(
+                (f"{tree}: " if tree else "")
+                + f"median: loadtest in-run / plain {statistics.median(ratios):.2f}x, "
+                f"whole process / in-run {statistics.median(whole):.0%} over {len(mine)} rounds"
+            )
     finally:
         server.terminate()
         server.wait(10)
+
+
+def _f(x: float | None) -> float:
+    assert x is not None
+    return x
 
 
 def _line(i: int, lt: dict[str, float | None], plain: dict[str, float]) -> str:

@@ -62,9 +62,11 @@ def time_run(
     requests: int = 1,
     extra: Sequence[str] = (),
     cpus: set[int] | None = None,
+    tree: str | None = None,
 ) -> RunTimes:
     """One ``loadtest run --requests N`` (against the built-in deployment without
-    ``endpoint``; on the cores ``cpus`` where given), stamped."""
+    ``endpoint``; on the cores ``cpus`` where given; the loadtest of checkout ``tree``
+    where given, for A/B runs of two commits), stamped."""
     cmd = [sys.executable, "-m", "loadtest", "run", "--requests", str(requests), "--no-tui"]
     cmd += ["-v", "--out", str(out)] + ([scenario] if scenario else [])
     cmd += (["--endpoint", endpoint] if endpoint else []) + list(extra)
@@ -76,6 +78,8 @@ def time_run(
         stderr=subprocess.STDOUT,
         text=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        env=dict(os.environ, PYTHONPATH=tree) if tree else None,
+        cwd=tree,
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -134,6 +138,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="one-request runs")
     ap.add_argument("--scenario", help="scenario name or TOML (default: mixed)")
     ap.add_argument("--endpoint", help="run against this endpoint, not the built-in deployment")
+    ap.add_argument("--tree", help="run the loadtest of this checkout (A/B of two commits)")
     args = ap.parse_args()
     if args.help_runs:
         h = time_help(args.help_runs)
@@ -144,7 +149,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         firsts = []
         for i in range(args.runs):
-            t = time_run(args.scenario, Path(tmp) / f"run{i}", args.endpoint)
+            t = time_run(args.scenario, Path(tmp) / f"run{i}", args.endpoint, tree=args.tree)
             print(f"run {i + 1}: loadtest run --requests 1 {args.scenario or ''}")
             report(t)
             if t.first_sent_s is not None:
