@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 
 import aiohttp
 
@@ -48,6 +49,9 @@ class Client:
         self._sessions: list[aiohttp.ClientSession] = []
         self._fresh: list[aiohttp.ClientSession] = []
         self._turn = 0
+        self._pool_of: weakref.WeakKeyDictionary[asyncio.Task[object], int] = (
+            weakref.WeakKeyDictionary()
+        )
         self._flights: set[Flight] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._out = Outcomes(config.api_key, config.keep_outputs)
@@ -81,7 +85,7 @@ class Client:
         # The request is written in the call that sends it (loadtest._compat.eager_send).
         eager = eager_request_class()
         # One pool per source address (aiohttp binds a connector's connections to one
-        # local address); requests take them in turn, so the ports of each address
+        # local address), given out in turn (``_pool``), so the ports of each address
         # carry 1/n of the connections (loadtest.transport.sources).
         for local in cfg.source_addresses or (None,):
             bind = None if local is None else (local, 0)
@@ -249,6 +253,26 @@ class Client:
             if timer is not None:
                 timer.cancel()
 
+    def _pool(self) -> int:
+        """The source address (pool) of this request: the calling task's, given in turn.
+
+        A closed-loop session is one task: it keeps its address, so its next request
+        finds its own kept-alive connection in that pool, and the sessions are spread
+        evenly over the addresses. An open loop's requests are each their own task, so
+        they take the addresses in turn.
+        """
+        n = len(self._sessions)
+        if n == 1:
+            return 0
+        task = asyncio.current_task()
+        turn = self._pool_of.get(task) if task is not None else None
+        if turn is None:
+            turn = self._turn
+            self._turn = (turn + 1) % n
+            if task is not None:
+                self._pool_of[task] = turn
+        return turn
+
     async def _post(self, body: bytes) -> aiohttp.ClientResponse:
         """POST, retrying once on a fresh connection if a pooled one was stale.
 
@@ -257,8 +281,7 @@ class Client:
         before the server read it. Browsers and urllib3 retry that case once; so do we,
         and only when the failure came before any response byte.
         """
-        turn = self._turn
-        self._turn = (turn + 1) % len(self._sessions)
+        turn = self._pool()
         try:
             return await self._sessions[turn].post(
                 self.config.url, data=body, headers=self._headers, allow_redirects=False

@@ -4,8 +4,10 @@ One source address can hold about 28,000 connections to one destination (Linux's
 ephemeral port range, 32768-60999): past that, connects fail with ``EADDRNOTAVAIL``
 whatever the memory. Spreading the connections over several local addresses (the whole
 of 127.0.0.0/8 is local on Linux) multiplies that. The client builds one connection
-pool per address and hands requests to them in turn (``transport.client``); each worker
-of ``--workers`` gets its own addresses (``split_addresses``).
+pool per address and gives them out in turn, one to each closed-loop session (which
+keeps it, and so its kept-alive connection) or to each open-loop request
+(``transport.client``); each worker of ``--workers`` gets its own addresses
+(``split_addresses``).
 
 ``check_addresses`` binds each address once, on a free port, before any load, so a
 mistyped or foreign address is an error naming where it came from, not 20,000 failed
