@@ -267,6 +267,15 @@ def bench(a: argparse.Namespace) -> dict[str, object]:
             # its write -> the driver's arrival stamp).
             write.append(r["write_ms"])
             rest.append(r["ttft_ms"] - server_ms - r["write_ms"])
+    # When the late reads happened: each measured request's longest client lag, by the
+    # 10 s window its stream ended in (a few stalls, or a steady backlog).
+    windows: dict[int, list[float]] = {}
+    for r in rows:
+        if not r["warmup"] and r["outcome"] == "ok" and r["client_lag_ms"] is not None:
+            windows.setdefault(int(r["end_ms"] // 10_000) * 10, []).append(r["client_lag_ms"])
+    lag_by_window = {
+        f"{w}s": round(float(np.percentile(v, 99)), 1) for w, v in sorted(windows.items())
+    }
     req = summary["requests"]
     return {
         "streams": a.streams,
@@ -290,6 +299,7 @@ def bench(a: argparse.Namespace) -> dict[str, object]:
         "ttft_error_n": len(errors),
         "ttft_error_split_ms": {"write": _pct(write), "rest": _pct(rest)},
         "client_lag_ms": _pct(delivery),
+        "client_lag_p99_by_end_window": lag_by_window,
         "worker_cpu_pct_of_core": driver_share,
         "sim_cpu_pct_of_core": sim_share,
         "cpu_window_s": cpu_window,

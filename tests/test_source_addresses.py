@@ -156,3 +156,30 @@ def test_a_foreign_address_stops_the_command_before_any_load(tmp_path: Path) -> 
     )
     assert res.returncode == 2  # a usage error, before anything was started
     assert f"--source-address: cannot bind {NOT_HERE}" in res.stderr
+
+
+def test_the_soft_descriptor_limit_is_raised_to_the_hard_one() -> None:
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = min(256, hard)
+    code = (
+        "import resource\n"
+        "from loadtest._compat.open_files import raise_open_files, short_of\n"
+        "before = resource.getrlimit(resource.RLIMIT_NOFILE)[0]\n"
+        "print(before, raise_open_files(), short_of(10**8) is not None, short_of(8) is None)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    before, after, too_many, few = res.stdout.split()
+    assert int(before) == low
+    expect = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    assert int(after) == expect
+    # 10**8 connections fit under no limit; 8 under any.
+    assert (too_many, few) == ("True", "True")
