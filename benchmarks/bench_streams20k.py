@@ -200,7 +200,10 @@ def bench(a: argparse.Namespace) -> dict[str, object]:
             time.sleep(1.0)
             procs = _tree(driver.pid)
             workers = [w for w in procs[1:] if _is_worker(w)]
-            held = sum(_health(sim.url, sim_pids).values())
+            running = _health(sim.url, sim_pids)
+            if running.keys() != sim_pids:
+                continue  # a process did not answer in time: no count rather than half
+            held = sum(running.values())
             cpu = {}
             for w in [*workers, *sim_procs]:
                 try:
