@@ -20,6 +20,7 @@ from loadtest.errors import UsageError
 from loadtest.features.workload import apply_workload_flags
 from loadtest.measure.slo import parse_slo_flag
 from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
+from loadtest.transport.sources import check_addresses, parse_address
 
 __all__ = [
     "Note",
@@ -74,6 +75,9 @@ class RunOptions:
     """``--slo`` values (``ttft_ms.p95=500``), on top of the scenario's ``[slo]``."""
     record_chunks: bool = False
     keepalive: bool = True
+    source_addresses: tuple[str, ...] = ()
+    """``--source-address``: local addresses the connections leave from, in turn, over
+    the scenario's ``[load] source_addresses`` (empty: as the scenario says)."""
     uvloop: bool = False
     timeout: float | None = None
     """``--timeout``: the longest one request may take, send to end (``[timeouts] total_s``)."""
@@ -148,6 +152,19 @@ def _load(load: LoadSpec, o: RunOptions) -> LoadSpec:
         load = dataclasses.replace(load, requests=o.requests, duration_s=None)
     if o.warmup is not None:
         load = dataclasses.replace(load, warmup_s=o.warmup)
+    return _sources(load, o)
+
+
+def _sources(load: LoadSpec, o: RunOptions) -> LoadSpec:
+    # Bound once here, before any load: an address that is not this machine's fails
+    # with the flag or key named, not as thousands of failed connects.
+    if o.source_addresses:
+        where = "--source-address"
+        given = tuple(parse_address(a, where) for a in o.source_addresses)
+        check_addresses(given, where)
+        return dataclasses.replace(load, source_addresses=given)
+    if load.source_addresses:
+        check_addresses(load.source_addresses, "[load] source_addresses")
     return load
 
 

@@ -49,6 +49,7 @@ from loadtest.errors import EndpointError, UsageError
 from loadtest.measure.recorders import Metrics
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import LostWorker, WorkerLag
+from loadtest.transport.sources import split_addresses
 
 __all__ = [
     "WorkerPlan",
@@ -99,6 +100,9 @@ def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
                 changes["rate_ceiling"] = load.rate_ceiling / n
             if load.mode == "constant":
                 phase = int(i * 1e9 / load.rate)
+        if load.source_addresses:
+            # Each worker its own addresses: their ports are not shared between workers.
+            changes["source_addresses"] = split_addresses(load.source_addresses, i, n)
         if load.requests is not None:
             share_r = load.requests // n + (i < load.requests % n)
             if share_r < 1:

@@ -88,6 +88,15 @@ def add_run_flags(p: argparse.ArgumentParser, *, fail_on_slower: bool = False) -
         * fail_on_slower,
     )
     p.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
+    p.add_argument(
+        "--source-address",
+        action="append",
+        default=[],
+        metavar="ADDR[,ADDR...]",
+        help="local addresses the connections leave from, in turn (each worker its own), "
+        "e.g. 127.0.0.1,127.0.0.2: past ~28,000 connections one address runs out of "
+        "ports (default: the scenario's [load] source_addresses, else the kernel's choice)",
+    )
     p.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
     p.add_argument(
         "--record-outputs",
@@ -199,6 +208,7 @@ def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
         record_chunks=args.record_chunks,
         record_outputs=args.record_outputs,
         keepalive=not args.no_keepalive,
+        source_addresses=tuple(a for text in args.source_address for a in text.split(",")),
         uvloop=args.loop == "uvloop",
         workers=args.workers,
         ray=args.ray,

@@ -6,6 +6,7 @@ errors (a typo such as ``concurency`` must not silently fall back to a default).
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -61,9 +62,12 @@ class LoadSpec:
     ramp_up_s: float = 0.0
     """Closed loop: sessions start evenly spread over this many seconds, not all at once."""
     grace_s: float = 10.0
+    """On stop, how long in-flight requests may finish before they are cancelled."""
     keepalive: bool = True
     """False: a new connection per request (every request pays connection setup)."""
-    """On stop, how long in-flight requests may finish before they are cancelled."""
+    source_addresses: tuple[str, ...] = ()
+    """Local addresses the connections leave from, in turn (``--source-address``); each
+    worker takes its own. Empty: the kernel's choice, one address."""
     trace_offsets_ns: tuple[int, ...] = ()
     """Mode ``trace`` (set by a trace source, not in TOML): the recorded send times."""
 
@@ -265,11 +269,26 @@ def _load(t: Table) -> LoadSpec:
         ramp_up_s=_f(t.number("ramp_up_s", _LOAD.ramp_up_s)),
         grace_s=_f(t.number("grace_s", _LOAD.grace_s)),
         keepalive=t.get("keepalive", bool, _LOAD.keepalive, "true or false"),
+        source_addresses=_addresses(t),
     )
     if mode == "closed" and spec.concurrency < 1:
         raise t.fail("concurrency", "closed loop needs concurrency >= 1")
     t.finish()
     return spec
+
+
+def _addresses(t: Table) -> tuple[str, ...]:
+    # The syntax here; whether each is bindable on this machine is the run's check
+    # (loadtest.transport.sources), made before any load.
+    out = []
+    for text in t.strings("source_addresses"):
+        try:
+            out.append(str(ipaddress.ip_address(text.strip())))
+        except ValueError:
+            raise t.fail(
+                "source_addresses", f"expected IP addresses such as 127.0.0.2, got {text!r}"
+            ) from None
+    return tuple(out)
 
 
 _SECRET_KEYS = ("api_key", "key", "token", "password", "bearer")

@@ -331,6 +331,7 @@ class Runner:
             api_key=self.config.api_key,
             ssl=self.config.tls,
             keep_outputs=self.config.record_outputs,
+            source_addresses=load.source_addresses,
         )
 
     def _outcome(self, end: int) -> RunOutcome:

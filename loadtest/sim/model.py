@@ -258,6 +258,8 @@ class Truth:
     """Draft tokens proposed for it (llama.cpp's ``draft_n``)."""
     draft_accepted: int = 0
     """Of those, accepted (``draft_n_accepted``)."""
+    peer: str = ""
+    """The client address the request came from (a driver's ``--source-address``)."""
 
 
 def _rng_for(seed: int, body: bytes) -> random.Random:

@@ -11,6 +11,7 @@ from dataclasses import asdict, fields, replace
 
 from aiohttp import web
 
+from loadtest._compat.open_files import raise_open_files
 from loadtest._compat.quiet_gc import quiet_gc
 from loadtest.errors import EndpointError
 from loadtest.sim.draft import DRAFT_KEY, DraftServer, build_draft_app
@@ -192,6 +193,8 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
     ``config.load_s`` passes first, as a real server loads its weights before it
     listens: a restart's time to ready includes it.
     """
+    # Each stream held is a socket: the soft descriptor limit goes up to the hard one.
+    raise_open_files()
     if config.load_s > 0:
         await asyncio.sleep(config.load_s)
     app = build_for(config)

@@ -65,6 +65,9 @@ class SimServer:
         self.prefix = PrefixCache(config.prefix_cache, config.prefix_hit_factor)
         self.stats = VllmStats(MAX_MODEL_LEN)
         self._counter = 0
+        # Processes sharing a port (procs) count on their own: the pid keeps their ids,
+        # and so their /sim/truth entries, apart.
+        self._id_tag = f"{os.getpid()}-" if config.procs > 1 or config.reuse_port else ""
         self._slots = asyncio.Semaphore(config.max_running) if config.max_running > 0 else None
         self._warm = config.cold_start_ms <= 0
         self._warming: asyncio.Task[None] | None = None
@@ -90,7 +93,7 @@ class SimServer:
 
     def _next_id(self, prefix: str) -> str:
         self._counter += 1
-        return f"{prefix}-{self._counter}"
+        return f"{prefix}-{self._id_tag}{self._counter}"
 
     async def models(self, request: web.Request) -> web.Response:
         """``GET /v1/models``."""
@@ -108,8 +111,11 @@ class SimServer:
         return web.json_response(body)
 
     async def truth_handler(self, request: web.Request) -> web.Response:
-        """``GET /sim/truth``: the per-request ground truth kept so far."""
-        return web.Response(body=orjson.dumps(list(self.truth)), content_type="application/json")
+        """``GET /sim/truth``: the per-request ground truth kept so far (this process's:
+        ``X-Sim-Pid`` says which, where ``procs`` share the port)."""
+        body = orjson.dumps(list(self.truth))
+        headers = {"X-Sim-Pid": str(os.getpid())}
+        return web.Response(body=body, content_type="application/json", headers=headers)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/chat/completions``."""
@@ -175,6 +181,7 @@ class SimServer:
             received_ns=received,
             completion_tokens=plan.completion_tokens,
             category=infer_category(req),
+            peer=request.remote or "",
         )
         self.truth.append(truth)
         if plan.fail_status is not None:

@@ -15,12 +15,15 @@ every failure maps to an error class (``transport.outcome``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+import weakref
 
 import aiohttp
 
 from loadtest._compat.arrivals import arrival_stamps, stamping_connector
 from loadtest._compat.eager_send import eager_request_class
+from loadtest._compat.open_files import raise_open_files, short_of
 from loadtest._compat.selfcheck import fallbacks
 from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
@@ -35,6 +38,7 @@ from loadtest.transport.reading import read_bounded, read_stream
 __all__ = ["Client", "ClientConfig", "discover_model"]
 
 _perf = time.perf_counter_ns
+log = logging.getLogger(__name__)
 
 
 class Client:
@@ -42,8 +46,12 @@ class Client:
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
-        self._session: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None
+        self._sessions: list[aiohttp.ClientSession] = []
+        self._fresh: list[aiohttp.ClientSession] = []
+        self._turn = 0
+        self._pool_of: weakref.WeakKeyDictionary[asyncio.Task[object], int] = (
+            weakref.WeakKeyDictionary()
+        )
         self._flights: set[Flight] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._out = Outcomes(config.api_key, config.keep_outputs)
@@ -65,25 +73,39 @@ class Client:
         # Every private hook checks itself once per process; a failed one logs and
         # falls back (loadtest._compat.checks), and the run can record which.
         self.fallbacks = fallbacks()
-        # Arrival times are stamped where aiohttp receives bytes (loadtest._compat.arrivals).
-        connector = stamping_connector(
-            limit=cfg.concurrency, limit_per_host=0, force_close=not cfg.keepalive, ssl=cfg.ssl
-        )
+        # Each open stream is a socket: the soft descriptor limit (often 1,024) goes up
+        # to the hard one, and a pool that cannot fit under it says so before it fails.
+        raise_open_files()
+        short = short_of(cfg.concurrency) if cfg.concurrency else None
+        if short is not None:
+            log.warning("%s", short)
         # auto_decompress costs nothing on identity streams (it checks one header) and
         # keeps a server that gzips its stream anyway measurable.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=cfg.timeouts.connect_s)
         # The request is written in the call that sends it (loadtest._compat.eager_send).
         eager = eager_request_class()
-        self._session = aiohttp.ClientSession(
-            connector=connector, timeout=timeout, request_class=eager
-        )
-        # Resends after a stale keep-alive connection must not pick another pooled one
-        # (it may be stale too): they go through a pool that never keeps connections.
-        self._fresh = aiohttp.ClientSession(
-            connector=stamping_connector(limit=0, force_close=True, ssl=cfg.ssl),
-            timeout=timeout,
-            request_class=eager,
-        )
+        # One pool per source address (aiohttp binds a connector's connections to one
+        # local address), given out in turn (``_pool``), so the ports of each address
+        # carry 1/n of the connections (loadtest.transport.sources).
+        for local in cfg.source_addresses or (None,):
+            bind = None if local is None else (local, 0)
+            # Arrival times are stamped where aiohttp receives bytes (loadtest._compat.arrivals).
+            connector = stamping_connector(
+                limit=cfg.concurrency,
+                limit_per_host=0,
+                force_close=not cfg.keepalive,
+                ssl=cfg.ssl,
+                local_addr=bind,
+            )
+            self._sessions.append(
+                aiohttp.ClientSession(connector=connector, timeout=timeout, request_class=eager)
+            )
+            # Resends after a stale keep-alive connection must not pick another pooled one
+            # (it may be stale too): they go through a pool that never keeps connections.
+            fresh = stamping_connector(limit=0, force_close=True, ssl=cfg.ssl, local_addr=bind)
+            self._fresh.append(
+                aiohttp.ClientSession(connector=fresh, timeout=timeout, request_class=eager)
+            )
         self._watchdog = asyncio.create_task(self._sweep(), name="loadtest-timeouts")
         return self
 
@@ -91,10 +113,8 @@ class Client:
         if self._watchdog is not None:
             self._watchdog.cancel()
             await asyncio.gather(self._watchdog, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
-        if self._fresh is not None:
-            await self._fresh.close()
+        for session in (*self._sessions, *self._fresh):
+            await session.close()
 
     @property
     def in_flight(self) -> int:
@@ -159,7 +179,7 @@ class Client:
         cancel_after_tokens: int | None,
         cancel_after_ms: float | None,
     ) -> RequestRecord:
-        assert self._session is not None, "use Client as an async context manager"
+        assert self._sessions, "use Client as an async context manager"
         task = asyncio.current_task()
         assert task is not None
         sent = _perf()
@@ -233,6 +253,26 @@ class Client:
             if timer is not None:
                 timer.cancel()
 
+    def _pool(self) -> int:
+        """The source address (pool) of this request: the calling task's, given in turn.
+
+        A closed-loop session is one task: it keeps its address, so its next request
+        finds its own kept-alive connection in that pool, and the sessions are spread
+        evenly over the addresses. An open loop's requests are each their own task, so
+        they take the addresses in turn.
+        """
+        n = len(self._sessions)
+        if n == 1:
+            return 0
+        task = asyncio.current_task()
+        turn = self._pool_of.get(task) if task is not None else None
+        if turn is None:
+            turn = self._turn
+            self._turn = (turn + 1) % n
+            if task is not None:
+                self._pool_of[task] = turn
+        return turn
+
     async def _post(self, body: bytes) -> aiohttp.ClientResponse:
         """POST, retrying once on a fresh connection if a pooled one was stale.
 
@@ -241,17 +281,16 @@ class Client:
         before the server read it. Browsers and urllib3 retry that case once; so do we,
         and only when the failure came before any response byte.
         """
-        assert self._session is not None
+        turn = self._pool()
         try:
-            return await self._session.post(
+            return await self._sessions[turn].post(
                 self.config.url, data=body, headers=self._headers, allow_redirects=False
             )
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             if isinstance(exc, aiohttp.ClientConnectorError):
                 raise  # could not connect at all: not a stale connection
             self.stale_retries += 1
-            assert self._fresh is not None
-            return await self._fresh.post(
+            return await self._fresh[turn].post(
                 self.config.url, data=body, headers=self._headers, allow_redirects=False
             )
 

@@ -34,6 +34,9 @@ class ClientConfig:
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     keep_outputs: bool = False
     """Digest each answer (text and tool calls) into the record, for output equivalence."""
+    source_addresses: tuple[str, ...] = ()
+    """Local addresses connections leave from, one pool each, in turn (empty: the
+    kernel's choice); see ``transport.sources``."""
 
     @property
     def url(self) -> str:
