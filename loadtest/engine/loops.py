@@ -15,6 +15,7 @@ every unit is accounted for.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Iterable
 from typing import Any, Protocol
 
@@ -183,7 +184,11 @@ async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None
         # Started at once, up to its first wait (the request stamped and, with a free
         # connection, written): as a plain task it would wait for the next loop turn,
         # behind every stream's queued read, and that wait is dispatch lag.
-        task = asyncio.create_task(start_eagerly(_arrival(host, index, intended, cap)))
+        # In a context of its own, as a task's: what the unit keeps in context
+        # variables is its own, not the pacer's.
+        ctx = contextvars.copy_context()
+        unit = ctx.run(start_eagerly, _arrival(host, index, intended, cap))
+        task = asyncio.create_task(unit, context=ctx)
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 

@@ -15,9 +15,9 @@ every failure maps to an error class (``transport.outcome``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
-import weakref
 
 import aiohttp
 
@@ -49,8 +49,10 @@ class Client:
         self._sessions: list[aiohttp.ClientSession] = []
         self._fresh: list[aiohttp.ClientSession] = []
         self._turn = 0
-        self._pool_of: weakref.WeakKeyDictionary[asyncio.Task[object], int] = (
-            weakref.WeakKeyDictionary()
+        # Per context, not per task: an open-loop arrival starts in the pacer's task
+        # (run eagerly, in a context of its own: loadtest.engine.loops).
+        self._pool_of: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+            f"loadtest-pool-{id(self)}", default=None
         )
         self._flights: set[Flight] = set()
         self._watchdog: asyncio.Task[None] | None = None
@@ -254,23 +256,22 @@ class Client:
                 timer.cancel()
 
     def _pool(self) -> int:
-        """The source address (pool) of this request: the calling task's, given in turn.
+        """The source address (pool) of this request: the calling context's (a task's),
+        given in turn.
 
         A closed-loop session is one task: it keeps its address, so its next request
         finds its own kept-alive connection in that pool, and the sessions are spread
-        evenly over the addresses. An open loop's requests are each their own task, so
-        they take the addresses in turn.
+        evenly over the addresses. An open loop's requests each run in a context of
+        their own, so they take the addresses in turn.
         """
         n = len(self._sessions)
         if n == 1:
             return 0
-        task = asyncio.current_task()
-        turn = self._pool_of.get(task) if task is not None else None
+        turn = self._pool_of.get()
         if turn is None:
             turn = self._turn
             self._turn = (turn + 1) % n
-            if task is not None:
-                self._pool_of[task] = turn
+            self._pool_of.set(turn)
         return turn
 
     async def _post(self, body: bytes) -> aiohttp.ClientResponse:
