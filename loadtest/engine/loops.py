@@ -15,11 +15,9 @@ every unit is accounted for.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Awaitable, Iterable
 from typing import Any, Protocol
 
-from loadtest._compat.eager_send import start_eagerly
 from loadtest.config.scenario import LoadSpec
 from loadtest.engine.schedule import ArrivalPlan, Clock, arrival_offsets_ns, pace
 
@@ -181,14 +179,10 @@ async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None
             if cap is not None:
                 cap.release()
             return
-        # Started at once, up to its first wait (the request stamped and, with a free
-        # connection, written): as a plain task it would wait for the next loop turn,
-        # behind every stream's queued read, and that wait is dispatch lag.
-        # In a context of its own, as a task's: what the unit keeps in context
-        # variables is its own, not the pacer's.
-        ctx = contextvars.copy_context()
-        unit = ctx.run(start_eagerly, _arrival(host, index, intended, cap))
-        task = asyncio.create_task(unit, context=ctx)
+        # A plain task, not started eagerly from here: the request's flight (its
+        # timeouts, its cancellation) belongs to the task running it, and an eager first
+        # step would run in the pacer's task.
+        task = asyncio.create_task(_arrival(host, index, intended, cap))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
