@@ -181,10 +181,10 @@ def _default_bufsize(sim: SimProcess, tokens: int) -> str:
     return f"ok ({n} lines)"
 
 
-def bench(seconds: float, concurrency: int) -> dict[str, Any]:
+def bench(seconds: float, concurrency: int, cases: tuple[Case, ...] = CASES) -> dict[str, Any]:
     """Every case once: loadtest, then the plain reader, each against a fresh simulator."""
     out: dict[str, Any] = {}
-    for case in CASES:
+    for case in cases:
         cfg = replace(_FAST, piece_bytes=case.piece_bytes)
         with SimProcess(cfg) as sim:
             load0 = os.getloadavg()[0]
@@ -197,7 +197,7 @@ def bench(seconds: float, concurrency: int) -> dict[str, Any]:
                 row["plain_aiohttp_default_bufsize"] = _default_bufsize(sim, case.tokens)
             row["loadavg_1m"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
         out[case.name] = row
-    for case in CASES:
+    for case in cases:
         row, base = out[case.name], out[case.baseline]
         for who in ("loadtest", "loadtest_digests", "plain_aiohttp"):
             ratio = row[who]["chunks_per_cpu_s"] / base[who]["chunks_per_cpu_s"]
@@ -215,14 +215,22 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument(
+        "--cases",
+        default=",".join(c.name for c in CASES),
+        help="which cases (each with its baseline)",
+    )
     args = ap.parse_args()
+    names = set(args.cases.split(","))
+    names |= {c.baseline for c in CASES if c.name in names}
+    cases = tuple(c for c in CASES if c.name in names)
     rounds = []
     for i in range(args.rounds):
-        result = bench(args.seconds, args.concurrency)
+        result = bench(args.seconds, args.concurrency, cases)
         rounds.append(result)
         print(json.dumps({"round": i + 1, **result}, indent=2), flush=True)
     summary: dict[str, Any] = {}
-    for case in CASES:
+    for case in cases:
         rows = [r[case.name] for r in rounds]
         summary[case.name] = {
             f"{who}_{what}": [row[who][key] for row in rows]
