@@ -138,6 +138,10 @@ def _loadtest(
         or (digests and r.output_sha256 != expected.get(r.prompt_id))
         for r in ok
     )
+    # Chunks that arrived in one read share its stamp: how many a read carried, which
+    # moves the cost per chunk (a busy driver finds more waiting, and pays less each).
+    stamps = [r.token_chunk_ns for r in ok]
+    per_read = sum(map(len, stamps)) / max(1, sum(len(set(t)) for t in stamps))
     return {
         "records": len(records),
         "server_saw": saw,
@@ -149,6 +153,7 @@ def _loadtest(
         "chunks_per_wall_s": round(chunks / wall),
         "driver_cpu_share": round(cpu / wall, 3),
         "sim_cpu_share": round(sim_cpu / wall, 3),
+        "token_chunks_per_read": round(per_read, 2),
         "answer_mib_per_cpu_s": round(
             len(ok) * case.tokens * max(case.piece_bytes, 5) / cpu / 2**20, 1
         ),
@@ -181,11 +186,13 @@ def _default_bufsize(sim: SimProcess, tokens: int) -> str:
     return f"ok ({n} lines)"
 
 
-def bench(seconds: float, concurrency: int, cases: tuple[Case, ...] = CASES) -> dict[str, Any]:
+def bench(
+    seconds: float, concurrency: int, cases: tuple[Case, ...] = CASES, itl_ms: float = 0.0
+) -> dict[str, Any]:
     """Every case once: loadtest, then the plain reader, each against a fresh simulator."""
     out: dict[str, Any] = {}
     for case in cases:
-        cfg = replace(_FAST, piece_bytes=case.piece_bytes)
+        cfg = replace(_FAST, piece_bytes=case.piece_bytes, itl_ms=itl_ms)
         with SimProcess(cfg) as sim:
             load0 = os.getloadavg()[0]
             row: dict[str, Any] = {
@@ -214,6 +221,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="per case and client")
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument(
+        "--itl-ms",
+        type=float,
+        default=0.0,
+        help="the simulator's token gap (0: as fast as it writes, so a busy driver finds "
+        "several chunks a read; a gap keeps one chunk a read in every case)",
+    )
     ap.add_argument("--json", help="also write the figures here")
     ap.add_argument(
         "--cases",
@@ -226,7 +240,7 @@ def main() -> None:
     cases = tuple(c for c in CASES if c.name in names)
     rounds = []
     for i in range(args.rounds):
-        result = bench(args.seconds, args.concurrency, cases)
+        result = bench(args.seconds, args.concurrency, cases, args.itl_ms)
         rounds.append(result)
         print(json.dumps({"round": i + 1, **result}, indent=2), flush=True)
     summary: dict[str, Any] = {}
