@@ -2,6 +2,7 @@
 
     flock /tmp/bench.lock python -m benchmarks.bench_long            # ~1 minute
     flock /tmp/bench.lock python -m benchmarks.bench_long --seconds 3 --rounds 3
+    flock /tmp/bench.lock python -m benchmarks.bench_long --cases prompt32k --alternate 6
 
 A figure to read, not a test: nothing here asserts a speed. Against the simulator in its
 own process (flat load model, no delays), each case runs loadtest's whole record path
@@ -35,6 +36,7 @@ import asyncio
 import hashlib
 import json
 import os
+import statistics
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -215,6 +217,33 @@ def bench(
     return out
 
 
+def alternate(
+    case: Case, pairs: int, seconds: float, concurrency: int, itl_ms: float = 0.0
+) -> dict[str, Any]:
+    """``case`` and its baseline, loadtest's default path, in ``pairs`` back-to-back
+    pairs against one simulator (the order flips each pair), so that the machine's
+    drift between cases is mostly shared; the ratio of each pair, and their median."""
+    base = next(c for c in CASES if c.name == case.baseline)
+    if base.piece_bytes != case.piece_bytes:
+        raise SystemExit(f"{case.name} and {base.name} need different simulators")
+    ratios, rows = [], []
+    with SimProcess(replace(_FAST, piece_bytes=case.piece_bytes, itl_ms=itl_ms)) as sim:
+        for i in range(pairs):
+            order = (base, case) if i % 2 == 0 else (case, base)
+            got = {c.name: _loadtest(c, sim, seconds, concurrency, digests=False) for c in order}
+            ratios.append(
+                round(got[case.name]["chunks_per_cpu_s"] / got[base.name]["chunks_per_cpu_s"], 3)
+            )
+            rows.append(got | {"loadavg_1m": round(os.getloadavg()[0], 2)})
+    return {
+        "case": case.name,
+        "baseline": base.name,
+        "ratios": ratios,
+        "median_ratio": statistics.median(ratios),
+        "pairs": rows,
+    }
+
+
 def main() -> None:
     """Run the cases ``--rounds`` times and print the figures as JSON."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -234,10 +263,23 @@ def main() -> None:
         default=",".join(c.name for c in CASES),
         help="which cases (each with its baseline)",
     )
+    ap.add_argument(
+        "--alternate",
+        type=int,
+        default=0,
+        metavar="PAIRS",
+        help="instead: each named case beside its baseline in PAIRS alternating pairs",
+    )
     args = ap.parse_args()
     names = set(args.cases.split(","))
     names |= {c.baseline for c in CASES if c.name in names}
     cases = tuple(c for c in CASES if c.name in names)
+    if args.alternate:
+        for case in cases:
+            if case.name != case.baseline:
+                got = alternate(case, args.alternate, args.seconds, args.concurrency, args.itl_ms)
+                print(json.dumps(got, indent=2), flush=True)
+        return
     rounds = []
     for i in range(args.rounds):
         result = bench(args.seconds, args.concurrency, cases, args.itl_ms)
