@@ -136,18 +136,21 @@ async def _plain_reader(
     return lines
 
 
+FAST_SIM = SimConfig(
+    step_token_share=0.0,
+    ttft_ms=0.0,
+    itl_ms=0.0,
+    ttft_sigma=0,
+    itl_sigma=0,
+    ttft_per_1k_tokens_ms=0,
+    min_output_fraction=1.0,
+    max_batch=256,
+)
+"""No delays at all: the simulator writes as fast as the socket takes it, in batches."""
+
+
 def bench_ingest(seconds: float, concurrency: int) -> dict[str, Any]:
-    # No delays at all: the simulator writes as fast as the socket takes it, in batches.
-    sim_cfg = SimConfig(
-        step_token_share=0.0,
-        ttft_ms=0.0,
-        itl_ms=0.0,
-        ttft_sigma=0,
-        itl_sigma=0,
-        ttft_per_1k_tokens_ms=0,
-        min_output_fraction=1.0,
-        max_batch=256,
-    )
+    sim_cfg = FAST_SIM
     max_tokens = 2000
     out: dict[str, Any] = {"concurrency": concurrency, "tokens_per_response": max_tokens}
     with SimProcess(sim_cfg) as sim:

@@ -44,7 +44,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from benchmarks.bench_client import _cpu, _plain_reader, _run, _scenario, _sim_cpu
+from benchmarks.bench_client import FAST_SIM, _cpu, _plain_reader, _run, _scenario, _sim_cpu
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import build_pool
 from loadtest.engine.request_unit import prompt_body
@@ -55,17 +55,7 @@ from loadtest.transport.outcome import describe
 
 LINE_BYTES = 256 << 10
 PROMPT_CHARS = 32768 * 4  # the simulator counts four characters a token
-_FAST = SimConfig(
-    step_token_share=0.0,
-    ttft_ms=0.0,
-    itl_ms=0.0,
-    ttft_sigma=0,
-    itl_sigma=0,
-    ttft_per_1k_tokens_ms=0,
-    min_output_fraction=1.0,
-    max_batch=256,
-    prefill_chunk_tokens=0,
-)
+_FAST = replace(FAST_SIM, prefill_chunk_tokens=0)
 
 
 @dataclass(frozen=True, slots=True)
