@@ -45,12 +45,15 @@ from loadtest.model.record import RequestRecord
 from loadtest.sim import SimConfig, SimProcess
 
 
-def _scenario(load: dict[str, Any], max_tokens: int) -> Scenario:
+def _scenario(load: dict[str, Any], max_tokens: int, prompts: list[str] | None = None) -> Scenario:
+    """A bench scenario: inline prompts (500 short ones unless given), no timeouts in
+    the way, ``load`` as the ``[load]`` table."""
+    texts = prompts if prompts is not None else [f"bench prompt {i}" for i in range(500)]
     return parse_scenario(
         {
             "name": "bench",
             "max_tokens": max_tokens,
-            "sources": [{"kind": "inline", "prompts": [f"bench prompt {i}" for i in range(500)]}],
+            "sources": [{"kind": "inline", "prompts": texts}],
             "load": {"grace_s": 30, **load},
             "timeouts": {"first_byte_s": 60, "between_chunks_s": 60},
         },
@@ -63,31 +66,59 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def _run(sc: Scenario, url: str, sink: list[RequestRecord] | None = None) -> RunOutcome:
+async def _run(
+    sc: Scenario,
+    url: str,
+    sink: list[RequestRecord] | None = None,
+    record_outputs: bool = False,
+    resent: list[int] | None = None,
+) -> RunOutcome:
+    """One whole run of ``sc`` against ``url``, its records to ``sink`` (with
+    ``record_outputs``, each carries the digest of its answer); the requests the client
+    resent on a fresh connection are appended to ``resent``."""
     pool, _ = build_pool(sc)
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = RunConfig(scenario=sc, endpoint=url, model="sim-llm", run_dir=Path(tmp))
+        cfg = RunConfig(
+            scenario=sc,
+            endpoint=url,
+            model="sim-llm",
+            run_dir=Path(tmp),
+            record_outputs=record_outputs,
+        )
         runner = Runner(
             cfg, pool, on_record=sink.append if sink is not None else None, hooks=[QuietGc()]
         )
-        return await runner.run()
+        out = await runner.run()
+        if resent is not None:
+            resent.append(runner.stale_retries)
+        return out
 
 
 # -- 1. ingest -----------------------------------------------------------------------------
-async def _plain_reader(url: str, concurrency: int, seconds: float, max_tokens: int) -> int:
-    """The yardstick: aiohttp, one session, read lines, count the data lines."""
+async def _plain_reader(
+    url: str,
+    concurrency: int,
+    seconds: float,
+    max_tokens: int,
+    content: str = "x",
+    read_bufsize: int = 2**16,
+) -> int:
+    """The yardstick: aiohttp, one session, read lines, count the data lines.
+
+    aiohttp's line reader refuses a line over twice ``read_bufsize`` ("Chunk too big"):
+    long lines need a larger one."""
     body = orjson.dumps(
         {
             "model": "sim-llm",
             "stream": True,
             "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": "x"}],
+            "messages": [{"role": "user", "content": content}],
         }
     )
     end = time.perf_counter() + seconds
     lines = 0
     conn = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(connector=conn) as s:
+    async with aiohttp.ClientSession(connector=conn, read_bufsize=read_bufsize) as s:
 
         async def worker() -> None:
             nonlocal lines
@@ -105,18 +136,21 @@ async def _plain_reader(url: str, concurrency: int, seconds: float, max_tokens: 
     return lines
 
 
+FAST_SIM = SimConfig(
+    step_token_share=0.0,
+    ttft_ms=0.0,
+    itl_ms=0.0,
+    ttft_sigma=0,
+    itl_sigma=0,
+    ttft_per_1k_tokens_ms=0,
+    min_output_fraction=1.0,
+    max_batch=256,
+)
+"""No delays at all: the simulator writes as fast as the socket takes it, in batches."""
+
+
 def bench_ingest(seconds: float, concurrency: int) -> dict[str, Any]:
-    # No delays at all: the simulator writes as fast as the socket takes it, in batches.
-    sim_cfg = SimConfig(
-        step_token_share=0.0,
-        ttft_ms=0.0,
-        itl_ms=0.0,
-        ttft_sigma=0,
-        itl_sigma=0,
-        ttft_per_1k_tokens_ms=0,
-        min_output_fraction=1.0,
-        max_batch=256,
-    )
+    sim_cfg = FAST_SIM
     max_tokens = 2000
     out: dict[str, Any] = {"concurrency": concurrency, "tokens_per_response": max_tokens}
     with SimProcess(sim_cfg) as sim:

@@ -49,7 +49,7 @@ def fuzz_stream(data: bytes) -> None:
     except (ProtocolError, ServerError):
         return
     # Memory stays bounded by the limit, whatever came in.
-    assert len(parser._buf) <= SMALL_LIMIT
+    assert parser.held_bytes <= SMALL_LIMIT
     assert reader.chunks <= n
     reader.output_tokens()
     _ = reader.tool_calls

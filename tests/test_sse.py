@@ -219,3 +219,45 @@ def test_feed_json_joins_a_read_of_data_events_and_leaves_the_end_mark_to_feed()
     # The held event is finished first, then the read's own events are joined.
     got = p.feed_json(b':1}\n\ndata: {"e":5}\n\ndata: {"f":6}\n\n')
     assert got == ([Event(b'{"d":1}')], b'{"e":5}\n{"f":6}', 2, [])
+
+
+@st.composite
+def long_lines_and_splits(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    # Lines on both sides of the parser's long-line threshold (1024), mixed with short
+    # ones, so that both ways of cutting lines (find and split) meet any read boundary.
+    sizes = draw(st.lists(st.sampled_from([0, 5, 1023, 1024, 1025, 3000]), max_size=8))
+    lines = [b"data: " + bytes([97 + i % 26]) * n for i, n in enumerate(sizes)]
+    ending = draw(st.sampled_from([b"\n", b"\r\n", b"\r"]))
+    data = b"".join(line + ending + (ending if i % 2 else b"") for i, line in enumerate(lines))
+    data += ending + ending
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=12)))
+    return data, cuts
+
+
+@given(long_lines_and_splits())
+def test_long_lines_split_anywhere_yield_the_same_events(case: tuple[bytes, list[int]]) -> None:
+    data, cuts = case
+    pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+    whole = parse_all([data])
+    assert parse_all(pieces) == whole
+    # The events are the lines' own bytes: as split by hand, with any line ending.
+    norm = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    expected = [
+        Event(b"\n".join(x[6:] for x in block.split(b"\n")))
+        for block in norm.split(b"\n\n")
+        if block.strip(b"\n")
+    ]
+    assert whole == expected
+
+
+def test_a_256_kb_line_in_small_reads_passes_and_only_its_tail_is_held() -> None:
+    line = b'data: {"x":"' + b"y" * (256 << 10) + b'"}'
+    p = SSEParser()
+    events: list[Event] = []
+    for i in range(0, len(line), 4096):
+        events += p.feed(line[i : i + 4096])
+        assert p.held_bytes == min(i + 4096, len(line))
+    events += p.feed(b"\n\n")
+    assert events == [Event(line[6:])]
+    assert p.held_bytes == 0
+    assert not p.pending

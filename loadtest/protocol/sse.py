@@ -23,8 +23,9 @@ DEFAULT_MAX_EVENT_BYTES = 1 << 20
 """1 MiB: far above any real chunk (a few hundred bytes), far below trouble."""
 
 _COLON = 58  # ord(":")
-_new = tuple.__new__
 _DONE_EVENT = b"data: [DONE]\n\n"
+_LONG = 1024
+"""A line this long is cut out with ``find`` rather than ``split`` (see ``feed``)."""
 
 
 class Event(NamedTuple):
@@ -46,11 +47,12 @@ class SSEParser:
     """Incremental event-stream parser; feed it bytes as they arrive."""
 
     __slots__ = (
-        "_buf",
         "_data",
         "_data_bytes",
         "_event",
+        "_held",
         "_last_id",
+        "_parts",
         "_pending_cr",
         "comments",
         "lines",
@@ -61,7 +63,10 @@ class SSEParser:
     def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self.max_event_bytes = max_event_bytes
         """The longest line or event accepted; longer raises ``ProtocolError``."""
-        self._buf = b""
+        # The unfinished line, as the reads that brought it: joined once, when its end
+        # comes (joining on every read would copy a long line once per read).
+        self._parts: list[bytes | memoryview] = []
+        self._held = 0
         self._data: list[bytes] = []
         self._data_bytes = 0
         self._event = ""
@@ -84,50 +89,56 @@ class SSEParser:
             self._pending_cr = False
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
-        buf = self._buf + chunk if self._buf else chunk
-        if b"\r" in buf:
+        if b"\r" in chunk:
             # A trailing CR may be the first half of CRLF: end the line now and drop a
-            # leading LF from the next read.
-            self._pending_cr = buf.endswith(b"\r")
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        # The fast path, for what LLM servers send: whole events of one ``data:`` line,
-        # split at the blank lines that end them. Anything else in a block (another
-        # field, a comment, several data lines, a stray blank line) goes line by line.
-        blocks = buf.split(b"\n\n")
-        rest = blocks.pop()
-        events: list[Event] = []
-        n = len(blocks)
-        if n and not self._data and not self._event:
-            end = len(buf) - len(rest)
-            if (
-                buf.startswith(b"data: ")
-                and buf.count(b"\n", 0, end) == 2 * n
-                and buf.count(b"\n\ndata: ", 0, end) == n - 1
-            ):
-                # Every block is one ``data:`` line (counted in C, not looked at here).
-                if end > self.max_event_bytes and max(map(len, blocks)) - 5 > self.max_event_bytes:
-                    self._buf = b""  # as _field counts it: the value and its newline
-                    raise ProtocolError(f"an event's data exceeds {self.max_event_bytes} bytes")
-                last_id = self._last_id
-                # tuple.__new__, not Event(...): the named tuple's own __new__ is a
-                # Python function, and this line runs once per token chunk.
-                events = [_new(Event, (b[6:], "message", last_id)) for b in blocks]
-                self.lines += 2 * n
+            # leading LF from the next read. (The held line has no CR left in it.)
+            self._pending_cr = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # find and rfind scan with memchr; split walks byte by byte, which for a 256 KB
+        # line cost as much as parsing its JSON: it only gets reads of short lines.
+        first = chunk.find(b"\n")
+        if first < 0:
+            self._hold(chunk)
+            return []
+        tail: bytes | memoryview
+        if first < _LONG and not self._parts:
+            lines = chunk.split(b"\n")
+            tail = lines.pop()
+        else:
+            # Views, not copies: a long line's pieces are copied once, by the join.
+            view = memoryview(chunk)
+            end = chunk.rfind(b"\n")
+            tail = view[end + 1 :]
+            if self._parts:
+                self._parts.append(view[:first])
+                lines = [b"".join(self._parts)]
+                self._parts = []
+                self._held = 0
+                if first < end:
+                    lines += _lines(chunk, first + 1, end)
             else:
-                for block in blocks:
-                    self._lines([*block.split(b"\n"), b""], events)
-        elif blocks:
-            self._lines([*b"\n\n".join(blocks).split(b"\n"), b""], events)
-        # What follows the last blank line: whole lines now, the unfinished one kept.
-        tail = rest.split(b"\n")
-        self._buf = tail.pop()
-        if len(self._buf) > self.max_event_bytes:
-            self._buf = b""
-            raise ProtocolError(
-                f"an event-stream line exceeds {self.max_event_bytes} bytes without ending"
-            )
+                lines = _lines(chunk, 0, end)
         if tail:
-            self._lines(tail, events)
+            self._hold(tail)
+        events: list[Event] = []
+        self.lines += len(lines)
+        for line in lines:
+            if not line:
+                if self._data:
+                    events.append(
+                        Event(
+                            b"\n".join(self._data) if len(self._data) > 1 else self._data[0],
+                            self._event or "message",
+                            self._last_id,
+                        )
+                    )
+                    self._data = []
+                    self._data_bytes = 0
+                self._event = ""
+            elif line[0] == _COLON:
+                self.comments += 1
+            else:
+                self._field(line)
         return events
 
     def feed_json(self, chunk: bytes) -> tuple[list[Event], bytes, int, list[Event]]:
@@ -170,31 +181,23 @@ class SSEParser:
         body = chunk[6 : stop - 2].replace(b"\n\ndata: ", b"\n")
         return before, body, n, self.feed(chunk[stop:]) if stop < len(chunk) else []
 
-    def _lines(self, lines: list[bytes], events: list[Event]) -> None:
-        """The line-by-line rules, for whole lines; dispatched events go to ``events``."""
-        self.lines += len(lines)
-        for line in lines:
-            if not line:
-                if self._data:
-                    events.append(
-                        Event(
-                            b"\n".join(self._data) if len(self._data) > 1 else self._data[0],
-                            self._event or "message",
-                            self._last_id,
-                        )
-                    )
-                    self._data = []
-                    self._data_bytes = 0
-                self._event = ""
-            elif line[0] == _COLON:
-                self.comments += 1
-            else:
-                self._field(line)
+    def _hold(self, part: bytes | memoryview) -> None:
+        self._held += len(part)
+        if self._held > self.max_event_bytes:
+            self._parts = []
+            self._held = 0
+            raise ProtocolError(
+                f"an event-stream line exceeds {self.max_event_bytes} bytes without ending"
+            )
+        self._parts.append(part)
 
     def _field(self, line: bytes) -> None:
-        name, colon, value = line.partition(b":")
-        if colon and value[:1] == b" ":
-            value = value[1:]
+        if line.startswith(b"data: "):
+            name, value = b"data", line[6:]  # the usual line: one copy of the value
+        else:
+            name, colon, value = line.partition(b":")
+            if colon and value[:1] == b" ":
+                value = value[1:]
         if name == b"data":
             self._data_bytes += len(value) + 1
             if self._data_bytes > self.max_event_bytes:
@@ -211,6 +214,29 @@ class SSEParser:
         # Unknown fields are ignored, as the standard says.
 
     @property
+    def held_bytes(self) -> int:
+        """Bytes of the unfinished line held (never more than ``max_event_bytes``)."""
+        return self._held
+
+    @property
     def pending(self) -> bool:
         """True when bytes of an unfinished event are buffered (a truncated stream)."""
-        return bool(self._buf) or bool(self._data)
+        return bool(self._parts) or bool(self._data)
+
+
+def _lines(chunk: bytes, start: int, end: int) -> list[bytes]:
+    """The lines of ``chunk[start:end + 1]`` (which ends with a line end), without it.
+
+    Long lines are cut out by ``find`` (memchr); a run of short ones goes to ``split``
+    as soon as one turns up, since a Python loop per line would cost more there.
+    """
+    out = []
+    pos = start
+    while pos <= end:
+        nl = chunk.find(b"\n", pos)
+        if nl - pos < _LONG:
+            out += chunk[pos:end].split(b"\n")
+            break
+        out.append(chunk[pos:nl])
+        pos = nl + 1
+    return out

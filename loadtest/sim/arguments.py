@@ -13,7 +13,7 @@ from typing import Any
 from loadtest.model.json import JsonObject
 from loadtest.protocol.schema import fitting_enum
 
-__all__ = ["WORDS", "fake_arguments"]
+__all__ = ["WORDS", "fake_arguments", "padded"]
 
 WORDS = (
     "the",
@@ -108,3 +108,11 @@ def fake_arguments(schema: JsonObject, rng: random.Random, depth: int = 0) -> An
     if kind == "null":
         return None
     return WORDS[rng.randrange(len(WORDS))]
+
+
+def padded(word: str, size: int) -> str:
+    """``word`` repeated to exactly ``size`` characters (``word`` itself for 0): a piece
+    whose length, and so the bytes a client must receive, is known in advance."""
+    if size <= 0 or not word:
+        return word
+    return (word * (size // len(word) + 1))[:size]

@@ -19,7 +19,7 @@ import orjson
 from loadtest.errors import UsageError
 from loadtest.model.json import JsonObject
 from loadtest.sim.arguments import WORDS as _WORDS
-from loadtest.sim.arguments import fake_arguments
+from loadtest.sim.arguments import fake_arguments, padded
 
 __all__ = ["ResponsePlan", "SimConfig", "Truth", "fake_arguments", "plan_response"]
 
@@ -70,6 +70,11 @@ class SimConfig:
     """The model id the simulator serves and lists at ``/v1/models``."""
     max_batch: int = 64
     """Most chunks written in one write when tokens are due together."""
+    piece_bytes: int = 0
+    """Pad every text piece to this many characters (its word repeated), so each SSE line
+    is that long plus ~150 bytes of framing: the long lines of an engine that echoes
+    token ids, or of a big tool call in one chunk. Tool-call arguments then come in pieces
+    of this many characters, not 4 (0: one word a piece)."""
     max_running: int = 0
     """Requests served at once; more wait in a queue (0 = no limit)."""
     procs: int = 1
@@ -193,6 +198,7 @@ class SimConfig:
             "draft_timeout_ms",
             "load_s",
             "cold_start_ms",
+            "piece_bytes",
         ):
             if getattr(self, name) < 0:
                 raise UsageError(f"sim {name} must not be negative")
@@ -305,10 +311,12 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         arguments = orjson.dumps(args).decode()
         if rng.random() < cfg.invalid_tool_rate:
             arguments = arguments[: max(1, len(arguments) // 2)]  # cut: not JSON any more
-        pieces = tuple(arguments[i : i + 4] for i in range(0, len(arguments), 4)) or ("{}",)
+        step = cfg.piece_bytes or 4
+        pieces = tuple(arguments[i : i + step] for i in range(0, len(arguments), step)) or ("{}",)
     else:
         pieces = tuple(
-            ("" if i == 0 else " ") + _WORDS[rng.randrange(len(_WORDS))] for i in range(n)
+            padded(("" if i == 0 else " ") + _WORDS[rng.randrange(len(_WORDS))], cfg.piece_bytes)
+            for i in range(n)
         )
     # Its own draw, so every other draw of the plan stays as it was.
     diverge = cfg.diverge_rate > 0 and _rng_for(cfg.seed + 1, key_body).random() < cfg.diverge_rate

@@ -25,6 +25,8 @@ __all__ = [
 CATEGORIES = ("tool_calls", "code", "multilingual", "chat")
 
 _CODE_MARKERS = ("```", "def ", "class ", "function ", "#include", "import ", "return ")
+_CODE_SCAN = 16384
+"""Characters of the prompt searched for code markers."""
 
 
 def infer_category(request: JsonObject) -> str:
@@ -37,7 +39,10 @@ def infer_category(request: JsonObject) -> str:
     if request.get("tools"):
         return "tool_calls"
     text = _text(request)
-    if any(m in text for m in _CODE_MARKERS):
+    # The head of the prompt is enough to guess from, as for the script below: scanning
+    # all of a 32k-token prompt for each marker cost the simulator 0.8 ms a request.
+    head = text[:_CODE_SCAN]
+    if any(m in head for m in _CODE_MARKERS):
         return "code"
     if text:
         non_ascii = sum(1 for c in text[:2000] if ord(c) > 127)
