@@ -1,0 +1,444 @@
+"""Client overhead on a real engine: loadtest beside bare probes, against llama.cpp, in one run.
+
+    flock /tmp/bench.lock python -m benchmarks.bench_llama_overhead        # 3 x 12 prompts
+    python -m benchmarks.bench_llama_overhead --rounds 1 --prompts 8 --cache warm
+
+One llama.cpp server (Gemma 3 270M, one slot, 2 threads, started as ``serve-llama``
+starts it) answers four clients, the HumanEval prompts of ``scenarios/code.toml``, at
+concurrency 1, one request at a time:
+
+    a  loadtest: its request builder (``prompt_body``) and its transport (``Client``),
+       one session kept for the whole run, as a run keeps it
+    b  a raw-socket probe, minimal body (model, messages, stream, max_tokens), fresh connection
+    c  the probe with loadtest's exact body, fresh connection
+    d  the probe with loadtest's exact body on one kept-alive connection
+
+b against c is the body; c against d is keep-alive; d against a is the client. Every
+client's TTFT runs from the start of its send (the connect, for a fresh connection) to
+the kernel's receive stamp of the first chunk that carries content; the figure is TTFT
+minus the server's own ``timings.prompt_ms`` (prefill), so prefill's noise cancels, and
+``prompt_ms`` itself is printed too (a server doing more work for one body shows there).
+``head`` is the response headers' arrival: llama.cpp sends them as it launches the task,
+before prefill, so it splits the overhead into before and after the server took it.
+
+llama.cpp's prompt cache decides prefill: the slot keeps the last prompt (a repeat costs
+one token) and, by default, a RAM cache keeps earlier ones. ``--cache cold`` (default)
+starts the server with the RAM cache off and never sends one prompt twice in a row (pass
+j gives prompt p to client (p + j) mod 4, so each client sends each prompt once per
+round), so that every request prefills its whole prompt: ``cache_n`` is printed to show
+it. ``--cache warm`` keeps the RAM cache and sends every prompt once first, untimed: each
+timed request then finds its prompt cached. Either way every client meets the same state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+import psutil
+
+from loadtest._compat import kernel_stamps
+from loadtest.app.llama import MODEL_ALIAS, LlamaOptions, _params, ensure_model
+from loadtest.config.scenario import Scenario, TimeoutSpec, load_scenario
+from loadtest.datasets import build_pool
+from loadtest.engine.request_unit import prompt_body
+from loadtest.model.prompt import Prompt
+from loadtest.transport.client import Client, ClientConfig
+
+CLIENTS = ("a", "b", "c", "d")
+LABELS = {
+    "a": "loadtest (Client, its body, pooled)",
+    "b": "probe, minimal body, fresh conn",
+    "c": "probe, loadtest body, fresh conn",
+    "d": "probe, loadtest body, kept alive",
+}
+_CONTENT = re.compile(rb'"content":"(?!")')
+_perf = time.perf_counter_ns
+SPACER = Prompt(
+    id="spacer",
+    source="bench",
+    category="spacer",
+    messages=({"role": "user", "content": "Say hello."},),
+)
+"""A short request sent before each timed one, by the same client (see ``_timed``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One timed request."""
+
+    client: str
+    prompt: int
+    ttft_ms: float
+    head_ms: float
+    prompt_ms: float
+    prompt_n: int
+    cache_n: int
+    reused: bool
+    """Whether the request went on a connection that had served one before."""
+    write_ms: float
+    """Send start to the request handed to the kernel (a connect included)."""
+
+    @property
+    def overhead_ms(self) -> float:
+        return self.ttft_ms - self.prompt_ms
+
+
+# -- the server ------------------------------------------------------------------------------
+def _serve(port: int, cache_ram_mib: int) -> None:
+    """In the child process: ``serve-llama``'s server, with the RAM prompt cache as asked."""
+    import xllamacpp
+
+    params = _params(LlamaOptions(port=port, parallel=1, threads=2), ensure_model(), None)
+    params.cache_ram_mib = cache_ram_mib
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    server = xllamacpp.Server(params)
+    print("ready", flush=True)
+    signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    del server
+
+
+def _start_server(port: int, cache_ram_mib: int) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "benchmarks.bench_llama_overhead", "--serve", str(port)]
+    cmd += ["--cache-ram", str(cache_ram_mib)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != b"ready":
+        raise SystemExit("the llama.cpp server did not start")
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                if b" 200 " in s.recv(4096):
+                    return proc
+        except OSError:
+            pass
+        time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit("the llama.cpp server never became healthy")
+
+
+# -- the probe ---------------------------------------------------------------------------------
+class Probe:
+    """A bare HTTP/1.1 client on a blocking socket: one write, kernel-stamped reads."""
+
+    def __init__(self, port: int, keepalive: bool) -> None:
+        self.port = port
+        self.keepalive = keepalive
+        self.sock: socket.socket | None = None
+        self.reconnects = 0
+
+    def _connect(self) -> socket.socket:
+        s = socket.create_connection(("127.0.0.1", self.port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.setsockopt(socket.SOL_SOCKET, kernel_stamps.SO_TIMESTAMPNS, 1)
+        return s
+
+    def _alive(self) -> bool:
+        # A kept connection the server closed reads as ready with no bytes: checked
+        # before the clock starts (loadtest's pool checks the server's Keep-Alive too).
+        assert self.sock is not None
+        ready, _, _ = select.select([self.sock], [], [], 0)
+        return not ready or bool(self.sock.recv(1, socket.MSG_PEEK))
+
+    def send(self, body: bytes, client: str, prompt: int) -> Sample:
+        reused = self.keepalive and self.sock is not None and self._alive()
+        if self.keepalive and self.sock is not None and not reused:
+            self.sock.close()
+            self.sock = None
+            self.reconnects += 1
+        if self.keepalive and self.sock is None:
+            self.sock = self._connect()
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        t0 = _perf()
+        s = self.sock if self.sock is not None else self._connect()
+        s.sendall(head + body)
+        written = _perf()
+        buf = b""
+        first = got_head = 0
+        space = socket.CMSG_SPACE(16)
+        while not buf.endswith(b"\r\n0\r\n\r\n"):
+            data, anc, _, _ = s.recvmsg(1 << 16, space)
+            if not data:
+                raise ConnectionError("the server closed the stream")
+            at = kernel_stamps.kernel_stamp(anc)
+            got_head = got_head or at
+            buf += data
+            if not first and _CONTENT.search(buf):
+                first = at
+        if not self.keepalive:
+            s.close()
+        return _sample(client, prompt, (first - t0, got_head - t0, written - t0), buf, reused)
+
+
+def _sample(
+    client: str, prompt: int, times: tuple[int, int, int], body: bytes, reused: bool
+) -> Sample:
+    """A sample from a whole response ``body`` and (TTFT, head, write) in ns."""
+    ttft, head, write = times
+    m = re.search(rb'"timings":(\{[^}]*\})', body)
+    if m is None or not ttft:
+        raise RuntimeError(f"client {client}: no timings or no content in the stream")
+    t = orjson.loads(m.group(1))
+    return Sample(
+        client,
+        prompt,
+        ttft / 1e6,
+        head / 1e6,
+        float(t["prompt_ms"]),
+        int(t["prompt_n"]),
+        int(t.get("cache_n", 0)),
+        reused,
+        write / 1e6,
+    )
+
+
+# -- loadtest's own path -----------------------------------------------------------------------
+async def _loadtest(client: Client, body: bytes, prompt: Prompt, index: int, port: int) -> Sample:
+    before = _ports(port)
+    rec = await client.send(
+        index=index, prompt=prompt, body=body, intended_ns=_perf(), warmup=False
+    )
+    if rec.outcome != "ok" or rec.ttft_ns is None or not rec.server_timings:
+        raise RuntimeError(f"loadtest request failed: {rec.outcome} {rec.error}")
+    t = rec.server_timings
+    head = (rec.first_byte_ns or rec.sent_ns) - rec.sent_ns
+    write = (rec.written_ns or rec.sent_ns) - rec.sent_ns
+    return Sample(
+        "a",
+        index,
+        rec.ttft_ns / 1e6,
+        head / 1e6,
+        float(t["prompt_ms"]),
+        int(t["prompt_n"]),
+        int(t.get("cache_n", 0)),
+        _ports(port) <= before,  # no new local port: the pooled connection served it
+        write / 1e6,
+    )
+
+
+def _ports(port: int) -> set[int]:
+    """Local ports of this process's open connections to the server."""
+    conns = psutil.Process().net_connections(kind="tcp")
+    return {c.laddr.port for c in conns if c.raddr and c.raddr.port == port}
+
+
+# -- the run -----------------------------------------------------------------------------------
+def _minimal(prompt: Prompt, max_tokens: int) -> bytes:
+    body = {"model": MODEL_ALIAS, "messages": list(prompt.messages), "stream": True}
+    return orjson.dumps({**body, "max_tokens": max_tokens})
+
+
+async def _bench(args: argparse.Namespace, port: int) -> list[Sample]:
+    sc: Scenario = load_scenario(Path(__file__).parent.parent / "scenarios" / "code.toml")
+    sc = dataclasses.replace(sc, max_tokens=args.max_tokens)
+    pool, _ = build_pool(sc)
+    prompts = pool.prompts()[: args.prompts]
+    bodies = [prompt_body(sc, MODEL_ALIAS, p) for p in prompts]
+    minimal = [_minimal(p, args.max_tokens) for p in prompts]
+    fresh, kept = Probe(port, keepalive=False), Probe(port, keepalive=True)
+    cfg = ClientConfig(
+        base_url=f"http://127.0.0.1:{port}", concurrency=1, timeouts=TimeoutSpec(first_byte_s=300)
+    )
+    samples: list[Sample] = []
+    spacer = _minimal(SPACER, 2)
+    async with Client(cfg) as client:
+        fresh.send(spacer, "warm", -1)  # untimed: the server's first request
+        if args.cache == "warm":
+            for i in range(len(prompts)):  # untimed: every prompt once, into the RAM cache
+                fresh.send(minimal[i], "warm", i)
+        for r in range(args.rounds):
+            for j in range(len(CLIENTS)):
+                for i in range(len(prompts)):
+                    who = CLIENTS[(i + j) % len(CLIENTS)]
+                    samples.append(
+                        await _timed(
+                            who,
+                            i,
+                            client,
+                            fresh,
+                            kept,
+                            args.gap_ms,
+                            spacer,
+                            bodies[i],
+                            minimal[i],
+                            prompts[i],
+                        )
+                    )
+            print(f"  round {r + 1}/{args.rounds} done, load {_load()}", flush=True)
+        print(
+            f"  kept-alive probe reconnects: {kept.reconnects}; "
+            f"loadtest stale resends: {client.stale_retries}"
+        )
+    return samples
+
+
+async def _timed(
+    who: str,
+    i: int,
+    client: Client,
+    fresh: Probe,
+    kept: Probe,
+    gap_ms: float,
+    spacer: bytes,
+    body: bytes,
+    minimal: bytes,
+    prompt: Prompt,
+) -> Sample:
+    """The spacer, then prompt ``i`` from client ``who``, each after ``gap_ms`` idle.
+
+    Every timed request follows the same short spacer request, sent by the same client
+    the same way (a kept connection is used by it, so it is as fresh as between
+    back-to-back requests): the server's slot then holds the spacer, whoever asks next.
+    """
+    probe = kept if who == "d" else fresh
+    await asyncio.sleep(gap_ms / 1000)
+    port = kept.port
+    if who == "a":
+        await _loadtest(client, spacer, SPACER, -1, port)
+    else:
+        probe.send(spacer, "spacer", -1)
+    await asyncio.sleep(gap_ms / 1000)
+    if who == "a":
+        return await _loadtest(client, body, prompt, i, port)
+    return probe.send(minimal if who == "b" else body, who, i)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+PARTS: dict[str, Callable[[Sample], float]] = {
+    "overhead": lambda s: s.overhead_ms,
+    "send": lambda s: s.write_ms,
+    "to_launch": lambda s: s.head_ms - s.write_ms,
+    "after_launch": lambda s: s.ttft_ms - s.head_ms - s.prompt_ms,
+    "prompt_ms": lambda s: s.prompt_ms,
+}
+"""What each figure is: TTFT - prompt_ms (overhead) = send (start to request written)
++ to_launch (written to the headers' arrival: the server parsing and launching the task)
++ after_launch (headers to first token, less the prefill)."""
+
+
+def _paired(rows: list[Sample], base: list[Sample], part: str) -> tuple[float, float, float]:
+    """Median of ``part`` minus b's on the same prompt and round, with a bootstrap 95% CI."""
+    fig = PARTS[part]
+    ref = {(s.prompt, n): fig(s) for n, s in _numbered(base)}
+    deltas = np.array([fig(s) - ref[(s.prompt, n)] for n, s in _numbered(rows)])
+    rng = np.random.default_rng(0)
+    boot = [np.median(rng.choice(deltas, len(deltas))) for _ in range(2000)]
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return float(np.median(deltas)), float(lo), float(hi)
+
+
+def report(samples: list[Sample]) -> dict[str, dict[str, float]]:
+    """Print both tables; the figures by client (medians, p90s, paired deltas against b)."""
+    by = {c: [s for s in samples if s.client == c] for c in CLIENTS}
+    print(
+        f"{'client':37} {'n':>3}  {'overhead p50':>12} {'p90':>6}  {'prompt_ms p50':>13} {'p90':>7}"
+        f"  {'send':>5} {'to_launch':>9} {'after':>6}  {'cache_n':>7} {'prompt_n':>8} {'reused':>6}"
+    )
+    out: dict[str, dict[str, float]] = {}
+    for c in CLIENTS:
+        rows = by[c]
+        med = {k: float(np.median([f(s) for s in rows])) for k, f in PARTS.items()}
+        p90 = {k: float(np.percentile([PARTS[k](s) for s in rows], 90)) for k in PARTS}
+        cache = max(s.cache_n for s in rows)
+        pn = float(np.median([s.prompt_n for s in rows]))
+        reused = sum(s.reused for s in rows)
+        print(
+            f"{c + '  ' + LABELS[c]:37} {len(rows):3}  {med['overhead']:12.2f}"
+            f" {p90['overhead']:6.2f}"
+            f"  {med['prompt_ms']:13.1f} {p90['prompt_ms']:7.1f}  {med['send']:5.2f}"
+            f" {med['to_launch']:9.2f} {med['after_launch']:6.2f}  {'<=' + str(cache):>7}"
+            f" {pn:8.0f} {reused:6}"
+        )
+        out[c] = {f"{k}_p50": v for k, v in med.items()}
+        out[c].update({f"{k}_p90": v for k, v in p90.items()})
+        out[c].update({"cache_n_max": cache, "prompt_n_p50": pn, "reused": reused, "n": len(rows)})
+    print("paired against b (same prompt, same round): median difference [95% CI], ms")
+    print(f"{'client':37} " + " ".join(f"{k:>21}" for k in PARTS))
+    for c in CLIENTS[:1] + CLIENTS[2:]:
+        cells = []
+        for k in PARTS:
+            m, lo, hi = _paired(by[c], by["b"], k)
+            cells.append(f"{m:+6.2f} [{lo:+6.2f},{hi:+6.2f}]")
+            out[c][f"{k}_minus_b_p50"] = m
+        print(f"{c + '  ' + LABELS[c]:37} " + " ".join(cells))
+    return out
+
+
+def _numbered(rows: list[Sample]) -> list[tuple[int, Sample]]:
+    """Each sample with how many times its client had sent that prompt before (its round)."""
+    seen: dict[int, int] = {}
+    out = []
+    for s in rows:
+        n = seen.get(s.prompt, 0)
+        seen[s.prompt] = n + 1
+        out.append((n, s))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="each client sends each prompt once a round"
+    )
+    ap.add_argument("--prompts", type=int, default=12)
+    ap.add_argument("--max-tokens", type=int, default=8, help="per answer (code.toml: 384)")
+    ap.add_argument("--cache", choices=("cold", "warm"), default="cold")
+    ap.add_argument("--gap-ms", type=float, default=50.0, help="idle before each request")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--cache-ram", type=int, default=8192, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve is not None:
+        _serve(args.serve, args.cache_ram)
+        return
+    port = args.port or _free_port()
+    print(f"load average at start: {_load()}")
+    proc = _start_server(port, 0 if args.cache == "cold" else 8192)
+    try:
+        samples = asyncio.run(_bench(args, port))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    print(
+        f"{args.rounds} rounds x {args.prompts} prompts, max_tokens {args.max_tokens}, "
+        f"cache {args.cache}; ms; overhead = client TTFT - timings.prompt_ms "
+        "= send + to_launch + after (launch)"
+    )
+    figures = report(samples)
+    print(f"load average at end: {_load()}")
+    if args.json:
+        rows = [dataclasses.asdict(s) for s in samples]
+        args.json.write_text(json.dumps({"figures": figures, "samples": rows}, indent=1))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+if __name__ == "__main__":
+    main()
