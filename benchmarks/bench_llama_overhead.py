@@ -27,7 +27,15 @@ starts the server with the RAM cache off and never sends one prompt twice in a r
 j gives prompt p to client (p + j) mod 4, so each client sends each prompt once per
 round), so that every request prefills its whole prompt: ``cache_n`` is printed to show
 it. ``--cache warm`` keeps the RAM cache and sends every prompt once first, untimed: each
-timed request then finds its prompt cached. Either way every client meets the same state.
+timed request then finds its prompt cached. Either way every client meets the same state. Every timed request follows the same short
+spacer request, sent by the same client the same way, so a kept connection has just
+served one (as between back-to-back requests) and the slot holds the spacer.
+
+Then (``--run N``, default 12) loadtest's own run: the ``Runner``, closed loop at
+concurrency 1, N requests back to back, with its stale-connection resends (llama.cpp
+closes each streamed connection as the stream ends; a request sent straight after one
+went into the closing socket and was resent, every other request before the client
+learnt to close them itself).
 """
 
 from __future__ import annotations
@@ -43,30 +51,24 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import orjson
 import psutil
 
+from benchmarks.llama_overhead_report import CLIENTS, Sample, report
 from loadtest._compat import kernel_stamps
 from loadtest.app.llama import MODEL_ALIAS, LlamaOptions, _params, ensure_model
 from loadtest.config.scenario import Scenario, TimeoutSpec, load_scenario
 from loadtest.datasets import build_pool
 from loadtest.engine.request_unit import prompt_body
+from loadtest.engine.runner import RunConfig, Runner
 from loadtest.model.prompt import Prompt
 from loadtest.transport.client import Client, ClientConfig
 
-CLIENTS = ("a", "b", "c", "d")
-LABELS = {
-    "a": "loadtest (Client, its body, pooled)",
-    "b": "probe, minimal body, fresh conn",
-    "c": "probe, loadtest body, fresh conn",
-    "d": "probe, loadtest body, kept alive",
-}
 _CONTENT = re.compile(rb'"content":"(?!")')
 _perf = time.perf_counter_ns
 SPACER = Prompt(
@@ -76,27 +78,6 @@ SPACER = Prompt(
     messages=({"role": "user", "content": "Say hello."},),
 )
 """A short request sent before each timed one, by the same client (see ``_timed``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One timed request."""
-
-    client: str
-    prompt: int
-    ttft_ms: float
-    head_ms: float
-    prompt_ms: float
-    prompt_n: int
-    cache_n: int
-    reused: bool
-    """Whether the request went on a connection that had served one before."""
-    write_ms: float
-    """Send start to the request handed to the kernel (a connect included)."""
-
-    @property
-    def overhead_ms(self) -> float:
-        return self.ttft_ms - self.prompt_ms
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -341,79 +322,34 @@ async def _timed(
     return probe.send(minimal if who == "b" else body, who, i)
 
 
+async def _run(args: argparse.Namespace, port: int) -> None:
+    """loadtest's own run of code.toml, closed loop at concurrency 1, back to back."""
+    sc: Scenario = load_scenario(Path(__file__).parent.parent / "scenarios" / "code.toml")
+    load = dataclasses.replace(
+        sc.load, mode="closed", concurrency=1, requests=args.run, duration_s=None, warmup_s=0
+    )
+    sc = dataclasses.replace(sc, max_tokens=args.max_tokens, load=load)
+    pool, _ = build_pool(sc)
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"http://127.0.0.1:{port}"
+        runner = Runner(
+            RunConfig(scenario=sc, endpoint=url, model=MODEL_ALIAS, run_dir=Path(tmp)), pool
+        )
+        await runner.run()
+        rows = [orjson.loads(line) for line in (Path(tmp) / "requests.jsonl").open("rb")]
+    timed = [r for r in rows if r.get("server_timings") and r.get("ttft_ms") is not None]
+    ovh = [r["ttft_ms"] - r["server_timings"]["prompt_ms"] for r in timed]
+    send = [r["write_ms"] for r in timed if r.get("write_ms") is not None]
+    print(
+        f"loadtest run (Runner, {len(rows)} requests back to back): stale resends "
+        f"{runner.stale_retries}; overhead p50 {np.median(ovh):.2f} p90 "
+        f"{np.percentile(ovh, 90):.2f}; send p50 {np.median(send):.2f} p90 "
+        f"{np.percentile(send, 90):.2f} max {max(send):.2f}"
+    )
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-PARTS: dict[str, Callable[[Sample], float]] = {
-    "overhead": lambda s: s.overhead_ms,
-    "send": lambda s: s.write_ms,
-    "to_launch": lambda s: s.head_ms - s.write_ms,
-    "after_launch": lambda s: s.ttft_ms - s.head_ms - s.prompt_ms,
-    "prompt_ms": lambda s: s.prompt_ms,
-}
-"""What each figure is: TTFT - prompt_ms (overhead) = send (start to request written)
-+ to_launch (written to the headers' arrival: the server parsing and launching the task)
-+ after_launch (headers to first token, less the prefill)."""
-
-
-def _paired(rows: list[Sample], base: list[Sample], part: str) -> tuple[float, float, float]:
-    """Median of ``part`` minus b's on the same prompt and round, with a bootstrap 95% CI."""
-    fig = PARTS[part]
-    ref = {(s.prompt, n): fig(s) for n, s in _numbered(base)}
-    deltas = np.array([fig(s) - ref[(s.prompt, n)] for n, s in _numbered(rows)])
-    rng = np.random.default_rng(0)
-    boot = [np.median(rng.choice(deltas, len(deltas))) for _ in range(2000)]
-    lo, hi = np.percentile(boot, [2.5, 97.5])
-    return float(np.median(deltas)), float(lo), float(hi)
-
-
-def report(samples: list[Sample]) -> dict[str, dict[str, float]]:
-    """Print both tables; the figures by client (medians, p90s, paired deltas against b)."""
-    by = {c: [s for s in samples if s.client == c] for c in CLIENTS}
-    print(
-        f"{'client':37} {'n':>3}  {'overhead p50':>12} {'p90':>6}  {'prompt_ms p50':>13} {'p90':>7}"
-        f"  {'send':>5} {'to_launch':>9} {'after':>6}  {'cache_n':>7} {'prompt_n':>8} {'reused':>6}"
-    )
-    out: dict[str, dict[str, float]] = {}
-    for c in CLIENTS:
-        rows = by[c]
-        med = {k: float(np.median([f(s) for s in rows])) for k, f in PARTS.items()}
-        p90 = {k: float(np.percentile([PARTS[k](s) for s in rows], 90)) for k in PARTS}
-        cache = max(s.cache_n for s in rows)
-        pn = float(np.median([s.prompt_n for s in rows]))
-        reused = sum(s.reused for s in rows)
-        print(
-            f"{c + '  ' + LABELS[c]:37} {len(rows):3}  {med['overhead']:12.2f}"
-            f" {p90['overhead']:6.2f}"
-            f"  {med['prompt_ms']:13.1f} {p90['prompt_ms']:7.1f}  {med['send']:5.2f}"
-            f" {med['to_launch']:9.2f} {med['after_launch']:6.2f}  {'<=' + str(cache):>7}"
-            f" {pn:8.0f} {reused:6}"
-        )
-        out[c] = {f"{k}_p50": v for k, v in med.items()}
-        out[c].update({f"{k}_p90": v for k, v in p90.items()})
-        out[c].update({"cache_n_max": cache, "prompt_n_p50": pn, "reused": reused, "n": len(rows)})
-    print("paired against b (same prompt, same round): median difference [95% CI], ms")
-    print(f"{'client':37} " + " ".join(f"{k:>21}" for k in PARTS))
-    for c in CLIENTS[:1] + CLIENTS[2:]:
-        cells = []
-        for k in PARTS:
-            m, lo, hi = _paired(by[c], by["b"], k)
-            cells.append(f"{m:+6.2f} [{lo:+6.2f},{hi:+6.2f}]")
-            out[c][f"{k}_minus_b_p50"] = m
-        print(f"{c + '  ' + LABELS[c]:37} " + " ".join(cells))
-    return out
-
-
-def _numbered(rows: list[Sample]) -> list[tuple[int, Sample]]:
-    """Each sample with how many times its client had sent that prompt before (its round)."""
-    seen: dict[int, int] = {}
-    out = []
-    for s in rows:
-        n = seen.get(s.prompt, 0)
-        seen[s.prompt] = n + 1
-        out.append((n, s))
-    return out
 
 
 def main() -> None:
@@ -425,6 +361,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=8, help="per answer (code.toml: 384)")
     ap.add_argument("--cache", choices=("cold", "warm"), default="cold")
     ap.add_argument("--gap-ms", type=float, default=50.0, help="idle before each request")
+    ap.add_argument(
+        "--run", type=int, default=12, help="then a loadtest run of this many requests (0: none)"
+    )
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
@@ -437,7 +376,9 @@ def main() -> None:
     print(f"load average at start: {_load()}")
     proc = _start_server(port, 0 if args.cache == "cold" else 8192)
     try:
-        samples = asyncio.run(_bench(args, port))
+        samples = asyncio.run(_bench(args, port)) if args.rounds else []
+        if args.run:
+            asyncio.run(_run(args, port))
     finally:
         proc.terminate()
         proc.wait(30)
@@ -446,7 +387,7 @@ def main() -> None:
         f"cache {args.cache}; ms; overhead = client TTFT - timings.prompt_ms "
         "= send + to_launch + after (launch)"
     )
-    figures = report(samples)
+    figures = report(samples) if samples else {}
     print(f"load average at end: {_load()}")
     if args.json:
         rows = [dataclasses.asdict(s) for s in samples]
