@@ -27,9 +27,10 @@ starts the server with the RAM cache off and never sends one prompt twice in a r
 j gives prompt p to client (p + j) mod 4, so each client sends each prompt once per
 round), so that every request prefills its whole prompt: ``cache_n`` is printed to show
 it. ``--cache warm`` keeps the RAM cache and sends every prompt once first, untimed: each
-timed request then finds its prompt cached. Either way every client meets the same state. Every timed request follows the same short
-spacer request, sent by the same client the same way, so a kept connection has just
-served one (as between back-to-back requests) and the slot holds the spacer.
+timed request then finds its prompt cached. Either way every client meets the same
+state. Every timed request follows the same short spacer request, sent by the same
+client the same way, so a kept connection has just served one (as between back-to-back
+requests) and the slot holds the spacer.
 
 Then (``--run N``, default 12) loadtest's own run: the ``Runner``, closed loop at
 concurrency 1, N requests back to back, with its stale-connection resends (llama.cpp
