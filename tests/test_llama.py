@@ -97,6 +97,25 @@ async def test_the_responses_api_is_served_and_measured(
         assert r["server_timings"]["prompt_ms"] > 0
 
 
+async def test_back_to_back_streams_are_not_written_into_connections_llama_closes(
+    llama_baseline: str, tmp_path: Path
+) -> None:
+    # llama.cpp closes each streamed connection as the stream ends: a closed loop's next
+    # request went into the closing socket and was resent, every other one (3 of 6).
+    await wait_ready(llama_baseline)
+    sc = make_scenario(
+        {"mode": "closed", "concurrency": 1, "requests": 6},
+        sources=[{"kind": "inline", "category": "repetitive", "prompts": REPETITIVE}],
+        max_tokens=2,
+    )
+    pool, _ = build_pool(sc)
+    runner = Runner(RunConfig(sc, llama_baseline, MODEL_ALIAS, tmp_path), pool)
+    await runner.run()
+    rows = read_jsonl(tmp_path / "requests.jsonl")
+    assert [r["outcome"] for r in rows] == ["ok"] * 6, [r["error"] for r in rows]
+    assert runner.stale_retries <= 1  # the first close teaches the client
+
+
 async def test_a_mid_stream_cancel_frees_the_slot(llama_baseline: str) -> None:
     await wait_ready(llama_baseline)
     body = {

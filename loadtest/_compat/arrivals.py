@@ -26,6 +26,14 @@ The handler also honours what the server says about keeping the connection
 (``keep_alive``): a ``Keep-Alive: timeout=N`` makes the pooled connection count as gone
 a little before the server would drop it, so aiohttp opens a fresh one rather than
 writing a request into a dead socket (and resending it: time that lands in the send).
+Some servers close every connection as soon as a response ends, whatever their headers
+say (llama.cpp closes each streamed one within 0.1 ms, under ``Keep-Alive: timeout=5``):
+a request sent straight after the previous one, before the loop has read that close,
+went into the closing socket and was resent, every other request of a run at
+concurrency 1 (``benchmarks/bench_llama_overhead.py``). The first time a connection's
+peer closes it within ``CLOSES_AFTER_NS`` of a response's end, the connector's
+``PoolHints`` learn it, and from then on each connection is closed by the client as
+its response ends, so the pool never lends one the server is closing.
 """
 
 from __future__ import annotations
@@ -42,10 +50,13 @@ from loadtest._compat import kernel_stamps
 from loadtest._compat.checks import CompatCheck, warn_once
 
 __all__ = [
+    "CLOSES_AFTER_NS",
     "VERIFIED_AIOHTTP",
+    "PoolHints",
     "StampingHandler",
     "arrival_stamps",
     "keepalive_s",
+    "pool_hints",
     "self_check",
     "stamping_connector",
     "stamps_arrivals",
@@ -55,7 +66,27 @@ _perf = time.perf_counter_ns
 VERIFIED_AIOHTTP = ((3, 9), (3, 14))
 """First and last aiohttp (major, minor) whose connector and protocol the hook was read
 against (pyproject.toml pins below the next minor)."""
-_HANDLER_PARTS = ("connection_made", "data_received", "is_connected", "set_response_params")
+_HANDLER_PARTS = (
+    "connection_lost",
+    "connection_made",
+    "data_received",
+    "eof_received",
+    "is_connected",
+    "set_response_params",
+)
+CLOSES_AFTER_NS = 250_000_000
+"""A peer's close this soon after a response ended means it closes after every response
+(an idle timeout is seconds); the margin covers a busy loop reading the close late."""
+
+
+class PoolHints:
+    """What one connector's connections have learnt about the server, shared by them."""
+
+    __slots__ = ("closes_after_response",)
+
+    def __init__(self) -> None:
+        self.closes_after_response = False
+        """The server closed a connection right after a response: pool none of them."""
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -120,6 +151,14 @@ class StampingHandler(ResponseHandler):
     """When the server will have dropped this connection if it stays idle (0: unknown)."""
     uses: int = 0
     """Requests that have taken this connection (``keep_alive`` checks it is still its)."""
+    done_ns: int = 0
+    """When the latest response on it ended (``keep_alive``), 0 before one has."""
+    hints: PoolHints | None = None
+    """The connector's shared hints (``stamping_connector`` gives each protocol them)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, hints: PoolHints | None = None) -> None:
+        super().__init__(loop)
+        self.hints = hints
 
     def keep_alive(self, header: str | None, use: int) -> None:
         """Note the server's ``Keep-Alive`` header of the response just read.
@@ -131,9 +170,10 @@ class StampingHandler(ResponseHandler):
         """
         if use != self.uses:
             return
+        self.done_ns = _perf()
         timeout, last = keepalive_s(header)
-        if last:
-            self.force_close()  # the server serves no more requests on it
+        if last or (self.hints is not None and self.hints.closes_after_response):
+            self.force_close()  # the server serves no more requests on it (or closes now)
             self.idle_until_ns = 1
         elif timeout is not None:
             margin = min(timeout / 4, 1.0)
@@ -175,6 +215,22 @@ class StampingHandler(ResponseHandler):
         except AttributeError:  # a C transport (uvloop): no send stamps
             pass
 
+    def _peer_closed(self) -> None:
+        done = self.done_ns
+        if done and self.hints is not None and _perf() - done < CLOSES_AFTER_NS:
+            self.hints.closes_after_response = True
+
+    def eof_received(self) -> None:
+        """The peer closed: soon after a response ended, it will close every one."""
+        self._peer_closed()
+        super().eof_received()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        """A reset (a request written into the closing socket) is the peer's close too."""
+        if exc is not None:
+            self._peer_closed()
+        super().connection_lost(exc)
+
     def data_received(self, data: bytes) -> None:
         """Stamp (unless the kernel did), then let aiohttp parse as always."""
         if data and not self.kernel:
@@ -192,9 +248,18 @@ def stamping_connector(**kwargs: Any) -> aiohttp.TCPConnector:
     factory = getattr(connector, "_factory", None)
     if isinstance(factory, functools.partial) and factory.func is ResponseHandler:
         connector._factory = functools.partial(  # type: ignore[assignment]
-            StampingHandler, *factory.args, **factory.keywords
+            StampingHandler, *factory.args, hints=PoolHints(), **factory.keywords
         )
     return connector
+
+
+def pool_hints(connector: aiohttp.BaseConnector) -> PoolHints | None:
+    """The hints ``connector``'s connections share, or None (not a stamping connector)."""
+    factory = getattr(connector, "_factory", None)
+    if not isinstance(factory, functools.partial) or factory.func is not StampingHandler:
+        return None
+    hints = factory.keywords.get("hints")
+    return hints if isinstance(hints, PoolHints) else None
 
 
 def stamps_arrivals(connector: aiohttp.BaseConnector) -> bool:

@@ -277,10 +277,12 @@ class Client:
     async def _post(self, body: bytes) -> aiohttp.ClientResponse:
         """POST, retrying once on a fresh connection if a pooled one was stale.
 
-        A server may close an idle keep-alive connection just as the client reuses it
-        (llama.cpp's server does so between streamed responses); the request then fails
-        before the server read it. Browsers and urllib3 retry that case once; so do we,
-        and only when the failure came before any response byte.
+        A server may close an idle keep-alive connection just as the client reuses it;
+        the request then fails before the server read it. Browsers and urllib3 retry
+        that case once; so do we, and only when the failure came before any response
+        byte. A server that closes after every response (llama.cpp, after each stream)
+        costs at most one such resend: the pool learns it (``PoolHints``) and lends none
+        of its connections again.
         """
         turn = self._pool()
         try:
