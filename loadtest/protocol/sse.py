@@ -24,6 +24,7 @@ DEFAULT_MAX_EVENT_BYTES = 1 << 20
 
 _COLON = 58  # ord(":")
 _DONE_EVENT = b"data: [DONE]\n\n"
+_NL = 10  # ord("\n")
 _LONG = 1024
 """A line this long is cut out with ``find`` rather than ``split`` (see ``feed``)."""
 
@@ -161,7 +162,12 @@ class SSEParser:
             if self.pending or self._event:
                 return before + self.feed(chunk[cut:]), b"", 0, []
             chunk = chunk[cut:]
-        end = chunk.rfind(b"\n\n") + 2
+        # rfind of one byte is memrchr; of two bytes a byte-by-byte search, which cost
+        # ~50 us on every 64 KB read of a 256 KB line that had no blank line yet.
+        nl = chunk.rfind(b"\n")
+        if nl < 1:
+            return before + self.feed(chunk), b"", 0, []
+        end = nl + 1 if chunk[nl - 1] == _NL else chunk.rfind(b"\n\n", 0, nl) + 2
         n = chunk.count(b"\n\ndata: ", 0, end) + 1
         if (
             end < 2
