@@ -88,6 +88,7 @@ class RequestRow(TypedDict):
     """The fields of a ``requests.jsonl`` line the verdicts read (times in ms from t0)."""
 
     sent_ms: float
+    intended_ms: NotRequired[float]
     end_ms: float
     first_token_ms: float | None
     ttft_ms: float | None

@@ -111,7 +111,15 @@ class Cancel(FaultKindBase):
 
     def figures(self, ev: FaultEvent, w: Window, entry: FaultVerdict) -> None:
         """How many requests were cancelled and how fast their streams closed."""
-        cancelled = [r for r in w.during if r.get("injected_cancel")]
+        # Counted as they were drawn (``_Cancels.cancel_order``): by intended time in the
+        # planned window. A request due just before the window's end can be sent just
+        # after it, and the sent-time window then missed one (a flaky count in CI).
+        lo, hi = ev.at_s * 1000, ev.end_s * 1000
+        cancelled = [
+            r
+            for r in w.rows
+            if r.get("injected_cancel") and lo <= r.get("intended_ms", r["sent_ms"]) < hi
+        ]
         close = [c for r in cancelled if (c := r.get("cancel_close_ms")) is not None]
         entry["injected_cancels"] = len(cancelled)
         entry["cancel_close_p50_ms"] = pct(close, 50)
