@@ -102,8 +102,10 @@ async def _plain_reader(
     max_tokens: int,
     content: str = "x",
     read_bufsize: int = 2**16,
+    requests: int | None = None,
 ) -> int:
-    """The yardstick: aiohttp, one session, read lines, count the data lines.
+    """The yardstick: aiohttp, one session, read lines, count the data lines; for
+    ``seconds``, or until ``requests`` were sent.
 
     aiohttp's line reader refuses a line over twice ``read_bufsize`` ("Chunk too big"):
     long lines need a larger one."""
@@ -117,12 +119,15 @@ async def _plain_reader(
     )
     end = time.perf_counter() + seconds
     lines = 0
+    left = requests
     conn = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=conn, read_bufsize=read_bufsize) as s:
 
         async def worker() -> None:
-            nonlocal lines
-            while time.perf_counter() < end:
+            nonlocal lines, left
+            while time.perf_counter() < end and (left is None or left > 0):
+                if left is not None:
+                    left -= 1
                 async with s.post(
                     url + "/v1/chat/completions",
                     data=body,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.bench_client import _plain_reader
 from benchmarks.bench_startup import time_run
 
 _SCENARIO = """
@@ -48,39 +50,10 @@ between_chunks_s = 60
 
 
 async def _plain(url: str, requests: int, concurrency: int, tokens: int) -> tuple[int, float]:
-    """The yardstick: one aiohttp session, read lines, count the data lines."""
-    import aiohttp
-    import orjson
-
-    body = orjson.dumps(
-        {
-            "model": "fast-sse",
-            "stream": True,
-            "max_tokens": tokens,
-            "messages": [{"role": "user", "content": "bench prompt"}],
-        }
-    )
-    left = requests
-    lines = 0
-    conn = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(connector=conn) as s:
-
-        async def worker() -> None:
-            nonlocal left, lines
-            while left > 0:
-                left -= 1
-                async with s.post(
-                    url + "/v1/chat/completions",
-                    data=body,
-                    headers={"Content-Type": "application/json"},
-                ) as r:
-                    async for line in r.content:
-                        if line.startswith(b"data: {"):
-                            lines += 1
-
-        t0 = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return lines, time.perf_counter() - t0
+    """The yardstick (``bench_client``'s plain reader): data lines, seconds of its load."""
+    t0 = time.perf_counter()
+    lines = await _plain_reader(url, concurrency, math.inf, tokens, requests=requests)
+    return lines, time.perf_counter() - t0
 
 
 def plain_round(url: str, requests: int, concurrency: int, tokens: int) -> dict[str, float]:

@@ -56,7 +56,6 @@ __all__ = [
     "StampingHandler",
     "arrival_stamps",
     "keepalive_s",
-    "pool_hints",
     "self_check",
     "stamping_connector",
     "stamps_arrivals",
@@ -251,15 +250,6 @@ def stamping_connector(**kwargs: Any) -> aiohttp.TCPConnector:
             StampingHandler, *factory.args, hints=PoolHints(), **factory.keywords
         )
     return connector
-
-
-def pool_hints(connector: aiohttp.BaseConnector) -> PoolHints | None:
-    """The hints ``connector``'s connections share, or None (not a stamping connector)."""
-    factory = getattr(connector, "_factory", None)
-    if not isinstance(factory, functools.partial) or factory.func is not StampingHandler:
-        return None
-    hints = factory.keywords.get("hints")
-    return hints if isinstance(hints, PoolHints) else None
 
 
 def stamps_arrivals(connector: aiohttp.BaseConnector) -> bool:

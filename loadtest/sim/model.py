@@ -71,10 +71,9 @@ class SimConfig:
     max_batch: int = 64
     """Most chunks written in one write when tokens are due together."""
     piece_bytes: int = 0
-    """Pad every text piece to this many characters (its word repeated), so each SSE line
-    is that long plus ~150 bytes of framing: the long lines of an engine that echoes
-    token ids, or of a big tool call in one chunk. Tool-call arguments then come in pieces
-    of this many characters, not 4 (0: one word a piece)."""
+    """Pad every text piece to this many characters (long SSE lines, as from an engine
+    echoing token ids); tool-call arguments then come in pieces this long (0: one word
+    a piece, arguments 4 characters)."""
     max_running: int = 0
     """Requests served at once; more wait in a queue (0 = no limit)."""
     procs: int = 1

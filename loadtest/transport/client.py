@@ -49,8 +49,7 @@ class Client:
         self._sessions: list[aiohttp.ClientSession] = []
         self._fresh: list[aiohttp.ClientSession] = []
         self._turn = 0
-        # Per context, not per task: an open-loop arrival starts in the pacer's task
-        # (run eagerly, in a context of its own: loadtest.engine.loops).
+        # The pool a context (a task's) was given: a closed-loop session keeps its own.
         self._pool_of: contextvars.ContextVar[int | None] = contextvars.ContextVar(
             f"loadtest-pool-{id(self)}", default=None
         )
