@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loadtest._compat import precise_timers
 from loadtest.app.assembly import edge_hooks, rig_hooks
 from loadtest.app.console import Progress, log, stop_notice
 from loadtest.app.deployment import Deployment
@@ -196,7 +197,8 @@ def run_here(
             return uvloop.run(main())
         except ImportError:
             pass
-    return asyncio.run(main())
+    # Sends are due at microsecond times; the default loop wakes on whole milliseconds.
+    return precise_timers.run(main())
 
 
 async def drive(

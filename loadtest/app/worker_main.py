@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from loadtest._compat import precise_timers
 from loadtest.model.atomic import write_atomic
 from loadtest.model.json import JsonObject
 
@@ -186,7 +187,7 @@ def worker_run(
             agent=_agent_part(runner),
         )
 
-    result = asyncio.run(main())
+    result = precise_timers.run(main())
     if ship:
         result = dataclasses.replace(
             result,
