@@ -307,9 +307,9 @@ def _serve_vllm(args: argparse.Namespace) -> int:
 
 
 def _sim(args: argparse.Namespace) -> int:
-    import asyncio
     from pathlib import Path
 
+    from loadtest._compat import precise_timers
     from loadtest.sim.model import SimConfig
     from loadtest.sim.process import die_with_parent, serve, serve_deployment
     from loadtest.sim.profile import with_profile
@@ -335,7 +335,8 @@ def _sim(args: argparse.Namespace) -> int:
         if args.spec:
             serve_deployment(config, args.host, args.port)
         else:
-            asyncio.run(serve(config, args.host, args.port))
+            # Steps and token gaps are timed to the microsecond, not the next whole ms.
+            precise_timers.run(serve(config, args.host, args.port))
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
     return EXIT_OK
