@@ -90,6 +90,20 @@ async def test_pace_yields_overdue_arrivals_at_once_with_their_intended_times() 
     assert clock.sleeps == 1  # 1, 2 and 3 ms were overdue; only 4 ms needed a sleep
 
 
+async def test_pace_with_a_lead_yields_each_arrival_that_long_before_it_is_due() -> None:
+    # The open loop makes each arrival's task ahead; the task sleeps the rest itself.
+    clock = FakeClock()
+    start = clock.t
+    seen: list[tuple[int, int]] = []
+    async for _, intended in pace(
+        arrival_offsets_ns(ArrivalPlan("constant", 100.0), 0), clock, limit=4, lead_ns=2_000_000
+    ):
+        seen.append((clock.now_ns(), intended))
+    assert [i - start for _, i in seen] == [0, 10_000_000, 20_000_000, 30_000_000]
+    # The first is overdue at once; each later one comes 2 ms before its time, never later.
+    assert [i - now for now, i in seen] == [0, 2_000_000, 2_000_000, 2_000_000]
+
+
 async def test_pace_stops_at_the_end_time() -> None:
     clock = FakeClock()
     got = [

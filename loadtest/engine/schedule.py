@@ -127,8 +127,9 @@ async def pace(
     start_ns: int | None = None,
     until_ns: int | None = None,
     limit: int | None = None,
+    lead_ns: int = 0,
 ) -> AsyncIterator[tuple[int, int]]:
-    """Yield ``(index, intended_ns)`` when each arrival is due.
+    """Yield ``(index, intended_ns)`` when each arrival is due, or ``lead_ns`` before.
 
     ``until_ns`` (absolute) and ``limit`` (count) end the plan. When the consumer falls
     behind, due arrivals are yielded at once with their original intended times, so
@@ -141,6 +142,6 @@ async def pace(
         intended = start + offset
         if until_ns is not None and intended >= until_ns:
             return
-        if clock.now_ns() < intended:
-            await clock.sleep_until(intended)
+        if clock.now_ns() < intended - lead_ns:
+            await clock.sleep_until(intended - lead_ns)
         yield index, intended
