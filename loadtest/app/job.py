@@ -23,6 +23,7 @@ from loadtest.app.options import RunOptions, apply_overrides, default_scenario_p
 from loadtest.app.plan import RunPlan, load_prompts, plan_run, prompt_counts
 from loadtest.app.workers import WorkersRun, run_workers, worker_configs
 from loadtest.engine.runner import RunConfig, RunOutcome
+from loadtest.features.agent_trace import merge_replays
 from loadtest.features.workload import plan_lines
 from loadtest.model.summary import AgentBlock, RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
@@ -199,6 +200,7 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         faults=judged.faults,
         server=judged.server,
         agent=_merged_agent(ran) if sc.agent is not None else None,
+        agent_trace=merge_replays(ran.agent_trace_parts) if ran.agent_trace_parts else None,
     )
     return LocalRun(
         dataclasses.replace(base, tls=True), outcome, ran.stale_retries, ran.lost, ran.lags

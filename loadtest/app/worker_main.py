@@ -27,6 +27,7 @@ from loadtest.model.json import JsonObject
 
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig, Runner
+    from loadtest.features.agent_trace import ReplayPart
     from loadtest.measure.merge import EncodedMetrics
 
 __all__ = [
@@ -79,6 +80,9 @@ class WorkerResult:
     agent: JsonObject | None = None
     """An agent scenario's task counters and share histograms (``AgentMetrics.encode``),
     merged by the parent into the run's ``agent`` block."""
+    agent_trace: ReplayPart | None = None
+    """An ``agent-trace`` replay's tally of its sessions (``ReplayTally.encode``), added
+    by the parent into the run's ``agent_trace`` block."""
 
 
 READY, GO = "ready", "go.json"
@@ -184,6 +188,7 @@ def worker_run(
             interrupted=outcome.interrupted,
             stale_retries=runner.stale_retries,
             agent=_agent_part(runner),
+            agent_trace=_replay_part(runner),
         )
 
     result = asyncio.run(main())
@@ -258,6 +263,13 @@ def _agent_part(runner: Runner) -> JsonObject | None:
 
     drivers = [h for h in runner.hooks if isinstance(h, AgentDriver)]
     return drivers[0].metrics.encode() if drivers else None
+
+
+def _replay_part(runner: Runner) -> ReplayPart | None:
+    from loadtest.features.agent_trace import SessionReplay
+
+    replays = [h for h in runner.hooks if isinstance(h, SessionReplay)]
+    return replays[0].tally.encode() if replays else None
 
 
 async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:

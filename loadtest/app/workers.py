@@ -28,7 +28,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -50,6 +50,9 @@ from loadtest.measure.recorders import Metrics
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import LostWorker, WorkerLag
 from loadtest.transport.sources import split_addresses
+
+if TYPE_CHECKING:
+    from loadtest.features.agent_trace import ReplayPart
 
 __all__ = [
     "WorkerPlan",
@@ -130,32 +133,18 @@ class WorkersRun:
     """Each worker's own dispatch lag, before the merge."""
     agent_parts: tuple[JsonObject, ...] = ()
     """Each worker's encoded task counters (agent scenarios), for the merged block."""
-
-
-_ONE_PROCESS_KINDS = ("agent-trace",)
-"""Workload kinds whose per-session results do not merge yet."""
+    agent_trace_parts: tuple[ReplayPart, ...] = ()
+    """Each worker's tally of its replayed sessions (``agent-trace``), for the merged
+    ``agent_trace`` block."""
 
 
 def check_splittable(scenario: Scenario, ray: bool = False) -> None:
-    """``UsageError`` when the scenario needs one process (agents, workloads, restarts).
+    """``UsageError`` when the scenario cannot be split over workers.
 
-    A fault plan and a managed target are the coordinator's (``coordinator.py``): they
-    run once in the parent while the workers send the load."""
+    Every source splits (by index, by line, by conversation or by session); a fault
+    plan and a managed target are the coordinator's (``coordinator.py``): they run once
+    in the parent while the workers send the load."""
     check_coordinated(scenario, ray)
-    unsupported = [
-        what
-        for what, present in (
-            (
-                "agent-trace sources",
-                any(s.kind in _ONE_PROCESS_KINDS for s in scenario.sources),
-            ),
-        )
-        if present
-    ]
-    if unsupported:
-        raise UsageError(
-            f"--workers does not combine with {', '.join(unsupported)} yet; use --workers 1"
-        )
 
 
 def worker_configs(base: RunConfig, plans: list[WorkerPlan]) -> list[RunConfig]:
@@ -222,6 +211,7 @@ def run_workers(
         stale_retries=sum(r.stale_retries for r in results),
         lost=tuple(lost),
         agent_parts=tuple(r.agent for r in results if r.agent is not None),
+        agent_trace_parts=tuple(r.agent_trace for r in results if r.agent_trace is not None),
         lags=tuple(worker_lag(i, r, scenario) for i, r in enumerate(results)),
     )
 
