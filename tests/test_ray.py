@@ -202,3 +202,26 @@ def test_agent_sessions_on_the_cluster_merge_into_one_agent_block(
     assert {r["worker"] for r in rows} == {0, 1}
     assert s["agent"]["tasks"] + s["agent"]["warmup"] > 0
     assert s["agent"]["time_to_valid_call_ms"]["count"] > 0
+
+
+def test_a_restart_on_the_cluster_holds_the_load_in_every_task(
+    ray_head: str, tmp_path: Path
+) -> None:
+    """While the coordinator's restarted target is down, both Ray tasks hold their load
+    (the control actor's flag, no shared file): only the requests caught in flight fail."""
+    from tests.test_workers_scenarios import RESTART
+
+    sc = tmp_path / "r.toml"
+    sc.write_text(RESTART)
+    run_dir = _ray_run(ray_head, sc, tmp_path / "out")
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    (restart,) = s["faults"]
+    assert restart["verdict"] in ("held", "degraded", "failed"), restart
+    assert restart["time_to_ready_s"] is not None, restart
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    r = s["requests"]
+    assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"] == len(rows)
+    assert {row["worker"] for row in rows} == {0, 1}
+    # At most the 4 sessions' requests in flight at the stop (see the local test).
+    assert r["failed"] + r["cancelled"] <= 4, r
+    assert not (run_dir / "worker-0" / "hold").exists()

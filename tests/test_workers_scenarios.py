@@ -17,16 +17,25 @@ import pytest
 from tests.conftest import read_jsonl
 from tests.test_workers import ROOT, _cli, _one_run, _progressed, _scenario
 
+RESTART = (
+    'name = "r"\nmax_tokens = 24\n[[sources]]\nkind = "inline"\nprompts = ["a", "b"]\n'
+    "[load]\nconcurrency = 4\nduration_s = 6\n"
+    "[sim]\nttft_ms = 5.0\nitl_ms = 4.0\nload_s = 0.5\n"
+    '[[faults.events]]\nname = "restart"\nkind = "restart"\nat_s = 2\n'
+    "duration_s = 2\ndown_s = 0.5\nmax_failures = 4\n"
+)
 
-def test_workers_refuse_what_they_cannot_split_yet(tmp_path: Path) -> None:
-    sc = _scenario(tmp_path, "concurrency = 4\nrequests = 10\n")
-    text = sc.read_text() + (
-        '[faults]\n[[faults.events]]\nkind = "restart"\nat_s = 1\nduration_s = 1\n'
-    )
-    sc.write_text(text)
+
+def test_every_source_and_fault_kind_is_accepted_with_workers_and_ray(tmp_path: Path) -> None:
+    """Nothing is refused for splitting any more: a restart on Ray (held through the
+    control actor) and an agent trace (split by session) both pass the run's checks."""
+    sc = tmp_path / "r.toml"
+    sc.write_text(RESTART)
     res = _cli("run", str(sc), "--check", "--workers", "2", "--ray", "127.0.0.2:1")
-    assert res.returncode == 2
-    assert "--ray does not combine with fault kind restart" in res.stderr
+    assert res.returncode == 0 and "valid" in res.stdout, res.stderr
+    trace = ROOT / "scenarios" / "agent-trace.toml"
+    res = _cli("run", str(trace), "--check", "--workers", "2", "--ray", "127.0.0.2:1")
+    assert res.returncode == 0 and "workers: 2 Ray tasks" in res.stdout, res.stderr
 
 
 def test_a_restart_holds_the_load_in_every_worker(tmp_path: Path) -> None:
@@ -34,13 +43,7 @@ def test_a_restart_holds_the_load_in_every_worker(tmp_path: Path) -> None:
     (a file in their folders): only the requests caught in flight fail, not a stream of
     connection errors from sessions spinning against a closed port."""
     sc = tmp_path / "r.toml"
-    sc.write_text(
-        'name = "r"\nmax_tokens = 24\n[[sources]]\nkind = "inline"\nprompts = ["a", "b"]\n'
-        "[load]\nconcurrency = 4\nduration_s = 6\n"
-        "[sim]\nttft_ms = 5.0\nitl_ms = 4.0\nload_s = 0.5\n"
-        '[[faults.events]]\nname = "restart"\nkind = "restart"\nat_s = 2\n'
-        "duration_s = 2\ndown_s = 0.5\nmax_failures = 4\n"
-    )
+    sc.write_text(RESTART)
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     (restart,) = s["faults"]

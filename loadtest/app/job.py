@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from loadtest.app.console import log, say, use_tui
-from loadtest.app.coordinator import Coordinator, CoordinatorContext, hold_workers
+from loadtest.app.coordinator import Coordinator, CoordinatorContext
 from loadtest.app.deployment import Deployment, plan_deployment
 from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
@@ -174,8 +175,6 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         dashboard = (dep.endpoint, model) if use_tui(options.tui) and not options.ray else None
         tls_spec = (options.ca_bundle, options.insecure)
         configs = worker_configs(base, plans)
-        if not options.ray:
-            dep.rig.on_hold = hold_workers([Path(c.run_dir) for c in configs])
         side = SideHttp(ssl=plan.tls, api_key=options.api_key, key_origin=dep.endpoint)
 
         def begin(start_wall: float) -> None:
@@ -184,8 +183,11 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
                 start_wall,
             )
 
+        def hold_with(hold: Callable[[bool], None]) -> None:
+            dep.rig.on_hold = hold
+
         ran = run_workers(
-            configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label, begin
+            configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label, begin, hold_with
         )
     finally:
         coordinator.finish()

@@ -146,13 +146,16 @@ def worker_run(
     job: WorkerJob,
     start: Callable[[], float],
     stop_count: Callable[[], int] | None = None,
+    held: Callable[[], bool] | None = None,
 ) -> WorkerResult:
     """Run one worker's share; returns its result (see the module docstring).
 
     ``start`` says this worker is ready (its prompts loaded, its runner built) and
     blocks until the parent names the common start, wall clock: the parent names it
     once every worker is ready, so that no worker starts late because its data sets
-    took longer to load than another's (or than a fixed delay allowed)."""
+    took longer to load than another's (or than a fixed delay allowed). ``held`` asks
+    whether the coordinator holds the load (a restarted target is down); by default a
+    ``hold`` file in the worker's own folder."""
     from loadtest.measure.merge import encode_metrics
     from loadtest.transport.auth import tls_context
 
@@ -163,9 +166,10 @@ def worker_run(
     # An SSLContext does not cross process boundaries: each worker builds its own.
     cfg = dataclasses.replace(cfg, tls=tls_context(*job.tls))
     run_dir = Path(cfg.run_dir)
+    look = held if held is not None else (run_dir / HOLD).exists
 
     async def main() -> WorkerResult:
-        runner = await _build_runner(cfg, job)
+        runner = await _build_runner(cfg, job, look)
         if stop_count is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -208,12 +212,7 @@ HOLD = "hold"
 """A local worker's file the coordinator creates while a restarted target is down."""
 
 
-def _hold_file(cfg: RunConfig, job: WorkerJob) -> Path | None:
-    # Ray tasks run elsewhere: the coordinator's file would not reach them.
-    return None if job.ship_files else Path(cfg.run_dir) / HOLD
-
-
-async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
+async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]) -> Runner:
     """The runner of one worker: its prompts, or its share of a workload (a trace split
     by line), with the hooks every process of a run attaches."""
     from loadtest.app.assembly import edge_hooks, load_hooks
@@ -229,7 +228,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
         agent = AgentDriver(cfg.scenario.agent, tasks, cfg.scenario.seed)
         hooks = [
             *edge_hooks(cfg, {"tasks": tasks.size}),
-            *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
+            *load_hooks(cfg.scenario, job.index, job.workers, held),
             agent,
         ]
         return Runner(cfg, None, hooks=hooks, unit=agent)
@@ -237,7 +236,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
         pool, counts = build_pool(cfg.scenario)
         hooks = [
             *edge_hooks(cfg, counts),
-            *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
+            *load_hooks(cfg.scenario, job.index, job.workers, held),
         ]
         return Runner(cfg, pool, hooks=hooks)
     share = (job.index, job.workers, job.run_seed)
@@ -252,7 +251,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
     cfg = dataclasses.replace(cfg, scenario=wl.scenario, arrival_phase_ns=phase)
     hooks = [
         *edge_hooks(cfg, dict(wl.counts)),
-        *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
+        *load_hooks(cfg.scenario, job.index, job.workers, held),
         *wl.hooks,
     ]
     return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from loadtest.app.console import Progress, log, stop_notice
-from loadtest.app.coordinator import check_coordinated
+from loadtest.app.coordinator import hold_workers
 from loadtest.app.worker_main import (
     READY,
     WorkerJob,
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 __all__ = [
     "WorkerPlan",
     "WorkersRun",
-    "check_splittable",
     "run_workers",
     "split_load",
     "worker_configs",
@@ -138,15 +137,6 @@ class WorkersRun:
     ``agent_trace`` block."""
 
 
-def check_splittable(scenario: Scenario, ray: bool = False) -> None:
-    """``UsageError`` when the scenario cannot be split over workers.
-
-    Every source splits (by index, by line, by conversation or by session); a fault
-    plan and a managed target are the coordinator's (``coordinator.py``): they run once
-    in the parent while the workers send the load."""
-    check_coordinated(scenario, ray)
-
-
 def worker_configs(base: RunConfig, plans: list[WorkerPlan]) -> list[RunConfig]:
     """Each worker's config: its share of the load, its seed, its own folder."""
     return [
@@ -177,22 +167,27 @@ def run_workers(
     dashboard: tuple[str, str] | None = None,
     label: str = "",
     on_start_wall: Callable[[float], None] | None = None,
+    hold_with: Callable[[Callable[[bool], None]], None] | None = None,
 ) -> WorkersRun:
     """Run the workers (local processes, or Ray tasks), wait, merge.
 
     ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``);
     ``dashboard`` (endpoint, model) shows the merged dashboard while local workers run;
     ``label`` starts their progress lines (``Progress.label``); ``on_start_wall`` is
-    told the workers' common start (wall clock) before they are started.
+    told the workers' common start (wall clock) before they are started; ``hold_with``
+    is handed how to hold the workers' load (``hold(down)``, the fault rig's
+    ``on_hold``) before the start: files for local workers, the control actor on Ray.
     """
     from loadtest.measure.merge import merge_metrics
 
     if ray_address is not None:
         from loadtest.app.ray_backend import run_on_ray
 
-        results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall)
+        results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall, hold_with)
         lost: list[LostWorker] = []  # a lost Ray task fails the run (ray.get raises)
     else:
+        if hold_with is not None:
+            hold_with(hold_workers([Path(c.run_dir) for c in configs]))
         results, lost = _run_local(configs, tls, dashboard, label, on_start_wall)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(

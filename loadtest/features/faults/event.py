@@ -58,7 +58,7 @@ class Runs:
     its own, beside the rig's action on the coordinator)."""
     holds_load: bool = False
     """The load holds in every process while it acts (a restarted target is down): the
-    coordinator tells local workers through a file; not over Ray yet."""
+    coordinator tells local workers through a file, Ray tasks through its control actor."""
     needs_target: bool = False
     """It acts on a target loadtest manages (``[target]`` or the simulator)."""
     needs_proxy: bool = False
