@@ -202,6 +202,47 @@ def test_agent_sessions_on_the_cluster_merge_into_one_agent_block(
     assert {r["worker"] for r in rows} == {0, 1}
     assert s["agent"]["tasks"] + s["agent"]["warmup"] > 0
     assert s["agent"]["time_to_valid_call_ms"]["count"] > 0
+    # tasks.jsonl came back from both tasks and was merged as a local run's.
+    tasks = read_jsonl(run_dir / "tasks.jsonl")
+    assert {t["worker"] for t in tasks} == {0, 1}
+    assert s["agent"]["tasks"] == sum(1 for t in tasks if not t["warmup"])
+    assert s["agent"]["warmup"] == sum(1 for t in tasks if t["warmup"])
+
+
+def test_conversations_on_the_cluster_merge_their_shipped_parts(
+    ray_head: str, tmp_path: Path
+) -> None:
+    """Each task's multiturn.parts.json comes back to its worker folder here, and
+    multiturn.json is built from both, as with local workers."""
+    from loadtest.features.multiturn import PARTS_FILE, multiturn_block
+
+    sc = ROOT / "scenarios" / "multi-turn.toml"
+    run_dir = _ray_run(ray_head, sc, tmp_path / "out", "--duration", "6")
+    parts = [orjson.loads((run_dir / f"worker-{w}" / PARTS_FILE).read_bytes()) for w in (0, 1)]
+    merged = orjson.loads((run_dir / "multiturn.json").read_bytes())
+    assert merged == multiturn_block(parts)
+    first = next(t for t in merged["ttft_by_turn"] if t["turn"] == 1)
+    assert first["requests"] == sum(len(p["ttft"].get("1", [])) for p in parts) > 0
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert {r["worker"] for r in rows} == {0, 1}
+
+
+def test_an_agent_trace_on_the_cluster_replays_each_session_once(
+    ray_head: str, tmp_path: Path
+) -> None:
+    from loadtest.datasets.otel import read_agent_trace
+
+    sessions = read_agent_trace(ROOT / "scenarios" / "data" / "agent-trace.jsonl")
+    run_dir = _ray_run(ray_head, ROOT / "scenarios" / "agent-trace.toml", tmp_path / "out")
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    calls = sum(len(x.calls) for x in sessions)
+    assert s["requests"]["sent"] == s["requests"]["ok"] == len(rows) == calls
+    assert all(r["worker"] == r["session"] % 2 for r in rows)
+    block = s["agent_trace"]
+    assert (block["sessions_in_trace"], block["completed"], block["calls"]) == (3, 3, calls)
+    # workload.json (the exact-length tally) came back from both tasks and was merged.
+    assert orjson.loads((run_dir / "workload.json").read_bytes())["requests"] == calls
 
 
 def test_a_restart_on_the_cluster_holds_the_load_in_every_task(

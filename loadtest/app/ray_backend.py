@@ -1,10 +1,12 @@
 """``--ray ADDRESS``: the same workers as ``--workers``, as tasks on a Ray cluster.
 
-Each worker is a Ray task (one CPU) running ``worker_main.worker_run``; it ships its
-``requests.jsonl`` and ``histograms.hlog`` back with its encoded metrics, since its
-machine may not be this one. Ctrl-C here increments a counter in a small Ray actor
-that the workers poll, so a stop reaches every machine and is handled as locally: the
-first stops gracefully, the next cancels. ``ray`` is the optional extra ``ray``.
+Each worker is a Ray task (one CPU) running ``worker_main.worker_run``; it ships the
+files of its folder (``requests.jsonl``, ``histograms.hlog``, its hooks' side files)
+back with its encoded metrics, since its machine may not be this one; they are written
+into its ``worker-<i>/`` here and merged as a local worker's. Ctrl-C here increments
+a counter in a small Ray actor that the workers poll, so a stop reaches every machine
+and is handled as locally: the first stops gracefully, the next cancels. ``ray`` is the
+optional extra ``ray``.
 """
 
 from __future__ import annotations
@@ -223,7 +225,7 @@ def run_on_ray(
     for cfg, result in zip(configs, results, strict=True):
         folder = Path(cfg.run_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "requests.jsonl").write_bytes(result.requests or b"")
-        (folder / "histograms.hlog").write_bytes(result.hlog or b"")
-        kept.append(dataclasses.replace(result, requests=None, hlog=None))
+        for name, data in result.files or ():
+            (folder / Path(name).name).write_bytes(data)  # a bare name: nothing outside it
+        kept.append(dataclasses.replace(result, files=None))
     return kept

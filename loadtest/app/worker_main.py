@@ -3,8 +3,10 @@
 ``worker_run`` builds the prompts, waits for the common start (wall clock, so that it
 also holds across machines), runs the ``Runner`` and returns its metrics as encoded
 HdrHistograms, its own measured window, and, for workers on other machines, the
-contents of its ``requests.jsonl`` and ``histograms.hlog`` (their files stay local
-otherwise). Stop requests arrive as signals (local) or through ``stop_count`` (Ray).
+files of its folder (``requests.jsonl``, ``histograms.hlog`` and the side files its
+hooks wrote: ``tasks.jsonl``, ``multiturn.parts.json``, ``workload.json``, ...), which
+the parent writes into the worker's folder there and merges as a local worker's. Stop
+requests arrive as signals (local) or through ``stop_count`` (Ray).
 """
 
 from __future__ import annotations
@@ -73,8 +75,8 @@ class WorkerResult:
     measured_s: float
     interrupted: bool
     stale_retries: int
-    requests: bytes | None = None
-    hlog: bytes | None = None
+    files: tuple[tuple[str, bytes], ...] | None = None
+    """Shipped (``WorkerJob.ship_files``): each file of the worker's folder, by name."""
     lines: int = 0
     """A recovered worker's (``recovered_result``): the whole lines it had written."""
     agent: JsonObject | None = None
@@ -197,11 +199,13 @@ def worker_run(
 
     result = asyncio.run(main())
     if ship:
-        result = dataclasses.replace(
-            result,
-            requests=(run_dir / "requests.jsonl").read_bytes(),
-            hlog=(run_dir / "histograms.hlog").read_bytes(),
+        # Every file, not a list of known ones: what a hook writes comes back with it.
+        files = tuple(
+            (p.name, p.read_bytes())
+            for p in sorted(run_dir.iterdir())
+            if p.is_file() and p.name not in _LOCAL_ONLY
         )
+        result = dataclasses.replace(result, files=files)
         shutil.rmtree(run_dir, ignore_errors=True)
     else:
         write_atomic(run_dir / "result.json", orjson.dumps(result))
@@ -210,6 +214,8 @@ def worker_run(
 
 HOLD = "hold"
 """A local worker's file the coordinator creates while a restarted target is down."""
+_LOCAL_ONLY = frozenset({"progress.json", "live.json", READY, GO, HOLD})
+"""A worker's files that only a parent on its machine reads while it runs."""
 
 
 async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]) -> Runner:
