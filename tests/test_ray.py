@@ -63,19 +63,25 @@ def _free_port(host: str) -> int:
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[str]:
     """A two-node cluster on loopback: a head and a second node, each on its own address."""
-    port = _free_port(HEAD_IP)
     # Short: Ray's unix sockets live under it, and their paths may not exceed 107 bytes.
     temp = Path(tempfile.mkdtemp(prefix="lt-ray-", dir="/tmp"))
-    started = _ray(
-        "start",
-        "--head",
-        f"--node-ip-address={HEAD_IP}",
-        f"--port={port}",
-        "--num-cpus=1",
-        "--include-dashboard=false",
-        "--disable-usage-stats",
-        f"--temp-dir={temp}",
-    )
+    # A free port can be taken again before Ray binds it while other jobs run ("GCS
+    # could not bind ... address in use"): then try again with a fresh one.
+    for _attempt in range(4):
+        port = _free_port(HEAD_IP)
+        started = _ray(
+            "start",
+            "--head",
+            f"--node-ip-address={HEAD_IP}",
+            f"--port={port}",
+            "--num-cpus=1",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={temp}",
+        )
+        text = (started.stdout + started.stderr).lower()
+        if started.returncode == 0 or not ("in use" in text or "bind" in text):
+            break
     assert started.returncode == 0, started.stderr[-2000:]
     try:
         joined = _ray(
