@@ -251,6 +251,45 @@ def test_no_completed_session_says_no_data() -> None:
     assert "no data" in render_agent_trace(block)
 
 
+def test_workers_tallies_add_up_to_one_processs_exactly() -> None:
+    """Split by session, the workers' tallies (through their JSON parts) add up to the
+    tally of one process that replayed every session: counters and ns sums exact, the
+    lag's maximum kept, shares computed once on the sums."""
+    import random
+
+    from loadtest.features.agent_trace import ReplayTally, SessionTimes, merge_replays
+
+    rng = random.Random(5)
+    sessions = read_agent_trace(FIXTURE) * 5
+    times = [
+        SessionTimes(
+            trace_id=s.trace_id,
+            calls=len(s.calls),
+            session_ns=rng.randrange(10**9, 3 * 10**9),
+            ttft_ns=rng.randrange(10**8),
+            decode_ns=rng.randrange(5 * 10**8),
+            tools_ns=s.tool_ns,
+            recorded_ns=s.session_ns,
+            gap_lag_ns_max=rng.randrange(10**7),
+        )
+        for s in sessions
+    ]
+    whole = ReplayTally(sessions_in_trace=len(sessions))
+    shares = [ReplayTally(sessions_in_trace=len(range(w, len(sessions), 3))) for w in range(3)]
+    for i, (t, s) in enumerate(zip(times, sessions, strict=True)):
+        whole.record(t, s)
+        shares[i % 3].record(t, s)
+    shares[1].failed = 2
+    whole.failed = 2
+    merged = merge_replays([x.encode() for x in shares])
+    expected = whole.block()
+    assert {k: v for k, v in merged.items() if k != "sessions"} == {
+        k: v for k, v in expected.items() if k != "sessions"
+    }
+    assert sorted(map(str, merged["sessions"])) == sorted(map(str, expected["sessions"]))
+    assert ReplayTally.decode(whole.encode()) == whole
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("opentelemetry.instrumentation.openai_v2") is None,
     reason="the dev extra's OpenTelemetry packages are not installed",

@@ -71,3 +71,29 @@ def test_the_simulator_may_not_reach_into_the_load_side(tmp_path: Path) -> None:
     done = _lint(tree)
     assert done.returncode != 0
     assert "loadtest.sim.engine -> loadtest.measure.hdr" in done.stdout
+
+
+def test_no_wrong_way_import_is_excused() -> None:
+    """config reads feature tables through a registry, and the [sim] table is checked in
+    the app layer: no contract lists an exception but the simulator's launcher."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
+    ignored = [i for c in contracts for i in c.get("ignore_imports", [])]
+    assert ignored == ["loadtest.sim.__main__ -> loadtest.cli.main"]
+
+
+def test_config_names_no_feature_even_lazily(tmp_path: Path) -> None:
+    """The contract sees a lazy import from config into a feature (what the registry
+    replaced), so the layers contract would fail on it."""
+    tree = _copy(tmp_path)
+    scenario = tree / "loadtest" / "config" / "scenario.py"
+    scenario.write_text(
+        scenario.read_text()
+        + "\n\ndef _up() -> None:\n    import loadtest.features.faults.plan  # noqa\n"
+    )
+    done = _lint(tree)
+    assert done.returncode != 0
+    assert "loadtest.config.scenario -> loadtest.features.faults.plan" in done.stdout

@@ -33,13 +33,7 @@ def _both(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
 @pytest.mark.parametrize(
     ("extra", "flags", "message"),
     [
-        # Workers refuse what they cannot split (check_splittable): --check said "valid".
-        (
-            '[[sources]]\nkind = "agent-trace"\npath = "c.jsonl"\n',
-            ["--workers", "2"],
-            "--workers does not combine with agent-trace sources",
-        ),
-        # The split itself (split_load).
+        # The split itself (split_load): --check said "valid" before.
         ("", ["--workers", "3"], "2 sessions cannot be split over 3 workers"),
         # The deployment plan: a restart needs a target loadtest manages.
         (

@@ -150,3 +150,20 @@ def test_a_managed_target_and_sim_settings(tmp_path: Path) -> None:
     assert sc.target.command == ("server", "--port", "9000")
     assert sc.target.endpoint == "http://127.0.0.1:9000"
     assert sc.sim.speculative and sc.sim.settings == {"itl_ms": 4.0}
+
+
+def test_feature_tables_come_from_their_registered_parsers(tmp_path: Path) -> None:
+    """config finds a feature's table parser by the table's name; a table with no parser,
+    or one that gives the wrong type, is an error naming the file and the table."""
+    from loadtest.config.feature_specs import FaultPlan, SimSpec
+    from loadtest.config.tables import TableSlot
+    from loadtest.config.toml_tables import Table
+
+    top = Table({"faults": {}, "nosuch": {}}, "s.toml", "")
+    assert TableSlot("faults", FaultPlan).parse(top, tmp_path) == FaultPlan()
+    with pytest.raises(ScenarioError) as info:
+        TableSlot("nosuch", FaultPlan).parse(top, tmp_path)
+    assert (info.value.path, info.value.key) == ("s.toml", "nosuch")
+    assert "no parser for the [nosuch] table" in str(info.value)
+    with pytest.raises(ScenarioError, match="gave a FaultPlan, not a SimSpec"):
+        TableSlot("faults", SimSpec).parse(top, tmp_path)

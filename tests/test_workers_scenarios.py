@@ -17,22 +17,25 @@ import pytest
 from tests.conftest import read_jsonl
 from tests.test_workers import ROOT, _cli, _one_run, _progressed, _scenario
 
+RESTART = (
+    'name = "r"\nmax_tokens = 24\n[[sources]]\nkind = "inline"\nprompts = ["a", "b"]\n'
+    "[load]\nconcurrency = 4\nduration_s = 6\n"
+    "[sim]\nttft_ms = 5.0\nitl_ms = 4.0\nload_s = 0.5\n"
+    '[[faults.events]]\nname = "restart"\nkind = "restart"\nat_s = 2\n'
+    "duration_s = 2\ndown_s = 0.5\nmax_failures = 4\n"
+)
 
-def test_workers_refuse_what_they_cannot_split_yet(tmp_path: Path) -> None:
-    sc = _scenario(tmp_path, "concurrency = 4\nrequests = 10\n")
-    text = sc.read_text() + (
-        '[faults]\n[[faults.events]]\nkind = "restart"\nat_s = 1\nduration_s = 1\n'
-    )
-    sc.write_text(text)
+
+def test_every_source_and_fault_kind_is_accepted_with_workers_and_ray(tmp_path: Path) -> None:
+    """Nothing is refused for splitting any more: a restart on Ray (held through the
+    control actor) and an agent trace (split by session) both pass the run's checks."""
+    sc = tmp_path / "r.toml"
+    sc.write_text(RESTART)
     res = _cli("run", str(sc), "--check", "--workers", "2", "--ray", "127.0.0.2:1")
-    assert res.returncode == 2
-    assert "--ray does not combine with fault kind restart" in res.stderr
-    sc.write_text(
-        'name = "a"\n[[sources]]\nkind = "agent-trace"\n'
-        f'path = "{ROOT / "fixtures" / "otel-agent.jsonl"}"\n'
-    )
-    res = _cli("run", str(sc), "--check", "--workers", "2")
-    assert res.returncode == 2 and "agent-trace sources" in res.stderr, res.stderr
+    assert res.returncode == 0 and "valid" in res.stdout, res.stderr
+    trace = ROOT / "scenarios" / "agent-trace.toml"
+    res = _cli("run", str(trace), "--check", "--workers", "2", "--ray", "127.0.0.2:1")
+    assert res.returncode == 0 and "workers: 2 Ray tasks" in res.stdout, res.stderr
 
 
 def test_a_restart_holds_the_load_in_every_worker(tmp_path: Path) -> None:
@@ -40,13 +43,7 @@ def test_a_restart_holds_the_load_in_every_worker(tmp_path: Path) -> None:
     (a file in their folders): only the requests caught in flight fail, not a stream of
     connection errors from sessions spinning against a closed port."""
     sc = tmp_path / "r.toml"
-    sc.write_text(
-        'name = "r"\nmax_tokens = 24\n[[sources]]\nkind = "inline"\nprompts = ["a", "b"]\n'
-        "[load]\nconcurrency = 4\nduration_s = 6\n"
-        "[sim]\nttft_ms = 5.0\nitl_ms = 4.0\nload_s = 0.5\n"
-        '[[faults.events]]\nname = "restart"\nkind = "restart"\nat_s = 2\n'
-        "duration_s = 2\ndown_s = 0.5\nmax_failures = 4\n"
-    )
+    sc.write_text(RESTART)
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     (restart,) = s["faults"]
@@ -223,6 +220,46 @@ def test_agent_sessions_split_over_two_workers_merge_into_one_agent_block(
     assert agent["warmup"] == len(tasks) - len(measured)
     assert agent["completed"] == sum(t["outcome"] == "completed" for t in measured)
     assert agent["time_to_valid_call_ms"]["count"] > 0 and agent["time_shares"]
+
+
+def test_agent_trace_sessions_split_over_two_workers_count_as_one_process(
+    tmp_path: Path,
+) -> None:
+    """Worker w replays whole sessions w, w+2, ..., each from its recorded start; merged,
+    every call of every session once, and the agent_trace block counts what a one-process
+    run of the same scenario counts, its shares computed once on the summed times."""
+    from loadtest.datasets.otel import read_agent_trace
+    from loadtest.engine.schedule import trace_offsets_ns
+
+    sc = ROOT / "scenarios" / "agent-trace.toml"
+    sessions = read_agent_trace(ROOT / "scenarios" / "data" / "agent-trace.jsonl")
+    starts = trace_offsets_ns([x.offset_ns / 1e6 for x in sessions])
+    every_call = sorted((i, k + 1) for i, x in enumerate(sessions) for k in range(len(x.calls)))
+    blocks = []
+    for run_dir in (
+        _one_run(sc, tmp_path / "one"),
+        _one_run(sc, tmp_path / "two", "--workers", "2"),
+    ):
+        s = orjson.loads((run_dir / "summary.json").read_bytes())
+        rows = read_jsonl(run_dir / "requests.jsonl")
+        r = s["requests"]
+        assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"] == len(rows) == len(every_call)
+        assert sorted((row["session"], row["call"]) for row in rows) == every_call
+        for row in rows:
+            if row["call"] == 1:  # each session starts at its own recorded offset
+                assert abs(row["intended_ms"] - starts[row["session"]] / 1e6) < 0.01, row
+        blocks.append(s["agent_trace"])
+    assert {row["worker"] for row in rows} == {0, 1}
+    assert all(row["worker"] == row["session"] % 2 for row in rows)
+    one, two = blocks
+    counts = ("sessions_in_trace", "replayed", "completed", "failed", "calls", "recorded")
+    assert {k: two[k] for k in counts} == {k: one[k] for k in counts}
+    assert two["completed"] == two["sessions_in_trace"] == len(sessions)
+    assert sorted(x["trace_id"] for x in two["sessions"]) == sorted(x.trace_id for x in sessions)
+    total = two["total"]
+    assert abs(two["decode_share"] - total["decode_ms"] / total["session_ms"]) < 1e-4
+    parts = ("ttft_ms", "decode_ms", "tools_ms", "other_ms")
+    assert abs(sum(total[k] for k in parts) - total["session_ms"]) < 0.01
 
 
 def test_conversations_split_over_two_workers_merge_their_turn_table(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ in the parent (``coordinator.py``).
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from loadtest.engine.gc_policy import QuietGc
@@ -32,14 +32,14 @@ def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
 
 
 def load_hooks(
-    scenario: Scenario, worker: int, workers: int, hold_file: Path | None = None
+    scenario: Scenario, worker: int, workers: int, held: Callable[[], bool] | None = None
 ) -> list[RunHook]:
     """The fault plan's part inside worker ``worker`` of ``workers`` (none without one);
-    the worker's scenario carries its own seed; ``hold_file``: where the coordinator says
-    that a restarted target is down."""
+    the worker's scenario carries its own seed; ``held``: asks whether the coordinator
+    says that a restarted target is down (``HoldFlag``)."""
     if not acts_in_load(scenario.faults):
         return []
-    hold = HoldFlag(hold_file) if hold_file is not None else None
+    hold = HoldFlag(held) if held is not None else None
     return [FaultLoad(scenario.faults, scenario.seed, worker=worker, workers=workers, hold=hold)]
 
 

@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loadtest.engine.hooks import HookResult
-from loadtest.errors import UsageError
-from loadtest.features.faults.registry import fault_table
 
 if TYPE_CHECKING:
     from loadtest.config.scenario import Scenario
@@ -35,27 +33,15 @@ if TYPE_CHECKING:
     from loadtest.transport.client import Client
     from loadtest.transport.side import SideHttp
 
-__all__ = ["Coordinator", "CoordinatorContext", "check_coordinated", "hold_workers"]
+__all__ = ["Coordinator", "CoordinatorContext", "hold_workers"]
 
 T = TypeVar("T")
 
 
-def check_coordinated(scenario: Scenario, ray: bool) -> None:
-    """``UsageError`` for fault kinds that workers cannot share (yet): those that hold
-    the load in every worker while they act (``Runs.holds_load``), which the coordinator
-    tells local workers through a file in their folders (``hold_workers``)."""
-    events = scenario.faults.events
-    kinds = sorted({e.kind for e in events if fault_table(e.kind).runs.holds_load})
-    if kinds and ray:
-        raise UsageError(
-            f"--ray does not combine with fault kind {', '.join(kinds)} yet: the load "
-            "must hold in every worker while the target is down; use --workers N"
-        )
-
-
 def hold_workers(dirs: list[Path]) -> Callable[[bool], None]:
     """The rig's ``on_hold`` for local workers: a ``hold`` file in each worker's folder
-    while the load must hold (``worker_main.HOLD``, which each worker watches)."""
+    while the load must hold (``worker_main.HOLD``, which each worker watches). Ray
+    tasks are told through the run's control actor instead (``ray_backend``)."""
     from loadtest.app.worker_main import HOLD
 
     def hold(down: bool) -> None:

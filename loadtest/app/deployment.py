@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from loadtest.config.scenario import Scenario
 from loadtest.errors import UsageError
-from loadtest.features.faults.plan import TargetSpec
+from loadtest.features.faults.plan import TargetSpec, needs_proxy
 from loadtest.features.faults.proxy import FaultProxy
 from loadtest.features.faults.registry import fault_table
 from loadtest.features.faults.rig import FaultRig
@@ -89,7 +89,7 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
             "not manage; drop --endpoint to use the scenario's [target] or the simulator"
         )
     own_deployment = endpoint is not None or scenario.target is not None
-    if not own_deployment and not scenario.sim.speculative and plan.needs_proxy:
+    if not own_deployment and not scenario.sim.speculative and needs_proxy(plan):
         raise UsageError(
             "the scenario has draft faults but no draft: set [sim] speculative = true, "
             "or point [faults].proxy_upstream at your draft server"
@@ -144,7 +144,7 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
     if spec is not None:
         draft_url = spec.spawn_draft(draft_port)
         uses = draft_url
-        if plan.needs_proxy:
+        if needs_proxy(plan):
             host, dport = _split(draft_url.removeprefix("http://"))
             proxy = FaultProxy(host, dport, listen_port=proxy_port, seed=scenario.seed)
             uses = proxy.url

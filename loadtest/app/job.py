@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from loadtest.app.console import log, say, use_tui
-from loadtest.app.coordinator import Coordinator, CoordinatorContext, hold_workers
+from loadtest.app.coordinator import Coordinator, CoordinatorContext
 from loadtest.app.deployment import Deployment, plan_deployment
 from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
 from loadtest.app.plan import RunPlan, load_prompts, plan_run, prompt_counts
 from loadtest.app.workers import WorkersRun, run_workers, worker_configs
 from loadtest.engine.runner import RunConfig, RunOutcome
+from loadtest.features.agent_trace import merge_replays
 from loadtest.features.workload import plan_lines
 from loadtest.model.summary import AgentBlock, RunExtra, Summary
 from loadtest.report import build_summary, render_faults, render_table, write_results
@@ -173,8 +175,6 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         dashboard = (dep.endpoint, model) if use_tui(options.tui) and not options.ray else None
         tls_spec = (options.ca_bundle, options.insecure)
         configs = worker_configs(base, plans)
-        if not options.ray:
-            dep.rig.on_hold = hold_workers([Path(c.run_dir) for c in configs])
         side = SideHttp(ssl=plan.tls, api_key=options.api_key, key_origin=dep.endpoint)
 
         def begin(start_wall: float) -> None:
@@ -183,8 +183,11 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
                 start_wall,
             )
 
+        def hold_with(hold: Callable[[bool], None]) -> None:
+            dep.rig.on_hold = hold
+
         ran = run_workers(
-            configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label, begin
+            configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label, begin, hold_with
         )
     finally:
         coordinator.finish()
@@ -199,6 +202,7 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         faults=judged.faults,
         server=judged.server,
         agent=_merged_agent(ran) if sc.agent is not None else None,
+        agent_trace=merge_replays(ran.agent_trace_parts) if ran.agent_trace_parts else None,
     )
     return LocalRun(
         dataclasses.replace(base, tls=True), outcome, ran.stale_retries, ran.lost, ran.lags

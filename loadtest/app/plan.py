@@ -20,7 +20,7 @@ from pathlib import Path
 from loadtest.app.deployment import check_deployment
 from loadtest.app.inprocess import Prompts
 from loadtest.app.options import Note, RunOptions, resolve_access, resolve_scenario, start_notes
-from loadtest.app.workers import WorkerPlan, check_splittable, split_load
+from loadtest.app.workers import WorkerPlan, split_load
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import build_pool
 from loadtest.errors import MissingExtraError, UsageError
@@ -63,7 +63,6 @@ def plan_run(options: RunOptions) -> RunPlan:
     splits: list[WorkerPlan] = []
     if options.workers > 1 or options.ray is not None:
         # Checked before the prompts load: a bad split should not wait for data sets.
-        check_splittable(scenario, ray=options.ray is not None)
         splits = split_load(scenario.load, options.workers, scenario.seed)
         if options.ray is not None and importlib.util.find_spec("ray") is None:
             raise MissingExtraError("--ray", "ray")

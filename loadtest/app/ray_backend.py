@@ -1,10 +1,12 @@
 """``--ray ADDRESS``: the same workers as ``--workers``, as tasks on a Ray cluster.
 
-Each worker is a Ray task (one CPU) running ``worker_main.worker_run``; it ships its
-``requests.jsonl`` and ``histograms.hlog`` back with its encoded metrics, since its
-machine may not be this one. Ctrl-C here increments a counter in a small Ray actor
-that the workers poll, so a stop reaches every machine and is handled as locally: the
-first stops gracefully, the next cancels. ``ray`` is the optional extra ``ray``.
+Each worker is a Ray task (one CPU) running ``worker_main.worker_run``; it ships the
+files of its folder (``requests.jsonl``, ``histograms.hlog``, its hooks' side files)
+back with its encoded metrics, since its machine may not be this one; they are written
+into its ``worker-<i>/`` here and merged as a local worker's. Ctrl-C here increments
+a counter in a small Ray actor that the workers poll, so a stop reaches every machine
+and is handled as locally: the first stops gracefully, the next cancels. ``ray`` is the
+optional extra ``ray``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import dataclasses
 import ipaddress
 import logging
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,14 +67,42 @@ def _loopback_node(address: str) -> str | None:
     return host
 
 
+class _Hold:
+    """The fault rig's ``on_hold`` on Ray: the control actor's flag, set and confirmed
+    (the rig then gives the tasks ``HOLD_LEAD_S`` to see it before the target stops).
+    Called from the coordinator's thread; once the run's Ray session is closed, a late
+    call (a restart cut short by the run's end) does nothing."""
+
+    def __init__(self, control: Any) -> None:
+        self._control = control
+        self._lock = threading.Lock()
+        self._open = True
+
+    def __call__(self, down: bool) -> None:
+        import ray
+
+        with self._lock:
+            if self._open:
+                ray.get(self._control.hold.remote(down))
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+
 def run_on_ray(
     configs: list[RunConfig],
     tls: tuple[str | None, bool],
     address: str,
     on_first_stop: Callable[[], None],
     on_start_wall: Callable[[float], None] | None = None,
+    hold_with: Callable[[Callable[[bool], None]], None] | None = None,
 ) -> list[WorkerResult]:
-    """Run one Ray task per config; returns their results, files written locally."""
+    """Run one Ray task per config; returns their results, files written locally.
+
+    ``hold_with`` is handed ``hold(down)``, which sets the control actor's hold flag
+    that every task looks at every 20 ms (``HoldFlag``): a restarted target's hold
+    reaches every machine, as the stop does, with no shared file."""
     try:
         import ray
     except ImportError as exc:
@@ -86,6 +117,7 @@ def run_on_ray(
         )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise EndpointError(f"cannot join the Ray cluster at {address}: {exc}") from exc
+    hold: _Hold | None = None
     try:
 
         @ray.remote
@@ -97,6 +129,13 @@ def run_on_ray(
                 self.n = 0
                 self.ready_tasks = 0
                 self.start_wall: float | None = None
+                self.down = False
+
+            def hold(self, down: bool) -> None:
+                self.down = down
+
+            def held(self) -> bool:
+                return self.down
 
             def press(self) -> int:
                 self.n += 1
@@ -126,9 +165,17 @@ def run_on_ray(
                     time.sleep(0.05)
                 return float(at)
 
-            return worker_run(job, start, lambda: ray.get(control.count.remote()))
+            return worker_run(
+                job,
+                start,
+                lambda: ray.get(control.count.remote()),
+                lambda: bool(ray.get(control.held.remote())),
+            )
 
         control = Control.remote()  # type: ignore[attr-defined]
+        hold = _Hold(control)
+        if hold_with is not None:
+            hold_with(hold)
         n = len(configs)
         refs = [
             task.remote(
@@ -171,12 +218,14 @@ def run_on_ray(
                 signal.signal(s, h)
         results: list[WorkerResult] = ray.get(refs)
     finally:
+        if hold is not None:
+            hold.close()
         ray.shutdown()
     kept = []
     for cfg, result in zip(configs, results, strict=True):
         folder = Path(cfg.run_dir)
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "requests.jsonl").write_bytes(result.requests or b"")
-        (folder / "histograms.hlog").write_bytes(result.hlog or b"")
-        kept.append(dataclasses.replace(result, requests=None, hlog=None))
+        for name, data in result.files or ():
+            (folder / Path(name).name).write_bytes(data)  # a bare name: nothing outside it
+        kept.append(dataclasses.replace(result, files=None))
     return kept

@@ -3,8 +3,10 @@
 ``worker_run`` builds the prompts, waits for the common start (wall clock, so that it
 also holds across machines), runs the ``Runner`` and returns its metrics as encoded
 HdrHistograms, its own measured window, and, for workers on other machines, the
-contents of its ``requests.jsonl`` and ``histograms.hlog`` (their files stay local
-otherwise). Stop requests arrive as signals (local) or through ``stop_count`` (Ray).
+files of its folder (``requests.jsonl``, ``histograms.hlog`` and the side files its
+hooks wrote: ``tasks.jsonl``, ``multiturn.parts.json``, ``workload.json``, ...), which
+the parent writes into the worker's folder there and merges as a local worker's. Stop
+requests arrive as signals (local) or through ``stop_count`` (Ray).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from loadtest.model.json import JsonObject
 
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig, Runner
+    from loadtest.features.agent_trace import ReplayPart
     from loadtest.measure.merge import EncodedMetrics
 
 __all__ = [
@@ -73,13 +76,16 @@ class WorkerResult:
     measured_s: float
     interrupted: bool
     stale_retries: int
-    requests: bytes | None = None
-    hlog: bytes | None = None
+    files: tuple[tuple[str, bytes], ...] | None = None
+    """Shipped (``WorkerJob.ship_files``): each file of the worker's folder, by name."""
     lines: int = 0
     """A recovered worker's (``recovered_result``): the whole lines it had written."""
     agent: JsonObject | None = None
     """An agent scenario's task counters and share histograms (``AgentMetrics.encode``),
     merged by the parent into the run's ``agent`` block."""
+    agent_trace: ReplayPart | None = None
+    """An ``agent-trace`` replay's tally of its sessions (``ReplayTally.encode``), added
+    by the parent into the run's ``agent_trace`` block."""
 
 
 READY, GO = "ready", "go.json"
@@ -143,13 +149,16 @@ def worker_run(
     job: WorkerJob,
     start: Callable[[], float],
     stop_count: Callable[[], int] | None = None,
+    held: Callable[[], bool] | None = None,
 ) -> WorkerResult:
     """Run one worker's share; returns its result (see the module docstring).
 
     ``start`` says this worker is ready (its prompts loaded, its runner built) and
     blocks until the parent names the common start, wall clock: the parent names it
     once every worker is ready, so that no worker starts late because its data sets
-    took longer to load than another's (or than a fixed delay allowed)."""
+    took longer to load than another's (or than a fixed delay allowed). ``held`` asks
+    whether the coordinator holds the load (a restarted target is down); by default a
+    ``hold`` file in the worker's own folder."""
     from loadtest.measure.merge import encode_metrics
     from loadtest.transport.auth import tls_context
 
@@ -160,9 +169,10 @@ def worker_run(
     # An SSLContext does not cross process boundaries: each worker builds its own.
     cfg = dataclasses.replace(cfg, tls=tls_context(*job.tls))
     run_dir = Path(cfg.run_dir)
+    look = held if held is not None else (run_dir / HOLD).exists
 
     async def main() -> WorkerResult:
-        runner = await _build_runner(cfg, job)
+        runner = await _build_runner(cfg, job, look)
         if stop_count is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -185,15 +195,18 @@ def worker_run(
             interrupted=outcome.interrupted,
             stale_retries=runner.stale_retries,
             agent=_agent_part(runner),
+            agent_trace=_replay_part(runner),
         )
 
     result = precise_timers.run(main())
     if ship:
-        result = dataclasses.replace(
-            result,
-            requests=(run_dir / "requests.jsonl").read_bytes(),
-            hlog=(run_dir / "histograms.hlog").read_bytes(),
+        # Every file, not a list of known ones: what a hook writes comes back with it.
+        files = tuple(
+            (p.name, p.read_bytes())
+            for p in sorted(run_dir.iterdir())
+            if p.is_file() and p.name not in _LOCAL_ONLY
         )
+        result = dataclasses.replace(result, files=files)
         shutil.rmtree(run_dir, ignore_errors=True)
     else:
         write_atomic(run_dir / "result.json", orjson.dumps(result))
@@ -202,14 +215,11 @@ def worker_run(
 
 HOLD = "hold"
 """A local worker's file the coordinator creates while a restarted target is down."""
+_LOCAL_ONLY = frozenset({"progress.json", "live.json", READY, GO, HOLD})
+"""A worker's files that only a parent on its machine reads while it runs."""
 
 
-def _hold_file(cfg: RunConfig, job: WorkerJob) -> Path | None:
-    # Ray tasks run elsewhere: the coordinator's file would not reach them.
-    return None if job.ship_files else Path(cfg.run_dir) / HOLD
-
-
-async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
+async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]) -> Runner:
     """The runner of one worker: its prompts, or its share of a workload (a trace split
     by line), with the hooks every process of a run attaches."""
     from loadtest.app.assembly import edge_hooks, load_hooks
@@ -225,7 +235,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
         agent = AgentDriver(cfg.scenario.agent, tasks, cfg.scenario.seed)
         hooks = [
             *edge_hooks(cfg, {"tasks": tasks.size}),
-            *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
+            *load_hooks(cfg.scenario, job.index, job.workers, held),
             agent,
         ]
         return Runner(cfg, None, hooks=hooks, unit=agent)
@@ -233,7 +243,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
         pool, counts = build_pool(cfg.scenario)
         hooks = [
             *edge_hooks(cfg, counts),
-            *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
+            *load_hooks(cfg.scenario, job.index, job.workers, held),
         ]
         return Runner(cfg, pool, hooks=hooks)
     share = (job.index, job.workers, job.run_seed)
@@ -248,7 +258,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
     cfg = dataclasses.replace(cfg, scenario=wl.scenario, arrival_phase_ns=phase)
     hooks = [
         *edge_hooks(cfg, dict(wl.counts)),
-        *load_hooks(cfg.scenario, job.index, job.workers, _hold_file(cfg, job)),
+        *load_hooks(cfg.scenario, job.index, job.workers, held),
         *wl.hooks,
     ]
     return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
@@ -259,6 +269,13 @@ def _agent_part(runner: Runner) -> JsonObject | None:
 
     drivers = [h for h in runner.hooks if isinstance(h, AgentDriver)]
     return drivers[0].metrics.encode() if drivers else None
+
+
+def _replay_part(runner: Runner) -> ReplayPart | None:
+    from loadtest.features.agent_trace import SessionReplay
+
+    replays = [h for h in runner.hooks if isinstance(h, SessionReplay)]
+    return replays[0].tally.encode() if replays else None
 
 
 async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:

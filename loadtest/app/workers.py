@@ -28,12 +28,12 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from loadtest.app.console import Progress, log, stop_notice
-from loadtest.app.coordinator import check_coordinated
+from loadtest.app.coordinator import hold_workers
 from loadtest.app.worker_main import (
     READY,
     WorkerJob,
@@ -51,10 +51,12 @@ from loadtest.model.json import JsonObject
 from loadtest.model.summary import LostWorker, WorkerLag
 from loadtest.transport.sources import split_addresses
 
+if TYPE_CHECKING:
+    from loadtest.features.agent_trace import ReplayPart
+
 __all__ = [
     "WorkerPlan",
     "WorkersRun",
-    "check_splittable",
     "run_workers",
     "split_load",
     "worker_configs",
@@ -130,32 +132,9 @@ class WorkersRun:
     """Each worker's own dispatch lag, before the merge."""
     agent_parts: tuple[JsonObject, ...] = ()
     """Each worker's encoded task counters (agent scenarios), for the merged block."""
-
-
-_ONE_PROCESS_KINDS = ("agent-trace",)
-"""Workload kinds whose per-session results do not merge yet."""
-
-
-def check_splittable(scenario: Scenario, ray: bool = False) -> None:
-    """``UsageError`` when the scenario needs one process (agents, workloads, restarts).
-
-    A fault plan and a managed target are the coordinator's (``coordinator.py``): they
-    run once in the parent while the workers send the load."""
-    check_coordinated(scenario, ray)
-    unsupported = [
-        what
-        for what, present in (
-            (
-                "agent-trace sources",
-                any(s.kind in _ONE_PROCESS_KINDS for s in scenario.sources),
-            ),
-        )
-        if present
-    ]
-    if unsupported:
-        raise UsageError(
-            f"--workers does not combine with {', '.join(unsupported)} yet; use --workers 1"
-        )
+    agent_trace_parts: tuple[ReplayPart, ...] = ()
+    """Each worker's tally of its replayed sessions (``agent-trace``), for the merged
+    ``agent_trace`` block."""
 
 
 def worker_configs(base: RunConfig, plans: list[WorkerPlan]) -> list[RunConfig]:
@@ -188,22 +167,27 @@ def run_workers(
     dashboard: tuple[str, str] | None = None,
     label: str = "",
     on_start_wall: Callable[[float], None] | None = None,
+    hold_with: Callable[[Callable[[bool], None]], None] | None = None,
 ) -> WorkersRun:
     """Run the workers (local processes, or Ray tasks), wait, merge.
 
     ``configs`` are the workers' ``RunConfig``s (each with its own ``run_dir``);
     ``dashboard`` (endpoint, model) shows the merged dashboard while local workers run;
     ``label`` starts their progress lines (``Progress.label``); ``on_start_wall`` is
-    told the workers' common start (wall clock) before they are started.
+    told the workers' common start (wall clock) before they are started; ``hold_with``
+    is handed how to hold the workers' load (``hold(down)``, the fault rig's
+    ``on_hold``) before the start: files for local workers, the control actor on Ray.
     """
     from loadtest.measure.merge import merge_metrics
 
     if ray_address is not None:
         from loadtest.app.ray_backend import run_on_ray
 
-        results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall)
+        results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall, hold_with)
         lost: list[LostWorker] = []  # a lost Ray task fails the run (ray.get raises)
     else:
+        if hold_with is not None:
+            hold_with(hold_workers([Path(c.run_dir) for c in configs]))
         results, lost = _run_local(configs, tls, dashboard, label, on_start_wall)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(
@@ -222,6 +206,7 @@ def run_workers(
         stale_retries=sum(r.stale_retries for r in results),
         lost=tuple(lost),
         agent_parts=tuple(r.agent for r in results if r.agent is not None),
+        agent_trace_parts=tuple(r.agent_trace for r in results if r.agent_trace is not None),
         lags=tuple(worker_lag(i, r, scenario) for i, r in enumerate(results)),
     )
 

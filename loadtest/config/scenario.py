@@ -13,21 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
+from loadtest.config.feature_specs import AgentSpec, FaultPlan, SimSpec, TargetSpec, TaskSource
 from loadtest.config.slo_table import SLOSpec, parse_slo_table
 from loadtest.config.source_spec import SourceSpec
 from loadtest.config.sources import source_kinds, source_plugin
+from loadtest.config.tables import TableSlot
 from loadtest.config.toml_tables import Table
 from loadtest.config.workload_tables import WORKLOAD_KEYS, parse_workload_keys
 from loadtest.errors import DatasetError, ScenarioError
-from loadtest.features.agent.taskspec import AgentSpec, TaskSource, parse_agent, parse_tasks
-from loadtest.features.faults.plan import (
-    FaultPlan,
-    SimSpec,
-    TargetSpec,
-    parse_faults,
-    parse_sim,
-    parse_target,
-)
 
 __all__ = [
     "LoadSpec",
@@ -43,6 +36,13 @@ DEFAULT_DURATION_S = 30.0
 """The measured duration of a run whose scenario and flags name no bound."""
 APIS = ("chat", "completions", "responses")
 _COMMON_SOURCE_KEYS = frozenset({"kind", "category", "weight", "max_tokens"})
+
+# The tables features own: each parsed by its feature, found by name (``tables``).
+_FAULTS = TableSlot("faults", FaultPlan)
+_TARGET = TableSlot("target", TargetSpec)
+_SIM = TableSlot("sim", SimSpec)
+_AGENT = TableSlot("agent", AgentSpec)
+_TASKS = TableSlot("tasks", tuple)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +138,10 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
     top = Table(data, path, "")
     name = top.get("name", str, Path(path).stem, "a string")
     sources_raw = top.get("sources", list, None, "an array of [[sources]] tables")
-    agent = parse_agent(top.sub("agent")) if "agent" in data else None
+    agent = _AGENT.parse(top, base) if "agent" in data else None
     tasks: tuple[TaskSource, ...] = ()
     if agent is not None:
-        top.used.add("tasks")
-        tasks = parse_tasks(data.get("tasks"), path, base)
+        tasks = _TASKS.parse(top, base)
         if sources_raw:
             raise ScenarioError(
                 path, "sources", "an agent scenario takes [[tasks]], not [[sources]]"
@@ -171,9 +170,10 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
     load = _load(top.sub("load"))
     timeouts = _timeouts(top.sub("timeouts"))
     slo = parse_slo_table(top.sub("slo"))
-    faults = parse_faults(top.sub("faults"))
-    target = parse_target(top.sub("target")) if "target" in data else None
-    sim = parse_sim(top.sub("sim"))
+    # A table that is not there takes its defaults without loading its feature.
+    faults = _FAULTS.parse(top, base) if "faults" in data else FaultPlan()
+    target = _TARGET.parse(top, base) if "target" in data else None
+    sim = _SIM.parse(top, base) if "sim" in data else SimSpec()
     for secret in _SECRET_KEYS:
         if secret in data:
             raise ScenarioError(path, secret, _NO_SECRETS)

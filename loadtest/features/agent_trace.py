@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, field, replace
 from pathlib import Path
+from typing import TypedDict
 
 from loadtest.config.scenario import Scenario
 from loadtest.datasets.otel import RecordedSession
@@ -33,7 +35,15 @@ from loadtest.model.summary import (
     AgentTraceSplit,
 )
 
-__all__ = ["SESSIONS_LISTED", "SessionReplay", "SessionTimes", "session_prompts"]
+__all__ = [
+    "SESSIONS_LISTED",
+    "ReplayPart",
+    "ReplayTally",
+    "SessionReplay",
+    "SessionTimes",
+    "merge_replays",
+    "session_prompts",
+]
 
 SESSIONS_LISTED = 100
 """Sessions the summary lists one by one; the totals cover them all."""
@@ -94,6 +104,129 @@ class SessionTimes:
         return self.session_ns - self.ttft_ns - self.decode_ns - self.tools_ns
 
 
+class ReplayPart(TypedDict):
+    """One process's replay tally, encoded (a worker's, for the parent to add)."""
+
+    sessions_in_trace: int
+    completed: int
+    failed: int
+    calls: int
+    sums: list[int]
+    """Session, TTFT, decode, tools and recorded time (ns), over completed sessions."""
+    recorded_model: int
+    lag_max: int | None
+    listed: list[list[int | str]]
+    """``SessionTimes`` as lists, field by field."""
+
+
+@dataclass(slots=True)
+class ReplayTally:
+    """What the ``agent_trace`` block is made of: counters, sums of ns and a maximum,
+    so that workers' tallies add up exactly (``add``) and the shares are computed once,
+    on the sum (``block``)."""
+
+    sessions_in_trace: int
+    completed: int = 0
+    failed: int = 0
+    calls: int = 0
+    sums: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    recorded_model: int = 0
+    lag_max: int | None = None
+    listed: list[SessionTimes] = field(default_factory=list)
+
+    def record(self, t: SessionTimes, session: RecordedSession) -> None:
+        """One completed measured session."""
+        self.completed += 1
+        self.calls += t.calls
+        for i, v in enumerate((t.session_ns, t.ttft_ns, t.decode_ns, t.tools_ns, t.recorded_ns)):
+            self.sums[i] += v
+        self.recorded_model += session.model_ns
+        self.lag_max = max(self.lag_max or 0, t.gap_lag_ns_max)
+        if len(self.listed) < SESSIONS_LISTED:
+            self.listed.append(t)
+
+    def add(self, other: ReplayTally) -> None:
+        """Another process's tally (its share of the sessions): everything summed, the
+        lag's maximum kept, the listed sessions appended up to ``SESSIONS_LISTED``."""
+        self.sessions_in_trace += other.sessions_in_trace
+        self.completed += other.completed
+        self.failed += other.failed
+        self.calls += other.calls
+        self.sums = [a + b for a, b in zip(self.sums, other.sums, strict=True)]
+        self.recorded_model += other.recorded_model
+        if other.lag_max is not None:
+            self.lag_max = max(self.lag_max or 0, other.lag_max)
+        self.listed.extend(other.listed[: SESSIONS_LISTED - len(self.listed)])
+
+    def encode(self) -> ReplayPart:
+        """As JSON (a worker's result file or a Ray task's answer)."""
+        return {
+            "sessions_in_trace": self.sessions_in_trace,
+            "completed": self.completed,
+            "failed": self.failed,
+            "calls": self.calls,
+            "sums": list(self.sums),
+            "recorded_model": self.recorded_model,
+            "lag_max": self.lag_max,
+            "listed": [list(astuple(t)) for t in self.listed],
+        }
+
+    @classmethod
+    def decode(cls, part: ReplayPart) -> ReplayTally:
+        """``encode``'s inverse."""
+        return cls(
+            sessions_in_trace=part["sessions_in_trace"],
+            completed=part["completed"],
+            failed=part["failed"],
+            calls=part["calls"],
+            sums=list(part["sums"]),
+            recorded_model=part["recorded_model"],
+            lag_max=part["lag_max"],
+            listed=[_times(row) for row in part["listed"]],
+        )
+
+    def block(self) -> AgentTraceBlock:
+        """The ``agent_trace`` section of summary.json."""
+        session, ttft, decode, tools, recorded = self.sums
+        done = self.completed > 0 and session > 0
+        total: AgentTraceSplit | None = (
+            _split(session, ttft, decode, tools, session - ttft - decode - tools) if done else None
+        )
+        rec_tools = tools  # the replay waits the recorded tool time, as it was
+        rec_block: AgentTraceRecorded | None = (
+            {
+                "session_ms": _ms(recorded),
+                "model_ms": _ms(self.recorded_model),
+                "tools_ms": _ms(rec_tools),
+                "other_ms": _ms(recorded - self.recorded_model - rec_tools),
+            }
+            if done
+            else None
+        )
+        return {
+            "sessions_in_trace": self.sessions_in_trace,
+            "replayed": self.completed + self.failed,
+            "completed": self.completed,
+            "failed": self.failed,
+            "calls": self.calls,
+            "total": total,
+            "recorded": rec_block,
+            "decode_share": round(decode / session, 4) if done else None,
+            "generation_share": round((ttft + decode) / session, 4) if done else None,
+            "gap_lag_ms_max": _ms(self.lag_max) if self.lag_max is not None else None,
+            "sessions": [_row(t) for t in self.listed],
+            "sessions_listed": len(self.listed),
+        }
+
+
+def merge_replays(parts: Sequence[ReplayPart]) -> AgentTraceBlock:
+    """The ``agent_trace`` block of a run with workers, from each worker's tally."""
+    merged = ReplayTally(sessions_in_trace=0)
+    for part in parts:
+        merged.add(ReplayTally.decode(part))
+    return merged.block()
+
+
 class SessionReplay(RunHook):
     """Replays sessions: unit ``i`` is session ``i`` (mod their number)."""
 
@@ -103,19 +236,17 @@ class SessionReplay(RunHook):
         model: str,
         sessions: list[RecordedSession],
         prompts: list[tuple[Prompt, ...]],
+        numbers: Sequence[int] | None = None,
     ) -> None:
+        """``numbers``: each session's place in the whole trace (a worker replays every
+        N-th; by default their own places)."""
         self._scenario = scenario
         self._model = model
         self._sessions = sessions
         self._prompts = prompts
+        self._numbers = numbers if numbers is not None else range(len(sessions))
         self._requests = 0
-        self.completed = 0
-        self.failed = 0
-        self._calls = 0
-        self._sums = [0, 0, 0, 0, 0]  # session, ttft, decode, tools, recorded
-        self._recorded_model = 0
-        self._lag_max: int | None = None
-        self.listed: list[SessionTimes] = []
+        self.tally = ReplayTally(sessions_in_trace=len(sessions))
 
     async def run_unit(self, ctx: RunContext, index: int, intended_ns: int) -> float | None:
         """Replay session ``index``; returns a Retry-After if a call was told one."""
@@ -125,6 +256,7 @@ class SessionReplay(RunHook):
         at = intended_ns
         ttft = decode = tools = lag = 0
         end = intended_ns
+        where = {"trace_id": session.trace_id, "session": self._numbers[k], "unit": index}
         for n, (call, prompt) in enumerate(zip(session.calls, prompts, strict=True)):
             if n:
                 at = end + call.gap_ns
@@ -140,9 +272,9 @@ class SessionReplay(RunHook):
                 intended_ns=at,
                 warmup=warmup,
             )
-            ctx.account(rec, prompt, {"trace_id": session.trace_id, "call": n + 1, "unit": index})
+            ctx.account(rec, prompt, {**where, "call": n + 1})
             if rec.outcome != "ok":
-                self.failed += not warmup
+                self.tally.failed += not warmup
                 if rec.outcome == "cancelled":
                     raise_if_cancelling()
                 return rec.retry_after_s
@@ -152,7 +284,7 @@ class SessionReplay(RunHook):
             decode += rec.end_ns - first
             end = rec.end_ns
         if not warmup:
-            self._add(
+            self.tally.record(
                 SessionTimes(
                     trace_id=session.trace_id,
                     calls=len(session.calls),
@@ -167,52 +299,19 @@ class SessionReplay(RunHook):
             )
         return None
 
-    def _add(self, t: SessionTimes, session: RecordedSession) -> None:
-        self.completed += 1
-        self._calls += t.calls
-        for i, v in enumerate((t.session_ns, t.ttft_ns, t.decode_ns, t.tools_ns, t.recorded_ns)):
-            self._sums[i] += v
-        self._recorded_model += session.model_ns
-        self._lag_max = max(self._lag_max or 0, t.gap_lag_ns_max)
-        if len(self.listed) < SESSIONS_LISTED:
-            self.listed.append(t)
-
     def summary(self) -> AgentTraceBlock:
         """The ``agent_trace`` section of summary.json."""
-        session, ttft, decode, tools, recorded = self._sums
-        done = self.completed > 0 and session > 0
-        total: AgentTraceSplit | None = (
-            _split(session, ttft, decode, tools, session - ttft - decode - tools) if done else None
-        )
-        rec_tools = tools  # the replay waits the recorded tool time, as it was
-        rec_block: AgentTraceRecorded | None = (
-            {
-                "session_ms": _ms(recorded),
-                "model_ms": _ms(self._recorded_model),
-                "tools_ms": _ms(rec_tools),
-                "other_ms": _ms(recorded - self._recorded_model - rec_tools),
-            }
-            if done
-            else None
-        )
-        return {
-            "sessions_in_trace": len(self._sessions),
-            "replayed": self.completed + self.failed,
-            "completed": self.completed,
-            "failed": self.failed,
-            "calls": self._calls,
-            "total": total,
-            "recorded": rec_block,
-            "decode_share": round(decode / session, 4) if done else None,
-            "generation_share": round((ttft + decode) / session, 4) if done else None,
-            "gap_lag_ms_max": _ms(self._lag_max) if self._lag_max is not None else None,
-            "sessions": [_row(t) for t in self.listed],
-            "sessions_listed": len(self.listed),
-        }
+        return self.tally.block()
 
     def result(self, run_dir: Path) -> HookResult:
         """Hand the section to the run's outcome."""
         return HookResult(agent_trace=self.summary())
+
+
+def _times(row: list[int | str]) -> SessionTimes:
+    trace_id, *ns = row
+    calls, session, ttft, decode, tools, recorded, lag = (int(v) for v in ns)
+    return SessionTimes(str(trace_id), calls, session, ttft, decode, tools, recorded, lag)
 
 
 def _ms(ns: int) -> float:

@@ -240,7 +240,8 @@ def prepare_workload(
     """
     kinds = _kinds(scenario)
     if "agent-trace" in kinds:
-        return _agent_trace(scenario, _only(scenario, "agent-trace"), model, tokenizer)
+        spec = _only(scenario, "agent-trace")
+        return _agent_trace(scenario, spec, model, tokenizer, share or (0, 1, scenario.seed))
     if "trace" in kinds:
         spec = _only(scenario, "trace")
         worker, workers, _ = share or (0, 1, scenario.seed)
@@ -287,19 +288,34 @@ def prepare_workload(
 
 
 def _agent_trace(
-    scenario: Scenario, spec: SourceSpec, model: str, tokenizer: Tokenizer | None
+    scenario: Scenario,
+    spec: SourceSpec,
+    model: str,
+    tokenizer: Tokenizer | None,
+    share: tuple[int, int, int],
 ) -> Workload:
-    """Recorded sessions, a unit each: at their recorded starts, or N at once (closed)."""
+    """Recorded sessions, a unit each: at their recorded starts, or N at once (closed).
+
+    Split by session, as a trace is by line: worker w replays whole sessions w, w+N, ...,
+    each at its own recorded start, its calls at their recorded gaps."""
     assert spec.path is not None
-    sessions = read_agent_trace(spec.path, spec.limit)
-    prompts = session_prompts(sessions, tokenizer, str(spec.path))
+    worker, workers, _ = share
+    every = read_agent_trace(spec.path, spec.limit)
+    numbers = range(worker, len(every), workers)
+    if not numbers:
+        raise DatasetError(f"{spec.path}: {len(every)} sessions cannot be split over {workers}")
+    sessions = [every[i] for i in numbers]
+    # Cut for the whole trace, then taken: a session's prompts are a one-process run's.
+    cut = session_prompts(every, tokenizer, str(spec.path))
+    prompts = [cut[i] for i in numbers]
     n = len(sessions)
     if spec.workload.starts == "recorded":
-        offsets = trace_offsets_ns([s.offset_ns / 1e6 for s in sessions], spec.workload.speedup)
+        starts = trace_offsets_ns([s.offset_ns / 1e6 for s in every], spec.workload.speedup)
+        offsets = tuple(starts[i] for i in numbers)
         load = replace(
             scenario.load,
             mode="trace",
-            rate=n / max(offsets[-1] / 1e9, 1e-3),
+            rate=n / max(starts[-1] / 1e9, 1e-3),
             trace_offsets_ns=offsets,
             requests=n
             if scenario.bound_defaulted or scenario.load.requests is None
@@ -316,7 +332,7 @@ def _agent_trace(
             duration_s=None if scenario.bound_defaulted else scenario.load.duration_s,
         )
     sc = replace(scenario, load=load)
-    unit = SessionReplay(sc, model, sessions, prompts)
+    unit = SessionReplay(sc, model, sessions, prompts, numbers)
     flat = [p for ps in prompts for p in ps]
     return Workload(sc, None, unit, (unit, LengthCheck(flat)), {"agent-trace": n})
 

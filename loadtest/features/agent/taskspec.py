@@ -1,51 +1,42 @@
-"""The ``[agent]`` and ``[[tasks]]`` tables of an agent scenario."""
+"""The ``[agent]`` and ``[[tasks]]`` tables of an agent scenario: their checks, registered
+by name (``loadtest.tables``); their values are the scenario's (``config.feature_specs``)."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadtest.config.feature_specs import AgentSpec, TaskSource
 from loadtest.config.toml_tables import Table
 
 if TYPE_CHECKING:
     from loadtest.features.agent.tasks import Task
 
-__all__ = ["AgentSpec", "TaskPool", "TaskSource", "build_tasks", "parse_agent", "parse_tasks"]
+__all__ = [
+    "AgentSpec",
+    "TaskPool",
+    "TaskSource",
+    "agent_table",
+    "build_tasks",
+    "parse_agent",
+    "parse_tasks",
+    "tasks_table",
+]
 
 TOOL_MODES = ("fixed", "lognormal", "url")
 TASK_KINDS = ("bfcl-multi-turn", "agent-jsonl")
 
 
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
-    """How sessions run: step and retry limits, and how tools are "executed"."""
-
-    max_steps: int = 12
-    """Model requests per task (retries not counted) before it ends as ``step_limit``."""
-    max_retries: int = 2
-    """Re-asks after an invalid call, per step, before the task fails."""
-    tool: str = "lognormal"
-    """``fixed`` or ``lognormal`` latency, or ``url``: a real HTTP call per tool call."""
-    tool_ms: float = 50.0
-    """The fixed latency, or the median of the log-normal one."""
-    tool_sigma: float = 0.5
-    tool_url: str | None = None
-    """``url`` mode: POST ``{"name", "arguments"}``; the answer's body is the result."""
-    tool_timeout_s: float = 10.0
+def agent_table(top: Table, base: Path) -> AgentSpec:
+    """The ``[agent]`` table of scenario ``top`` (registered as ``agent``)."""
+    return parse_agent(top.sub("agent"))
 
 
-@dataclass(frozen=True, slots=True)
-class TaskSource:
-    """One ``[[tasks]]`` table."""
-
-    kind: str
-    category: str
-    weight: float = 1.0
-    subsets: tuple[str, ...] = ()
-    path: str | None = None
-    limit: int | None = None
+def tasks_table(top: Table, base: Path) -> tuple[TaskSource, ...]:
+    """The ``[[tasks]]`` tables of scenario ``top`` (registered as ``tasks``)."""
+    top.used.add("tasks")
+    return parse_tasks(top.data.get("tasks"), top.path, base)
 
 
 def parse_agent(t: Table) -> AgentSpec:

@@ -1,52 +1,17 @@
 """A fault event as the plan holds it, and what a kind declares of it as plain data.
 
 Kept apart from the plugin protocol (``kind.py``), whose types reach into the engine and
-the transport: reading a scenario needs only these.
+the transport: reading a scenario needs only these. The event and a kind's settings are
+the scenario's own values (``config.feature_specs``); ``Runs`` is the kind's declaration.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loadtest.config.feature_specs import FaultEvent, FaultSpec
+
 __all__ = ["COORDINATOR", "IN_LOAD", "FaultEvent", "FaultSpec", "Runs"]
-
-
-@dataclass(frozen=True, slots=True)
-class FaultSpec:
-    """A kind's own settings, read from its table (a kind subclasses it)."""
-
-    @property
-    def extra_sessions(self) -> int:
-        """Requests the kind may send at once beyond the load's own concurrency (a burst):
-        the client's connection pool is made that much larger."""
-        return 0
-
-
-_NO_SPEC = FaultSpec()
-
-
-@dataclass(frozen=True, slots=True)
-class FaultEvent:
-    """One fault window of the timeline: the keys every kind has, and the kind's own."""
-
-    kind: str
-    at_s: float
-    duration_s: float = 0.0
-    name: str = ""
-    max_failures: int = 0
-    """Failed requests the window may have and still hold."""
-    spec: FaultSpec = _NO_SPEC
-    """The kind's own settings (its plugin's ``parse``: ``kinds/`` for loadtest's)."""
-
-    @property
-    def end_s(self) -> float:
-        """When the window closes, in seconds after the run's start."""
-        return self.at_s + self.duration_s
-
-    @property
-    def label(self) -> str:
-        """The name, or the kind and start when it has none."""
-        return self.name or f"{self.kind}@{self.at_s:g}s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +23,7 @@ class Runs:
     its own, beside the rig's action on the coordinator)."""
     holds_load: bool = False
     """The load holds in every process while it acts (a restarted target is down): the
-    coordinator tells local workers through a file; not over Ray yet."""
+    coordinator tells local workers through a file, Ray tasks through its control actor."""
     needs_target: bool = False
     """It acts on a target loadtest manages (``[target]`` or the simulator)."""
     needs_proxy: bool = False

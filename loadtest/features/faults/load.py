@@ -16,7 +16,6 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from loadtest.engine.hooks import CancelOrder, RunContext, RunHook
 from loadtest.features.faults.kind import LoadPart, LoadShare, fault_kind, overrides_part
@@ -29,20 +28,22 @@ _HOLD_POLL_NS = 20_000_000
 
 
 class HoldFlag:
-    """A worker's copy of "the load must hold": a file the coordinator creates while a
-    restarted target is down, looked at every 20 ms (``watch``) off the hot path."""
+    """A worker's copy of "the load must hold", which the coordinator sets while a
+    restarted target is down: ``look`` asks it (a file in a local worker's folder, the
+    run's control actor for a Ray task), every 20 ms (``watch``), off the hot path and
+    off the event loop (a look may be a network round trip)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, look: Callable[[], bool]) -> None:
+        self.look = look
         self.held = False
 
     def __call__(self) -> bool:
         return self.held
 
     async def watch(self) -> None:
-        """Follow the file until cancelled."""
+        """Follow the coordinator's flag until cancelled."""
         while True:
-            self.held = self.path.exists()
+            self.held = await asyncio.to_thread(self.look)
             await asyncio.sleep(_HOLD_POLL_NS / 1e9)
 
 

@@ -1,84 +1,52 @@
-"""The ``[faults]``, ``[target]`` and ``[sim]`` tables of a scenario, validated and frozen.
+"""The ``[faults]`` and ``[target]`` tables of a scenario, validated into their values.
 
 A fault plan is a timeline of events, each a window from ``at_s`` (seconds after the
 run's start) lasting ``duration_s``; every window gets its own verdict. An event's keys
 beyond the common ones are its kind's: the kind (a plugin found by name, ``registry``)
-declares them and checks them (``FaultTable.parse``).
+declares them and checks them (``FaultTable.parse``). Both tables are registered by
+name (``loadtest.tables`` in pyproject.toml), which is how a scenario reads them; their
+values are the scenario's types (``config.feature_specs``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
+from loadtest.config.feature_specs import FaultEvent, FaultPlan, TargetSpec
 from loadtest.config.toml_tables import Table
-from loadtest.errors import ScenarioError, UsageError
-from loadtest.features.faults.event import FaultEvent
+from loadtest.errors import UsageError
 from loadtest.features.faults.registry import fault_kinds, fault_table
 
 __all__ = [
     "FaultEvent",
     "FaultPlan",
-    "SimSpec",
     "TargetSpec",
+    "faults_table",
+    "needs_proxy",
     "parse_faults",
-    "parse_sim",
     "parse_target",
+    "target_table",
 ]
 
 _COMMON_KEYS = frozenset({"kind", "at_s", "duration_s", "name", "max_failures"})
 
 
-@dataclass(frozen=True, slots=True)
-class FaultPlan:
-    """The timeline of faults and how their windows are judged."""
-
-    events: tuple[FaultEvent, ...] = ()
-    max_degradation: float = 3.0
-    """A window holds when its p95 TTFT and TPOT stay within this factor of before."""
-    recovery_tolerance: float = 0.10
-    """Recovered = median latency back within this share of the level before."""
-    proxy_listen: str = "127.0.0.1:0"
-    proxy_upstream: str | None = None
-    """host:port of the draft server behind the fault proxy (your own deployment)."""
-    metrics_url: str | None = None
-    """Prometheus endpoint to poll (default: the endpoint's /metrics)."""
-    dcgm_url: str | None = None
-    """A DCGM exporter's /metrics for GPU memory and power."""
-    scrape_interval_s: float = 1.0
-
-    @property
-    def needs_proxy(self) -> bool:
-        """True when some event acts on the fault proxy (a draft-network toxic)."""
-        return any(fault_table(e.kind).runs.needs_proxy for e in self.events)
-
-    @property
-    def extra_sessions(self) -> int:
-        """Requests the events may send at once beyond the load's concurrency (bursts)."""
-        return sum(e.spec.extra_sessions for e in self.events)
+def needs_proxy(plan: FaultPlan) -> bool:
+    """True when some event of ``plan`` acts on the fault proxy (a draft-network toxic)."""
+    return any(fault_table(e.kind).runs.needs_proxy for e in plan.events)
 
 
-@dataclass(frozen=True, slots=True)
-class TargetSpec:
-    """An endpoint loadtest manages: started before the run, restarted on the timeline."""
-
-    command: tuple[str, ...]
-    ready_url: str
-    endpoint: str
-    ready_timeout_s: float = 120.0
-    stop_timeout_s: float = 10.0
+def faults_table(top: Table, base: Path) -> FaultPlan:
+    """The ``[faults]`` table of scenario ``top`` (registered as ``faults``)."""
+    return parse_faults(top.sub("faults"))
 
 
-@dataclass(frozen=True, slots=True)
-class SimSpec:
-    """The built-in simulator's setup: speculative or not, and any SimConfig settings."""
-
-    speculative: bool = False
-    settings: dict[str, Any] = field(default_factory=dict)
+def target_table(top: Table, base: Path) -> TargetSpec:
+    """The ``[target]`` table of scenario ``top`` (registered as ``target``)."""
+    return parse_target(top.sub("target"))
 
 
 def parse_faults(t: Table) -> FaultPlan:
@@ -142,39 +110,6 @@ def parse_target(t: Table) -> TargetSpec:
     )
     t.finish()
     return spec
-
-
-def parse_sim(t: Table) -> SimSpec:
-    """The ``[sim]`` table: ``speculative`` plus any setting of ``loadtest sim``."""
-    from loadtest.sim.model import SimConfig
-    from loadtest.sim.profile import read_profile
-
-    speculative = t.get("speculative", bool, False, "true or false")
-    known = {f.name: f for f in dataclasses.fields(SimConfig)}
-    defaults = SimConfig()
-    settings: dict[str, Any] = {}
-    for name, value in t.data.items():
-        if name == "speculative":
-            continue
-        if name not in known or name in ("role", "draft_url"):
-            raise t.fail(name, "unknown simulator setting (see `loadtest sim --help`)")
-        if name == "profile" and isinstance(value, str):
-            # Relative to the scenario file, like every path in it; read now, so that a
-            # bad profile is an error before the run.
-            value = str(Path(t.path).parent / value) if not Path(value).is_absolute() else value
-            read_profile(value)
-        default = getattr(defaults, name)
-        kind: tuple[type, ...] = (int, float) if isinstance(default, float) else (type(default),)
-        if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, kind):
-            raise t.fail(name, f"expected a {type(default).__name__}, got {value!r}")
-        settings[name] = (
-            float(value) if isinstance(value, int | float) and isinstance(default, float) else value
-        )
-    try:
-        dataclasses.replace(defaults, **settings).check()
-    except UsageError as exc:
-        raise ScenarioError(t.path, t.prefix, str(exc)) from exc
-    return SimSpec(speculative=speculative, settings=settings)
 
 
 def _num(t: Table, name: str, default: float, *, strict: bool = False) -> float:

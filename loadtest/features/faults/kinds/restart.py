@@ -1,8 +1,8 @@
 """``restart``: the managed target is stopped (``term`` or ``kill``) and started again.
 
 The rig stops and starts the target; while it is down or loading, the load holds in
-every process that sends it (``Runs.holds_load``: with local workers the coordinator
-tells them through a file; not over Ray yet), rather than spinning through refused
+every process that sends it (``Runs.holds_load``: the coordinator tells local workers
+through a file, Ray tasks through the run's control actor), rather than spinning through refused
 connections. The verdict counts the requests the stop caught in flight.
 """
 

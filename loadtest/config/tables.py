@@ -1,0 +1,71 @@
+"""Scenario tables that features own, parsed by the feature, found by the table's name.
+
+A feature declares its scenario table and that table's checks in one place, its own
+module, and registers the parser under the table's name in the entry-point group
+``loadtest.tables`` (loadtest's own are in its pyproject.toml, as its prompt sources and
+fault kinds are). ``parse_scenario`` asks for each table here (``TableSlot.parse``), so
+this layer imports no feature: the dynamic import is the plugin mechanism, as for
+prompt sources (``sources``). The values are this layer's types (``feature_specs``),
+checked on the way back, so a ``Scenario`` stays typed.
+
+A parser is called with the scenario's top-level table and the scenario file's folder
+(paths in a table are relative to it); it reads its own key (``top.sub(name)``), and its
+errors name the file, the table and the key, as every scenario error does.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from loadtest._compat.plugins import group_entry_points
+from loadtest.config.toml_tables import Table
+
+__all__ = ["GROUP", "TableParser", "TableSlot"]
+
+GROUP = "loadtest.tables"
+"""The entry-point group table parsers register in, by table name."""
+
+T = TypeVar("T")
+
+TableParser = Callable[[Table, Path], object]
+"""``parser(top, base)``: the value of one table of the scenario ``top``."""
+
+
+@functools.cache
+def _parser(name: str) -> TableParser | None:
+    found = [ep for ep in group_entry_points(GROUP) if ep.name == name]
+    if not found:
+        return None
+    parser: TableParser = found[0].load()
+    return parser
+
+
+@dataclass(frozen=True, slots=True)
+class TableSlot(Generic[T]):
+    """A table of the scenario owned by a feature: its name and the type of its value."""
+
+    name: str
+    value_type: type[T]
+
+    def parse(self, top: Table, base: Path) -> T:
+        """The registered parser's value for this table; a ``ScenarioError`` naming the
+        table when no parser is registered, or it gives something else."""
+        parser = _parser(self.name)
+        if parser is None:
+            raise top.fail(
+                self.name,
+                f"no parser for the [{self.name}] table is registered (entry-point group "
+                f"{GROUP}): loadtest is not installed whole; reinstall it",
+            )
+        value = parser(top, base)
+        if not isinstance(value, self.value_type):
+            raise top.fail(
+                self.name,
+                f"the [{self.name}] parser gave a {type(value).__name__}, "
+                f"not a {self.value_type.__name__}",
+            )
+        return value
