@@ -34,6 +34,7 @@ import resource
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import numpy as np
@@ -41,7 +42,6 @@ import orjson
 
 from benchmarks.bench_client import _run, _scenario
 from benchmarks.bench_trace import replay, write_trace
-from loadtest._compat import precise_timers
 from loadtest.engine.schedule import ArrivalPlan, arrival_offsets_ns
 from loadtest.model.record import RequestRecord
 from loadtest.sim import SimConfig, SimProcess
@@ -123,7 +123,12 @@ async def _bare(url: str, rate: float, seconds: float, armed: bool = False) -> l
 
 def _round(kind: str, loop: str, url: str, rate: float, seconds: float) -> dict[str, float]:
     c0 = _cpu()
-    run = precise_timers.run if loop == "precise" else asyncio.run
+    run: Any = asyncio.run
+    if loop == "precise":
+        # Imported here, so that the script runs against a tree without it (before/after).
+        from loadtest._compat import precise_timers
+
+        run = precise_timers.run
     if kind in ("bare", "armed"):
         lags = run(_bare(url, rate, seconds, armed=kind == "armed"))
     else:
