@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 import orjson
 
 from loadtest.model.atomic import write_atomic
-from loadtest.model.json import JsonObject
 
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig, Runner
@@ -76,9 +75,9 @@ class WorkerResult:
     hlog: bytes | None = None
     lines: int = 0
     """A recovered worker's (``recovered_result``): the whole lines it had written."""
-    agent: JsonObject | None = None
-    """An agent scenario's task counters and share histograms (``AgentMetrics.encode``),
-    merged by the parent into the run's ``agent`` block."""
+    blocks: dict[str, list[object]] = dataclasses.field(default_factory=dict)
+    """Its hooks' parts of summary blocks, by block name (``RunOutcome.blocks``), as JSON:
+    the parent merges them with every other worker's (``report.blocks``)."""
 
 
 READY, GO = "ready", "go.json"
@@ -183,7 +182,7 @@ def worker_run(
             measured_s=outcome.measured_s,
             interrupted=outcome.interrupted,
             stale_retries=runner.stale_retries,
-            agent=_agent_part(runner),
+            blocks={name: list(parts) for name, parts in outcome.blocks.items()},
         )
 
     result = asyncio.run(main())
@@ -251,13 +250,6 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob) -> Runner:
         *wl.hooks,
     ]
     return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
-
-
-def _agent_part(runner: Runner) -> JsonObject | None:
-    from loadtest.features.agent.driver import AgentDriver
-
-    drivers = [h for h in runner.hooks if isinstance(h, AgentDriver)]
-    return drivers[0].metrics.encode() if drivers else None
 
 
 async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:

@@ -26,7 +26,7 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,8 @@ from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import EndpointError, UsageError
 from loadtest.measure.recorders import Metrics
-from loadtest.model.json import JsonObject
 from loadtest.model.summary import LostWorker, WorkerLag
+from loadtest.report.blocks import join_parts
 from loadtest.transport.sources import split_addresses
 
 __all__ = [
@@ -128,8 +128,9 @@ class WorkersRun:
     """Workers that died before handing in results; their accounted lines are merged."""
     lags: tuple[WorkerLag, ...] = ()
     """Each worker's own dispatch lag, before the merge."""
-    agent_parts: tuple[JsonObject, ...] = ()
-    """Each worker's encoded task counters (agent scenarios), for the merged block."""
+    blocks: Mapping[str, tuple[object, ...]] = dataclasses.field(default_factory=dict)
+    """Every worker's parts of summary blocks, by block name, worker by worker (the
+    agent's task counters, the conversation turns, a plugin's own...)."""
 
 
 _ONE_PROCESS_KINDS = ("agent-trace",)
@@ -221,7 +222,7 @@ def run_workers(
         interrupted=any(r.interrupted for r in results) or bool(lost),
         stale_retries=sum(r.stale_retries for r in results),
         lost=tuple(lost),
-        agent_parts=tuple(r.agent for r in results if r.agent is not None),
+        blocks=join_parts(*(r.blocks for r in results)),
         lags=tuple(worker_lag(i, r, scenario) for i, r in enumerate(results)),
     )
 

@@ -211,8 +211,8 @@ class SessionReplay(RunHook):
         }
 
     def result(self, run_dir: Path) -> HookResult:
-        """Hand the section to the run's outcome."""
-        return HookResult(agent_trace=self.summary())
+        """The ``agent_trace`` block (one process replays every session: not merged)."""
+        return HookResult(blocks={"agent_trace": self.summary()})
 
 
 def _ms(ns: int) -> float:
