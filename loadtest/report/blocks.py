@@ -109,9 +109,7 @@ class BlockBase:
     def merge(self, parts: Sequence[Any], metrics: Metrics) -> object:
         """The one part; several are an error (a block that merges declares how)."""
         if len(parts) > 1:
-            raise UsageError(
-                f"{type(self).__name__} was handed {len(parts)} parts and declares no merge"
-            )
+            raise UsageError(f"{len(parts)} parts, and it declares no merge")
         return parts[0]
 
     def render(self, block: Any, summary: Summary) -> str | None:
@@ -166,17 +164,19 @@ def merge_blocks(parts: Mapping[str, Sequence[object]], metrics: Metrics) -> dic
         if not given:
             continue
         plugin = block_plugin(name)
+        as_json = [_as_json(name, p) for p in given]
         try:
-            block = plugin.merge([_as_json(name, p) for p in given], metrics)
-            msgspec.convert(block, plugin.model)
-        except UsageError:
-            raise
-        except msgspec.ValidationError as exc:
-            raise UsageError(f"the summary block {name!r} breaks its model: {exc}") from exc
+            block = plugin.merge(as_json, metrics)
+        except UsageError as exc:
+            raise UsageError(f"the summary block {name!r} failed to merge: {exc}") from exc
         except Exception as exc:  # a plugin's own bug, named
             raise UsageError(
                 f"the summary block {name!r} failed to merge: {type(exc).__name__}: {exc}"
             ) from exc
+        try:
+            msgspec.convert(block, plugin.model)
+        except msgspec.ValidationError as exc:
+            raise UsageError(f"the summary block {name!r} breaks its model: {exc}") from exc
         merged[name] = block
     return merged
 
