@@ -176,11 +176,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def _loadtest(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``loadtest ARGS`` in a process that sees the installed plugin package."""
+def _loadtest(
+    installed: Path, cwd: Path, *args: str, python: tuple[str, str] = ("-m", "loadtest")
+) -> subprocess.CompletedProcess[str]:
+    """``loadtest ARGS`` (or ``python PYTHON ARGS``) in a process that sees the installed
+    plugin package."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
     return subprocess.run(
-        [sys.executable, "-m", "loadtest", *args],
+        [sys.executable, *python, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -374,13 +377,7 @@ seed = 9
 kind = "lines"
 category = "mine"
 path = "prompts.txt"
-[load]
-concurrency = 2
-requests = 12
-[sim]
-ttft_ms = 2.0
-itl_ms = 1.0
-"""
+""" + COUNTED[COUNTED.index("[load]") :]  # the same load and simulator
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -435,15 +432,7 @@ def test_a_plugin_summary_block_is_fed_merged_and_printed(
 
 def _python(installed: Path, cwd: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -c CODE ARGS`` in a process that sees the installed plugin package."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=cwd,
-    )
+    return _loadtest(installed, cwd, *args, python=("-c", code))
 
 
 def test_a_plugin_summary_block_is_in_the_published_schema(installed: Path, tmp_path: Path) -> None:
