@@ -190,6 +190,11 @@ def test_a_trace_on_the_cluster_replays_every_line_once(ray_head: str, tmp_path:
     lines = sum(1 for _ in (ROOT / "scenarios" / "data" / "trace-small.jsonl").open())
     assert sorted(r["trace_index"] for r in rows) == list(range(lines))
     assert all(r["worker"] == r["trace_index"] % 2 for r in rows)
+    # The exact-length tally is a block: each task hands its part back with its result
+    # (its own files stay on its machine), merged here into workload.json.
+    lengths = orjson.loads((run_dir / "workload.json").read_bytes())
+    assert lengths["requests"] == lines
+    assert len(lengths["prompt_overhead_median_per_worker"]) == 2
 
 
 def test_agent_sessions_on_the_cluster_merge_into_one_agent_block(
