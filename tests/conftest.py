@@ -169,6 +169,14 @@ async def run_against(
     return runner, await runner.run()
 
 
+def blocks(outcome: RunOutcome) -> dict[str, Any]:
+    """The run's summary blocks (fault verdicts, the scraped server, agent tasks...),
+    merged from the parts its hooks handed in, as the summary gets them."""
+    from loadtest.report.blocks import merge_blocks
+
+    return merge_blocks(outcome.blocks, outcome.metrics)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line of a JSONL file."""
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]

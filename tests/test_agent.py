@@ -18,7 +18,7 @@ from loadtest.features.agent.driver import AgentDriver
 from loadtest.features.agent.tasks import call_name, load_agent_jsonl, load_bfcl_multi_turn
 from loadtest.features.agent.taskspec import AgentSpec, build_tasks, parse_tasks
 from loadtest.sim import InProcessSim, SimConfig
-from tests.conftest import read_jsonl
+from tests.conftest import blocks, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = ROOT / "scenarios" / "data" / "agent-sessions.jsonl"
@@ -73,7 +73,7 @@ async def test_sessions_take_the_known_number_of_steps(tmp_path: Path) -> None:
         assert t["expected_total"] == {"weather-2": 2, "trip-1": 3}[t["task_id"]]
     assert len(requests) == sum(t["requests"] for t in tasks)
     assert {r["task"] for r in requests} == {t["index"] for t in tasks}
-    agent = outcome.agent
+    agent = blocks(outcome).get("agent")
     assert agent is not None
     assert agent["tasks"] == 8 and agent["completed"] == 8 and agent["completion_rate"] == 1.0
     assert agent["time_to_valid_call_ms"]["count"] == sum(len(t["valid_call_ms"]) for t in tasks)
@@ -140,7 +140,8 @@ async def test_sessions_run_over_the_responses_api(tmp_path: Path) -> None:
         assert len(t["valid_call_ms"]) == 2 * t["turns"]
     assert sum(t["retries"] for t in tasks) > 0  # rejections went back as call outputs
     assert all(r["response_id"].startswith("resp-") for r in requests)
-    assert outcome.agent is not None and outcome.agent["completed"] == 8
+    done = blocks(outcome).get("agent")
+    assert done is not None and done["completed"] == 8
 
 
 async def test_retries_run_out_and_the_task_fails_as_invalid_output(tmp_path: Path) -> None:
@@ -150,7 +151,8 @@ async def test_retries_run_out_and_the_task_fails_as_invalid_output(tmp_path: Pa
     )
     assert [t["outcome"] for t in tasks] == ["failed"] * 3
     assert all(t["error_class"] == "invalid_output" and t["requests"] == 3 for t in tasks)
-    assert outcome.agent is not None and outcome.agent["errors"] == {"invalid_output": 3}
+    agent = blocks(outcome).get("agent")
+    assert agent is not None and agent["errors"] == {"invalid_output": 3}
 
 
 async def test_the_trace_spans_add_up_to_the_task_time(tmp_path: Path) -> None:
@@ -179,7 +181,8 @@ async def test_a_failing_tool_url_fails_the_task_with_class_tool(tmp_path: Path)
     assert all(t["outcome"] == "failed" and t["error_class"] == "tool" for t in tasks)
     assert all(t["requests"] == 1 for t in tasks)  # the first call's tool failed
     assert all(r["outcome"] == "ok" for r in requests)  # the requests themselves were fine
-    assert outcome.agent is not None and outcome.agent["errors"] == {"tool": 3}
+    done = blocks(outcome).get("agent")
+    assert done is not None and done["errors"] == {"tool": 3}
 
 
 async def test_a_real_tool_url_answers_the_calls(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -26,7 +26,7 @@ from loadtest.model.summary import AgentTraceBlock
 from loadtest.report.table import render_agent_trace
 from loadtest.sim import InProcessSim
 from loadtest.sim.model import SimConfig
-from tests.conftest import make_scenario, read_jsonl
+from tests.conftest import blocks, make_scenario, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "otel-agent.jsonl"
@@ -155,8 +155,9 @@ async def _replay(sc: Scenario, sim_config: SimConfig, run_dir: Path) -> AgentTr
         assert wl is not None
         cfg = RunConfig(scenario=wl.scenario, endpoint=sim.url, model="sim-llm", run_dir=run_dir)
         out = await Runner(cfg, None, hooks=list(wl.hooks), unit=wl.unit).run()
-    assert out.agent_trace is not None
-    return out.agent_trace
+    replayed = blocks(out).get("agent_trace")
+    assert replayed is not None
+    return cast(AgentTraceBlock, replayed)
 
 
 def _by_session(run_dir: Path) -> dict[str, list[dict[str, Any]]]:

@@ -15,7 +15,7 @@ from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.sim import SimConfig
 from loadtest.sim.process import InProcessSim, sim_command
-from tests.conftest import make_scenario, read_jsonl, run_against
+from tests.conftest import blocks, make_scenario, read_jsonl, run_against
 
 SPEC = SimConfig(
     ttft_ms=5.0,
@@ -74,7 +74,7 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
             _, outcome = await run_against(target, sc, tmp_path, hooks=[rig, rig.load_hook()])
             assert target.server is not None and target.server.engine is not None
             engine = target.server.engine
-    (window,) = outcome.faults
+    (window,) = blocks(outcome)["faults"]
     assert window["kind"] == "draft_down"
     assert window["failed_overlapping"] == 0
     assert window["verdict"] == "held", window["reason"]
@@ -101,7 +101,8 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
     # Plain decoding is slower than speculation: TPOT during the outage is worse.
     during, before = window["during"]["tpot_p50_ms"], window["before"]["tpot_p50_ms"]
     assert during is not None and before is not None and during > before
-    assert outcome.server is not None and outcome.server["engine"] == "loadtest-sim"
+    server = blocks(outcome).get("server")
+    assert server is not None and server["engine"] == "loadtest-sim"
     assert (tmp_path / "metrics.jsonl").exists()
 
 
@@ -124,7 +125,7 @@ async def test_cancellations_free_slots_and_are_counted(tmp_path: Path) -> None:
         server_cancelled = sim.server.cancelled
     rows = read_jsonl(tmp_path / "requests.jsonl")
     injected = [r for r in rows if r["injected_cancel"]]
-    (window,) = outcome.faults
+    (window,) = blocks(outcome)["faults"]
     assert window["injected_cancels"] == len(injected) > 0
     assert all(r["outcome"] == "cancelled" and r["output_tokens"] >= 5 for r in injected)
     assert server_cancelled >= len(injected)  # the server saw each client go away
@@ -159,7 +160,7 @@ async def test_leaked_slots_fail_the_cancel_window(tmp_path: Path) -> None:
     async with InProcessSim(leaky) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
-    (window,) = outcome.faults
+    (window,) = blocks(outcome)["faults"]
     assert window["injected_cancels"] > 0
     assert window["verdict"] == "failed"
     assert (window.get("running_excess") or 0) > 0
@@ -184,7 +185,7 @@ async def test_idle_gap_then_burst(tmp_path: Path) -> None:
         assert sim.server is not None
         cold_starts = sim.server.cold_starts
     rows = read_jsonl(tmp_path / "requests.jsonl")
-    (window,) = outcome.faults
+    (window,) = blocks(outcome)["faults"]
     sent_in_gap = [r for r in rows if 1000 + 50 < r["sent_ms"] < 2500 - 50]
     assert sent_in_gap == []  # nothing offered while idle
     # The burst: the first 10 sends after the gap all left before any of them got a
@@ -238,7 +239,7 @@ async def test_restart_of_a_managed_target_accounts_for_every_request(tmp_path: 
     endpoint.url = url
     _, outcome = await run_against(endpoint, sc, tmp_path, hooks=[rig, rig.load_hook()])  # type: ignore[arg-type]
     rows = read_jsonl(tmp_path / "requests.jsonl")
-    (window,) = outcome.faults
+    (window,) = blocks(outcome)["faults"]
     # Every session had a stream open, unless, at the kill, one sat in the ~0.2-1 ms
     # between its last answer and its next send (each request streams ~530 ms): that is
     # P ~ 4 x 1/530 ~ 0.2-0.8% a run, so 3 is allowed; two at once, C(4,2) x (2e-3)^2
@@ -284,7 +285,7 @@ async def test_a_leak_shows_when_sessions_fill_every_slot(tmp_path: Path) -> Non
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
     samples = read_jsonl(tmp_path / "metrics.jsonl")
     assert max(s.get("running", 0) for s in samples) <= 2  # running alone cannot tell
-    (window,) = outcome.faults
+    (window,) = blocks(outcome)["faults"]
     assert window["injected_cancels"] > 0
     assert window["verdict"] == "failed", window["reason"]
     assert (window.get("running_excess") or 0) > 0
@@ -306,7 +307,7 @@ async def test_windows_that_injected_nothing_or_were_not_reached(tmp_path: Path)
     async with InProcessSim(SimConfig(ttft_ms=1500.0, itl_ms=1.0, ttft_sigma=0.0)) as sim:
         rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
-    first, late = outcome.faults
+    first, late = blocks(outcome)["faults"]
     assert first["started_in_window"] == 0 and first["injected_cancels"] == 0
     assert first["verdict"] == "not_exercised", first["reason"]
     assert late["verdict"] == "not_exercised"

@@ -29,7 +29,7 @@ from loadtest.features.faults.plan import TargetSpec
 from loadtest.features.faults.rig import FaultRig
 from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.scrape import parse_metrics
-from tests.conftest import make_scenario, read_jsonl
+from tests.conftest import blocks, make_scenario, read_jsonl
 from tests.llama_servers import free_port, require_llama_extra, start, stop, wait_ready
 
 require_llama_extra()
@@ -72,7 +72,8 @@ async def test_baseline_run_records_usage_and_timings(llama_baseline: str, tmp_p
     assert st is not None and st["responses"] == 4
     assert st["client_overhead_ms"]["p50"] >= 0
     assert st["acceptance_rate"] is None  # no speculation
-    assert outcome.server is not None and outcome.server["engine"] == "llama.cpp"
+    server = blocks(outcome).get("server")
+    assert server is not None and server["engine"] == "llama.cpp"
 
 
 async def test_the_responses_api_is_served_and_measured(
@@ -159,8 +160,9 @@ async def test_ngram_speculation_reports_acceptance_from_both_sources(tmp_path: 
     st = outcome.metrics.server_timings.summary()
     assert st is not None and st["draft_tokens"] > 0
     assert st["acceptance_rate"] is not None and 0 < st["acceptance_rate"] <= 1
-    assert outcome.server is not None
-    scraped = outcome.server["acceptance_rate"]
+    server = blocks(outcome).get("server")
+    assert server is not None
+    scraped = server["acceptance_rate"]
     assert scraped is not None
     # The same tokens counted two ways: per response (timings) and by the server's counters.
     assert scraped == pytest.approx(st["acceptance_rate"], abs=0.02)
@@ -209,8 +211,9 @@ async def test_target_and_early_exit_draft_served_together(tmp_path: Path) -> No
     st = outcome.metrics.server_timings.summary()
     assert st is not None and st["draft_tokens"] > 0
     assert st["acceptance_rate"] is not None
-    assert outcome.server is not None and outcome.server["acceptance_rate"] is not None
-    assert outcome.server["acceptance_rate"] == pytest.approx(st["acceptance_rate"], abs=0.02)
+    server = blocks(outcome).get("server")
+    assert server is not None and server["acceptance_rate"] is not None
+    assert server["acceptance_rate"] == pytest.approx(st["acceptance_rate"], abs=0.02)
 
 
 async def test_self_draft_accepts_nearly_everything_at_temperature_zero(tmp_path: Path) -> None:
@@ -223,8 +226,9 @@ async def test_self_draft_accepts_nearly_everything_at_temperature_zero(tmp_path
     st = outcome.metrics.server_timings.summary()
     assert st is not None and st["draft_tokens"] > 0
     assert st["acceptance_rate"] is not None and st["acceptance_rate"] >= 0.9
-    assert outcome.server is not None
-    scraped = outcome.server["acceptance_rate"]
+    server = blocks(outcome).get("server")
+    assert server is not None
+    scraped = server["acceptance_rate"]
     assert scraped is not None
     assert scraped == pytest.approx(st["acceptance_rate"], abs=0.02)
     # Per response the counters hold together: every accepted token is one of the output.
@@ -262,7 +266,7 @@ async def test_restart_of_the_managed_engine_is_a_measured_coldstart(tmp_path: P
         hooks=[rig, rig.load_hook()],
     )
     outcome = await runner.run()
-    (window,) = outcome.faults
+    (window,) = blocks(outcome)["faults"]
     rows = read_jsonl(tmp_path / "requests.jsonl")
     assert window["time_to_ready_s"] > 0
     assert window["caught_in_flight"] == 2

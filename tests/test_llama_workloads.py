@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
+from loadtest.app.job import finish_run
 from loadtest.app.llama import MODEL_ALIAS
 from loadtest.config.scenario import Scenario
 from loadtest.engine.runner import RunConfig, Runner
@@ -47,7 +48,8 @@ async def _run(url: str, sc: Scenario, run_dir: Path) -> tuple[Workload, list[An
     wl = await asyncio.to_thread(workload_for, sc, url + "/v1", MODEL_ALIAS)
     assert wl is not None
     cfg = RunConfig(scenario=wl.scenario, endpoint=url, model=MODEL_ALIAS, run_dir=run_dir)
-    await Runner(cfg, wl.pool, hooks=list(wl.hooks), unit=wl.unit).run()
+    outcome = await Runner(cfg, wl.pool, hooks=list(wl.hooks), unit=wl.unit).run()
+    finish_run(cfg, outcome, dict(wl.counts), {}, 0, show=False)  # its declared files
     rows = read_jsonl(run_dir / "requests.jsonl")
     assert [r["outcome"] for r in rows] == ["ok"] * len(rows), [r["error"] for r in rows]
     return wl, rows

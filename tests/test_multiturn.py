@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from loadtest.app.job import finish_run
 from loadtest.config.scenario import Scenario
 from loadtest.datasets.conversations import load_conversations, parse_conversation
 from loadtest.engine.runner import RunConfig, Runner
@@ -51,7 +52,8 @@ async def run(sc: Scenario, run_dir: Path) -> MultiTurn:
     assert isinstance(wl.unit, MultiTurn)
     async with InProcessSim(FAST_SIM) as sim:
         cfg = RunConfig(scenario=sc, endpoint=sim.url, model="sim-llm", run_dir=run_dir)
-        await Runner(cfg, None, hooks=list(wl.hooks), unit=wl.unit).run()
+        outcome = await Runner(cfg, None, hooks=list(wl.hooks), unit=wl.unit).run()
+    finish_run(cfg, outcome, dict(wl.counts), {}, 0, show=False)  # multiturn.json with it
     return wl.unit
 
 

@@ -93,7 +93,7 @@ def test_an_output_that_declares_no_output_or_an_unknown_part_is_refused() -> No
     odd = _Output()
     odd.made_from = frozenset({"summary", "outcome"})
     with pytest.raises(
-        UsageError, match=r"made from outcome: a run's results are metrics, summary"
+        UsageError, match=r"made from outcome: a run's results are blocks, metrics, summary"
     ):
         check_output("'pkg:X' (x)", odd)
 

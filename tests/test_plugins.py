@@ -1,8 +1,8 @@
 """Third-party plugins run without editing loadtest: installed, found, used.
 
 ``tests/plugins/lines_source`` is a package as another project would ship it: a prompt
-source kind (``lines``), a fault kind (``pause``) and an output file
-(``category_counts.csv``). The test installs it into a folder
+source kind (``lines``), a fault kind (``pause``), an output file
+(``category_counts.csv``) and a summary block (``lines``). The test installs it into a folder
 of its own (not into the environment the suite runs in) and runs scenarios naming its
 kinds from a subprocess that sees that folder.
 """
@@ -26,7 +26,10 @@ from loadtest.config.sources import source_kinds, source_plugin
 from loadtest.errors import ScenarioError
 from loadtest.features.faults.kind import FaultEvent, FaultKind, fault_kind
 from loadtest.features.faults.registry import fault_kinds
+from loadtest.model.blocks import block_names, summary_type
+from loadtest.model.summary import Summary
 from loadtest.model.verdict import FaultVerdict
+from loadtest.report.blocks import OMIT, SummaryBlock, block_plugin
 from loadtest.report.outputs import COMPLETE, OutputFile, output_names, output_plugin
 from tests.conftest import read_jsonl
 
@@ -69,7 +72,7 @@ def test_loadtests_own_entry_points_come_from_the_checkout_that_runs() -> None:
     import tomllib
 
     own = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
-    for group in ("loadtest.faults", "loadtest.sources", "loadtest.outputs"):
+    for group in ("loadtest.faults", "loadtest.sources", "loadtest.outputs", "loadtest.blocks"):
         found = {ep.name: ep.value for ep in group_entry_points(group)}
         assert own[group].items() <= found.items(), group
 
@@ -82,7 +85,37 @@ def test_loadtests_own_output_files_are_registered_plugins_summary_last() -> Non
     assert {"*.hgrm", "summary.csv", "summary.json"} <= files
     for n in names:
         assert isinstance(output_plugin(n), OutputFile)
-        assert output_plugin(n).made_from <= {"summary", "metrics"}
+        assert output_plugin(n).made_from <= {"summary", "metrics", "blocks"}
+
+
+def test_loadtests_own_summary_blocks_are_registered_plugins() -> None:
+    names = block_names()
+    own = {"agent", "agent_trace", "faults", "server", "multiturn", "workload"}
+    assert own <= set(names)
+    for name in names:
+        assert isinstance(block_plugin(name), SummaryBlock)
+    # What summary.json holds where a run had no part of a block (its bytes as before).
+    assert block_plugin("faults").empty == [] and block_plugin("server").empty is None
+    assert block_plugin("agent").empty is OMIT and block_plugin("agent_trace").empty is OMIT
+    # Files of their own (written by the outputs of the same names), not summary keys.
+    assert not block_plugin("multiturn").in_summary and not block_plugin("workload").in_summary
+    assert {"multiturn.json", "workload.json"} <= {output_plugin(n).name for n in output_names()}
+    # The model summary.json is read with: the typed Summary's own fields are the
+    # registered blocks' models (summary_type refuses any that differ).
+    fields = summary_type().__annotations__
+    assert set(fields) == set(Summary.__annotations__)
+    assert vars(summary_type())["__required_keys__"] == {
+        "schema",
+        "run",
+        "requests",
+        "metrics",
+        "tokens_per_chunk",
+        "throughput",
+        "tool_calls",
+        "by_category",
+        "out_of_range_values",
+        "slo",
+    }
 
 
 def test_an_unknown_fault_kind_is_named_with_those_installed(tmp_path: Path) -> None:
@@ -143,11 +176,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def _loadtest(installed: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``loadtest ARGS`` in a process that sees the installed plugin package."""
+def _loadtest(
+    installed: Path, cwd: Path, *args: str, python: tuple[str, str] = ("-m", "loadtest")
+) -> subprocess.CompletedProcess[str]:
+    """``loadtest ARGS`` (or ``python PYTHON ARGS``) in a process that sees the installed
+    plugin package."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed), str(ROOT)]))
     return subprocess.run(
-        [sys.executable, "-m", "loadtest", *args],
+        [sys.executable, *python, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -332,3 +368,89 @@ def test_an_output_that_fails_is_named_and_the_folder_is_not_marked_complete(
     assert (run_dir / "summary.csv").exists() and (run_dir / "e2e_ms.hgrm").exists()
     assert not (run_dir / "category_counts.csv").exists()
     assert not (run_dir / "summary.json").exists()
+
+
+LINED = """name = "lined"
+max_tokens = 8
+seed = 9
+[[sources]]
+kind = "lines"
+category = "mine"
+path = "prompts.txt"
+""" + COUNTED[COUNTED.index("[load]") :]  # the same load and simulator
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_summary_block_is_fed_merged_and_printed(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    (tmp_path / "prompts.txt").write_text("first\nsecond\nthird\n")
+    flags = ["--workers", str(workers)] if workers > 1 else []
+    res, run_dir = _run(installed, tmp_path, LINED, *flags)
+    assert res.returncode == 0, res.stderr[-3000:]
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert {r.get("worker", 0) for r in rows} == set(range(workers))
+    by_prompt: dict[str, int] = {}
+    for r in rows:
+        by_prompt[r["prompt_id"]] = by_prompt.get(r["prompt_id"], 0) + 1
+    ok = [r for r in rows if r["outcome"] == "ok"]
+    # Fed by the plugin's hook in every process, merged once over the workers' parts,
+    # with the merged metrics beside them.
+    assert s["lines"] == {
+        "sent": s["requests"]["sent"],
+        "ok": len(ok),
+        "output_tokens": sum(r["output_tokens"] for r in ok),
+        "by_prompt": dict(sorted(by_prompt.items())),
+        "measured_ok": s["requests"]["measured_ok"],
+    }
+    assert s["lines"]["sent"] == len(rows) >= 12
+    if workers > 1:  # each worker handed its own part back
+        for w in range(workers):
+            result = orjson.loads((run_dir / f"worker-{w}" / "result.json").read_bytes())
+            (part,) = result["blocks"]["lines"]
+            assert part["sent"] == sum(r["worker"] == w for r in rows) > 0
+    # Printed after the table, as the plugin renders it.
+    line = f"lines: {len(ok)}/{len(rows)} ok over {len(by_prompt)} lines"
+    assert line in res.stdout, res.stdout[-2000:]
+    # The block is part of the model summary.json is read with: it loads back typed,
+    # and a value that breaks the plugin's model is named, file and field.
+    check = (
+        "import sys; from loadtest.model.io import load_summary\n"
+        "print(load_summary(sys.argv[1])['lines']['by_prompt'])"
+    )
+    res = _python(installed, tmp_path, check, str(run_dir))
+    assert res.returncode == 0 and res.stdout.strip() == str(dict(sorted(by_prompt.items())))
+    s["lines"]["ok"] = "many"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / ".invalid-on-purpose").touch()  # not for the suite's schema check
+    (bad / "summary.json").write_bytes(orjson.dumps(s))
+    res = _python(installed, tmp_path, check, str(bad))
+    assert res.returncode != 0 and "$.lines.ok" in res.stderr, res.stderr[-2000:]
+
+
+def _python(installed: Path, cwd: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE ARGS`` in a process that sees the installed plugin package."""
+    return _loadtest(installed, cwd, *args, python=("-c", code))
+
+
+def test_a_plugin_summary_block_is_in_the_published_schema(installed: Path, tmp_path: Path) -> None:
+    code = (
+        "from loadtest.model.io import summary_schema_bytes\n"
+        "import sys; sys.stdout.buffer.write(summary_schema_bytes())"
+    )
+    res = _python(installed, tmp_path, code)
+    assert res.returncode == 0, res.stderr[-2000:]
+    schema = orjson.loads(res.stdout)
+    summary = schema["$defs"]["Summary"]
+    assert summary["properties"]["lines"] == {"$ref": "#/$defs/LinesTally"}
+    assert "lines" not in summary["required"]  # a run without a lines source has none
+    tally = schema["$defs"]["LinesTally"]
+    assert set(tally["required"]) == {"sent", "ok", "output_tokens", "by_prompt", "measured_ok"}
+    assert tally["properties"]["by_prompt"]["additionalProperties"] == {"type": "integer"}
+    # loadtest's own part of it is the schema it publishes without the plugin.
+    del schema["$defs"]["LinesTally"]
+    del summary["properties"]["lines"]
+    published = orjson.loads((ROOT / "docs" / "summary.schema.json").read_bytes())
+    assert schema == published

@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from loadtest.app.job import finish_run
 from loadtest.config.scenario import Scenario
 from loadtest.config.workload_tables import LengthSpec
 from loadtest.datasets.synthetic import load_synthetic
@@ -43,7 +44,8 @@ async def run_workload(sim: InProcessSim, sc: Scenario, run_dir: Path) -> Worklo
     wl = await asyncio.to_thread(prepare_workload, sc, "sim-llm", tok)
     assert wl is not None
     cfg = RunConfig(scenario=wl.scenario, endpoint=sim.url, model="sim-llm", run_dir=run_dir)
-    await Runner(cfg, wl.pool, hooks=list(wl.hooks), unit=wl.unit).run()
+    outcome = await Runner(cfg, wl.pool, hooks=list(wl.hooks), unit=wl.unit).run()
+    finish_run(cfg, outcome, dict(wl.counts), {}, 0, show=False)  # workload.json with it
     return wl
 
 

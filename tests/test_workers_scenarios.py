@@ -264,15 +264,18 @@ def test_agent_trace_sessions_split_over_two_workers_count_as_one_process(
 
 def test_conversations_split_over_two_workers_merge_their_turn_table(tmp_path: Path) -> None:
     """Worker w runs conversations w, w+2, ... of one order: no conversation runs in both;
-    multiturn.json is built from both workers' values (not a mean of percentiles)."""
-    from loadtest.features.multiturn import PARTS_FILE, multiturn_block
+    multiturn.json is built from both workers' values (not a mean of percentiles), which
+    each hands back in its result."""
+    from loadtest.features.multiturn import multiturn_block
 
     sc = ROOT / "scenarios" / "multi-turn.toml"
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", "--duration", "6")
     rows = read_jsonl(run_dir / "requests.jsonl")
     by_worker = [{r["conversation"] for r in rows if r["worker"] == w} for w in (0, 1)]
     assert by_worker[0] and by_worker[1] and not by_worker[0] & by_worker[1]
-    parts = [orjson.loads((run_dir / f"worker-{w}" / PARTS_FILE).read_bytes()) for w in (0, 1)]
+    results = [orjson.loads((run_dir / f"worker-{w}" / "result.json").read_bytes()) for w in (0, 1)]
+    parts = [p for r in results for p in r["blocks"]["multiturn"]]
+    assert len(parts) == 2  # a part per worker
     merged = orjson.loads((run_dir / "multiturn.json").read_bytes())
     assert merged == multiturn_block(parts)
     first = next(t for t in merged["ttft_by_turn"] if t["turn"] == 1)

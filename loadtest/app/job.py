@@ -22,13 +22,12 @@ from loadtest.app.deployment import Deployment, plan_deployment
 from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
 from loadtest.app.plan import RunPlan, load_prompts, plan_run, prompt_counts
-from loadtest.app.workers import WorkersRun, run_workers, worker_configs
-from loadtest.engine.runner import RunConfig, RunOutcome
-from loadtest.features.agent_trace import merge_replays
+from loadtest.app.workers import run_workers, worker_configs
+from loadtest.engine.runner import RunConfig, RunOutcome, collect_parts
 from loadtest.features.workload import plan_lines
-from loadtest.model.summary import AgentBlock, RunExtra, Summary
-from loadtest.report import build_summary, render_faults, render_table, write_results
-from loadtest.report.table import render_agent, render_agent_trace
+from loadtest.model.summary import RunExtra, Summary
+from loadtest.report import build_summary, render_table, write_results
+from loadtest.report.blocks import join_parts, merge_blocks, render_blocks
 from loadtest.transport.client import discover_model
 from loadtest.transport.side import SideHttp
 
@@ -199,26 +198,12 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
         duration_s=ran.duration_s,
         measured_s=ran.measured_s,
         interrupted=ran.interrupted,
-        faults=judged.faults,
-        server=judged.server,
-        agent=_merged_agent(ran) if sc.agent is not None else None,
-        agent_trace=merge_replays(ran.agent_trace_parts) if ran.agent_trace_parts else None,
+        # The workers' parts, then the coordinator's (the rig's verdicts, the scrape).
+        blocks=join_parts(ran.blocks, collect_parts([judged.blocks])),
     )
     return LocalRun(
         dataclasses.replace(base, tls=True), outcome, ran.stale_retries, ran.lost, ran.lags
     )
-
-
-def _merged_agent(ran: WorkersRun) -> AgentBlock:
-    """The ``agent`` block of a run with workers: their task counters and share
-    histograms added, read beside the merged metrics (time to a valid call, task time)."""
-    from loadtest.features.agent.task_metrics import AgentMetrics
-
-    merged = AgentMetrics()
-    for part in ran.agent_parts:
-        merged.add_encoded(part)
-    m = ran.metrics
-    return merged.summary(m.total, m.by_category, m.tool_stats)
 
 
 def finish_run(
@@ -231,7 +216,8 @@ def finish_run(
     show: bool = True,
 ) -> Summary:
     """Build, write and print (``show``) the summary of a run (one process, or merged
-    workers)."""
+    workers): its blocks merged from every part the run handed in (``report.blocks``)."""
+    blocks = merge_blocks(outcome.blocks, outcome.metrics)
     summary = build_summary(
         run_id=cfg.run_dir.name,
         scenario=cfg.scenario,
@@ -244,22 +230,16 @@ def finish_run(
         interrupted=outcome.interrupted,
         prompts=counts,
         extra=extra,
-        faults=outcome.faults,
-        server=outcome.server,
-        agent=outcome.agent,
-        agent_trace=outcome.agent_trace,
+        blocks=blocks,
         stale_retries=stale_retries,
     )
-    write_results(cfg.run_dir, summary, outcome.metrics)
+    write_results(cfg.run_dir, summary, outcome.metrics, blocks)
     if not show:
         return summary
-    # The results table is the product: stdout, whatever the log level.
+    # The results table is the product: stdout, whatever the log level; then each
+    # block's own section (agent tasks, replayed sessions, fault windows, a plugin's).
     print(render_table(summary))
-    if "agent" in summary:
-        print(render_agent(summary["agent"], simulated=summary["run"].get("simulated", False)))
-    if "agent_trace" in summary:
-        print(render_agent_trace(summary["agent_trace"]))
-    if summary.get("faults"):
-        print(render_faults(summary.get("faults", [])))
+    for section in render_blocks(summary):
+        print(section)
     print(f"\nresults: {cfg.run_dir}")
     return summary

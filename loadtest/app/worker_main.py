@@ -4,7 +4,7 @@
 also holds across machines), runs the ``Runner`` and returns its metrics as encoded
 HdrHistograms, its own measured window, and, for workers on other machines, the
 files of its folder (``requests.jsonl``, ``histograms.hlog`` and the side files its
-hooks wrote: ``tasks.jsonl``, ``multiturn.parts.json``, ``workload.json``, ...), which
+hooks wrote: ``tasks.jsonl``, an agent's ``trace.json``, ...), which
 the parent writes into the worker's folder there and merges as a local worker's. Stop
 requests arrive as signals (local) or through ``stop_count`` (Ray).
 """
@@ -26,11 +26,9 @@ import orjson
 
 from loadtest._compat import precise_timers
 from loadtest.model.atomic import write_atomic
-from loadtest.model.json import JsonObject
 
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig, Runner
-    from loadtest.features.agent_trace import ReplayPart
     from loadtest.measure.merge import EncodedMetrics
 
 __all__ = [
@@ -80,12 +78,9 @@ class WorkerResult:
     """Shipped (``WorkerJob.ship_files``): each file of the worker's folder, by name."""
     lines: int = 0
     """A recovered worker's (``recovered_result``): the whole lines it had written."""
-    agent: JsonObject | None = None
-    """An agent scenario's task counters and share histograms (``AgentMetrics.encode``),
-    merged by the parent into the run's ``agent`` block."""
-    agent_trace: ReplayPart | None = None
-    """An ``agent-trace`` replay's tally of its sessions (``ReplayTally.encode``), added
-    by the parent into the run's ``agent_trace`` block."""
+    blocks: dict[str, list[object]] = dataclasses.field(default_factory=dict)
+    """Its hooks' parts of summary blocks, by block name (``RunOutcome.blocks``), as JSON:
+    the parent merges them with every other worker's (``report.blocks``)."""
 
 
 READY, GO = "ready", "go.json"
@@ -194,8 +189,7 @@ def worker_run(
             measured_s=outcome.measured_s,
             interrupted=outcome.interrupted,
             stale_retries=runner.stale_retries,
-            agent=_agent_part(runner),
-            agent_trace=_replay_part(runner),
+            blocks={name: list(parts) for name, parts in outcome.blocks.items()},
         )
 
     result = precise_timers.run(main())
@@ -262,20 +256,6 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]
         *wl.hooks,
     ]
     return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
-
-
-def _agent_part(runner: Runner) -> JsonObject | None:
-    from loadtest.features.agent.driver import AgentDriver
-
-    drivers = [h for h in runner.hooks if isinstance(h, AgentDriver)]
-    return drivers[0].metrics.encode() if drivers else None
-
-
-def _replay_part(runner: Runner) -> ReplayPart | None:
-    from loadtest.features.agent_trace import SessionReplay
-
-    replays = [h for h in runner.hooks if isinstance(h, SessionReplay)]
-    return replays[0].tally.encode() if replays else None
 
 
 async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:

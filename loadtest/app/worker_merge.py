@@ -1,10 +1,10 @@
 """Merging a run's workers: their files into the run's, and each one's own figures.
 
 ``requests.jsonl`` and ``tasks.jsonl`` are concatenated in worker order with a ``worker``
-field on every line; the ``.hlog`` intervals are added interval by interval; the
-exact-length tallies (``workload.json``) and the conversation turns (``multiturn.json``)
-are rebuilt from the workers' parts. The histograms themselves merge in
-``loadtest.measure.merge``.
+field on every line; the ``.hlog`` intervals are added interval by interval. The
+histograms themselves merge in ``loadtest.measure.merge``; the summary blocks (and the
+files that are blocks of their own, ``multiturn.json`` and ``workload.json``) from the
+parts each worker hands back in its result (``report.blocks``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
-import orjson
-
 from loadtest.app.worker_main import WorkerResult
 from loadtest.config.scenario import Scenario
-from loadtest.features.multiturn import merge_multiturn
 from loadtest.measure.recorders import MetricSet, fast_percentile
-from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import WorkerLag
 
 __all__ = ["merge_files", "worker_lag"]
@@ -60,20 +56,6 @@ def _tagged(path: Path, worker: int, out: BinaryIO) -> None:
                 out.write(line[:-1] + suffix + b"\n")
 
 
-def _merge_lengths(dirs: list[Path], run_dir: Path) -> None:
-    """The workers' ``workload.json`` (exact-length tallies) as one: counts summed, the
-    largest overhead kept; a median of medians is no median, so each worker's is listed."""
-    parts = [orjson.loads(p.read_bytes()) for d in dirs if (p := d / "workload.json").exists()]
-    if not parts:
-        return
-    counts = ("requests", "exact_output", "stopped_early", "exact_input", "prompt_tokens_reported")
-    merged: dict[str, object] = {k: sum(int(p.get(k) or 0) for p in parts) for k in counts}
-    highs = [p["prompt_overhead_max"] for p in parts if p.get("prompt_overhead_max") is not None]
-    merged["prompt_overhead_max"] = max(highs) if highs else None
-    merged["prompt_overhead_median_per_worker"] = [p.get("prompt_overhead_median") for p in parts]
-    write_atomic(run_dir / "workload.json", orjson.dumps(merged, option=orjson.OPT_INDENT_2))
-
-
 def merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
     """requests.jsonl (lines tagged with their worker) and histograms.hlog (by interval)."""
     from loadtest.report.hlog import HlogWriter, read_intervals
@@ -83,8 +65,6 @@ def merge_files(dirs: list[Path], run_dir: Path, started_wall: float) -> None:
         for i, d in enumerate(dirs):
             _tagged(d / "requests.jsonl", i, out)
     _merge_tasks(dirs, run_dir)
-    _merge_lengths(dirs, run_dir)
-    merge_multiturn(dirs, run_dir)
     per_worker = [read_intervals(d / "histograms.hlog") for d in dirs]
     n = max((len(v) for w in per_worker for v in w.values()), default=0)
     writer = HlogWriter(run_dir / "histograms.hlog", started_wall)

@@ -26,9 +26,9 @@ import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -47,12 +47,9 @@ from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import EndpointError, UsageError
 from loadtest.measure.recorders import Metrics
-from loadtest.model.json import JsonObject
 from loadtest.model.summary import LostWorker, WorkerLag
+from loadtest.report.blocks import join_parts
 from loadtest.transport.sources import split_addresses
-
-if TYPE_CHECKING:
-    from loadtest.features.agent_trace import ReplayPart
 
 __all__ = [
     "WorkerPlan",
@@ -130,11 +127,9 @@ class WorkersRun:
     """Workers that died before handing in results; their accounted lines are merged."""
     lags: tuple[WorkerLag, ...] = ()
     """Each worker's own dispatch lag, before the merge."""
-    agent_parts: tuple[JsonObject, ...] = ()
-    """Each worker's encoded task counters (agent scenarios), for the merged block."""
-    agent_trace_parts: tuple[ReplayPart, ...] = ()
-    """Each worker's tally of its replayed sessions (``agent-trace``), for the merged
-    ``agent_trace`` block."""
+    blocks: Mapping[str, tuple[object, ...]] = dataclasses.field(default_factory=dict)
+    """Every worker's parts of summary blocks, by block name, worker by worker (the
+    agent's task counters, the conversation turns, a plugin's own...)."""
 
 
 def worker_configs(base: RunConfig, plans: list[WorkerPlan]) -> list[RunConfig]:
@@ -205,8 +200,7 @@ def run_workers(
         interrupted=any(r.interrupted for r in results) or bool(lost),
         stale_retries=sum(r.stale_retries for r in results),
         lost=tuple(lost),
-        agent_parts=tuple(r.agent for r in results if r.agent is not None),
-        agent_trace_parts=tuple(r.agent_trace for r in results if r.agent_trace is not None),
+        blocks=join_parts(*(r.blocks for r in results)),
         lags=tuple(worker_lag(i, r, scenario) for i, r in enumerate(results)),
     )
 

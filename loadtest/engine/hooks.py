@@ -13,13 +13,12 @@ that override it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from loadtest.model.json import JsonObject
-from loadtest.model.summary import AgentBlock, AgentTraceBlock, ServerBlock
-from loadtest.model.verdict import FaultVerdict
 
 if TYPE_CHECKING:
     # Types only: features subclass ``RunHook``, and the scenario module imports feature
@@ -45,12 +44,13 @@ class CancelOrder:
 
 @dataclass(frozen=True, slots=True)
 class HookResult:
-    """What a hook hands to the run's outcome (``RunOutcome`` fields of the same names)."""
+    """What a hook hands to the run's outcome: its parts of summary blocks."""
 
-    faults: tuple[FaultVerdict, ...] = ()
-    server: ServerBlock | None = None
-    agent: AgentBlock | None = None
-    agent_trace: AgentTraceBlock | None = None
+    blocks: Mapping[str, object] = field(default_factory=dict)
+    """A part of each block the hook feeds, by the block's registered name (its key in
+    summary.json: ``report.blocks``), as plain JSON data: a part may come from a worker
+    process or a Ray task. The engine only collects them (``RunOutcome.blocks``); the
+    block merges every part of a run, from every hook, worker and the coordinator."""
 
 
 class RunContext(Protocol):

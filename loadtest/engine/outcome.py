@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadtest.config.scenario import Scenario
 from loadtest.measure.recorders import Metrics
-from loadtest.model.summary import AgentBlock, AgentTraceBlock, ServerBlock
-from loadtest.model.verdict import FaultVerdict
 
 __all__ = ["RunConfig", "RunOutcome"]
 
@@ -43,11 +42,7 @@ class RunOutcome:
     duration_s: float
     measured_s: float
     interrupted: bool
-    faults: tuple[FaultVerdict, ...] = ()
-    """One verdict entry per fault window (empty without a fault plan)."""
-    server: ServerBlock | None = None
-    """Scraped server metrics: acceptance rate and peaks (None when not scraped)."""
-    agent: AgentBlock | None = None
-    """Task-level figures of an agent scenario (None otherwise)."""
-    agent_trace: AgentTraceBlock | None = None
-    """Replayed recorded agent sessions and their time split (``agent-trace``)."""
+    blocks: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
+    """Every part of a summary block the hooks handed in (``HookResult.blocks``), by the
+    block's name, in hook order; ``report.blocks.merge_blocks`` makes the blocks (the
+    fault verdicts, the scraped server, the agent's tasks, a plugin's own...)."""

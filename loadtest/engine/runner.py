@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,11 +29,10 @@ from loadtest.model.record import RequestRecord
 from loadtest.transport.client import Client, ClientConfig
 from loadtest.transport.side import SideHttp
 
-__all__ = ["RunConfig", "RunOutcome", "Runner"]
+__all__ = ["RunConfig", "RunOutcome", "Runner", "collect_parts"]
 
 _perf = time.perf_counter_ns
 _H = TypeVar("_H", bound=RunHook)
-_T = TypeVar("_T")
 
 _PAUSE_POLL_NS = 50_000_000
 
@@ -350,10 +349,7 @@ class Runner:
                 end_ns=end,
             ),
             interrupted=self._interrupted,
-            faults=tuple(f for r in results for f in r.faults),
-            server=_first_set(r.server for r in results),
-            agent=_first_set(r.agent for r in results),
-            agent_trace=_first_set(r.agent_trace for r in results),
+            blocks=collect_parts(r.blocks for r in results),
         )
 
     async def _stop_at(self, end_ns: int) -> None:
@@ -381,5 +377,12 @@ class Runner:
             h.on_interval(interval, start_s, length_s)
 
 
-def _first_set(values: Iterable[_T | None]) -> _T | None:
-    return next((v for v in values if v is not None), None)
+def collect_parts(
+    given: Iterable[Mapping[str, object]],
+) -> dict[str, tuple[object, ...]]:
+    """Every part of each block, by block name, in the order given (hooks, workers)."""
+    parts: dict[str, list[object]] = {}
+    for blocks in given:
+        for name, part in blocks.items():
+            parts.setdefault(name, []).append(part)
+    return {name: tuple(p) for name, p in parts.items()}

@@ -304,8 +304,9 @@ class SessionReplay(RunHook):
         return self.tally.block()
 
     def result(self, run_dir: Path) -> HookResult:
-        """Hand the section to the run's outcome."""
-        return HookResult(agent_trace=self.summary())
+        """This process's part of the ``agent_trace`` block: its tally, which the block
+        adds to every other worker's (``merge_replays``) before the shares are computed."""
+        return HookResult(blocks={"agent_trace": self.tally.encode()})
 
 
 def _times(row: list[int | str]) -> SessionTimes:

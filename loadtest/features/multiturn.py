@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
-
-import orjson
 
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets.conversations import Conversation
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import raise_if_cancelling
 from loadtest.measure.hdr import percentile
-from loadtest.model.atomic import write_atomic
 from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.protocol.openai import build_payload
 
-__all__ = ["PARTS_FILE", "MultiTurn", "TurnRow", "merge_multiturn", "multiturn_block"]
+__all__ = ["MultiTurn", "TurnRow", "multiturn_block"]
 
 _perf = time.perf_counter_ns
 
@@ -65,8 +63,6 @@ class MultiTurn(RunHook):
         self._done_ms: list[float] = []
         self.completed = 0
         self.failed = 0
-        self.worker_part = False
-        """A worker of several: also write the values, for the parent's merge."""
 
     async def run_unit(self, ctx: RunContext, index: int, intended_ns: int) -> float | None:
         """Run conversation ``index``; returns a Retry-After if a turn was told one."""
@@ -142,19 +138,9 @@ class MultiTurn(RunHook):
         return turn_table(self._ttft, self._prompt_tokens)
 
     def result(self, run_dir: Path) -> HookResult:
-        """Write ``multiturn.json`` (the per-turn TTFT table and conversation times) and,
-        in a worker, its values (``multiturn.parts.json``) for the parent's merge."""
-        write_atomic(run_dir / "multiturn.json", _dumps(multiturn_block([self.state()])))
-        if self.worker_part:
-            write_atomic(run_dir / PARTS_FILE, orjson.dumps(self.state()))
-        return HookResult()
-
-
-PARTS_FILE = "multiturn.parts.json"
-
-
-def _dumps(block: JsonObject) -> bytes:
-    return orjson.dumps(block, option=orjson.OPT_INDENT_2)
+        """This process's part of the ``multiturn`` block: its measured values
+        (``state``), from which the block builds ``multiturn.json`` over every worker."""
+        return HookResult(blocks={"multiturn": self.state()})
 
 
 def turn_table(ttft: dict[int, list[float]], prompt_tokens: dict[int, list[int]]) -> list[TurnRow]:
@@ -176,8 +162,9 @@ def turn_table(ttft: dict[int, list[float]], prompt_tokens: dict[int, list[int]]
     return rows
 
 
-def multiturn_block(states: list[JsonObject]) -> JsonObject:
-    """``multiturn.json`` from one or more ``MultiTurn.state()`` (a run's workers)."""
+def multiturn_block(states: Sequence[JsonObject]) -> JsonObject:
+    """``multiturn.json`` from one or more ``MultiTurn.state()`` (a run's workers): their
+    values together, not a mean of their percentiles."""
     ttft: dict[int, list[float]] = {}
     tokens: dict[int, list[int]] = {}
     done: list[float] = []
@@ -201,10 +188,3 @@ def multiturn_block(states: list[JsonObject]) -> JsonObject:
             for r in turn_table(ttft, tokens)
         ],
     }
-
-
-def merge_multiturn(dirs: list[Path], run_dir: Path) -> None:
-    """The run's ``multiturn.json`` from its workers' parts (none: nothing to do)."""
-    parts = [orjson.loads(p.read_bytes()) for d in dirs if (p := d / PARTS_FILE).exists()]
-    if parts:
-        write_atomic(run_dir / "multiturn.json", _dumps(multiturn_block(parts)))

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import orjson
+from typing import cast
 
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.datasets import PromptPool, build_pool, load_source
@@ -27,7 +26,7 @@ from loadtest.errors import DatasetError
 from loadtest.features.agent_trace import SessionReplay, session_prompts
 from loadtest.features.multiturn import MultiTurn
 from loadtest.measure.hdr import percentile
-from loadtest.model.atomic import write_atomic
+from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 
@@ -37,6 +36,7 @@ __all__ = [
     "TraceReplay",
     "Workload",
     "apply_workload_flags",
+    "merge_lengths",
     "needs_tokenizer",
     "plan_lines",
     "prepare_workload",
@@ -67,8 +67,25 @@ class LengthReport:
     prompt_overhead_max: int | None
 
 
+_REPORT_FIELDS = tuple(LengthReport.__dataclass_fields__)
+_COUNTS = ("requests", "exact_output", "stopped_early", "exact_input", "prompt_tokens_reported")
+
+
+def merge_lengths(parts: Sequence[JsonObject]) -> JsonObject:
+    """``workload.json`` from every process's tally: one is the tally itself; several are
+    summed, the largest overhead kept, and, a median of medians being no median, each
+    worker's median listed."""
+    if len(parts) == 1:
+        return parts[0]
+    merged: JsonObject = {k: sum(cast(int, p.get(k) or 0) for p in parts) for k in _COUNTS}
+    highs = [cast(int, h) for p in parts if (h := p.get("prompt_overhead_max")) is not None]
+    merged["prompt_overhead_max"] = max(highs) if highs else None
+    merged["prompt_overhead_median_per_worker"] = [p.get("prompt_overhead_median") for p in parts]
+    return merged
+
+
 class LengthCheck(RunHook):
-    """Tallies intended against server-reported lengths; writes ``workload.json``."""
+    """Tallies intended against server-reported lengths (the ``workload`` block)."""
 
     def __init__(self, prompts: list[Prompt]) -> None:
         self._intended = {
@@ -107,11 +124,9 @@ class LengthCheck(RunHook):
         )
 
     def result(self, run_dir: Path) -> HookResult:
-        """Write ``workload.json`` (the integrator may lift it into the summary)."""
+        """This process's part of the ``workload`` block (``workload.json``): its tally."""
         r = self.report()
-        block = {k: getattr(r, k) for k in LengthReport.__dataclass_fields__}
-        write_atomic(run_dir / "workload.json", orjson.dumps(block, option=orjson.OPT_INDENT_2))
-        return HookResult()
+        return HookResult(blocks={"workload": {k: getattr(r, k) for k in _REPORT_FIELDS}})
 
 
 class TraceReplay(RunHook):
@@ -278,7 +293,6 @@ def prepare_workload(
         if not convs:
             raise DatasetError(f"{spec.path}: too few conversations for {workers} workers")
         mt = MultiTurn(scenario, model, convs, spec)
-        mt.worker_part = workers > 1
         return Workload(scenario, None, mt, (mt,), {"conversations": len(convs)})
     if "synthetic" in kinds:
         pool, counts = build_pool(scenario, tokenizer)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import msgspec
 import orjson
 
 from loadtest.errors import ResultFileError
+from loadtest.model.blocks import summary_type
 from loadtest.model.decision import Decision
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import RunStart, Summary
@@ -62,8 +63,9 @@ def _read(path: Path, what: str) -> bytes:
 
 def parse_summary(data: bytes | JsonObject, source: str = "summary.json") -> Summary:
     """A summary from JSON bytes or an already decoded object; ``ResultFileError`` naming
-    ``source`` and the offending field when it breaks the model."""
-    return _parse(data, Summary, source, "summary")
+    ``source`` and the offending field when it breaks the model (``Summary`` with every
+    registered block's own: ``model.blocks.summary_type``)."""
+    return cast(Summary, _parse(data, summary_type(), source, "summary"))
 
 
 def load_summary(path: str | Path) -> Summary:
@@ -158,8 +160,10 @@ def _published(schema: JsonObject) -> bytes:
 
 
 def summary_schema() -> JsonObject:
-    """The JSON Schema (2020-12) of ``summary.json``, generated from ``Summary``."""
-    return _schema(Summary, "loadtest summary.json")
+    """The JSON Schema (2020-12) of ``summary.json``, generated from ``Summary`` with every
+    registered block's model (``model.blocks.summary_type``: loadtest's and installed
+    plugins')."""
+    return _schema(summary_type(), "loadtest summary.json")
 
 
 def summary_schema_bytes() -> bytes:

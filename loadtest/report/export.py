@@ -80,8 +80,14 @@ CSV = _Csv()
 SUMMARY = _Summary()
 
 
-def write_results(run_dir: Path, summary: Summary, metrics: Metrics) -> list[Path]:
+def write_results(
+    run_dir: Path,
+    summary: Summary,
+    metrics: Metrics,
+    blocks: Mapping[str, object] | None = None,
+) -> list[Path]:
     """Write the end-of-run files beside ``requests.jsonl`` and ``histograms.hlog``:
     every registered output (``outputs.write_outputs``), each atomically, and
-    summary.json last: its presence means the run's files are complete."""
-    return write_outputs(run_dir, summary, metrics)
+    summary.json last: its presence means the run's files are complete. ``blocks``: the
+    run's merged summary blocks (``report.blocks``; the files of their own among them)."""
+    return write_outputs(run_dir, summary, metrics, blocks=blocks)

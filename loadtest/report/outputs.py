@@ -6,8 +6,9 @@ how its bytes are rendered from them (``render``). It never opens a file: the ru
 writes every registered output, each file through the one atomic writer
 (``model.atomic.write_atomic``), so a killed run leaves whole files or none.
 
-loadtest's own outputs (summary.json, summary.csv, the .hgrm tables: ``report.export``)
-are registered exactly as a third party's are, as entry points in the group
+loadtest's own outputs (summary.json, summary.csv, the .hgrm tables: ``report.export``;
+a feature's block that is a file of its own, ``multiturn.json`` and ``workload.json``:
+``report.block_kinds``) are registered exactly as a third party's are, as entry points in the group
 ``loadtest.outputs`` (loadtest's in its pyproject.toml; ``_compat.plugins``), so adding
 one edits no list here or in the run.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -51,11 +52,15 @@ COMPLETE = "summary"
 
 @dataclass(frozen=True, slots=True)
 class RunResults:
-    """What an output file is made from: the summary, and the metrics behind it (the
-    run's histograms; rebuilt from the files by ``loadtest summarize``)."""
+    """What an output file is made from: the summary, the metrics behind it (the run's
+    histograms; rebuilt from the files by ``loadtest summarize``) and the run's merged
+    summary blocks (``report.blocks``), those that are files of their own too."""
 
     summary: Summary
     metrics: Metrics
+    blocks: Mapping[str, object] = field(default_factory=dict)
+    """Every block the run had, merged, by name (none in a summary rebuilt after a kill:
+    only the living run had them)."""
 
 
 _PARTS = frozenset(f.name for f in fields(RunResults))
@@ -149,6 +154,7 @@ def write_outputs(
     summary: Summary,
     metrics: Metrics,
     given: Mapping[str, OutputFile] | None = None,
+    blocks: Mapping[str, object] | None = None,
 ) -> list[Path]:
     """Write every registered output of a finished run (``given``: these instead) into
     ``run_dir``, beside its ``requests.jsonl`` and ``histograms.hlog``, each file
@@ -159,7 +165,7 @@ def write_outputs(
     others are written, summary.json is not (the folder is not complete), and
     ``UsageError`` names each that failed: ``loadtest summarize`` writes them once fixed.
     """
-    results = RunResults(summary=summary, metrics=metrics)
+    results = RunResults(summary=summary, metrics=metrics, blocks=blocks or {})
     done: list[tuple[str, list[tuple[Path, bytes | str]]]] = []
     failed: list[str] = []
     for name in output_names() if given is None else _in_order(given):

@@ -131,6 +131,7 @@ def rebuild_summary(folder: Path) -> Rebuilt:
     hlog_requests = _hlog_into(metrics, parts, () if chunk_times else _FROM_HLOG)
     extra: RunExtra = {"workers": len(parts)} if parts[0] != folder else {}
     head = _head(folder, start, parts)
+    server = _server(folder)
     summary = summary_from_head(
         head,
         spec,
@@ -139,7 +140,7 @@ def rebuild_summary(folder: Path) -> Rebuilt:
         measured_s=max(d.measured_s for d in done),
         interrupted=True,
         extra=extra,
-        server=_server(folder),
+        blocks={} if server is None else {"server": server},
     )
     rebuilt: RebuiltBlock = {
         "reason": "killed",

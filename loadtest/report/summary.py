@@ -13,17 +13,15 @@ from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, stat_of
 from loadtest.model.record import ENGINE_CANCELS, ERROR_CLASSES
 from loadtest.model.summary import (
-    AgentBlock,
-    AgentTraceBlock,
     MetricStats,
     RequestsBlock,
     RunBlock,
     RunExtra,
     RunHead,
-    ServerBlock,
     Summary,
 )
-from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
+from loadtest.model.verdict import DriverHealth, SloBlock
+from loadtest.report.blocks import summary_blocks
 
 __all__ = [
     "BUSY_MS",
@@ -241,14 +239,12 @@ def build_summary(
     interrupted: bool,
     prompts: dict[str, int],
     extra: RunExtra | None = None,
-    faults: Sequence[FaultVerdict] = (),
-    server: ServerBlock | None = None,
-    agent: AgentBlock | None = None,
-    agent_trace: AgentTraceBlock | None = None,
+    blocks: Mapping[str, object] | None = None,
     stale_retries: int | None = None,
 ) -> Summary:
     """The whole summary document of a run that ended; its schema is
-    ``docs/summary.schema.json``."""
+    ``docs/summary.schema.json``. ``blocks``: the run's merged summary blocks
+    (``report.blocks.merge_blocks``)."""
     head = run_head(
         scenario,
         run_id=run_id,
@@ -265,10 +261,7 @@ def build_summary(
         measured_s=measured_s,
         interrupted=interrupted,
         extra=extra,
-        faults=faults,
-        server=server,
-        agent=agent,
-        agent_trace=agent_trace,
+        blocks=blocks,
         stale_retries=stale_retries,
     )
 
@@ -282,14 +275,14 @@ def summary_from_head(
     measured_s: float,
     interrupted: bool,
     extra: RunExtra | None = None,
-    faults: Sequence[FaultVerdict] = (),
-    server: ServerBlock | None = None,
-    agent: AgentBlock | None = None,
-    agent_trace: AgentTraceBlock | None = None,
+    blocks: Mapping[str, object] | None = None,
     stale_retries: int | None = None,
 ) -> Summary:
     """The summary from the run's ``head`` and its metrics: the one place a summary is
-    built, for a run that ended and for one rebuilt from its files after it died."""
+    built, for a run that ended and for one rebuilt from its files after it died.
+
+    ``blocks`` (merged, by name) go in under their keys, beside the empty value of each
+    registered block the run had none of (``report.blocks.summary_blocks``)."""
     sent = metrics.sent
     tool = metrics.tool_stats
     block = metrics_block(metrics.total)
@@ -359,12 +352,8 @@ def summary_from_head(
         "out_of_range_values": metrics.total.out_of_range,
         "driver": driver,
         "slo": slo,
-        "faults": list(faults),
-        "server": server,
         "server_timings": metrics.server_timings.summary(),
     }
-    if agent is not None:
-        summary["agent"] = agent
-    if agent_trace is not None:
-        summary["agent_trace"] = agent_trace
+    # A block's key and type are its plugin's (``model.blocks.summary_type``).
+    cast(dict[str, object], summary).update(summary_blocks(blocks or {}))
     return summary

@@ -25,6 +25,8 @@ from typing import Any, cast
 from loadtest.engine.runner import Runner, RunOutcome
 from loadtest.features.faults.rig import FaultRig
 from loadtest.measure.merge import EncodedMetrics, encode_metrics_steps
+from loadtest.model.verdict import FaultVerdict
+from loadtest.report.blocks import merge_blocks
 from loadtest.report.summary import judge_run, judged_metrics
 from loadtest.tui.frame import DASH_METRICS, RunVerdicts
 from loadtest.tui.link import ABORT, PAUSE, READY, STOP, Ending, Hello, LiveState, receive, send
@@ -107,7 +109,10 @@ class DashboardFeed:
             self._sock.close()
             return
         driver, slo = judge_run(outcome.metrics, runner.scenario.slo, outcome.measured_s)
-        ending = Ending(outcome.faults, RunVerdicts(slo, driver))
+        # The fault windows' block only: the panel the dashboard shows of the blocks.
+        only = {"faults": outcome.blocks.get("faults", ())}
+        faults = cast(list[FaultVerdict], merge_blocks(only, outcome.metrics).get("faults", []))
+        ending = Ending(tuple(faults), RunVerdicts(slo, driver))
         try:
             await send(writer, await self._state(runner, ending))
             self.states += 1

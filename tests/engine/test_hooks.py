@@ -41,7 +41,7 @@ class Recorder(RunHook):
 
     def result(self, run_dir: Path) -> HookResult:
         self.calls.append("result")
-        return HookResult(server={"samples": self.records, "scraped": 0})
+        return HookResult(blocks={"server": {"samples": self.records, "scraped": 0}})
 
 
 async def test_a_hook_sees_the_run_from_start_to_result(tmp_path: Path) -> None:
@@ -53,7 +53,8 @@ async def test_a_hook_sees_the_run_from_start_to_result(tmp_path: Path) -> None:
     assert hook.t0_ns == out.t0_ns
     assert hook.records == out.metrics.sent == len(read_jsonl(tmp_path / "requests.jsonl"))
     assert hook.intervals >= 1  # the last interval rolls at the end
-    assert out.server == {"samples": 6, "scraped": 0}
+    # The engine collects each block's parts by name; the report merges them.
+    assert out.blocks == {"server": ({"samples": 6, "scraped": 0},)}
     assert runner.hook(Recorder) is hook
 
 

@@ -24,7 +24,6 @@ from loadtest.model.atomic import LineLog
 from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
-from loadtest.model.summary import AgentBlock
 from loadtest.protocol.openai import StreamReader, build_payload
 
 __all__ = ["AgentDriver"]
@@ -59,8 +58,11 @@ class AgentDriver(RunHook):
         self.flush()
 
     def result(self, run_dir: Path) -> HookResult:
-        """The ``agent`` section of summary.json."""
-        return HookResult(agent=self.summary() if self._ctx is not None else None)
+        """This process's part of the ``agent`` block: its task counters and share
+        histograms (``AgentMetrics.encode``), which the block adds over every worker and
+        reads beside the run's merged metrics."""
+        started = self._ctx is not None
+        return HookResult(blocks={"agent": self.metrics.encode()} if started else {})
 
     async def open(self, run_dir: Path, t0_ns: int) -> None:
         """Open ``tasks.jsonl``, ``trace.json`` and the tool runner."""
@@ -151,9 +153,3 @@ class AgentDriver(RunHook):
         if current is not None and current.cancelling():
             raise asyncio.CancelledError  # the task's record is written: now go on up
         return rec
-
-    def summary(self) -> AgentBlock:
-        """The ``agent`` section of summary.json."""
-        assert self._ctx is not None, "the run has not started"
-        m = self._ctx.metrics
-        return self.metrics.summary(m.total, m.by_category, m.tool_stats)

@@ -114,9 +114,12 @@ class FaultRig(RunHook):
             await self.close()
 
     def result(self, run_dir: Path) -> HookResult:
-        """The verdicts per window and the server summary."""
+        """The verdicts per window (the ``faults`` block) and the scraped server summary
+        (``server``, where the run scraped one)."""
         faults, server = self.judge(run_dir)
-        return HookResult(faults=faults, server=server)
+        return HookResult(
+            blocks={"faults": list(faults)} | ({} if server is None else {"server": server})
+        )
 
     async def finish(self) -> None:
         """Stop the timeline where it is (healing every toxic) and the scraper."""

@@ -1,0 +1,124 @@
+"""Summary blocks as the summary model sees them: a key and a typed model, found by name.
+
+A feature's section of summary.json (``server``, ``faults``, ``agent``, a plugin's own)
+is a *block*: one object, registered under the key it takes in the entry-point group
+``loadtest.blocks`` (loadtest's own in its pyproject.toml, exactly as a third party's).
+The whole declaration, how a block is fed, merged over workers and printed, is
+``report.blocks.SummaryBlock``; reading and validating a summary needs only its model
+(``BlockModel``), so that is all this layer asks of it. The plugin objects are loaded on
+first use: the dynamic import is the plugin mechanism, not a dependency of this layer on
+the ones above it (as ``config.sources`` loads the data sets' kinds).
+
+``summary_type`` is the document every summary.json is decoded with and the published
+JSON Schema is generated from: ``Summary``'s own fields, with each registered block's
+model under its key. ``Summary`` still names loadtest's own blocks, for typed readers;
+``summary_type`` refuses a registered model that differs from the field of the same key,
+so the two cannot drift apart (and a plugin cannot take a key summary.json has).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import (
+    Any,
+    NotRequired,
+    Protocol,
+    get_args,
+    get_origin,
+    get_type_hints,
+    runtime_checkable,
+)
+from typing import TypedDict as _TypedDict
+
+from loadtest._compat.plugins import group_entry_points
+from loadtest.errors import UsageError
+from loadtest.model.summary import Summary
+
+__all__ = ["GROUP", "BlockModel", "block_model", "block_names", "load_block", "summary_type"]
+
+GROUP = "loadtest.blocks"
+"""The entry-point group summary blocks register in (the name is the block's key)."""
+
+# The functional form, called with a mapping made at run time (mypy takes only literals).
+_make_typeddict: Any = _TypedDict
+
+
+@runtime_checkable
+class BlockModel(Protocol):
+    """What reading a summary needs of a block."""
+
+    @property
+    def model(self) -> object:
+        """The type of its value in summary.json (a TypedDict, a dataclass or msgspec
+        Struct, ``list[...]``, ``X | None``): decoded and validated with it, and
+        published in the JSON Schema."""
+        ...
+
+    @property
+    def in_summary(self) -> bool:
+        """False for a block that is a file of its own (an output renders it), not a key
+        of summary.json."""
+        ...
+
+
+@functools.cache
+def block_names() -> tuple[str, ...]:
+    """The keys of every registered block (loadtest's and installed plugins'), sorted:
+    the order the printed report shows them in."""
+    return tuple(sorted({ep.name for ep in group_entry_points(GROUP)}))
+
+
+@functools.cache
+def load_block(name: str) -> object:
+    """The object registered as ``name``; ``UsageError`` when none is or it cannot be
+    loaded."""
+    found = [ep for ep in group_entry_points(GROUP) if ep.name == name]
+    if not found:
+        raise UsageError(
+            f"no summary block {name!r} is installed (known: {', '.join(block_names())})"
+        )
+    try:
+        return found[0].load()
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(
+            f"the summary block plugin {found[0].value!r} ({name}) could not be loaded: {exc}"
+        ) from exc
+
+
+def block_model(name: str) -> BlockModel:
+    """The block's model declaration; ``UsageError`` when it has none."""
+    plugin = load_block(name)
+    if not isinstance(plugin, BlockModel):
+        raise UsageError(
+            f"the summary block plugin for {name!r} declares no model and in_summary: "
+            "see docs/plugins.md"
+        )
+    return plugin
+
+
+def _unwrapped(hint: object) -> object:
+    """A field's type without its ``NotRequired``."""
+    return get_args(hint)[0] if get_origin(hint) is NotRequired else hint
+
+
+@functools.cache
+def summary_type() -> type:
+    """``Summary`` with every registered block's model under its key (not required):
+    what summary.json is decoded with and its schema generated from."""
+    fields = dict(get_type_hints(Summary, include_extras=True))
+    for name in block_names():
+        block = block_model(name)
+        if not block.in_summary:
+            continue
+        if name in fields and _unwrapped(fields[name]) != block.model:
+            raise UsageError(
+                f"the summary block {name!r} declares the model {block.model!r}, but "
+                f"summary.json's {name!r} is {_unwrapped(fields[name])!r}: a block takes a "
+                "key of its own"
+            )
+        fields[name] = NotRequired[block.model]
+    full: type = _make_typeddict("Summary", fields)
+    # The schema's title and description are the type's name and docstring.
+    full.__doc__ = Summary.__doc__
+    full.__module__ = Summary.__module__
+    return full

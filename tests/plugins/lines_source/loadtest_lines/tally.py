@@ -1,0 +1,91 @@
+"""A summary block plugin: ``lines`` in summary.json, a tally of the requests a ``lines``
+source sent, each prompt's count and the answers' tokens.
+
+It declares its typed model (in the schema and checked on read), the hook that feeds it
+in every process that sends load, how the processes' parts merge (counts summed) and
+its line of the printed report. Nothing here is part of loadtest: it uses only the
+plugin interface a third party sees (docs/plugins.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TypedDict
+
+from loadtest.config.scenario import Scenario
+from loadtest.engine.hooks import HookResult, RunHook
+from loadtest.measure.recorders import Metrics
+from loadtest.model.record import RequestRecord
+from loadtest.model.summary import Summary
+from loadtest.report.blocks import BlockBase
+
+
+class LinesPart(TypedDict):
+    """What one process counted (its hook's part)."""
+
+    sent: int
+    ok: int
+    output_tokens: int
+    by_prompt: dict[str, int]
+    """Requests sent of each line (its prompt id)."""
+
+
+class LinesTally(LinesPart):
+    """The ``lines`` block: every process's part added."""
+
+    measured_ok: int
+    """The run's own count of measured ok requests, read from the merged metrics."""
+
+
+class _Count(RunHook):
+    def __init__(self) -> None:
+        self.sent = self.ok = self.tokens = 0
+        self.by_prompt: dict[str, int] = {}
+
+    def on_record(self, rec: RequestRecord) -> None:
+        self.sent += 1
+        self.by_prompt[rec.prompt_id] = self.by_prompt.get(rec.prompt_id, 0) + 1
+        if rec.outcome == "ok":
+            self.ok += 1
+            self.tokens += rec.output_tokens
+
+    def result(self, run_dir: Path) -> HookResult:
+        part: LinesPart = {
+            "sent": self.sent,
+            "ok": self.ok,
+            "output_tokens": self.tokens,
+            "by_prompt": self.by_prompt,
+        }
+        return HookResult(blocks={"lines": part})
+
+
+class Lines(BlockBase):
+    """The ``lines`` block."""
+
+    model = LinesTally
+
+    def hook(self, scenario: Scenario) -> RunHook | None:
+        return _Count() if any(s.kind == "lines" for s in scenario.sources) else None
+
+    def merge(self, parts: Sequence[LinesPart], metrics: Metrics) -> LinesTally:
+        by_prompt: dict[str, int] = {}
+        for p in parts:
+            for prompt, n in p["by_prompt"].items():
+                by_prompt[prompt] = by_prompt.get(prompt, 0) + n
+        return {
+            "sent": sum(p["sent"] for p in parts),
+            "ok": sum(p["ok"] for p in parts),
+            "output_tokens": sum(p["output_tokens"] for p in parts),
+            "by_prompt": dict(sorted(by_prompt.items())),
+            "measured_ok": metrics.measured_ok,
+        }
+
+    def render(self, block: LinesTally, summary: Summary) -> str | None:
+        return (
+            f"lines: {block['ok']}/{block['sent']} ok over {len(block['by_prompt'])} lines, "
+            f"{block['output_tokens']} output tokens"
+        )
+
+
+LINES_TALLY = Lines()
