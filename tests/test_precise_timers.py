@@ -25,8 +25,9 @@ def test_events_come_back_with_and_without_a_timeout() -> None:
     try:
         sel.register(a, selectors.EVENT_READ, "a")
         assert sel.select(0.0002) == []  # nothing yet: the short wait ends empty
+        assert sel.select(0.0012) == []  # nor one past a millisecond
         b.send(b"x")
-        for timeout in (5.0, None, 0):
+        for timeout in (5.0, 0.0012, None, 0):
             events = sel.select(timeout)
             assert [(key.data, mask) for key, mask in events] == [("a", selectors.EVENT_READ)]
     finally:
@@ -71,6 +72,9 @@ def test_a_sub_millisecond_wait_is_not_rounded_up_to_a_millisecond() -> None:
             sel.register(a, selectors.EVENT_READ)
         assert _shortest_wait_s(default, 0.0003, 5) >= 0.001
         assert _shortest_wait_s(ours, 0.0003, 50) < 0.001
+        # Past a millisecond epoll waits the whole one, select() the remaining 0.3 ms.
+        assert _shortest_wait_s(default, 0.0013, 5) >= 0.002
+        assert 0.0013 <= _shortest_wait_s(ours, 0.0013, 50) < 0.002
     finally:
         ours.close()
         default.close()

@@ -10,8 +10,12 @@ this one (``benchmarks/bench_dispatch.py``).
 The fix keeps epoll for the events and waits with ``select()``, whose timeout has
 microseconds, on the epoll descriptor itself: it becomes readable when any registered
 descriptor has an event. Then epoll is asked without waiting. It costs one more system
-call per wait that has a timeout; waits without one, and the zero-timeout polls of a
-busy loop, are epoll's own. Only public API is used (``fileno()`` of the selector and
+call per wait that has a timeout (waits without one, and the zero-timeout polls of a
+busy loop, are epoll's own), and a loop that wakes for each timer on its own instead
+of for all those due in the same millisecond turns more often: a bare sender at 1,000
+req/s spent 5-13% more CPU per request. Waiting the whole milliseconds in epoll first
+and only the rest in ``select()`` was tried and cost more (+20%): most waits end on
+their timer, and those paid three calls. Only public API is used (``fileno()`` of the selector and
 ``select.select``), so nothing needs a self-check.
 
 ``select()`` cannot watch descriptors from 1,024 up (FD_SETSIZE): the loop's epoll
