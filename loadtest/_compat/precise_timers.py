@@ -9,14 +9,14 @@ this one (``benchmarks/bench_dispatch.py``).
 
 The fix keeps epoll for the events and waits with ``select()``, whose timeout has
 microseconds, on the epoll descriptor itself: it becomes readable when any registered
-descriptor has an event. Then epoll is asked without waiting. It costs one more system
-call per wait that has a timeout (waits without one, and the zero-timeout polls of a
-busy loop, are epoll's own), and a loop that wakes for each timer on its own instead
-of for all those due in the same millisecond turns more often: a bare sender at 1,000
-req/s spent 5-13% more CPU per request. Waiting the whole milliseconds in epoll first
-and only the rest in ``select()`` was tried and cost more (+20%): most waits end on
-their timer, and those paid three calls. Only public API is used (``fileno()`` of the selector and
-``select.select``), so nothing needs a self-check.
+descriptor has an event. Then epoll is asked without waiting. It is asked without
+waiting first too, so a busy loop that finds events already there makes one call, as
+before. A wait that does wait costs two more calls, and a loop that wakes for each
+timer on its own, instead of for all those due in the same millisecond, turns more
+often: a bare sender at 1,000 req/s spent 6-23% more CPU per request. Waiting the whole
+milliseconds in epoll and only the rest in ``select()`` was tried and cost about as
+much (+20%): most of that sender's waits end on their timer. Only public API is used
+(``fileno()`` of the selector and ``select.select``), so nothing needs a self-check.
 
 ``select()`` cannot watch descriptors from 1,024 up (FD_SETSIZE): the loop's epoll
 descriptor is made when the loop is, among the first a process opens, and if it is ever
@@ -47,6 +47,10 @@ if sys.platform == "linux":
         def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
             """Wait up to ``timeout`` seconds (µs resolution), then collect epoll's events."""
             if timeout is not None and timeout > 0 and self.fileno() < _FD_SETSIZE:
+                # A busy loop mostly finds events already waiting: one call, as epoll's.
+                ready = super().select(0)
+                if ready:
+                    return ready
                 select.select([self.fileno()], [], [], timeout)
                 timeout = 0
             return super().select(timeout)
