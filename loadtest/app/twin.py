@@ -4,18 +4,22 @@ Best fed the steps of a sweep (several loads, the same prompts). From the measur
 successful requests of each run it fits the simulator's own model
 (``sim/load.py``, ``sim/model.py``):
 
-- TTFT against prompt tokens, on the least loaded run: ``ttft_ms`` (the intercept),
+- TTFT against prompt tokens, on the least loaded runs: ``ttft_ms`` (the intercept),
   ``ttft_per_1k_tokens_ms`` (the slope) and ``ttft_sigma`` (the log spread around it);
-- step time against batch: each run's median TPOT against its batch ``B`` (the
-  requests in flight by Little's law, capped at the engine's slots), as
-  ``itl_ms * (1 + step_token_share * (B - 1))``, least squares;
+  where the engine timed its prefills (llama.cpp's ``prompt_ms``), the line is that of
+  the prefills that overlapped no other, plus what a calm request waited beyond it;
+- step time against batch: each run's median gap (its median TPOT where the run has
+  no gap percentiles) against its batch ``B`` (the requests in flight by Little's law,
+  capped at the engine's slots), as ``itl_ms * (1 + step_token_share * (B - 1))``,
+  least squares: a median gap is one step, which a prefill held now and then does not
+  move, where a TPOT is;
 - TPOT's spread: split into the engine's pace (``pace_sigma``, shared by a request's
   gaps and by the streams running with it, for about a request's time,
-  ``pace_period_ms``) and gap to gap (``itl_sigma``), from the calmest run's gap
+  ``pace_period_ms``) and gap to gap (``itl_sigma``), from the calmest runs' gap
   percentiles and TPOTs;
-- llama.cpp's prefill (``prefill_stall``): how much of the prefills that began during a
-  decode it waited out (``twin_prefill``); the TPOTs are fitted without those waits,
-  which the twin adds back;
+- llama.cpp's prefill (``prefill_stall``): how much of another prompt's prefill a
+  decoding stream waits out, read off its chunk stamps where the runs recorded them
+  (``--record-chunks``; ``twin_prefill``);
 - the engine's slots (``max_running``): the running peak of a run that had requests
   waiting, from the server's own metrics; queueing beyond them is what the twin's
   TTFT then reproduces;
