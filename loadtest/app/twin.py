@@ -285,7 +285,11 @@ def _step_line(
     if not by_gap:
         gaps = [statistics.median(p.tpot_ms) for p in points]
         notes.append("step time fitted on median TPOTs: some runs have no gap percentiles")
-    itl, slope = _line([b - 1 for b in batches], gaps)
+    # The median run at each batch: one round the machine slowed moves no point.
+    at: dict[float, list[float]] = {}
+    for b, g in zip(batches, gaps, strict=True):
+        at.setdefault(b, []).append(g)
+    itl, slope = _line([b - 1 for b in at], [statistics.median(g) for g in at.values()])
     return itl, max(0.0, slope / max(itl, 0.01)), by_gap
 
 
@@ -320,7 +324,12 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         notes.append(f"decodes waited {stall:.0%} of the prefills that ended during them")
     itl = max(itl, 0.01)
     calmest = _calmest(points)
-    gap_sigma, pace_sigma = _gap_spreads(calmest)
+    # Each calm run's spreads, the median run's: the pooled runs' would count a round
+    # the machine slowed as the engine's pace.
+    least = min(p.in_flight for p in points)
+    spreads = [_gap_spreads(p) for p in points if p.in_flight == least]
+    gap_sigma = statistics.median(g for g, _ in spreads)
+    pace_sigma = statistics.median(r for _, r in spreads)
     if calmest.itl_p50_p90 is None:
         notes.append("no gap percentiles in the runs: the TPOT spread is all put on the pace")
     outputs = [n for p in points for n in p.output_tokens]

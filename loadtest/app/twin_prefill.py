@@ -1,18 +1,18 @@
 """llama.cpp's prefill, read off a run: what it costs, and how much of it a decode waits.
 
 llama.cpp processes a prompt whole, in one step with the other slots' decode tokens, and
-its ``timings.prompt_ms`` says how long that took (it ends at the first token). Prompts
-admitted together are processed in one batch, and their first tokens come together:
+its ``timings.prompt_ms`` says how long that took (it ends at the first token):
 
-- **the prefill's cost** is a line in the tokens of a batch, through the batches of
-  every run (a batch's ``prompt_ms`` against the sum of its prompts' tokens), robust to
-  the few a loaded machine slowed: the median of the pairwise slopes (Theil-Sen);
+- **the prefill's cost** is a line in a prompt's tokens, through the prefills of every
+  run that overlapped no other (prompts batched together, or queued behind another,
+  report times the line of one does not give), robust to the few a loaded machine
+  slowed: the median of the pairwise slopes (Theil-Sen);
 - **the stall**: where a prompt's prefill ran while another request was decoding, the
-  gap of that request that spans the prompt's first token is longer than its usual
-  gap; the excess over its median gap, as a share of the prefill's ``prompt_ms``, is
-  what a decoding stream waits out of another's prefill (``prefill_stall``; the median
-  over all such pairs). Without chunk stamps (``--record-chunks``) it falls back to the
-  slope of each request's decode time on the prefills that began during it.
+  gaps of that request across the prefill are longer than its usual gap; their excess
+  over its median gap, as a share of the prefill's ``prompt_ms``, is what a decoding
+  stream waits out of another's prefill (``prefill_stall``; the median over all such
+  pairs). Without chunk stamps (``--record-chunks``) it falls back to the slope of
+  each request's decode time on the prefills that began during it.
 """
 
 from __future__ import annotations
@@ -59,9 +59,8 @@ def stalls(run: tuple[Window, ...]) -> list[float]:
 
 def _held(w: Window, other: Window) -> float | None:
     """The share of ``other``'s prefill that ``w``'s decode waited out, read off ``w``'s
-    chunk stamps: its longest gap from that prefill's start to a step after its end,
-    beyond its median gap (None unless the prefill began and ended inside ``w``'s
-    decode)."""
+    chunk stamps: its gaps from that prefill's start to its first token, beyond its
+    median gap (None unless the prefill began and ended inside ``w``'s decode)."""
     chunks = w.chunks_ms
     if len(chunks) < 4 or other.prompt_ms <= 0:
         return None
@@ -70,10 +69,10 @@ def _held(w: Window, other: Window) -> float | None:
         return None
     gaps = [b - a for a, b in itertools.pairwise(chunks)]
     step = statistics.median(gaps)
-    # A gap that ends after the prefill began and starts before its first token (which
-    # llama.cpp sends a step after the prompt's batch).
+    # The gaps that end after the prefill began and start before its first token.
     held = [g for g, a, b in zip(gaps, chunks, chunks[1:], strict=False) if b > start and a < end]
-    return (max(held) - step) / other.prompt_ms if held else None
+    # All of them: the steps beside a prefill are slower too, not only the one it is in.
+    return sum(g - step for g in held) / other.prompt_ms if held else None
 
 
 def _isolated(run: tuple[Window, ...]) -> list[tuple[float, float]]:
