@@ -44,9 +44,10 @@ class Sizes:
     held: tuple[int, int] = (3, 10)
     """(concurrency, requests) of the held-out step, each round."""
     rounds: int = 2
-    twin_requests: int = 30
-    """The twin's held-out step: it does not drift, so one longer run (less sampling
-    noise) stands for all rounds of llama.cpp's."""
+    twin_runs: int = 3
+    """The twin's held-out step, run this many times: each run draws the same prompts
+    as each of llama.cpp's held-out steps (the mix of answer lengths moves TPOT p50
+    as much as the bound), and more of them make less sampling noise."""
     words: tuple[int, ...] = (5, 15, 30, 45, 60)
     """Prompt lengths in words (each several times, none a prefix of another)."""
     answers: tuple[int, int] = (8, 16)
@@ -107,12 +108,15 @@ def run_sweep(scenario: Path, url: str, sizes: Sizes, folder: Path) -> Sweep:
     return out
 
 
-def run_twin(scenario: Path, sweep: Sweep, sizes: Sizes, folder: Path) -> tuple[Path, Settings]:
+def run_twin(
+    scenario: Path, sweep: Sweep, sizes: Sizes, folder: Path
+) -> tuple[list[Path], Settings]:
     """Fit the profile on the sweep's fitted steps and run the held-out step on it."""
     profile, settings, _ = fit_profile([str(f) for f in sweep.fit], folder / "profile.toml")
     config = with_profile(SimConfig(profile=str(profile)), {})
+    c, n = sizes.held
     with SimProcess(config) as sim:
-        twin = _run(scenario, sim.url, sizes.held[0], sizes.twin_requests, folder / "twin")
+        twin = [_run(scenario, sim.url, c, n, folder / f"twin-{i}") for i in range(sizes.twin_runs)]
     return twin, settings
 
 
@@ -139,7 +143,8 @@ class Verdict:
 
     lines: tuple[str, ...]
     wrong: tuple[str, ...]
-    """Figures off by more than the bound where llama.cpp agreed with itself."""
+    """Figures off by more than the bound (plus half llama.cpp's own difference between
+    its rounds) where llama.cpp agreed with itself within the bound."""
     noisy: tuple[str, ...]
     """Figures on which llama.cpp disagreed with itself by more than the bound."""
     off: dict[str, float]
@@ -150,10 +155,10 @@ class Verdict:
         return "\n".join(self.lines)
 
 
-def judge(sweep: Sweep, twin: Path, bound: float) -> Verdict:
+def judge(sweep: Sweep, twin: list[Path], bound: float) -> Verdict:
     """The twin's figures against llama.cpp's held-out steps (all rounds together), and
     llama.cpp's odd rounds against its even ones."""
-    real, got = _figures(sweep.held), _figures([twin])
+    real, got = _figures(sweep.held), _figures(twin)
     a, b = _figures(sweep.held[0::2]), _figures(sweep.held[1::2] or sweep.held)
     lines, wrong, noisy, offs = [], [], [], {}
     for name, value in real.items():
@@ -166,6 +171,8 @@ def judge(sweep: Sweep, twin: Path, bound: float) -> Verdict:
         )
         if abs(noise) > bound:
             noisy.append(name)
-        elif abs(off) > bound:
+        elif abs(off) > bound + abs(noise) / 2:
+            # llama.cpp's own figure is known to about half its rounds' difference: the
+            # twin must be within the bound of some figure in that range.
             wrong.append(name)
     return Verdict(tuple(lines), tuple(wrong), tuple(noisy), offs)

@@ -215,7 +215,12 @@ class SimServer:
             # slow them (counted while the stream waits for its first token); the
             # engine's pace (a machine's speed) slows it as it slows the decode steps.
             factor = self.load.factor(per_sequence=self._tokens_per_sequence(), own=0)
-            ttft = int(ttft * factor * self.load.pace())
+            if self.config.prefill_stall > 0:
+                # A prompt prefilled whole (llama.cpp): the others' decode tokens ride in
+                # its step at a token's cost each; they do not stretch every prompt token.
+                ttft = int((ttft + self.config.itl_ms * 1e6 * (factor - 1)) * self.load.pace())
+            else:
+                ttft = int(ttft * factor * self.load.pace())
             if self.config.prefill_stall > 0:
                 step_ns = int(self.config.itl_ms * 1e6)
                 share = self.config.prefill_stall
