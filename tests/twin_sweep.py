@@ -46,8 +46,9 @@ class Sizes:
     rounds: int = 2
     twin_runs: int = 3
     """The twin's held-out step, run this many times: each run draws the same prompts
-    as each of llama.cpp's held-out steps (the mix of answer lengths moves TPOT p50
-    as much as the bound), and more of them make less sampling noise."""
+    as each of llama.cpp's held-out steps (TPOT is bimodal, stalled or not, and which
+    requests a prefill stalls moves its p50 as much as the bound), and more of them
+    make less sampling noise."""
     words: tuple[int, ...] = (5, 15, 30, 45, 60)
     """Prompt lengths in words (each several times, none a prefix of another)."""
     answers: tuple[int, int] = (8, 16)

@@ -277,14 +277,15 @@ def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
 def _step_line(
     points: list[RunPoint], batches: list[float], notes: list[str]
 ) -> tuple[float, float, bool]:
-    """``itl_ms`` and ``step_token_share``: each run's median gap against its batch (a
-    median gap is one step; the few a prefill held, llama.cpp's, do not move it), or
-    its median TPOT where a run has no gap percentiles (True: fitted on the gaps)."""
-    gaps = [p.itl_p50_p90[0] for p in points if p.itl_p50_p90 is not None]
+    """``itl_ms`` and ``step_token_share``: each run's median gap against its batch
+    where the engine timed its prefills (a median gap is one step; the few a prefill
+    held, llama.cpp's, do not move it), else its median TPOT (True: on the gaps)."""
+    gaps = [p.itl_p50_p90[0] for p in points if p.itl_p50_p90 is not None and p.windows]
+    # Gaps where the engine timed its prefills (llama.cpp, whose prefills stall the
+    # other streams: a TPOT holds them); else TPOTs, exact means of the gaps.
     by_gap = len(gaps) == len(points)
     if not by_gap:
         gaps = [statistics.median(p.tpot_ms) for p in points]
-        notes.append("step time fitted on median TPOTs: some runs have no gap percentiles")
     # The median run at each batch: one round the machine slowed moves no point.
     at: dict[float, list[float]] = {}
     for b, g in zip(batches, gaps, strict=True):
