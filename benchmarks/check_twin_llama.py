@@ -12,13 +12,11 @@ the held-out figures by round. Run from the repository root (about 4 minutes her
 from __future__ import annotations
 
 import argparse
-import asyncio
 import tempfile
 import time
 from pathlib import Path
 
-from tests.llama_servers import start, stop, wait_ready
-from tests.twin_sweep import Sizes, judge, run_sweep, run_twin, scenario
+from tests.twin_sweep import Sizes, judge, run_llama_sweep, run_twin, scenario
 
 BOUND = 0.15
 
@@ -34,12 +32,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         path = scenario(out, sizes)
-        proc, url = start("none", parallel=2, threads=1)
-        try:
-            asyncio.run(wait_ready(url))
-            sweep = run_sweep(path, url, sizes, out / "sweep")
-        finally:
-            stop(proc)
+        sweep = run_llama_sweep(path, sizes, out / "sweep")
         twin, settings = run_twin(path, sweep, sizes, out)
         verdict = judge(sweep, twin, BOUND)
         print(f"sizes: {sizes}")

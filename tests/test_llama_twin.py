@@ -23,8 +23,8 @@ import pytest
 
 from loadtest.sim import InProcessSim, SimConfig
 from tests.conftest import read_jsonl
-from tests.llama_servers import require_llama_extra, start, stop, wait_ready
-from tests.twin_sweep import Sizes, run_sweep, run_twin, scenario
+from tests.llama_servers import require_llama_extra
+from tests.twin_sweep import Sizes, run_llama_sweep, run_twin, scenario
 from tests.twin_sweep import judge as judge_twin
 
 require_llama_extra()
@@ -57,14 +57,7 @@ async def _sim_timings() -> set[str]:
 
 def test_a_twin_fitted_at_concurrency_1_2_4_predicts_concurrency_3(tmp_path: Path) -> None:
     path = scenario(tmp_path, SIZES)
-    # One thread: two llama.cpp threads wait for each other at every operation, and on
-    # a shared machine one of them is often descheduled, which makes timing erratic.
-    proc, url = start("none", parallel=2, threads=1)
-    try:
-        asyncio.run(wait_ready(url))
-        sweep = run_sweep(path, url, SIZES, tmp_path / "sweep")
-    finally:
-        stop(proc)
+    sweep = run_llama_sweep(path, SIZES, tmp_path / "sweep")
     # The simulator's llama flavour carries the keys real llama.cpp sent here.
     real_keys = set(read_jsonl(sweep.fit[0] / "requests.jsonl")[0]["server_timings"])
     assert asyncio.run(_sim_timings()) == real_keys

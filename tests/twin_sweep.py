@@ -16,6 +16,7 @@ the bound cannot tell the twin right from wrong at this size: it is not judged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from dataclasses import dataclass, field
@@ -29,8 +30,9 @@ from loadtest.app.twin import fit_profile
 from loadtest.sim import SimConfig, SimProcess
 from loadtest.sim.profile import Settings, with_profile
 from tests.conftest import read_jsonl
+from tests.llama_servers import start, stop, wait_ready
 
-__all__ = ["Sizes", "Verdict", "judge", "run_sweep", "run_twin", "scenario"]
+__all__ = ["Sizes", "Verdict", "judge", "run_llama_sweep", "run_sweep", "run_twin", "scenario"]
 
 _WORDS = "apple river stone cloud music garden window paper silver forest engine ocean"
 
@@ -96,6 +98,18 @@ class Sweep:
 
     fit: list[Path] = field(default_factory=list)
     held: list[Path] = field(default_factory=list)
+
+
+def run_llama_sweep(scenario: Path, sizes: Sizes, folder: Path) -> Sweep:
+    """The sweep against a llama.cpp started for it: 2 slots, 1 thread (two llama.cpp
+    threads wait for each other at every operation, and on a shared machine one of
+    them is often descheduled, which makes timing erratic)."""
+    proc, url = start("none", parallel=2, threads=1)
+    try:
+        asyncio.run(wait_ready(url))
+        return run_sweep(scenario, url, sizes, folder)
+    finally:
+        stop(proc)
 
 
 def run_sweep(scenario: Path, url: str, sizes: Sizes, folder: Path) -> Sweep:
