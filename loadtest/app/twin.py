@@ -4,18 +4,22 @@ Best fed the steps of a sweep (several loads, the same prompts). From the measur
 successful requests of each run it fits the simulator's own model
 (``sim/load.py``, ``sim/model.py``):
 
-- TTFT against prompt tokens, on the least loaded run: ``ttft_ms`` (the intercept),
+- TTFT against prompt tokens, on the least loaded runs: ``ttft_ms`` (the intercept),
   ``ttft_per_1k_tokens_ms`` (the slope) and ``ttft_sigma`` (the log spread around it);
-- step time against batch: each run's median TPOT against its batch ``B`` (the
-  requests in flight by Little's law, capped at the engine's slots), as
-  ``itl_ms * (1 + step_token_share * (B - 1))``, least squares;
+  where the engine timed its prefills (llama.cpp's ``prompt_ms``), the line is that of
+  the prefills that overlapped no other, plus what a calm request waited beyond it;
+- step time against batch: each run's median gap (its median TPOT where the run has
+  no gap percentiles) against its batch ``B`` (the requests in flight by Little's law,
+  capped at the engine's slots), as ``itl_ms * (1 + step_token_share * (B - 1))``,
+  least squares: a median gap is one step, which a prefill held now and then does not
+  move, where a TPOT is;
 - TPOT's spread: split into the engine's pace (``pace_sigma``, shared by a request's
   gaps and by the streams running with it, for about a request's time,
-  ``pace_period_ms``) and gap to gap (``itl_sigma``), from the calmest run's gap
+  ``pace_period_ms``) and gap to gap (``itl_sigma``), from the calmest runs' gap
   percentiles and TPOTs;
-- llama.cpp's prefill (``prefill_stall``): how much of the prefills that began during a
-  decode it waited out (``twin_prefill``); the TPOTs are fitted without those waits,
-  which the twin adds back;
+- llama.cpp's prefill (``prefill_stall``): how much of another prompt's prefill a
+  decoding stream waits out, read off its chunk stamps where the runs recorded them
+  (``--record-chunks``; ``twin_prefill``);
 - the engine's slots (``max_running``): the running peak of a run that had requests
   waiting, from the server's own metrics; queueing beyond them is what the twin's
   TTFT then reproduces;
@@ -29,6 +33,7 @@ warn when it is used beyond them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -37,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from loadtest.app.twin_prefill import Window, stall_share, tpot_without_stalls
+from loadtest.app.twin_prefill import Window, prefill_line, stall_share
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
 from loadtest.model.io import JsonLines, load_summary
@@ -152,7 +157,9 @@ def _window(row: Any) -> Window | None:
     if not isinstance(prompt_ms, int | float) or first is None or end is None:
         return None
     gaps = max(1, int(row.get("output_tokens") or 0) - 1)
-    return Window(float(first), float(end), float(prompt_ms), gaps)
+    sent = float(row.get("sent_ms") or 0.0)
+    chunks = tuple(sent + float(c) for c in row.get("token_chunk_ms") or ())
+    return Window(float(first), float(end), float(prompt_ms), gaps, _sim_tokens(row), chunks)
 
 
 def _line(x: list[float], y: list[float]) -> tuple[float, float]:
@@ -176,19 +183,31 @@ def _per_token_acceptance(rate: float, k: int) -> float:
 
 
 def _ttft_line(
-    points: list[RunPoint], batches: list[float], share: float, slots: int, notes: list[str]
+    points: list[RunPoint],
+    batches: list[float],
+    share: float,
+    slots: int,
+    notes: list[str],
+    line: tuple[float, float] | None = None,
 ) -> tuple[float, float, float]:
     """TTFT's intercept, slope per token and log spread, from the calmest runs where no
     request queued for a slot, each TTFT taken back to a batch of one by its run's step
-    factor: enough requests for a line."""
+    factor: enough requests for a line. Given the ``line`` (the engine timed its
+    prefills), only its spread is read, off the least loaded runs (two prompts
+    prefilled together take a TTFT the line of one does not give)."""
     calm: list[tuple[float, float]] = []
+    least = min(p.in_flight for p in points)
     for p, b in sorted(zip(points, batches, strict=True), key=lambda x: x[0].in_flight):
         if calm and (len(calm) >= _ENOUGH or (slots and p.in_flight > slots)):
+            break
+        if line is not None and p.in_flight > least:
             break
         factor = 1 + share * (b - 1)
         calm += [(float(t), ms / factor) for t, ms in zip(p.prompt_tokens, p.ttft_ms, strict=True)]
     lengths = [t for t, _ in calm]
-    if max(lengths) - min(lengths) >= _SPREAD_TOKENS:
+    if line is not None:
+        base, per_token = line
+    elif max(lengths) - min(lengths) >= _SPREAD_TOKENS:
         base, per_token = _line(lengths, [ms for _, ms in calm])
     else:
         # Prompts this alike cannot separate the prefill's cost per token from noise.
@@ -206,6 +225,30 @@ def _ttft_line(
 def _mean_gaps(p: RunPoint) -> float:
     """Gaps between tokens a request of the run had, on average (at least one)."""
     return max(1.0, statistics.mean(max(1, n - 1) for n in p.output_tokens))
+
+
+def _calmest(points: list[RunPoint]) -> RunPoint:
+    """The runs at the least load as one (a sweep in rounds has several): their
+    requests together, their gap percentiles the median of theirs."""
+    least = min(p.in_flight for p in points)
+    runs = [p for p in points if p.in_flight == least]
+    if len(runs) == 1:
+        return runs[0]
+    gaps = [p.itl_p50_p90 for p in runs if p.itl_p50_p90 is not None]
+    return dataclasses.replace(
+        runs[0],
+        folder=",".join(p.folder for p in runs),
+        prompt_tokens=tuple(t for p in runs for t in p.prompt_tokens),
+        ttft_ms=tuple(t for p in runs for t in p.ttft_ms),
+        tpot_ms=tuple(t for p in runs for t in p.tpot_ms),
+        output_tokens=tuple(n for p in runs for n in p.output_tokens),
+        itl_p50_p90=(
+            (statistics.median(g[0] for g in gaps), statistics.median(g[1] for g in gaps))
+            if len(gaps) == len(runs)
+            else None
+        ),
+        windows=tuple(w for p in runs for w in p.windows),
+    )
 
 
 def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
@@ -231,6 +274,26 @@ def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
     return min(math.sqrt(s2), _MAX_SIGMA), min(math.sqrt(r2), _MAX_SIGMA)
 
 
+def _step_line(
+    points: list[RunPoint], batches: list[float], notes: list[str]
+) -> tuple[float, float, bool]:
+    """``itl_ms`` and ``step_token_share``: each run's median gap against its batch
+    where the engine timed its prefills (a median gap is one step; the few a prefill
+    held, llama.cpp's, do not move it), else its median TPOT (True: on the gaps)."""
+    gaps = [p.itl_p50_p90[0] for p in points if p.itl_p50_p90 is not None and p.windows]
+    # Gaps where the engine timed its prefills (llama.cpp, whose prefills stall the
+    # other streams: a TPOT holds them); else TPOTs, exact means of the gaps.
+    by_gap = len(gaps) == len(points)
+    if not by_gap:
+        gaps = [statistics.median(p.tpot_ms) for p in points]
+    # The median run at each batch: one round the machine slowed moves no point.
+    at: dict[float, list[float]] = {}
+    for b, g in zip(batches, gaps, strict=True):
+        at.setdefault(b, []).append(g)
+    itl, slope = _line([b - 1 for b in at], [statistics.median(g) for g in at.values()])
+    return itl, max(0.0, slope / max(itl, 0.01)), by_gap
+
+
 def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     """The profile's settings, its range, and notes on what the fit could not see."""
     notes: list[str] = []
@@ -239,28 +302,35 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     if not any(p.running_peak is not None for p in points):
         notes.append("no server metrics in the runs: the engine's slots are not known")
     batches = [min(p.in_flight, slots) if slots else p.in_flight for p in points]
-    tpots = [statistics.median(p.tpot_ms) for p in points]
-    itl, slope = _line([b - 1 for b in batches], tpots)
-    share = max(0.0, slope / max(itl, 0.01))
-    base, per_token, ttft_sigma = _ttft_line(points, batches, share, slots, notes)
-    stall = stall_share([p.windows for p in points if len(p.windows) == len(p.ttft_ms)])
+    itl, share, gap_medians = _step_line(points, batches, notes)
+    timed = [p.windows for p in points if p.windows and len(p.windows) == len(p.ttft_ms)]
+    line = prefill_line(timed) if len(timed) == len(points) else None
+    if line is not None:
+        # The engine timed its prefills (llama.cpp): their line is the prefill's cost,
+        # and what a request waits beyond it at the calmest load (the HTTP round trip,
+        # the step in progress) is added to the intercept.
+        calm = _calmest(points)
+        waits = zip(calm.ttft_ms, calm.windows, strict=True)
+        extra = max(0.0, statistics.median(t - w.prompt_ms for t, w in waits))
+        notes.append(
+            f"prefill from the engine's prompt_ms (the prefills that overlapped no other): "
+            f"{line[0]:.1f} ms + {1000 * line[1]:.1f} ms per 1k tokens, {extra:.1f} ms around it"
+        )
+        line = (line[0] + extra, line[1])
+    base, per_token, ttft_sigma = _ttft_line(points, batches, share, slots, notes, line)
+    stall = stall_share(timed)
     if stall is not None and stall > 0:
         # The engine's decodes waited out part of the other prompts' prefills (llama.cpp
-        # prefills a prompt whole): the twin adds those waits itself (prefill_stall),
-        # so they come off the TPOTs the step time is fitted on.
-        notes.append(
-            f"decodes waited {stall:.0%} of the prefills that began during them "
-            "(prefill_stall); the TPOTs are fitted without those waits"
-        )
-        tpots = [
-            tpot_without_stalls(p.windows, stall) if p.windows else t
-            for p, t in zip(points, tpots, strict=True)
-        ]
-        itl, slope = _line([b - 1 for b in batches], tpots)
-        share = max(0.0, slope / max(itl, 0.01))
+        # prefills a prompt whole): the twin adds those waits itself (prefill_stall).
+        notes.append(f"decodes waited {stall:.0%} of the prefills that ended during them")
     itl = max(itl, 0.01)
-    calmest = min(points, key=lambda p: p.in_flight)
-    gap_sigma, pace_sigma = _gap_spreads(calmest)
+    calmest = _calmest(points)
+    # Each calm run's spreads, the median run's: the pooled runs' would count a round
+    # the machine slowed as the engine's pace.
+    least = min(p.in_flight for p in points)
+    spreads = [_gap_spreads(p) for p in points if p.in_flight == least]
+    gap_sigma = statistics.median(g for g, _ in spreads)
+    pace_sigma = statistics.median(r for _, r in spreads)
     if calmest.itl_p50_p90 is None:
         notes.append("no gap percentiles in the runs: the TPOT spread is all put on the pace")
     outputs = [n for p in points for n in p.output_tokens]
@@ -271,7 +341,7 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         "ttft_sigma": round(ttft_sigma, 4),
         # TPOT is a mean of gaps, and the simulator draws each gap log-normal around a
         # median: the median that gives the fitted mean.
-        "itl_ms": round(itl / math.exp(gap_sigma**2 / 2), 3),
+        "itl_ms": round(itl if gap_medians else itl / math.exp(gap_sigma**2 / 2), 3),
         "itl_sigma": round(gap_sigma, 4),
         "pace_sigma": round(pace_sigma, 4),
         # The pace holds about one request's decode: what the TPOT spread was shared by.

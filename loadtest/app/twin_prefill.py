@@ -1,31 +1,48 @@
-"""How much of another prompt's prefill a decoding stream waits out, read off a run.
+"""llama.cpp's prefill, read off a run: what it costs, and how much of it a decode waits.
 
-llama.cpp processes a prompt whole, in one step with the other slots' decode tokens, so
-in principle every decoding stream waits the whole prefill (``prefill_stall`` 1). What a
-sweep shows can be less: streams that start and end together prefill together, outside
-each other's decode. llama.cpp's ``timings.prompt_ms`` says when each prefill ran (it
-ends at the first token), so each request's decode can be set against the prefills that
-began during it: the slope of decode time on that overlap, within each run (so that a
-run on a slower machine does not make one), is the share the twin reproduces.
+llama.cpp processes a prompt whole, in one step with the other slots' decode tokens, and
+its ``timings.prompt_ms`` says how long that took (it ends at the first token):
+
+- **the prefill's cost** is a line in a prompt's tokens, through the prefills of every
+  run that overlapped no other (prompts batched together, or queued behind another,
+  report times the line of one does not give), robust to the few a loaded machine
+  slowed: the median of the pairwise slopes (Theil-Sen);
+- **the stall**: where a prompt's prefill ran while another request was decoding, the
+  gaps of that request across the prefill are longer than its usual gap; their excess
+  over its median gap, as a share of the prefill's ``prompt_ms``, is what a decoding
+  stream waits out of another's prefill (``prefill_stall``; the median over all such
+  pairs). Without chunk stamps (``--record-chunks``) it falls back to the slope of
+  each request's decode time on the prefills that began during it.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from dataclasses import dataclass
 
-__all__ = ["Window", "stall_share", "stalls", "tpot_without_stalls"]
+__all__ = ["Window", "prefill_line", "stall_share", "stalls"]
+
+_SAME_STEP_MS = 15.0
+"""First tokens this close came out of one prefill batch (a step apart is ~50 ms here)."""
+_MIN_PREFILLS = 4
+"""Fewer lone prefills than this cannot draw the prefill's line."""
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One request as the prefill stalls see it (ms from the run's start)."""
+    """One request as the prefill sees it (ms from the run's start)."""
 
     first_ms: float
     end_ms: float
     prompt_ms: float
     """The engine's own prefill time (``timings.prompt_ms``)."""
     gaps: int
+    tokens: int = 0
+    """Its prompt's tokens, as the simulator counts them."""
+    chunks_ms: tuple[float, ...] = ()
+    """When each of its token chunks came (ms from the run's start; empty unless the
+    run recorded them)."""
 
     @property
     def prefill_start_ms(self) -> float:
@@ -40,9 +57,45 @@ def stalls(run: tuple[Window, ...]) -> list[float]:
     ]
 
 
+def _held(w: Window, other: Window) -> float | None:
+    """The share of ``other``'s prefill that ``w``'s decode waited out, read off ``w``'s
+    chunk stamps: its gaps from that prefill's start to its first token, beyond its
+    median gap (None unless the prefill began and ended inside ``w``'s decode)."""
+    chunks = w.chunks_ms
+    if len(chunks) < 4 or other.prompt_ms <= 0:
+        return None
+    start, end = other.prefill_start_ms, other.first_ms
+    if not chunks[0] + _SAME_STEP_MS < start or not end < chunks[-1]:
+        return None
+    gaps = [b - a for a, b in itertools.pairwise(chunks)]
+    step = statistics.median(gaps)
+    # The gaps that end after the prefill began and start before its first token.
+    held = [g for g, a, b in zip(gaps, chunks, chunks[1:], strict=False) if b > start and a < end]
+    # All of them: the steps beside a prefill are slower too, not only the one it is in.
+    return sum(g - step for g in held) / other.prompt_ms if held else None
+
+
+def _isolated(run: tuple[Window, ...]) -> list[tuple[float, float]]:
+    """(tokens, prompt_ms) of the prefills that overlapped no other prefill: batched or
+    queued ones share their time in ways ``prompt_ms`` does not say."""
+    return [
+        (float(w.tokens), w.prompt_ms)
+        for w in run
+        if not any(
+            o is not w and o.prefill_start_ms < w.first_ms and w.prefill_start_ms < o.first_ms
+            for o in run
+        )
+    ]
+
+
 def stall_share(runs: list[tuple[Window, ...]]) -> float | None:
     """The share of an overlapping prefill a decode waits out, 0 to 1 (None: no run
     with prefills overlapping a decode, so nothing to read it from)."""
+    direct = [
+        s for run in runs for w in run for o in run if o is not w and (s := _held(w, o)) is not None
+    ]
+    if direct:
+        return min(1.0, max(0.0, statistics.median(direct)))
     xy = xx = 0.0
     for run in runs:
         held = stalls(run)
@@ -57,10 +110,17 @@ def stall_share(runs: list[tuple[Window, ...]]) -> float | None:
     return min(1.0, max(0.0, xy / xx))
 
 
-def tpot_without_stalls(run: tuple[Window, ...], share: float) -> float:
-    """The run's median TPOT with ``share`` of each overlapping prefill taken off."""
-    held = stalls(run)
-    return statistics.median(
-        max(0.0, (w.end_ms - w.first_ms - share * h)) / max(1, w.gaps)
-        for w, h in zip(run, held, strict=True)
-    )
+def prefill_line(runs: list[tuple[Window, ...]]) -> tuple[float, float] | None:
+    """The prefill's intercept and cost per token (ms), from every run's prefills that
+    overlapped no other (None: too few of them, or prompts all alike)."""
+    points = [p for run in runs for p in _isolated(run)]
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(points)
+        for x2, y2 in points[i + 1 :]
+        if x2 != x1
+    ]
+    if len(points) < _MIN_PREFILLS or not slopes:
+        return None
+    slope = max(0.0, statistics.median(slopes))
+    return max(0.0, statistics.median(y - slope * x for x, y in points)), slope

@@ -40,11 +40,10 @@ class SimConfig:
     itl_sigma: float = 0.3
     """Log-normal spread of the gap between tokens (0 = fixed)."""
     pace_sigma: float = 0.0
-    """Log-normal spread of the engine's pace: every decode step of every stream is
-    slowed by one shared factor, drawn anew every ``pace_period_ms`` (a machine whose
-    speed drifts with what else runs on it; independent gaps, ``itl_sigma``, average
-    that away within a request, and would not slow concurrent streams together; 0 =
-    none)."""
+    """Log-normal spread of the engine's pace: every decode step and prefill is slowed
+    by one shared factor, drawn anew every ``pace_period_ms`` (a machine whose speed
+    drifts with what else runs on it; independent gaps, ``itl_sigma``, average that
+    away within a request, and would not slow concurrent streams together; 0 = none)."""
     pace_period_ms: float = 1000.0
     """How long one draw of the pace holds."""
     min_output_fraction: float = 0.5

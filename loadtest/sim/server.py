@@ -212,13 +212,23 @@ class SimServer:
             await self._warm_up()
             plan, ttft = self.prefix.apply(plan, req)
             # The prefill shares its steps with what else runs: they slow it, as it will
-            # slow them (counted while the stream waits for its first token).
-            ttft = int(ttft * self.load.factor(per_sequence=self._tokens_per_sequence(), own=0))
+            # slow them (counted while the stream waits for its first token); the
+            # engine's pace (a machine's speed) slows it as it slows the decode steps.
+            factor = self.load.factor(per_sequence=self._tokens_per_sequence(), own=0)
+            if self.config.prefill_stall > 0:
+                # A prompt prefilled whole (llama.cpp): the others' decode tokens ride in
+                # its step at a token's cost each; they do not stretch every prompt token.
+                ttft = int((ttft + self.config.itl_ms * 1e6 * (factor - 1)) * self.load.pace())
+            else:
+                ttft = int(ttft * factor * self.load.pace())
             if self.config.prefill_stall > 0:
                 step_ns = int(self.config.itl_ms * 1e6)
                 share = self.config.prefill_stall
-                await self.load.prefill(_perf(), ttft, step_ns, share).done()
-                ttft = _perf() - received
+                prefill = self.load.prefill(_perf(), ttft, step_ns, share)
+                await prefill.done()
+                # Its first token is due when the batch ends, not when this task woke
+                # (later): a prefill queued behind it starts then, and must hold it.
+                ttft = prefill.end_ns - received
             else:
                 ttft += _perf() - received
             truth.first_token_scheduled_ns = received + ttft
