@@ -293,16 +293,19 @@ def bench_ttft(
 
 
 # -- 3. Poisson at 1,000 req/s -------------------------------------------------------------
+DISPATCH_SIM = SimConfig(
+    step_token_share=0.0,
+    ttft_ms=5.0,
+    itl_ms=2.0,
+    ttft_sigma=0.1,
+    itl_sigma=0.1,
+    min_output_fraction=1.0,
+)
+"""The dispatch benchmarks' simulator: short, steady answers (5 ms, then 2 ms a token)."""
+
+
 def bench_poisson(rate: float, seconds: float) -> dict[str, Any]:
-    sim_cfg = SimConfig(
-        step_token_share=0.0,
-        ttft_ms=5.0,
-        itl_ms=2.0,
-        ttft_sigma=0.1,
-        itl_sigma=0.1,
-        min_output_fraction=1.0,
-    )
-    with SimProcess(sim_cfg) as sim:
+    with SimProcess(DISPATCH_SIM) as sim:
         records: list[RequestRecord] = []
         sc = _scenario({"mode": "poisson", "rate": rate, "duration_s": seconds}, 4)
         out = asyncio.run(_run(sc, sim.url, records))

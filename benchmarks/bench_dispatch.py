@@ -40,20 +40,11 @@ import aiohttp
 import numpy as np
 import orjson
 
-from benchmarks.bench_client import _run, _scenario
+from benchmarks.bench_client import DISPATCH_SIM, _run, _scenario
 from benchmarks.bench_trace import replay, write_trace
 from loadtest.engine.schedule import ArrivalPlan, arrival_offsets_ns
 from loadtest.model.record import RequestRecord
-from loadtest.sim import SimConfig, SimProcess
-
-_SIM = SimConfig(
-    step_token_share=0.0,
-    ttft_ms=5.0,
-    itl_ms=2.0,
-    ttft_sigma=0.1,
-    itl_sigma=0.1,
-    min_output_fraction=1.0,
-)
+from loadtest.sim import SimProcess
 
 
 def _cpu() -> float:
@@ -159,7 +150,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.rt:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-    with SimProcess(_SIM) as sim:
+    with SimProcess(DISPATCH_SIM) as sim:
         assert sim.pid is not None
         os.sched_setaffinity(sim.pid, {1})
         os.sched_setaffinity(0, {0})

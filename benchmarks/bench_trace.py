@@ -20,13 +20,14 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from benchmarks.bench_client import DISPATCH_SIM
 from loadtest.config.scenario import parse_scenario
 from loadtest.engine.gc_policy import QuietGc
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.features.workload import prepare_workload
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
-from loadtest.sim import SimConfig, SimProcess
+from loadtest.sim import SimProcess
 
 
 def write_trace(path: Path, rate: float, seconds: float) -> int:
@@ -58,15 +59,7 @@ async def replay(trace: Path, url: str, run_dir: Path, sink: list[RequestRecord]
 
 def bench(rate: float, seconds: float) -> JsonObject:
     """Replay ``rate * seconds`` requests; returns the lag figures."""
-    sim_cfg = SimConfig(
-        step_token_share=0.0,
-        ttft_ms=5.0,
-        itl_ms=2.0,
-        ttft_sigma=0.1,
-        itl_sigma=0.1,
-        min_output_fraction=1.0,
-    )
-    with tempfile.TemporaryDirectory() as tmp, SimProcess(sim_cfg) as sim:
+    with tempfile.TemporaryDirectory() as tmp, SimProcess(DISPATCH_SIM) as sim:
         trace = Path(tmp) / "trace.jsonl"
         n = write_trace(trace, rate, seconds)
         records: list[RequestRecord] = []
