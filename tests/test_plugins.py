@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -454,3 +455,31 @@ def test_a_plugin_summary_block_is_in_the_published_schema(installed: Path, tmp_
     del summary["properties"]["lines"]
     published = orjson.loads((ROOT / "docs" / "summary.schema.json").read_bytes())
     assert schema == published
+
+
+def test_every_registry_names_an_unknown_plugin_and_what_it_knows() -> None:
+    """One lookup (``_compat.plugins.load_named``) behind every registry: a name nobody
+    registered is an error of the registry's layer naming the kind, the name and the
+    names that are registered."""
+    from loadtest.errors import DatasetError, UsageError
+    from loadtest.features.faults.registry import load_plugin
+    from loadtest.model.blocks import load_block
+    from loadtest.report.outputs import output_names, output_plugin
+
+    cases: list[tuple[Callable[[], object], type[Exception], str, tuple[str, ...]]] = [
+        (lambda: load_plugin("nosuch"), UsageError, "no fault kind 'nosuch'", fault_kinds()),
+        (lambda: load_block("nosuch"), UsageError, "no summary block 'nosuch'", block_names()),
+        (lambda: output_plugin("nosuch"), UsageError, "no output 'nosuch'", output_names()),
+        (
+            lambda: source_plugin("nosuch"),
+            DatasetError,
+            "no prompt source kind 'nosuch'",
+            source_kinds(),
+        ),
+    ]
+    for call, error, said, known in cases:
+        with pytest.raises(error) as info:
+            call()
+        text = str(info.value)
+        assert text.startswith(said + " is installed (known: "), text
+        assert all(name in text for name in known), text

@@ -17,7 +17,7 @@ import tomllib
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-__all__ = ["group_entry_points"]
+__all__ = ["PluginLoadError", "group_entry_points", "load_named", "plugin_names"]
 
 _PROJECT = "loadtest"
 
@@ -49,3 +49,29 @@ def group_entry_points(group: str) -> tuple[EntryPoint, ...]:
     own = tuple(EntryPoint(n, v, group) for n, v in checkout.get(group, {}).items())
     others = tuple(ep for ep in found if ep.dist is None or ep.dist.name != _PROJECT)
     return own + others
+
+
+class PluginLoadError(Exception):
+    """No plugin of that name in the group, or it could not be imported: the message
+    names the group's kind of plugin, the name, and what is known or what failed. Each
+    registry raises it again as the error of its layer (``UsageError``, ``DatasetError``)."""
+
+
+def plugin_names(group: str) -> tuple[str, ...]:
+    """The names registered in ``group``, sorted (the installed metadata has no order)."""
+    return tuple(sorted({ep.name for ep in group_entry_points(group)}))
+
+
+def load_named(group: str, name: str, what: str) -> object:
+    """The object registered as ``name`` in ``group`` (``what`` it is, for the message);
+    ``PluginLoadError`` when none is or importing it fails."""
+    found = [ep for ep in group_entry_points(group) if ep.name == name]
+    if not found:
+        known = ", ".join(plugin_names(group))
+        raise PluginLoadError(f"no {what} {name!r} is installed (known: {known})")
+    try:
+        return found[0].load()
+    except (ImportError, AttributeError) as exc:
+        raise PluginLoadError(
+            f"the {what} plugin {found[0].value!r} ({name}) could not be loaded: {exc}"
+        ) from exc

@@ -19,7 +19,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from loadtest._compat.plugins import group_entry_points
+from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.errors import DatasetError
 
 if TYPE_CHECKING:
@@ -57,22 +57,20 @@ class SourcePlugin(Protocol):
 @functools.cache
 def source_kinds() -> tuple[str, ...]:
     """The names of every registered kind (loadtest's and installed plugins')."""
-    return tuple(sorted({ep.name for ep in group_entry_points(GROUP)}))
+    return plugin_names(GROUP)
 
 
 @functools.cache
 def source_plugin(kind: str) -> SourcePlugin:
     """The plugin registered as ``kind``; ``DatasetError`` when none is, or it is no
     ``SourcePlugin``."""
-    found = [ep for ep in group_entry_points(GROUP) if ep.name == kind]
-    if not found:
-        raise DatasetError(
-            f"no prompt source kind {kind!r} is installed (known: {', '.join(source_kinds())})"
-        )
-    plugin = found[0].load()
+    try:
+        plugin = load_named(GROUP, kind, "prompt source kind")
+    except PluginLoadError as exc:
+        raise DatasetError(str(exc)) from exc
     if not isinstance(plugin, SourcePlugin):
         raise DatasetError(
-            f"the prompt source plugin {found[0].value!r} ({kind}) has no keys, needs_path "
+            f"the prompt source plugin for {kind!r} has no keys, needs_path "
             "and load: see docs/plugins.md"
         )
     return plugin

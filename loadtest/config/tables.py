@@ -19,9 +19,9 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
-from loadtest._compat.plugins import group_entry_points
+from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.config.toml_tables import Table
 
 __all__ = ["GROUP", "TableParser", "TableSlot"]
@@ -36,12 +36,8 @@ TableParser = Callable[[Table, Path], object]
 
 
 @functools.cache
-def _parser(name: str) -> TableParser | None:
-    found = [ep for ep in group_entry_points(GROUP) if ep.name == name]
-    if not found:
-        return None
-    parser: TableParser = found[0].load()
-    return parser
+def _parser(name: str) -> TableParser:
+    return cast(TableParser, load_named(GROUP, name, "table parser"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +50,16 @@ class TableSlot(Generic[T]):
     def parse(self, top: Table, base: Path) -> T:
         """The registered parser's value for this table; a ``ScenarioError`` naming the
         table when no parser is registered, or it gives something else."""
-        parser = _parser(self.name)
-        if parser is None:
+        if self.name not in plugin_names(GROUP):
             raise top.fail(
                 self.name,
                 f"no parser for the [{self.name}] table is registered (entry-point group "
                 f"{GROUP}): loadtest is not installed whole; reinstall it",
             )
+        try:
+            parser = _parser(self.name)
+        except PluginLoadError as exc:
+            raise top.fail(self.name, str(exc)) from exc
         value = parser(top, base)
         if not isinstance(value, self.value_type):
             raise top.fail(

@@ -30,7 +30,7 @@ from typing import (
 )
 from typing import TypedDict as _TypedDict
 
-from loadtest._compat.plugins import group_entry_points
+from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.errors import UsageError
 from loadtest.model.summary import Summary
 
@@ -65,24 +65,17 @@ class BlockModel(Protocol):
 def block_names() -> tuple[str, ...]:
     """The keys of every registered block (loadtest's and installed plugins'), sorted:
     the order the printed report shows them in."""
-    return tuple(sorted({ep.name for ep in group_entry_points(GROUP)}))
+    return plugin_names(GROUP)
 
 
 @functools.cache
 def load_block(name: str) -> object:
     """The object registered as ``name``; ``UsageError`` when none is or it cannot be
     loaded."""
-    found = [ep for ep in group_entry_points(GROUP) if ep.name == name]
-    if not found:
-        raise UsageError(
-            f"no summary block {name!r} is installed (known: {', '.join(block_names())})"
-        )
     try:
-        return found[0].load()
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(
-            f"the summary block plugin {found[0].value!r} ({name}) could not be loaded: {exc}"
-        ) from exc
+        return load_named(GROUP, name, "summary block")
+    except PluginLoadError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def block_model(name: str) -> BlockModel:

@@ -25,7 +25,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from loadtest._compat.plugins import group_entry_points
+from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.errors import UsageError
 from loadtest.measure.recorders import Metrics
 from loadtest.model.atomic import write_atomic
@@ -89,7 +89,7 @@ class OutputFile(Protocol):
 def output_names() -> tuple[str, ...]:
     """The names of every registered output (loadtest's and installed plugins'),
     sorted, ``COMPLETE`` last: the order the run writes them in."""
-    return _in_order({ep.name for ep in group_entry_points(GROUP)})
+    return _in_order(plugin_names(GROUP))
 
 
 def _in_order(names: Iterable[str]) -> tuple[str, ...]:
@@ -102,16 +102,11 @@ def _in_order(names: Iterable[str]) -> tuple[str, ...]:
 def output_plugin(name: str) -> OutputFile:
     """The output registered as ``name``; ``UsageError`` when none is, it cannot be
     loaded, or it declares no output (``check_output``)."""
-    found = [ep for ep in group_entry_points(GROUP) if ep.name == name]
-    if not found:
-        raise UsageError(f"no output {name!r} is installed (known: {', '.join(output_names())})")
     try:
-        plugin = found[0].load()
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(
-            f"the output plugin {found[0].value!r} ({name}) could not be loaded: {exc}"
-        ) from exc
-    return check_output(f"{found[0].value!r} ({name})", plugin)
+        plugin = load_named(GROUP, name, "output")
+    except PluginLoadError as exc:
+        raise UsageError(str(exc)) from exc
+    return check_output(f"for {name!r}", plugin)
 
 
 def check_output(label: str, plugin: object) -> OutputFile:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from loadtest._compat.plugins import group_entry_points
+from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.errors import UsageError
 
 if TYPE_CHECKING:
@@ -53,21 +53,16 @@ class FaultTable(Protocol):
 def fault_kinds() -> tuple[str, ...]:
     """The names of every registered kind (loadtest's and installed plugins'), sorted:
     installed metadata lists entry points in no order of ours."""
-    return tuple(sorted({ep.name for ep in group_entry_points(GROUP)}))
+    return plugin_names(GROUP)
 
 
 @functools.cache
 def load_plugin(kind: str) -> object:
     """The object registered as ``kind``; ``UsageError`` when none is."""
-    found = [ep for ep in group_entry_points(GROUP) if ep.name == kind]
-    if not found:
-        raise UsageError(f"no fault kind {kind!r} is installed (known: {', '.join(fault_kinds())})")
     try:
-        return found[0].load()
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(
-            f"the fault kind plugin {found[0].value!r} ({kind}) could not be loaded: {exc}"
-        ) from exc
+        return load_named(GROUP, kind, "fault kind")
+    except PluginLoadError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def fault_table(kind: str) -> FaultTable:
