@@ -1,8 +1,9 @@
 """The two ways of offering load, and how a run winds down.
 
 Closed loop: N sessions, each sending its next unit when the last one ended (plus
-think time). Open loop: one pacer sleeping to absolute deadlines, a task per arrival,
-optionally capped by a concurrency limit and a rate ceiling. Either way, stopping (end
+think time). Open loop: one pacer sleeping to absolute deadlines, a task per arrival
+made just ahead of it that sleeps to its own deadline, optionally capped by a
+concurrency limit and a rate ceiling. Either way, stopping (end
 of plan, Ctrl-C, SIGTERM) stops scheduling, gives in-flight units ``grace_s`` to end,
 cancels the rest, and every request still ends as exactly one record on disk.
 
