@@ -268,7 +268,9 @@ def test_a_restart_on_the_cluster_holds_the_load_in_every_task(
 
     sc = tmp_path / "r.toml"
     sc.write_text(RESTART)
-    run_dir = _ray_run(ray_head, sc, tmp_path / "out")
+    # A "failed" verdict is allowed below (the target's own recovery, not the hold, decides
+    # it), so it must not gate the exit code either: the run exited 1 on one in CI.
+    run_dir = _ray_run(ray_head, sc, tmp_path / "out", "--fail-on", "never")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     (restart,) = s["faults"]
     assert restart["verdict"] in ("held", "degraded", "failed"), restart

@@ -44,7 +44,8 @@ def test_a_restart_holds_the_load_in_every_worker(tmp_path: Path) -> None:
     connection errors from sessions spinning against a closed port."""
     sc = tmp_path / "r.toml"
     sc.write_text(RESTART)
-    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")
+    # The verdict may be "failed" (asserted below); it must not gate the exit code.
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", "--fail-on", "never")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     (restart,) = s["faults"]
     assert restart["verdict"] in ("held", "degraded", "failed"), restart
