@@ -263,7 +263,11 @@ def test_a_run_under_the_dashboards_process_accounts_like_a_plain_run(tmp_path: 
 
         _, plain = run_here(prepare_in(tmp_path / "plain"), False)
         last = tmp_path / "last.svg"
-        process = DashboardProcess(headless=(120, 48), last_screen=last, refresh_s=0.05)
+        # At its own priority and with time to close: the suite's other workers keep both
+        # cores busy, and a dashboard at nice 19 beside them was stopped before its end.
+        process = DashboardProcess(
+            headless=(120, 48), last_screen=last, refresh_s=0.05, nice=0, close_s=60
+        )
         with process as feed:
             _, shown = run_here(prepare_in(tmp_path / "tui"), False, feed)
     assert process.returncode == 0 and feed.states >= 2

@@ -24,13 +24,14 @@ def _size(text: str) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     """Draw the run at the other end of ``--link`` until it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with contextlib.suppress(OSError):
-        os.nice(NICE)
     ap = argparse.ArgumentParser(prog="python -m loadtest.tui", description=__doc__)
     ap.add_argument("--link", type=int, required=True, help="the socket's file descriptor")
     ap.add_argument("--headless", type=_size, help="draw COLUMNSxROWS, shown nowhere")
     ap.add_argument("--last-screen", type=Path, help="save the last screen as SVG here")
+    ap.add_argument("--nice", type=int, default=NICE, help="how much lower than the run")
     args = ap.parse_args(argv)
+    with contextlib.suppress(OSError):
+        os.nice(args.nice)
     app = Dashboard(link=socket.socket(fileno=args.link), last_screen=args.last_screen)
     if args.headless is not None:
         app.run(headless=True, size=args.headless)
