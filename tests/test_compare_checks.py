@@ -108,7 +108,7 @@ def _side(name: str, cache: CacheUse, shape: LoadShape) -> SideCounts:
 
 
 def test_sides_whose_prompt_caches_differ_are_flagged() -> None:
-    shape = LoadShape("closed", 4, None, None)
+    shape = LoadShape("closed", 4, None)
     metrics = ("ttft_ms", "tpot_ms", "e2e_ms", "tool_call_ms")
     warm, cold = CacheUse(900, 100), CacheUse(0, 1000)
     (f,) = findings(_side("A", warm, shape), _side("B", cold, shape), metrics)

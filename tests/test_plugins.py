@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from loadtest._compat.plugins import group_entry_points
+from loadtest.config.arrivals import arrival_modes, arrival_process
 from loadtest.config.scenario import parse_scenario
 from loadtest.config.sources import source_kinds, source_plugin
 from loadtest.errors import ScenarioError
@@ -73,7 +74,8 @@ def test_loadtests_own_entry_points_come_from_the_checkout_that_runs() -> None:
     import tomllib
 
     own = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
-    for group in ("loadtest.faults", "loadtest.sources", "loadtest.outputs", "loadtest.blocks"):
+    groups = ("faults", "sources", "outputs", "blocks", "arrivals", "tables")
+    for group in (f"loadtest.{g}" for g in groups):
         found = {ep.name: ep.value for ep in group_entry_points(group)}
         assert own[group].items() <= found.items(), group
 
@@ -378,6 +380,8 @@ seed = 9
 kind = "lines"
 category = "mine"
 path = "prompts.txt"
+[lines]
+label = "nightly"
 """ + COUNTED[COUNTED.index("[load]") :]  # the same load and simulator
 
 
@@ -403,6 +407,8 @@ def test_a_plugin_summary_block_is_fed_merged_and_printed(
         "ok": len(ok),
         "output_tokens": sum(r["output_tokens"] for r in ok),
         "by_prompt": dict(sorted(by_prompt.items())),
+        # From the plugin's own [lines] table, which its parser read and its hook found.
+        "label": "nightly",
         "measured_ok": s["requests"]["measured_ok"],
     }
     assert s["lines"]["sent"] == len(rows) >= 12
@@ -412,7 +418,7 @@ def test_a_plugin_summary_block_is_fed_merged_and_printed(
             (part,) = result["blocks"]["lines"]
             assert part["sent"] == sum(r["worker"] == w for r in rows) > 0
     # Printed after the table, as the plugin renders it.
-    line = f"lines: {len(ok)}/{len(rows)} ok over {len(by_prompt)} lines"
+    line = f"lines (nightly): {len(ok)}/{len(rows)} ok over {len(by_prompt)} lines"
     assert line in res.stdout, res.stdout[-2000:]
     # The block is part of the model summary.json is read with: it loads back typed,
     # and a value that breaks the plugin's model is named, file and field.
@@ -429,6 +435,63 @@ def test_a_plugin_summary_block_is_fed_merged_and_printed(
     (bad / "summary.json").write_bytes(orjson.dumps(s))
     res = _python(installed, tmp_path, check, str(bad))
     assert res.returncode != 0 and "$.lines.ok" in res.stderr, res.stderr[-2000:]
+
+
+PULSED = """name = "pulsed"
+max_tokens = 4
+seed = 3
+[[sources]]
+kind = "inline"
+prompts = ["a", "b", "c"]
+[load]
+mode = "pulses"
+pulse = 3
+rate = 40.0
+requests = 24
+[sim]
+ttft_ms = 2.0
+itl_ms = 1.0
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_arrival_process_sends_its_plan_in_one_process_and_in_workers(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    flags = ["--workers", str(workers)] if workers > 1 else []
+    res, run_dir = _run(installed, tmp_path, PULSED, *flags)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert len(rows) == 24 and {r["outcome"] for r in rows} == {"ok"}
+    # Pulses of 3 every 3/40 s = 75 ms: the plugin's plan, whole, however many processes
+    # sent it (each worker kept every second arrival of the one plan).
+    intended = sorted(r["intended_ms"] for r in rows)
+    planned = [(k // 3) * 75.0 for k in range(24)]
+    assert all(abs(a - b) < 1.0 for a, b in zip(intended, planned, strict=True)), intended
+    if workers > 1:
+        per_worker = [sum(r["worker"] == w for r in rows) for w in range(workers)]
+        assert per_worker == [12, 12]
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    assert s["run"]["load"]["mode"] == "pulses"
+    assert s["run"]["load"]["arrival"] == {"pulse": 3}
+
+
+def test_a_plugins_own_keys_and_table_are_checked_naming_file_table_and_key(
+    installed: Path, tmp_path: Path
+) -> None:
+    for text, key, problem in (
+        (PULSED.replace("pulse = 3", "pulse = 0"), "load.pulse", "a pulse is 1 or more"),
+        (PULSED.replace("pulse = 3", "pulse = 2.5"), "load.pulse", "expected an integer"),
+        (PULSED.replace("pulse = 3", "burstiness = 2"), "load.burstiness", "unknown key"),
+        (PULSED + '[lines]\nlabl = "x"\n', "lines.labl", "unknown key"),
+        (PULSED + "[lines]\nlabel = " + '"' + "x" * 41 + '"\n', "lines.label", "at most 40"),
+        (PULSED + "[linez]\nlabel = 1\n", "linez", "unknown key"),
+    ):
+        sc = tmp_path / "bad.toml"
+        sc.write_text(text)
+        res = _loadtest(installed, tmp_path, "run", str(sc), "--check")
+        assert res.returncode == 2, res.stderr[-1000:]
+        assert f"bad.toml: {key}: " in res.stderr and problem in res.stderr, res.stderr[-1000:]
 
 
 def _python(installed: Path, cwd: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -448,7 +511,8 @@ def test_a_plugin_summary_block_is_in_the_published_schema(installed: Path, tmp_
     assert summary["properties"]["lines"] == {"$ref": "#/$defs/LinesTally"}
     assert "lines" not in summary["required"]  # a run without a lines source has none
     tally = schema["$defs"]["LinesTally"]
-    assert set(tally["required"]) == {"sent", "ok", "output_tokens", "by_prompt", "measured_ok"}
+    own = {"sent", "ok", "output_tokens", "by_prompt", "label", "measured_ok"}
+    assert set(tally["required"]) == own
     assert tally["properties"]["by_prompt"]["additionalProperties"] == {"type": "integer"}
     # loadtest's own part of it is the schema it publishes without the plugin.
     del schema["$defs"]["LinesTally"]
@@ -470,6 +534,12 @@ def test_every_registry_names_an_unknown_plugin_and_what_it_knows() -> None:
         (lambda: load_plugin("nosuch"), UsageError, "no fault kind 'nosuch'", fault_kinds()),
         (lambda: load_block("nosuch"), UsageError, "no summary block 'nosuch'", block_names()),
         (lambda: output_plugin("nosuch"), UsageError, "no output 'nosuch'", output_names()),
+        (
+            lambda: arrival_process("nosuch"),
+            UsageError,
+            "no arrival process 'nosuch'",
+            arrival_modes(),
+        ),
         (
             lambda: source_plugin("nosuch"),
             DatasetError,

@@ -60,6 +60,23 @@ def test_wrong_type_says_what_was_expected(tmp_path: Path) -> None:
         load_scenario(write(tmp_path, BASE + "[load]\nconcurrency = true\n"))
 
 
+def test_an_arrival_process_takes_its_own_keys_and_checks_them(tmp_path: Path) -> None:
+    gamma = load_scenario(write(tmp_path, BASE + '[load]\nmode = "gamma"\nburstiness = 3\n'))
+    assert gamma.load.arrival == (("burstiness", 3.0),)
+    assert load_scenario(write(tmp_path, BASE + '[load]\nmode = "gamma"\n')).load.arrival == (
+        ("burstiness", 1.0),
+    )
+    # A key of another process is an error, not silently ignored.
+    with pytest.raises(ScenarioError, match=r"load.burstiness: unknown key"):
+        load_scenario(write(tmp_path, BASE + '[load]\nmode = "poisson"\nburstiness = 2\n'))
+    with pytest.raises(ScenarioError, match=r"load.burstiness: expected a positive number"):
+        load_scenario(write(tmp_path, BASE + '[load]\nmode = "gamma"\nburstiness = 0\n'))
+    with pytest.raises(ScenarioError, match=r"load.burstiness: expected a number"):
+        load_scenario(write(tmp_path, BASE + '[load]\nmode = "gamma"\nburstiness = "x"\n'))
+    with pytest.raises(ScenarioError, match=r"load.mode: expected one of closed, constant"):
+        load_scenario(write(tmp_path, BASE + '[load]\nmode = "bursty"\n'))
+
+
 def test_bad_choices_and_sources(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"api: expected one of chat, completions, responses"):
         load_scenario(write(tmp_path, 'api = "embeddings"\n' + BASE))

@@ -36,14 +36,15 @@ def test_constant_rate_is_exact() -> None:
 
 @pytest.mark.parametrize("mode", ["poisson", "gamma"])
 def test_mean_rate_matches_the_plan(mode: str) -> None:
-    offsets = take(ArrivalPlan(mode, 1000.0, burstiness=3.0), 20_001, seed=7)
+    params = {"burstiness": 3.0} if mode == "gamma" else {}
+    offsets = take(ArrivalPlan(mode, 1000.0, params), 20_001, seed=7)
     rate = 20_000 / (offsets[-1] / 1e9)
     assert rate == pytest.approx(1000.0, rel=0.05)
 
 
 def test_burstiness_raises_the_spread_of_gaps() -> None:
     def cv(burst: float) -> float:
-        o = take(ArrivalPlan("gamma", 100.0, burstiness=burst), 5000, seed=3)
+        o = take(ArrivalPlan("gamma", 100.0, {"burstiness": burst}), 5000, seed=3)
         gaps = [b - a for a, b in itertools.pairwise(o)]
         return statistics.pstdev(gaps) / statistics.mean(gaps)
 
@@ -62,7 +63,31 @@ def test_bad_plans_name_the_parameter() -> None:
     with pytest.raises(ValueError, match="mode"):
         ArrivalPlan("bursty", 1.0)
     with pytest.raises(ValueError, match="burstiness"):
-        ArrivalPlan("gamma", 1.0, burstiness=0)
+        ArrivalPlan("gamma", 1.0, {"burstiness": 0})
+    with pytest.raises(ValueError, match="share"):
+        take_share(ArrivalPlan("poisson", 1.0), 2, 2)
+
+
+def take_share(plan: ArrivalPlan, worker: int, workers: int, n: int = 10) -> list[int]:
+    return list(itertools.islice(arrival_offsets_ns(plan, 4, (worker, workers)), n))
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        ArrivalPlan("constant", 100.0),
+        ArrivalPlan("poisson", 100.0),
+        ArrivalPlan("gamma", 100.0, {"burstiness": 3.0}),
+        ArrivalPlan("trace", 1.0, offsets_ns=tuple(range(0, 3_000, 7))),
+    ],
+    ids=lambda p: p.mode,
+)
+def test_the_shares_of_n_workers_together_are_the_whole_plan(plan: ArrivalPlan) -> None:
+    whole = list(itertools.islice(arrival_offsets_ns(plan, 4), 300))
+    shares = [take_share(plan, i, 3, 100) for i in range(3)]
+    # Worker i keeps arrivals i, i + 3, ...: interleaved again they are the whole plan.
+    assert [shares[k % 3][k // 3] for k in range(300)] == whole
+    assert len(set(whole)) > 250  # a plan, not one offset repeated
 
 
 async def test_pace_sleeps_to_absolute_deadlines_without_drift() -> None:

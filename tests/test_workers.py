@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import signal
@@ -34,14 +35,16 @@ def test_closed_loop_sessions_and_counts_are_divided() -> None:
         split_load(LoadSpec(mode="closed", concurrency=2), 3, seed=0)
 
 
-def test_open_loop_rates_are_divided_and_constant_arrivals_interleaved() -> None:
-    poisson = split_load(LoadSpec(mode="poisson", rate=90.0, concurrency=0), 3, seed=0)
-    assert [p.load.rate for p in poisson] == [30.0, 30.0, 30.0]
-    assert {p.phase_ns for p in poisson} == {0}
-    constant = split_load(LoadSpec(mode="constant", rate=100.0, concurrency=0), 4, seed=0)
-    # Each worker sends every 40 ms; starting 0, 10, 20, 30 ms in, the merged stream is
-    # one arrival every 10 ms.
-    assert [p.phase_ns for p in constant] == [0, 10_000_000, 20_000_000, 30_000_000]
+def test_open_loop_arrivals_are_shared_out_and_caps_divided() -> None:
+    load = LoadSpec(mode="gamma", rate=90.0, concurrency=9, rate_ceiling=120.0)
+    plans = split_load(dataclasses.replace(load, arrival=(("burstiness", 2.0),)), 3, seed=0)
+    # Each worker draws the whole plan and keeps its share of it (every third arrival):
+    # test_schedule shows that the shares together are the plan, for every process.
+    assert [p.share for p in plans] == [(0, 3), (1, 3), (2, 3)]
+    assert {p.load.rate for p in plans} == {90.0}
+    assert {p.load.arrival for p in plans} == {(("burstiness", 2.0),)}
+    assert [p.load.concurrency for p in plans] == [3, 3, 3]
+    assert {p.load.rate_ceiling for p in plans} == {40.0}
 
 
 def _record(i: int, ttft_ms: float, category: str) -> RequestRecord:

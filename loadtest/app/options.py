@@ -140,7 +140,7 @@ def _load(load: LoadSpec, o: RunOptions) -> LoadSpec:
     elif o.concurrency is not None:
         if o.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
-        load = dataclasses.replace(load, mode="closed", concurrency=o.concurrency)
+        load = dataclasses.replace(load, mode="closed", concurrency=o.concurrency, arrival=())
     if o.duration is not None:
         if o.duration <= 0:
             raise UsageError("--duration must be positive")

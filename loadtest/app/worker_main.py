@@ -245,11 +245,12 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]
         workload_for, cfg.scenario, cfg.endpoint, cfg.model, cfg.api_key, share
     )
     assert wl is not None
-    # A trace keeps its recorded times in every worker: no interleaving phase (the split
-    # planned one for the scenario's own mode, before the trace replaced it).
+    # A trace's lines are split by the workload, each keeping its recorded time: the
+    # worker sends every one of its own (the split planned a share of the scenario's
+    # own arrivals, before the trace replaced them).
     trace = wl.scenario.load.mode == "trace"
-    phase = 0 if trace else cfg.arrival_phase_ns
-    cfg = dataclasses.replace(cfg, scenario=wl.scenario, arrival_phase_ns=phase)
+    own = (0, 1) if trace else cfg.arrival_share
+    cfg = dataclasses.replace(cfg, scenario=wl.scenario, arrival_share=own)
     hooks = [
         *edge_hooks(cfg, dict(wl.counts)),
         *load_hooks(cfg.scenario, job.index, job.workers, held),

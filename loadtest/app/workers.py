@@ -72,7 +72,9 @@ class WorkerPlan:
     index: int
     load: LoadSpec
     seed: int
-    phase_ns: int
+    """The worker's own seed (its prompts); its arrivals are drawn from the run's."""
+    share: tuple[int, int]
+    """Open loop: ``(index, workers)``, which arrivals of the whole plan are its own."""
 
 
 def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
@@ -82,7 +84,6 @@ def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
     plans = []
     for i in range(n):
         changes: dict[str, Any] = {}
-        phase = 0
         if load.mode == "closed":
             share = load.concurrency // n + (i < load.concurrency % n)
             if share < 1:
@@ -92,13 +93,11 @@ def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
                 )
             changes["concurrency"] = share
         else:
-            changes["rate"] = load.rate / n
+            # The rate stays the whole plan's: each worker draws it and keeps its share.
             if load.concurrency:
                 changes["concurrency"] = max(1, load.concurrency // n)
             if load.rate_ceiling:
                 changes["rate_ceiling"] = load.rate_ceiling / n
-            if load.mode == "constant":
-                phase = int(i * 1e9 / load.rate)
         if load.source_addresses:
             # Each worker its own addresses: their ports are not shared between workers.
             changes["source_addresses"] = split_addresses(load.source_addresses, i, n)
@@ -107,7 +106,7 @@ def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
             if share_r < 1:
                 raise UsageError(f"{load.requests} requests cannot be split over {n} workers")
             changes["requests"] = share_r
-        plans.append(WorkerPlan(i, dataclasses.replace(load, **changes), seed + 7919 * i, phase))
+        plans.append(WorkerPlan(i, dataclasses.replace(load, **changes), seed + 7919 * i, (i, n)))
     return plans
 
 
@@ -140,7 +139,8 @@ def worker_configs(base: RunConfig, plans: list[WorkerPlan]) -> list[RunConfig]:
             scenario=dataclasses.replace(base.scenario, load=p.load, seed=p.seed),
             run_dir=base.run_dir / f"worker-{p.index}",
             tls=True,  # each worker builds its own context (WorkerJob.tls)
-            arrival_phase_ns=p.phase_ns,
+            arrival_share=p.share,
+            arrival_seed=base.scenario.seed,
         )
         for p in plans
     ]

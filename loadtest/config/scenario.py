@@ -12,11 +12,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from loadtest._compat.plugins import plugin_names
+from loadtest.config.arrivals import Param, arrival_modes, read_params
 from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
 from loadtest.config.feature_specs import AgentSpec, FaultPlan, SimSpec, TargetSpec, TaskSource
 from loadtest.config.slo_table import SLOSpec, parse_slo_table
 from loadtest.config.source_spec import SourceSpec
 from loadtest.config.sources import source_kinds, source_plugin
+from loadtest.config.tables import GROUP as TABLES
 from loadtest.config.tables import TableSlot
 from loadtest.config.toml_tables import Table
 from loadtest.config.workload_tables import WORKLOAD_KEYS, parse_workload_keys
@@ -31,7 +34,6 @@ __all__ = [
     "parse_scenario",
 ]
 
-LOAD_MODES = ("closed", "constant", "poisson", "gamma")
 DEFAULT_DURATION_S = 30.0
 """The measured duration of a run whose scenario and flags name no bound."""
 APIS = ("chat", "completions", "responses")
@@ -50,10 +52,12 @@ class LoadSpec:
     """How requests are offered: closed loop (sessions) or open loop (arrival rate)."""
 
     mode: str = "closed"
+    """``closed``, a registered arrival process (``config.arrivals``), or ``trace``."""
     concurrency: int = 8
     """Sessions in closed loop; the in-flight cap in open loop (0 = no cap)."""
     rate: float = 10.0
-    burstiness: float = 1.0
+    arrival: tuple[tuple[str, Param], ...] = ()
+    """The arrival process's own keys and their values (``burstiness`` for ``gamma``)."""
     rate_ceiling: float | None = None
     duration_s: float | None = DEFAULT_DURATION_S
     requests: int | None = None
@@ -116,6 +120,13 @@ class Scenario:
     """The ``[[tasks]]`` sources of an agent scenario."""
     bound_defaulted: bool = False
     """True when the scenario named neither a duration nor a request count."""
+    plugin_tables: tuple[tuple[str, object], ...] = ()
+    """Top-level tables of plugins (a parser registered in ``loadtest.tables`` under a
+    name loadtest does not read itself), each as its parser made it: ``table(name)``."""
+
+    def table(self, name: str) -> object | None:
+        """The value a plugin's parser made of the table ``name`` (None: not in the file)."""
+        return dict(self.plugin_tables).get(name)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -178,6 +189,7 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
         if secret in data:
             raise ScenarioError(path, secret, _NO_SECRETS)
     auth = _auth(top.sub("auth"), base)
+    plugin_tables = _plugin_tables(top, base)
     top.finish()
     assert max_tokens is not None
     assert seed is not None
@@ -203,7 +215,20 @@ def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None
         agent=agent,
         tasks=tasks,
         bound_defaulted=not ({"duration_s", "requests"} & set(data.get("load", {}))),
+        plugin_tables=plugin_tables,
     )
+
+
+def _plugin_tables(top: Table, base: Path) -> tuple[tuple[str, object], ...]:
+    """Every top-level key nothing above read whose name a table parser is registered
+    under: a plugin's table, parsed by the plugin (its errors name file, table, key). A
+    key with no parser stays unread, for ``finish`` to name as unknown."""
+    names = sorted(n for n in top.data if n not in top.used and n in plugin_names(TABLES))
+    found = []
+    for name in names:
+        found.append((name, TableSlot(name, object).parse(top, base)))
+        top.used.add(name)
+    return tuple(found)
 
 
 def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
@@ -250,7 +275,7 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
 
 
 def _load(t: Table) -> LoadSpec:
-    mode = t.choice("mode", _LOAD.mode, LOAD_MODES)
+    mode = t.choice("mode", _LOAD.mode, ("closed", *arrival_modes()))
     duration = t.number("duration_s", None, strict=True)
     requests = t.integer("requests", None, minimum=1)
     if duration is None and requests is None:
@@ -260,7 +285,7 @@ def _load(t: Table) -> LoadSpec:
         # Open loop: no in-flight cap unless asked (0), whatever the closed-loop default.
         concurrency=_i(t.integer("concurrency", _LOAD.concurrency if mode == "closed" else 0)),
         rate=_f(t.number("rate", _LOAD.rate, strict=True)),
-        burstiness=_f(t.number("burstiness", _LOAD.burstiness, strict=True)),
+        arrival=read_params(t, mode) if mode != "closed" else (),
         rate_ceiling=t.number("rate_ceiling", None, strict=True),
         duration_s=duration,
         requests=requests,

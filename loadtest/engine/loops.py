@@ -43,7 +43,7 @@ class LoopHost(Protocol):
 
     @property
     def seed(self) -> int:
-        """The seed of the arrival process."""
+        """The seed of the arrival process (the run's, in every worker)."""
         ...
 
     @property
@@ -54,6 +54,11 @@ class LoopHost(Protocol):
     @property
     def arrival_start_ns(self) -> int:
         """Open loop: when the arrival schedule starts."""
+        ...
+
+    @property
+    def arrival_share(self) -> tuple[int, int]:
+        """Open loop: ``(i, n)``, this process keeps every n-th arrival from the i-th."""
         ...
 
     @property
@@ -179,7 +184,7 @@ class _Armed:
 
 async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None:
     load = host.load
-    plan = ArrivalPlan(load.mode, load.rate, load.burstiness, load.trace_offsets_ns)
+    plan = ArrivalPlan(load.mode, load.rate, dict(load.arrival), load.trace_offsets_ns)
     cap = asyncio.Semaphore(load.concurrency) if load.concurrency > 0 else None
     ceiling: Any = None
     if load.rate_ceiling:
@@ -189,7 +194,7 @@ async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None
         ceiling = Throttler(rate_limit=int(max(1, load.rate_ceiling)), period=1.0)
     armed = _Armed()
     async for _, intended in pace(
-        arrival_offsets_ns(plan, host.seed),
+        arrival_offsets_ns(plan, host.seed, host.arrival_share),
         host.clock,
         start_ns=host.arrival_start_ns,
         until_ns=host.end_ns,

@@ -28,8 +28,12 @@ class RunConfig:
     """aiohttp's ``ssl=``: verify (True), trust a private CA (a context) or not (False)."""
     record_outputs: bool = False
     """Keep a digest and the head of every answer in requests.jsonl."""
-    arrival_phase_ns: int = 0
-    """Open loop: the arrival schedule starts this late (workers interleave their own)."""
+    arrival_share: tuple[int, int] = (0, 1)
+    """Open loop: ``(i, n)``, worker ``i`` of ``n`` sends arrivals ``i``, ``i + n``, ... of
+    the whole plan (``engine.schedule.arrival_offsets_ns``)."""
+    arrival_seed: int | None = None
+    """The seed the whole plan is drawn from: the run's, where each worker's scenario has
+    a seed of its own for its prompts (None: the scenario's)."""
 
 
 @dataclass(frozen=True, slots=True)

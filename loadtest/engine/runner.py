@@ -64,7 +64,7 @@ class Runner:
         self.config = config
         self.scenario = config.scenario
         self.load = config.scenario.load
-        self.seed = config.scenario.seed
+        self.seed = config.scenario.seed if config.arrival_seed is None else config.arrival_seed
         self.pool = pool
         self.unit = unit
         """Runs each unit of load (an agent task); None: a request per unit."""
@@ -199,7 +199,12 @@ class Runner:
     @property
     def arrival_start_ns(self) -> int:
         """Open loop: when the arrival schedule starts."""
-        return self.t0_ns + self.config.arrival_phase_ns
+        return self.t0_ns
+
+    @property
+    def arrival_share(self) -> tuple[int, int]:
+        """Open loop: ``(i, n)``, this process keeps every n-th arrival from the i-th."""
+        return self.config.arrival_share
 
     def hook(self, kind: type[_H]) -> _H | None:
         """The first attached hook of type ``kind`` (the dashboard finds the fault rig)."""

@@ -9,12 +9,16 @@ request is known exactly for coordinated-omission-corrected latency.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
+
+from loadtest.config.arrivals import TRACE_MODE, Param, arrival_process
+from loadtest.errors import UsageError
 
 __all__ = [
     "ArrivalPlan",
@@ -24,8 +28,6 @@ __all__ = [
     "pace",
     "trace_offsets_ns",
 ]
-
-OPEN_LOOP_MODES = ("constant", "poisson", "gamma", "trace")
 
 
 class Clock(Protocol):
@@ -61,53 +63,49 @@ class MonotonicClock:
 
 @dataclass(frozen=True, slots=True)
 class ArrivalPlan:
-    """An open-loop arrival process.
-
-    ``burstiness`` is the gamma shape's inverse: 1.0 is Poisson, above 1 burstier,
-    below 1 more regular (the convention of vLLM's ``--burstiness``, inverted so that
-    the word means what it says).
-    """
+    """An open-loop arrival process: a registered one by its mode's name
+    (``config.arrivals``) with its own keys' values, or a trace's recorded times."""
 
     mode: str
     rate: float
-    burstiness: float = 1.0
+    params: Mapping[str, Param] = field(default_factory=dict)
     offsets_ns: tuple[int, ...] = ()
     """Mode ``trace``: the recorded send times, in order (the plan ends after the last)."""
 
     def __post_init__(self) -> None:
-        if self.mode == "trace" and any(
-            b < a for a, b in zip(self.offsets_ns, self.offsets_ns[1:], strict=False)
-        ):
-            raise ValueError("trace offsets must not go back in time")
-        if self.mode not in OPEN_LOOP_MODES:
-            raise ValueError(f"mode must be one of {OPEN_LOOP_MODES}, got {self.mode!r}")
+        if self.mode == TRACE_MODE:
+            if any(b < a for a, b in zip(self.offsets_ns, self.offsets_ns[1:], strict=False)):
+                raise ValueError("trace offsets must not go back in time")
+        else:
+            try:
+                process = arrival_process(self.mode)
+            except UsageError as exc:
+                raise ValueError(f"mode: {exc}") from exc
+            if (wrong := process.problem(self.params)) is not None:
+                raise ValueError(f"{wrong[0]}: {wrong[1]}")
         if not (self.rate > 0 and math.isfinite(self.rate)):
             raise ValueError(f"rate must be a positive number, got {self.rate!r}")
-        if not self.burstiness > 0:
-            raise ValueError(f"burstiness must be positive, got {self.burstiness!r}")
 
 
-def arrival_offsets_ns(plan: ArrivalPlan, seed: int) -> Iterator[int]:
-    """Yield intended send times in ns from the start, first one at 0, forever.
+def arrival_offsets_ns(
+    plan: ArrivalPlan, seed: int, share: tuple[int, int] = (0, 1)
+) -> Iterator[int]:
+    """Yield intended send times in ns from the start, in order, forever (a trace plan
+    ends with its offsets).
 
-    A trace plan yields its own offsets and ends with them.
+    ``share`` ``(i, n)``: worker ``i`` of ``n`` keeps arrivals ``i``, ``i + n``, ... of the
+    whole plan drawn from the run's ``seed``, so N workers together send exactly the
+    arrivals one process would, for any process (a superposition of N thinned gamma
+    processes is no gamma process; of N constant ones, constant only when phased).
     """
-    if plan.mode == "trace":
-        yield from plan.offsets_ns
-        return
-    rng = random.Random(seed)
-    mean_gap = 1e9 / plan.rate
-    t = 0.0
-    if plan.mode == "constant":
-        n = 0
-        while True:
-            yield round(n * mean_gap)
-            n += 1
-    shape = 1.0 if plan.mode == "poisson" else 1.0 / plan.burstiness
-    scale = mean_gap / shape
-    while True:
-        yield round(t)
-        t += rng.gammavariate(shape, scale)
+    worker, workers = share
+    if not 0 <= worker < workers:
+        raise ValueError(f"share must be (i, n) with 0 <= i < n, got {share!r}")
+    if plan.mode == TRACE_MODE:
+        whole: Iterator[int] = iter(plan.offsets_ns)
+    else:
+        whole = arrival_process(plan.mode).offsets_ns(plan.rate, plan.params, random.Random(seed))
+    yield from itertools.islice(whole, worker, None, workers)
 
 
 def trace_offsets_ns(timestamps_ms: Sequence[float], speedup: float = 1.0) -> tuple[int, ...]:

@@ -64,6 +64,8 @@ class LoadBlock(TypedDict):
     duration_s: float | None
     requests: int | None
     warmup_s: float
+    arrival: NotRequired[dict[str, float | int | str | bool]]
+    """The arrival process's own keys (``config.arrivals``; ``burstiness`` is also above)."""
 
 
 class RunHead(TypedDict):

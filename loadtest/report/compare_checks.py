@@ -74,15 +74,18 @@ class LoadShape:
     mode: str
     concurrency: int | None
     rate: float | None
-    burstiness: float | None
+    params: tuple[tuple[str, float | int | str | bool], ...] = ()
+    """The arrival process's own keys (``burstiness``, a plugin's), sorted."""
 
     def __str__(self) -> str:
         if self.mode == "closed":
             return f"closed loop, concurrency {self.concurrency}"
         if self.rate is None:  # a summary rebuilt without run.json: mode "unknown"
             return f"{self.mode} load"
-        burst = f", burstiness {self.burstiness:g}" if self.burstiness is not None else ""
-        return f"{self.mode} arrivals at {self.rate:g} req/s{burst}"
+        own = "".join(
+            f", {k} {v:g}" if isinstance(v, float) else f", {k} {v}" for k, v in self.params
+        )
+        return f"{self.mode} arrivals at {self.rate:g} req/s{own}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +141,15 @@ def load_shape(summary: Summary) -> LoadShape:
     """The load shape of one run's summary."""
     load = summary["run"]["load"]
     mode = load["mode"]
+    # Summaries written before arrival processes were plugins name only burstiness.
+    params = load.get("arrival")
+    if params is None:
+        params = {"burstiness": load["burstiness"]} if load["burstiness"] is not None else {}
     return LoadShape(
         mode,
         load["concurrency"] if mode == "closed" else None,
         load["rate"] if mode != "closed" else None,
-        load["burstiness"],
+        tuple(sorted(params.items())),
     )
 
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import cast
 
+from loadtest.config.arrivals import TRACE_MODE
 from loadtest.config.scenario import Scenario
 from loadtest.measure.hdr import metric_stats
 from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
@@ -203,6 +204,7 @@ def run_head(
     """The ``run`` block as far as it is known when the load starts: what ``run.json``
     holds and ``summary.json`` begins with."""
     load = scenario.load
+    own = load.mode not in ("closed", TRACE_MODE)
     return {
         "id": run_id,
         "scenario": scenario.name,
@@ -216,7 +218,10 @@ def run_head(
             "mode": load.mode,
             "concurrency": load.concurrency,
             "rate": load.rate if load.mode != "closed" else None,
-            "burstiness": load.burstiness if load.mode == "gamma" else None,
+            # A trace or a closed loop replaced the scenario's process: its keys are not
+            # what was run.
+            "burstiness": _burstiness(load.arrival) if own else None,
+            "arrival": dict(load.arrival) if own else {},
             "duration_s": load.duration_s,
             "requests": load.requests,
             "warmup_s": load.warmup_s,
@@ -224,6 +229,12 @@ def run_head(
         "prompts": prompts,
         "seed": scenario.seed,
     }
+
+
+def _burstiness(arrival: tuple[tuple[str, float | int | str | bool], ...]) -> float | None:
+    """The ``burstiness`` key of the arrival process, where it has one that is a number."""
+    value = dict(arrival).get("burstiness")
+    return float(value) if isinstance(value, float | int) and not isinstance(value, bool) else None
 
 
 def build_summary(

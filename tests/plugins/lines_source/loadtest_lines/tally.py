@@ -3,17 +3,21 @@ source sent, each prompt's count and the answers' tokens.
 
 It declares its typed model (in the schema and checked on read), the hook that feeds it
 in every process that sends load, how the processes' parts merge (counts summed) and
-its line of the printed report. Nothing here is part of loadtest: it uses only the
+its line of the printed report. It also owns a scenario table of its own, ``[lines]``
+(``label``: a name the block and its line carry), parsed by ``lines_table`` and read back
+with ``scenario.table("lines")``. Nothing here is part of loadtest: it uses only the
 plugin interface a third party sees (docs/plugins.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
 from loadtest.config.scenario import Scenario
+from loadtest.config.toml_tables import Table
 from loadtest.engine.hooks import HookResult, RunHook
 from loadtest.measure.recorders import Metrics
 from loadtest.model.record import RequestRecord
@@ -29,6 +33,8 @@ class LinesPart(TypedDict):
     output_tokens: int
     by_prompt: dict[str, int]
     """Requests sent of each line (its prompt id)."""
+    label: str
+    """The ``[lines]`` table's ``label`` ("" without one)."""
 
 
 class LinesTally(LinesPart):
@@ -38,8 +44,26 @@ class LinesTally(LinesPart):
     """The run's own count of measured ok requests, read from the merged metrics."""
 
 
+@dataclass(frozen=True)
+class LinesTable:
+    """The ``[lines]`` table."""
+
+    label: str
+
+
+def lines_table(top: Table, base: Path) -> LinesTable:
+    """The parser of ``[lines]``, registered in ``loadtest.tables``."""
+    t = top.sub("lines")
+    label = t.get("label", str, "", "a string")
+    if len(label) > 40:
+        raise t.fail("label", f"a label of at most 40 characters, got {len(label)}")
+    t.finish()
+    return LinesTable(label)
+
+
 class _Count(RunHook):
-    def __init__(self) -> None:
+    def __init__(self, label: str) -> None:
+        self.label = label
         self.sent = self.ok = self.tokens = 0
         self.by_prompt: dict[str, int] = {}
 
@@ -56,6 +80,7 @@ class _Count(RunHook):
             "ok": self.ok,
             "output_tokens": self.tokens,
             "by_prompt": self.by_prompt,
+            "label": self.label,
         }
         return HookResult(blocks={"lines": part})
 
@@ -66,7 +91,10 @@ class Lines(BlockBase):
     model = LinesTally
 
     def hook(self, scenario: Scenario) -> RunHook | None:
-        return _Count() if any(s.kind == "lines" for s in scenario.sources) else None
+        if not any(s.kind == "lines" for s in scenario.sources):
+            return None
+        table = scenario.table("lines")
+        return _Count(table.label if isinstance(table, LinesTable) else "")
 
     def merge(self, parts: Sequence[LinesPart], metrics: Metrics) -> LinesTally:
         by_prompt: dict[str, int] = {}
@@ -78,12 +106,14 @@ class Lines(BlockBase):
             "ok": sum(p["ok"] for p in parts),
             "output_tokens": sum(p["output_tokens"] for p in parts),
             "by_prompt": dict(sorted(by_prompt.items())),
+            "label": parts[0]["label"],
             "measured_ok": metrics.measured_ok,
         }
 
     def render(self, block: LinesTally, summary: Summary) -> str | None:
+        named = f" ({block['label']})" if block["label"] else ""
         return (
-            f"lines: {block['ok']}/{block['sent']} ok over {len(block['by_prompt'])} lines, "
+            f"lines{named}: {block['ok']}/{block['sent']} ok over {len(block['by_prompt'])} lines, "
             f"{block['output_tokens']} output tokens"
         )
 
