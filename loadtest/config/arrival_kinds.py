@@ -12,13 +12,17 @@ from loadtest.config.arrivals import Param
 __all__ = ["CONSTANT", "GAMMA", "POISSON"]
 
 
-class Constant:
-    """One arrival every ``1/rate`` seconds exactly."""
+class _NoKeys:
+    """A process with no keys of its own."""
 
     keys: Mapping[str, Param] = {}
 
     def problem(self, params: Mapping[str, Param]) -> tuple[str, str] | None:
         return None
+
+
+class Constant(_NoKeys):
+    """One arrival every ``1/rate`` seconds exactly."""
 
     def offsets_ns(
         self, rate: float, params: Mapping[str, Param], rng: random.Random
@@ -38,13 +42,8 @@ def _gamma_offsets(rate: float, shape: float, rng: random.Random) -> Iterator[in
         t += rng.gammavariate(shape, scale)
 
 
-class Poisson:
+class Poisson(_NoKeys):
     """Exponential gaps at a mean of ``1/rate``: independent arrivals."""
-
-    keys: Mapping[str, Param] = {}
-
-    def problem(self, params: Mapping[str, Param]) -> tuple[str, str] | None:
-        return None
 
     def offsets_ns(
         self, rate: float, params: Mapping[str, Param], rng: random.Random
