@@ -15,6 +15,7 @@ The footer lists the keys of the mode at hand only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -68,6 +69,8 @@ _ONLY_IN: dict[str, tuple[str, ...]] = {
 }
 """The actions that apply in some modes only; the others apply in all."""
 _COLS = ("count", "p50", "p90", "p99", "max")
+_SETTLE_S = 5.0
+"""The longest the last frame waits for a refresh before it is saved as it is."""
 
 
 class FrameSource(Protocol):
@@ -221,9 +224,18 @@ class Dashboard(App[None]):
             pass  # the run went away: there is nothing left to draw
         finally:
             if self._last_screen is not None:
+                await self._settle()
                 path = self._last_screen
                 self.save_screenshot(filename=path.name, path=str(path.parent))
             self.exit()
+
+    async def _settle(self) -> None:
+        """Wait until the last state is on the screen: an updated panel is laid out and
+        drawn at the screen's next refresh, not when updated, and a screenshot taken
+        before it showed the state before (a suite run's last frame lacked "ended")."""
+        for _ in range(2):  # the panels' own refresh, then the screen's redraw of them
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.screen.wait_for_refresh(), _SETTLE_S)
 
     def _note(self, text: str) -> None:
         """A one-line note in place of the last (a second one would stack over a panel)."""
