@@ -2,10 +2,11 @@
 
 The parent resolves the endpoint and the model, then starts N worker processes
 (``spawn``: nothing of the parent's event loop or sockets is inherited), each with its
-share of the load: closed-loop sessions and request counts are divided; an open-loop
-rate R becomes N processes at R/N. Independent Poisson processes at R/N add up to a
-Poisson process at R exactly; constant arrivals are interleaved by starting worker i
-i/R late; gamma arrivals are approximated (a sum of gamma processes is not gamma).
+share of the load: closed-loop sessions and request counts are divided; an open loop's
+arrivals are shared out: each worker draws the whole plan from the run's seed and keeps
+arrivals i, i+N, ... (``engine.schedule.arrival_offsets_ns``), so together they send
+exactly what one process would, for any arrival process (re-drawing R/N in each worker
+is exact for Poisson only: a sum of gamma processes is no gamma process).
 
 All workers start at one instant, named once every worker has loaded its prompts and
 is ready (a fixed delay let a worker with slower data sets start late, out of step with
