@@ -494,6 +494,42 @@ def test_a_plugins_own_keys_and_table_are_checked_naming_file_table_and_key(
         assert f"bad.toml: {key}: " in res.stderr and problem in res.stderr, res.stderr[-1000:]
 
 
+ORDERED = """name = "ordered"
+max_tokens = 4
+[[sources]]
+kind = "ordered"
+path = "prompts.txt"
+[load]
+concurrency = 2
+[sim]
+ttft_ms = 2.0
+itl_ms = 1.0
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_workload_runs_and_splits_as_it_declares(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    (tmp_path / "prompts.txt").write_text("".join(f"question {i}\n" for i in range(11)))
+    flags = ["--workers", str(workers)] if workers > 1 else []
+    res, run_dir = _run(installed, tmp_path, ORDERED, *flags)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    # Every line once, whatever the split; each worker sent its own lines w, w+N, ...
+    assert sorted(r["line"] for r in rows) == list(range(11))
+    assert {r["outcome"] for r in rows} == {"ok"}
+    for w in range(workers):
+        mine = sorted(r["line"] for r in rows if r.get("worker", 0) == w)
+        assert mine == list(range(w, 11, workers))
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    assert s["requests"]["sent"] == 11
+    check = _loadtest(installed, tmp_path, "run", str(tmp_path / "scenario.toml"), "--check")
+    assert check.returncode == 0, check.stderr[-2000:]
+    said = f"ordered {tmp_path / 'prompts.txt'}: 11 lines, each sent once, in order"
+    assert said in check.stdout, check.stdout
+
+
 def _python(installed: Path, cwd: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``python -c CODE ARGS`` in a process that sees the installed plugin package."""
     return _loadtest(installed, cwd, *args, python=("-c", code))

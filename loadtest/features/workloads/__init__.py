@@ -1,0 +1,1 @@
+"""loadtest's own workload kinds, one module each (``features.workload_kinds``)."""
