@@ -62,10 +62,13 @@ def _run(sc: Path, out: Path, duration: float, *extra: str) -> Path | str:
     done = subprocess.run(
         [*cmd, *bound, "--out", str(out), *extra], capture_output=True, text=True, env=env
     )
+    tail = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no message"
     if done.returncode not in (0, 1):  # 1: an SLO or a fault verdict missed, still a run
-        return done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
-    (run_dir,) = out.iterdir()
-    return run_dir
+        return f"exit {done.returncode}: {tail}"
+    runs = list(out.iterdir()) if out.is_dir() else []
+    if len(runs) != 1:
+        return f"exit {done.returncode} and {len(runs)} run folders: {tail}"
+    return runs[0]
 
 
 def _line(name: str, how: str, one: Path, other: Path) -> str:
