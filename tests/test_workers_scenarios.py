@@ -1,6 +1,7 @@
 """``--workers N`` for every kind of scenario: fault plans, managed restarts, traces,
-synthetic lengths, agent sessions, conversations, a worker killed mid-run, and every
-shipped scenario accepted. (Splitting and merging themselves: ``test_workers.py``.)"""
+synthetic lengths, agent sessions, conversations, a worker killed mid-run. (Splitting and
+merging themselves: ``test_workers.py``; every shipped scenario run with two workers:
+``test_shipped_scaleout.py``.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import time
 from pathlib import Path
 
 import orjson
-import pytest
 
 from tests.conftest import read_jsonl
 from tests.test_workers import ROOT, _cli, _one_run, _progressed, _scenario
@@ -281,19 +281,3 @@ def test_conversations_split_over_two_workers_merge_their_turn_table(tmp_path: P
     assert merged == multiturn_block(parts)
     first = next(t for t in merged["ttft_by_turn"] if t["turn"] == 1)
     assert first["requests"] == sum(len(p["ttft"].get("1", [])) for p in parts) > 0
-
-
-@pytest.mark.parametrize(
-    "name", sorted(p.name for p in (ROOT / "scenarios").glob("*.toml")), ids=str
-)
-def test_every_shipped_scenario_is_accepted_with_two_workers(
-    name: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Every shipped scenario passes the run's own checks with --workers 2 (the runs above
-    exercise each kind: faults, a trace, synthetic lengths, agent sessions, conversations)."""
-    from loadtest.cli import main
-
-    code = main(["run", str(ROOT / "scenarios" / name), "--check", "--workers", "2"])
-    out, err = capsys.readouterr()
-    assert code == 0, err[-1000:]
-    assert "workers: 2" in out
