@@ -64,6 +64,12 @@ def test_bad_plans_name_the_parameter() -> None:
         ArrivalPlan("bursty", 1.0)
     with pytest.raises(ValueError, match="burstiness"):
         ArrivalPlan("gamma", 1.0, {"burstiness": 0})
+    with pytest.raises(ValueError, match="pulse: not a key of mode 'gamma'"):
+        ArrivalPlan("gamma", 1.0, {"pulse": 3})
+    with pytest.raises(ValueError, match="'closed' is no arrival process"):
+        ArrivalPlan("closed", 1.0)
+    # A plan made in code gets the process's defaults, as a scenario file's does.
+    assert ArrivalPlan("gamma", 1.0).params == {"burstiness": 1.0}
     with pytest.raises(ValueError, match="share"):
         take_share(ArrivalPlan("poisson", 1.0), 2, 2)
 

@@ -169,11 +169,18 @@ def test_open_loop_rate_is_kept_across_workers(tmp_path: Path) -> None:
     mean = sum(gaps) / len(gaps)
     sd = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
     assert 9.0 < mean < 16.0 and 0.8 < sd / mean < 1.2, (mean, sd)
+    # And it is the one process's plan, arrival for arrival: each worker drew the whole
+    # plan from the run's seed and kept its share (a worker drawing from its own seed
+    # would still make a Poisson process, but not this one).
+    alone = _one_run(sc, tmp_path / "alone")
+    one = sorted(r["intended_ms"] for r in read_jsonl(alone / "requests.jsonl"))
+    assert len(one) == len(intended)
+    assert all(abs(a - b) < 1.0 for a, b in zip(one, intended, strict=True))
 
 
 def test_constant_arrivals_of_two_workers_interleave_into_one_even_stream(tmp_path: Path) -> None:
-    # Each worker sends every 25 ms, the second 12.5 ms after the first: the merged
-    # stream is even only if both count from one start instant and keep their phases.
+    # Each worker sends every other arrival of one plan at 80/s: the merged stream is
+    # even only if both count from one start instant and keep their own share.
     # 1.5 s: 120 intended times (exact, not drawn), 119 gaps, each one checked.
     sc = _scenario(tmp_path, 'mode = "constant"\nrate = 80.0\nduration_s = 1.5\n')
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2")

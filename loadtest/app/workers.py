@@ -6,7 +6,9 @@ share of the load: closed-loop sessions and request counts are divided; an open 
 arrivals are shared out: each worker draws the whole plan from the run's seed and keeps
 arrivals i, i+N, ... (``engine.schedule.arrival_offsets_ns``), so together they send
 exactly what one process would, for any arrival process (re-drawing R/N in each worker
-is exact for Poisson only: a sum of gamma processes is no gamma process).
+is exact for Poisson only: a sum of gamma processes is no gamma process), where a
+duration bounds the run; a request count is split by position, exact without a warm-up
+or an idle gap (one process counts from the first arrival after them).
 
 All workers start at one instant, named once every worker has loaded its prompts and
 is ready (a fixed delay let a worker with slower data sets start late, out of step with
@@ -96,7 +98,8 @@ def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
         else:
             # The rate stays the whole plan's: each worker draws it and keeps its share.
             if load.concurrency:
-                changes["concurrency"] = max(1, load.concurrency // n)
+                cap = load.concurrency // n + (i < load.concurrency % n)
+                changes["concurrency"] = max(1, cap)
             if load.rate_ceiling:
                 changes["rate_ceiling"] = load.rate_ceiling / n
         if load.source_addresses:

@@ -8,7 +8,8 @@ registered as a third party's are, as entry points in the group ``loadtest.arriv
 
 Scaling out asks nothing of a process: every worker draws the whole sequence from the
 run's seed and keeps every N-th arrival (``engine.schedule.arrival_offsets_ns``), so the
-arrivals of N workers together are exactly those of one process, whatever the process.
+arrivals of N workers together are those of one process, whatever the process (exactly
+for a duration bound; docs/scale-out.md says where a request count differs).
 The plugin objects load on first use (``_compat.plugins``); this layer imports none.
 """
 
@@ -25,6 +26,7 @@ from loadtest.errors import UsageError
 
 __all__ = [
     "GROUP",
+    "RESERVED",
     "TRACE_MODE",
     "ArrivalProcess",
     "Param",
@@ -63,16 +65,22 @@ class ArrivalProcess(Protocol):
         ...
 
 
+RESERVED = ("closed", TRACE_MODE)
+"""Modes that are no arrival process: a plugin registered under one is not offered."""
+
+
 @functools.cache
 def arrival_modes() -> tuple[str, ...]:
     """The names of every registered process (loadtest's and installed plugins')."""
-    return plugin_names(GROUP)
+    return tuple(name for name in plugin_names(GROUP) if name not in RESERVED)
 
 
 @functools.cache
 def arrival_process(mode: str) -> ArrivalProcess:
     """The process registered as ``mode``; ``UsageError`` when none is, or it is no
     ``ArrivalProcess``."""
+    if mode in RESERVED:
+        raise UsageError(f"{mode!r} is no arrival process (known: {', '.join(arrival_modes())})")
     try:
         plugin = load_named(GROUP, mode, "arrival process")
     except PluginLoadError as exc:

@@ -81,6 +81,10 @@ class ArrivalPlan:
                 process = arrival_process(self.mode)
             except UsageError as exc:
                 raise ValueError(f"mode: {exc}") from exc
+            if unknown := sorted(set(self.params) - set(process.keys)):
+                raise ValueError(f"{unknown[0]}: not a key of mode {self.mode!r}")
+            # A plan made in code gets the defaults a scenario file would.
+            object.__setattr__(self, "params", {**process.keys, **self.params})
             if (wrong := process.problem(self.params)) is not None:
                 raise ValueError(f"{wrong[0]}: {wrong[1]}")
         if not (self.rate > 0 and math.isfinite(self.rate)):

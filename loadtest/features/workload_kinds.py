@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from loadtest.datasets.tokenizer import Tokenizer
     from loadtest.engine.hooks import RunHook, UnitOfLoad
 
-__all__ = ["GROUP", "Share", "Workload", "WorkloadKind", "workload_kind"]
+__all__ = ["GROUP", "OWN", "Share", "Workload", "WorkloadKind", "workload_kind"]
 
 GROUP = "loadtest.workloads"
 """The entry-point group workload kinds register in, by their source kind's name."""
@@ -88,11 +88,21 @@ class WorkloadKind(Protocol):
         ...
 
 
+OWN = frozenset({"synthetic", "trace", "conversations", "agent-trace"})
+"""loadtest's own workload kinds: one missing from the group is a broken install, which
+would otherwise run a trace as a random pool."""
+
+
 @functools.cache
 def workload_kind(kind: str) -> WorkloadKind | None:
     """The workload registered for the source kind ``kind``; None when the kind is a
     plain pool of prompts; ``DatasetError`` when its plugin is broken."""
     if kind not in plugin_names(GROUP):
+        if kind in OWN:
+            raise DatasetError(
+                f"no workload is registered for the {kind!r} source (entry-point group "
+                f"{GROUP}): loadtest is not installed whole; reinstall it"
+            )
         return None
     try:
         plugin = load_named(GROUP, kind, "workload kind")
