@@ -184,3 +184,24 @@ def test_one_run_on_a_side_raises_the_practical_threshold_to_what_moves_whole_ru
     assert practical_effect(1, 1, 0.02) == LONE_RUN_EFFECT
     assert practical_effect(3, 1, 0.02) == LONE_RUN_EFFECT
     assert practical_effect(1, 1, 0.25) == 0.25  # a stricter --min-effect still wins
+
+
+@pytest.mark.parametrize("batch", [50, 2_000_000])
+def test_the_batched_two_stage_resamples_are_those_of_one_at_a_time(
+    batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Runs of unequal sizes, so resamples come in several lengths; a small batch flushes
+    # mid-way. The reference draws and takes each percentile one resample at a time.
+    from loadtest.measure import stats
+
+    monkeypatch.setattr(stats, "_STAGE_BATCH", batch)
+    data = np.random.default_rng(11)
+    groups = [np.round(data.lognormal(3, 1, n)) for n in (7, 30, 12)]
+    rng = np.random.default_rng(5)
+    want = []
+    for _ in range(400):
+        picked = [groups[i] for i in rng.integers(0, 3, 3)]
+        drawn = [g[rng.integers(0, g.size, g.size)] for g in picked]
+        want.append(np.percentile(np.concatenate(drawn), 95))
+    got = stats._stage(groups, 95, 400, np.random.default_rng(5))
+    assert np.array_equal(got, np.array(want))
