@@ -16,6 +16,7 @@ fewer states and costs the run nothing more. If it goes away, the run goes on wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
@@ -47,9 +48,13 @@ log = logging.getLogger("loadtest")
 class DashboardFeed:
     """Feeds one run's states to a dashboard over ``sock`` (see the module docstring)."""
 
-    def __init__(self, sock: socket.socket, refresh_s: float = REFRESH_S) -> None:
+    def __init__(
+        self, sock: socket.socket, refresh_s: float = REFRESH_S, close_s: float = 10.0
+    ) -> None:
         self._sock = sock
         self.refresh_s = refresh_s
+        self.close_s = close_s
+        """How long ``finish`` waits for the dashboard to read the last state and go."""
         self.states = 0
         """States sent so far."""
         self._writer: asyncio.StreamWriter | None = None
@@ -102,10 +107,10 @@ class DashboardFeed:
     async def finish(self, runner: Runner, outcome: RunOutcome) -> None:
         """Send the last state, with the verdicts the summary writes, and close the link."""
         writer = self._writer
-        if self._reading is not None:
-            self._reading.cancel()
-            await asyncio.gather(self._reading, return_exceptions=True)
         if writer is None:
+            if self._reading is not None:
+                self._reading.cancel()
+                await asyncio.gather(self._reading, return_exceptions=True)
             self._sock.close()
             return
         driver, slo = judge_run(outcome.metrics, runner.scenario.slo, outcome.measured_s)
@@ -116,10 +121,21 @@ class DashboardFeed:
         try:
             await send(writer, await self._state(runner, ending))
             self.states += 1
-            writer.close()
-            await writer.wait_closed()
+            # Half-closed, and read until the dashboard goes: closed at once, a dashboard
+            # still drawing the state before saw its next "ready" fail, and its transport
+            # drop the last state unread (its last frame then said "measuring").
+            writer.write_eof()
+            if self._reading is not None:
+                await asyncio.wait({self._reading}, timeout=self.close_s)
         except OSError as exc:
             log.debug("dashboard: link lost (%s)", exc)
+        finally:
+            if self._reading is not None:
+                self._reading.cancel()
+                await asyncio.gather(self._reading, return_exceptions=True)
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
 
     async def _until_ready(self, timeout_s: float | None) -> bool:
         """Wait until the dashboard asks for a state (True), has gone, or ``timeout_s``."""

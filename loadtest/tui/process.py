@@ -85,7 +85,7 @@ class DashboardProcess:
         self._sock = ours
         if self.headless is None:
             self._held = _HeldLogs()
-        return DashboardFeed(ours, self.refresh_s)
+        return DashboardFeed(ours, self.refresh_s, self.close_s)
 
     def __exit__(
         self,
