@@ -17,7 +17,7 @@ import tomllib
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-__all__ = ["PluginLoadError", "group_entry_points", "load_named", "plugin_names"]
+__all__ = ["PluginLoadError", "group_entry_points", "load_as", "load_named", "plugin_names"]
 
 _PROJECT = "loadtest"
 
@@ -75,3 +75,14 @@ def load_named(group: str, name: str, what: str) -> object:
         raise PluginLoadError(
             f"the {what} plugin {found[0].value!r} ({name}) could not be loaded: {exc}"
         ) from exc
+
+
+def load_as(group: str, name: str, what: str, kind: type, members: str) -> object:
+    """``load_named``, and ``PluginLoadError`` too when the object is no ``kind`` (a
+    runtime-checkable protocol): the message names the ``members`` it must have."""
+    plugin = load_named(group, name, what)
+    if not isinstance(plugin, kind):
+        raise PluginLoadError(
+            f"the {what} plugin for {name!r} has no {members}: see docs/plugins.md"
+        )
+    return plugin

@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Iterator, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
-from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
+from loadtest._compat.plugins import PluginLoadError, load_as, plugin_names
 from loadtest.config.toml_tables import Table
 from loadtest.errors import UsageError
 
@@ -82,15 +82,12 @@ def arrival_process(mode: str) -> ArrivalProcess:
     if mode in RESERVED:
         raise UsageError(f"{mode!r} is no arrival process (known: {', '.join(arrival_modes())})")
     try:
-        plugin = load_named(GROUP, mode, "arrival process")
+        plugin = load_as(
+            GROUP, mode, "arrival process", ArrivalProcess, "keys, problem, offsets_ns"
+        )
+        return cast(ArrivalProcess, plugin)
     except PluginLoadError as exc:
         raise UsageError(str(exc)) from exc
-    if not isinstance(plugin, ArrivalProcess):
-        raise UsageError(
-            f"the arrival process plugin for {mode!r} has no keys, problem and offsets_ns: "
-            "see docs/plugins.md"
-        )
-    return plugin
 
 
 def read_params(t: Table, mode: str) -> tuple[tuple[str, Param], ...]:

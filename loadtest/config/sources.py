@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
-from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
+from loadtest._compat.plugins import PluginLoadError, load_as, plugin_names
 from loadtest.errors import DatasetError
 
 if TYPE_CHECKING:
@@ -65,15 +65,10 @@ def source_plugin(kind: str) -> SourcePlugin:
     """The plugin registered as ``kind``; ``DatasetError`` when none is, or it is no
     ``SourcePlugin``."""
     try:
-        plugin = load_named(GROUP, kind, "prompt source kind")
+        plugin = load_as(GROUP, kind, "prompt source kind", SourcePlugin, "keys, needs_path, load")
+        return cast(SourcePlugin, plugin)
     except PluginLoadError as exc:
         raise DatasetError(str(exc)) from exc
-    if not isinstance(plugin, SourcePlugin):
-        raise DatasetError(
-            f"the prompt source plugin for {kind!r} has no keys, needs_path "
-            "and load: see docs/plugins.md"
-        )
-    return plugin
 
 
 def plugin_keys() -> Mapping[str, frozenset[str]]:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
-from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
+from loadtest._compat.plugins import PluginLoadError, load_as, plugin_names
 from loadtest.errors import DatasetError
 
 if TYPE_CHECKING:
@@ -104,13 +104,8 @@ def workload_kind(kind: str) -> WorkloadKind | None:
                 f"{GROUP}): loadtest is not installed whole; reinstall it"
             )
         return None
+    members = "sole, timed, cuts_lengths, needs_tokenizer, prepare, plan_line"
     try:
-        plugin = load_named(GROUP, kind, "workload kind")
+        return cast(WorkloadKind, load_as(GROUP, kind, "workload kind", WorkloadKind, members))
     except PluginLoadError as exc:
         raise DatasetError(str(exc)) from exc
-    if not isinstance(plugin, WorkloadKind):
-        raise DatasetError(
-            f"the workload plugin for {kind!r} has no sole, timed, cuts_lengths, "
-            "needs_tokenizer, prepare and plan_line: see docs/plugins.md"
-        )
-    return plugin
