@@ -235,7 +235,7 @@ class Runner:
     # -- what the loops ask ----------------------------------------------------------------
     def take_index(self, intended_ns: int) -> int | None:
         """The next unit's index, or None when the plan has ended (then stops the run)."""
-        state = StopState(self.clock.now_ns(), intended_ns, self._measured, self.stopping)
+        state = StopState(intended_ns, self._measured, self._interrupted)
         decision = decide(self._plan, state)
         if not decision.go:
             self.stop_event.set()

@@ -1,7 +1,7 @@
 """When a run stops offering load: a pure rule over a frozen state.
 
-No I/O, no clock of its own: the runner asks ``decide`` before each unit of load with
-the time from its ``Clock`` (tests pass a fake one), and a timer wakes at
+No I/O, no clock: the runner asks ``decide`` before each unit of load with the unit's
+intended time (tests pass a fake clock's), and a timer wakes at
 ``StopPlan.end_ns`` so a duration-bound run ends on time even when no unit ever
 returns (a stalled endpoint keeps every closed-loop session inside its request).
 """
@@ -31,12 +31,12 @@ class StopPlan:
 class StopState:
     """What the rule looks at before one more unit."""
 
-    now_ns: int
     intended_ns: int
     measured: int
     """Measured units taken so far."""
     stop_requested: bool = False
-    """``stop()`` was called (Ctrl-C, the dashboard) or the plan already ended."""
+    """``stop()`` was called (Ctrl-C, the dashboard). The clock's end of the window is
+    not a stop request: a unit intended before it still goes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,13 @@ def decide(plan: StopPlan, state: StopState) -> Decision:
     """May one more unit intended at ``state.intended_ns`` be offered?"""
     if state.stop_requested:
         return Decision(go=False, reason="stopped")
-    if plan.end_ns is not None and state.now_ns >= plan.end_ns:
+    # Judged at the unit's intended time, not when its task woke: an arrival due just
+    # before the end, woken a moment after it (a busy loop, a timer that fired early and
+    # slept again), is in the plan. By the clock, whether it went was a race, and a
+    # seeded plan sent 317 arrivals in one run and 318 in the next. A closed-loop
+    # session's next unit is intended when its last one returned, so a session stuck past
+    # the end still stops there.
+    if plan.end_ns is not None and state.intended_ns >= plan.end_ns:
         return Decision(go=False, reason="duration")
     if state.intended_ns < plan.warmup_end_ns:
         return _WARMUP

@@ -15,33 +15,37 @@ S = 1_000_000_000
 
 def test_warmup_units_go_uncounted_then_measured_ones_are_counted() -> None:
     plan = StopPlan(warmup_end_ns=10 * S, end_ns=None, limit=2)
-    assert decide(plan, StopState(now_ns=0, intended_ns=5 * S, measured=0)) == Decision(go=True)
-    measured = decide(plan, StopState(now_ns=0, intended_ns=10 * S, measured=1))
+    assert decide(plan, StopState(intended_ns=5 * S, measured=0)) == Decision(go=True)
+    measured = decide(plan, StopState(intended_ns=10 * S, measured=1))
     assert measured.go and measured.measured
-    done = decide(plan, StopState(now_ns=0, intended_ns=11 * S, measured=2))
+    done = decide(plan, StopState(intended_ns=11 * S, measured=2))
     assert not done.go and done.reason == "requests"
 
 
 def test_warmup_units_ignore_the_request_limit() -> None:
     plan = StopPlan(warmup_end_ns=10 * S, limit=0)
-    assert decide(plan, StopState(now_ns=0, intended_ns=S, measured=0)).go
+    assert decide(plan, StopState(intended_ns=S, measured=0)).go
 
 
-def test_the_end_of_the_window_stops_by_the_clock_even_in_the_warmup() -> None:
+def test_the_end_of_the_window_is_judged_at_the_intended_time() -> None:
     plan = StopPlan(warmup_end_ns=S, end_ns=4 * S)
-    # A session stuck since the warm-up asks only now: the window is over.
-    late = decide(plan, StopState(now_ns=4 * S, intended_ns=0, measured=0))
+    # Due a moment before the end (whenever its task woke): in the plan, and measured.
+    due = decide(plan, StopState(intended_ns=4 * S - 1, measured=0))
+    assert due.go and due.measured
+    # A session stuck past the end intends its next unit when it returns: over.
+    late = decide(plan, StopState(intended_ns=4 * S, measured=0))
     assert not late.go and late.reason == "duration"
+
 
 
 def test_a_stop_request_wins_over_everything() -> None:
     plan = StopPlan(warmup_end_ns=S, end_ns=4 * S, limit=10)
-    d = decide(plan, StopState(now_ns=0, intended_ns=0, measured=0, stop_requested=True))
+    d = decide(plan, StopState(intended_ns=0, measured=0, stop_requested=True))
     assert d == Decision(go=False, reason="stopped")
 
 
 def test_the_state_is_frozen() -> None:
-    state = StopState(now_ns=0, intended_ns=0, measured=0)
+    state = StopState(intended_ns=0, measured=0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         state.measured = 1  # type: ignore[misc]
 
@@ -59,7 +63,7 @@ async def test_a_session_on_a_fake_clock_stops_when_the_window_ends() -> None:
     plan = plan_stop(load, clock.now_ns())
     measured, warmup, reason = 0, 0, None
     while True:
-        d = decide(plan, StopState(clock.now_ns(), clock.now_ns(), measured))
+        d = decide(plan, StopState(clock.now_ns(), measured))
         if not d.go:
             reason = d.reason
             break
