@@ -37,7 +37,6 @@ def test_the_end_of_the_window_is_judged_at_the_intended_time() -> None:
     assert not late.go and late.reason == "duration"
 
 
-
 def test_a_stop_request_wins_over_everything() -> None:
     plan = StopPlan(warmup_end_ns=S, end_ns=4 * S, limit=10)
     d = decide(plan, StopState(intended_ns=0, measured=0, stop_requested=True))
