@@ -43,7 +43,8 @@ lint-imports --no-logo --no-cache
 # slowed tenfold), then the vLLM files alone (its threads spin too, and a server holds
 # ~6.5 GB: one at a time). Exit code 5 is "nothing selected", when the arguments name
 # only one kind of test file.
-pytest -q -n 3 --dist loadfile -m "not llama and not vllm" "$@" || [ $? -eq 5 ]
+pytest -q -n 3 --dist loadfile --no-loadscope-reorder -m "not llama and not vllm" "$@" \
+    || [ $? -eq 5 ]
 # Without arguments, only the llama.cpp (then the vLLM) files are collected (importing
 # every test file again costs seconds); with arguments, they choose.
 if [ $# -eq 0 ]; then

@@ -245,16 +245,42 @@ def _deliberately_broken(path: Path) -> bool:
     return (path.parent / ".invalid-on-purpose").exists()
 
 
+LONGEST_FIRST = (
+    "test_ray",
+    "test_wheel",
+    "test_workers_scenarios",
+    "test_shipped_scaleout",
+    "test_plugins",
+    "test_workers",
+    "test_tui",
+    "test_ab_sweep",
+    "test_cli",
+    "test_report",
+    "test_draft_sweep",
+    "test_faults_e2e",
+    "test_fail_on",
+)
+"""The files that take longest (30-140 s each under ``-n 3`` on 2 cores), longest first.
+
+xdist hands out whole files (``--dist loadfile``) in collection order when told not to
+reorder them by their number of tests (``--no-loadscope-reorder``, scripts/test.sh):
+started last, the longest files ran on with the other workers idle. Scheduling only:
+a file not named here runs after these, in collection order."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The llama.cpp files are marked ``llama``: llama.cpp's threads spin, and beside
     other CPU work on 2 cores its answers slowed tenfold (58 s for 72 tokens), so
     scripts/test.sh runs them alone, after the rest. (The rest go to xdist workers a file
-    each, ``--dist loadfile``, so that module fixtures are built once.)"""
+    each, ``--dist loadfile``, so that module fixtures are built once; the longest files
+    first, ``LONGEST_FIRST``.)"""
     for item in items:
         if item.path.stem.startswith("test_llama"):
             item.add_marker(pytest.mark.llama)
         elif item.path.stem.startswith("test_vllm"):  # vLLM's threads spin too
             item.add_marker(pytest.mark.vllm)
+    rank = {stem: i for i, stem in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable
 
 
 @pytest.fixture(scope="session")
