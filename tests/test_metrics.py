@@ -68,6 +68,21 @@ def test_closed_loop_correction_fills_in_the_requests_a_stall_hid() -> None:
     assert corrected > 11  # synthetic samples for the requests the stall kept from being sent
 
 
+def test_closed_loop_correction_counts_what_a_rebuild_from_the_lines_counts() -> None:
+    # 1000.96 µs against a mean of 1000.48: truncated, the value equals the expected
+    # interval (one sample); at the line's 0.1 µs it is 1001 against 1000 (two). The run
+    # must count what a summary rebuilt from its requests.jsonl counts.
+    records = [rec(0, 0, 0, MS // 2, 1_000_000), rec(1, 0, 0, MS // 2, 1_000_960)]
+    counts = []
+    for batch in (records, [RequestRecord.from_json(r.to_json(0)) for r in records]):
+        m = Metrics(closed_loop=True, t0_ns=0)
+        for r in batch:
+            m.add(r)
+        m.roll(1.0)
+        counts.append(m.total.hists["e2e_ms_corrected"].get_total_count())
+    assert counts == [3, 3]
+
+
 def test_failed_and_warmup_requests_are_counted_but_not_measured() -> None:
     m = Metrics(closed_loop=False, t0_ns=0)
     m.add(rec(0, 0, 0, 1 * MS, 2 * MS, outcome="failed"))

@@ -36,7 +36,7 @@ from loadtest.measure.hdr import (
 )
 from loadtest.measure.slo import meets
 from loadtest.measure.timings import ServerTimings
-from loadtest.model.record import CORRECTED, METRICS, RequestRecord
+from loadtest.model.record import CORRECTED, METRICS, RequestRecord, line_ns
 
 __all__ = [
     "AGENT_METRICS",
@@ -284,7 +284,9 @@ class Metrics:
         self.interval_tokens += rec.output_tokens
         self.interval_ok += 1
         self.estimated_token_requests += rec.tokens_estimated
-        self._e2e_sum_us += (rec.end_ns - rec.sent_ns) / 1e3
+        # At the line's precision: the expected interval decides how many samples a
+        # corrected value stands for, and a rebuild from the lines must count the same.
+        self._e2e_sum_us += line_ns(rec.end_ns - rec.sent_ns) / 1e3
         self._e2e_n += 1
         for ms in (self.interval, self.category(rec.category)):
             self._record(ms, rec)
@@ -336,7 +338,7 @@ class Metrics:
         self, ms: MetricSet, name: str, at: int, raw: int, cor: int, expected_us: float
     ) -> None:
         if self.closed_loop:
-            ms.record(f"{name}_corrected", (at - raw) / 1e3, expected_us)
+            ms.record(f"{name}_corrected", line_ns(at - raw) / 1e3, expected_us)
         else:
             ms.record(f"{name}_corrected", (at - cor) / 1e3)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CORRECTED", "ERROR_CLASSES", "METRICS", "OUTCOMES", "RequestRecord"]
+__all__ = ["CORRECTED", "ERROR_CLASSES", "METRICS", "OUTCOMES", "RequestRecord", "line_ns"]
 
 METRICS = (
     "ttft_ms",
@@ -261,3 +261,13 @@ class RequestRecord:
 def _ns(ms: float) -> int:
     # Lines hold ms to 4 decimals: whole multiples of 100 ns once rounded back.
     return round(ms * 1e6)
+
+
+def line_ns(ns: int) -> int:
+    """A duration as a requests.jsonl line gives it back (to 100 ns).
+
+    A figure whose *count* hangs on a duration (the closed loop's coordinated-omission
+    correction: how many samples a value stands for) is computed from this, so that a
+    summary rebuilt from the lines counts what the run counted.
+    """
+    return _ns(round(ns / 1e6, 4))
