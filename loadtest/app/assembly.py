@@ -8,11 +8,10 @@ in the parent (``coordinator.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from loadtest.engine.gc_policy import QuietGc
-from loadtest.features.faults.load import FaultLoad, HoldFlag, acts_in_load
+from loadtest.features.faults.load import FaultLoad, HoldChannel, HoldFlag, acts_in_load
 from loadtest.report.blocks import block_hooks
 from loadtest.report.hlog import HlogHook
 from loadtest.report.run_start import RunStartHook
@@ -34,14 +33,14 @@ def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
 
 
 def load_hooks(
-    scenario: Scenario, worker: int, workers: int, held: Callable[[], bool] | None = None
+    scenario: Scenario, worker: int, workers: int, hold_line: HoldChannel | None = None
 ) -> list[RunHook]:
     """The fault plan's part inside worker ``worker`` of ``workers`` (none without one);
-    the worker's scenario carries its own seed; ``held``: asks whether the coordinator
-    says that a restarted target is down (``HoldFlag``)."""
+    the worker's scenario carries its own seed; ``hold_line``: the coordinator's flag that
+    a restarted target is down, and this worker's confirmation that it holds."""
     if not acts_in_load(scenario.faults):
         return []
-    hold = HoldFlag(held) if held is not None else None
+    hold = HoldFlag(hold_line) if hold_line is not None else None
     return [FaultLoad(scenario.faults, scenario.seed, worker=worker, workers=workers, hold=hold)]
 
 

@@ -33,19 +33,24 @@ if TYPE_CHECKING:
     from loadtest.transport.client import Client
     from loadtest.transport.side import SideHttp
 
-__all__ = ["Coordinator", "CoordinatorContext", "hold_workers"]
+__all__ = ["Coordinator", "CoordinatorContext", "WorkerFilesHold"]
 
 T = TypeVar("T")
 
 
-def hold_workers(dirs: list[Path]) -> Callable[[bool], None]:
+class WorkerFilesHold:
     """The rig's ``on_hold`` for local workers: a ``hold`` file in each worker's folder
-    while the load must hold (``worker_main.HOLD``, which each worker watches). Ray
-    tasks are told through the run's control actor instead (``ray_backend``)."""
-    from loadtest.app.worker_main import HOLD
+    while the load must hold (``worker_main.HOLD``, which each worker watches), and each
+    worker's ``hold-ack`` once it holds. Ray tasks are told through the run's control
+    actor instead (``ray_backend``)."""
 
-    def hold(down: bool) -> None:
-        for d in dirs:
+    def __init__(self, dirs: list[Path]) -> None:
+        self.dirs = dirs
+
+    def __call__(self, down: bool) -> None:
+        from loadtest.app.worker_main import HOLD
+
+        for d in self.dirs:
             path = d / HOLD
             if down:
                 d.mkdir(parents=True, exist_ok=True)
@@ -53,7 +58,11 @@ def hold_workers(dirs: list[Path]) -> Callable[[bool], None]:
             else:
                 path.unlink(missing_ok=True)
 
-    return hold
+    def holding(self) -> bool:
+        """Whether every worker has confirmed that it holds."""
+        from loadtest.app.worker_main import HOLD_ACK
+
+        return all((d / HOLD_ACK).exists() for d in self.dirs)
 
 
 class CoordinatorContext:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from loadtest.app.options import RunOptions, apply_overrides, default_scenario_p
 from loadtest.app.plan import RunPlan, load_prompts, plan_run, prompt_counts
 from loadtest.app.workers import run_workers, worker_configs
 from loadtest.engine.runner import RunConfig, RunOutcome, collect_parts
+from loadtest.features.faults.load import HoldControl
 from loadtest.features.workload import plan_lines
 from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_table, write_results
@@ -182,7 +182,7 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
                 start_wall,
             )
 
-        def hold_with(hold: Callable[[bool], None]) -> None:
+        def hold_with(hold: HoldControl) -> None:
             dep.rig.on_hold = hold
 
         ran = run_workers(

@@ -26,6 +26,7 @@ from loadtest.errors import EndpointError, MissingExtraError
 
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig
+    from loadtest.features.faults.load import HoldControl
 
 __all__ = ["RAY_REWRITES", "run_on_ray"]
 
@@ -68,13 +69,14 @@ def _loopback_node(address: str) -> str | None:
 
 
 class _Hold:
-    """The fault rig's ``on_hold`` on Ray: the control actor's flag, set and confirmed
-    (the rig then gives the tasks ``HOLD_LEAD_S`` to see it before the target stops).
-    Called from the coordinator's thread; once the run's Ray session is closed, a late
-    call (a restart cut short by the run's end) does nothing."""
+    """The fault rig's ``on_hold`` on Ray: the control actor's flag, set and confirmed,
+    and the tasks' confirmations that they hold (the rig stops the target once every
+    task holds). Called from the coordinator's threads; once the run's Ray session is
+    closed, a late call (a restart cut short by the run's end) does nothing."""
 
-    def __init__(self, control: Any) -> None:
+    def __init__(self, control: Any, tasks: int) -> None:
         self._control = control
+        self._tasks = tasks
         self._lock = threading.Lock()
         self._open = True
 
@@ -84,6 +86,12 @@ class _Hold:
         with self._lock:
             if self._open:
                 ray.get(self._control.hold.remote(down))
+
+    def holding(self) -> bool:
+        import ray
+
+        with self._lock:
+            return not self._open or ray.get(self._control.holding.remote()) >= self._tasks
 
     def close(self) -> None:
         with self._lock:
@@ -96,12 +104,13 @@ def run_on_ray(
     address: str,
     on_first_stop: Callable[[], None],
     on_start_wall: Callable[[float], None] | None = None,
-    hold_with: Callable[[Callable[[bool], None]], None] | None = None,
+    hold_with: Callable[[HoldControl], None] | None = None,
 ) -> list[WorkerResult]:
     """Run one Ray task per config; returns their results, files written locally.
 
-    ``hold_with`` is handed ``hold(down)``, which sets the control actor's hold flag
-    that every task looks at every 20 ms (``HoldFlag``): a restarted target's hold
+    ``hold_with`` is handed the hold (``HoldControl``), which sets the control actor's
+    hold flag that every task looks at every 20 ms (``HoldFlag``) and counts the tasks
+    that confirmed it: a restarted target's hold
     reaches every machine, as the stop does, with no shared file."""
     try:
         import ray
@@ -130,12 +139,22 @@ def run_on_ray(
                 self.ready_tasks = 0
                 self.start_wall: float | None = None
                 self.down = False
+                self.holding_tasks: set[int] = set()
 
             def hold(self, down: bool) -> None:
                 self.down = down
 
             def held(self) -> bool:
                 return self.down
+
+            def ack(self, task: int, holds: bool) -> None:
+                if holds:
+                    self.holding_tasks.add(task)
+                else:
+                    self.holding_tasks.discard(task)
+
+            def holding(self) -> int:
+                return len(self.holding_tasks)
 
             def press(self) -> int:
                 self.n += 1
@@ -159,21 +178,26 @@ def run_on_ray(
 
         @ray.remote(num_cpus=1, max_retries=0)
         def task(job: WorkerJob, control: Any) -> WorkerResult:
+            from loadtest.features.faults.load import HoldChannel
+
             def start() -> float:
                 ray.get(control.ready.remote())
                 while (at := ray.get(control.start.remote())) is None:
                     time.sleep(0.05)
                 return float(at)
 
+            def ack(holds: bool) -> None:
+                ray.get(control.ack.remote(job.index, holds))
+
             return worker_run(
                 job,
                 start,
                 lambda: ray.get(control.count.remote()),
-                lambda: bool(ray.get(control.held.remote())),
+                HoldChannel(lambda: bool(ray.get(control.held.remote())), ack),
             )
 
         control = Control.remote()  # type: ignore[attr-defined]
-        hold = _Hold(control)
+        hold = _Hold(control, len(configs))
         if hold_with is not None:
             hold_with(hold)
         n = len(configs)

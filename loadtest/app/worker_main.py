@@ -29,15 +29,18 @@ from loadtest.model.atomic import write_atomic
 
 if TYPE_CHECKING:
     from loadtest.engine.runner import RunConfig, Runner
+    from loadtest.features.faults.load import HoldChannel
     from loadtest.measure.merge import EncodedMetrics
 
 __all__ = [
     "GO",
     "HOLD",
+    "HOLD_ACK",
     "READY",
     "WorkerJob",
     "WorkerResult",
     "local_gate",
+    "local_hold_line",
     "open_gate",
     "read_result",
     "recovered_result",
@@ -144,16 +147,17 @@ def worker_run(
     job: WorkerJob,
     start: Callable[[], float],
     stop_count: Callable[[], int] | None = None,
-    held: Callable[[], bool] | None = None,
+    hold_line: HoldChannel | None = None,
 ) -> WorkerResult:
     """Run one worker's share; returns its result (see the module docstring).
 
     ``start`` says this worker is ready (its prompts loaded, its runner built) and
     blocks until the parent names the common start, wall clock: the parent names it
     once every worker is ready, so that no worker starts late because its data sets
-    took longer to load than another's (or than a fixed delay allowed). ``held`` asks
-    whether the coordinator holds the load (a restarted target is down); by default a
-    ``hold`` file in the worker's own folder."""
+    took longer to load than another's (or than a fixed delay allowed). ``hold_line``
+    reads whether the coordinator holds the load (a restarted target is down) and
+    confirms that this worker holds; by default files in the worker's own folder
+    (``HOLD``, ``HOLD_ACK``)."""
     from loadtest.measure.merge import encode_metrics
     from loadtest.transport.auth import tls_context
 
@@ -164,10 +168,10 @@ def worker_run(
     # An SSLContext does not cross process boundaries: each worker builds its own.
     cfg = dataclasses.replace(cfg, tls=tls_context(*job.tls))
     run_dir = Path(cfg.run_dir)
-    look = held if held is not None else (run_dir / HOLD).exists
+    line = hold_line if hold_line is not None else local_hold_line(run_dir)
 
     async def main() -> WorkerResult:
-        runner = await _build_runner(cfg, job, look)
+        runner = await _build_runner(cfg, job, line)
         if stop_count is None:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -209,11 +213,30 @@ def worker_run(
 
 HOLD = "hold"
 """A local worker's file the coordinator creates while a restarted target is down."""
-_LOCAL_ONLY = frozenset({"progress.json", "live.json", READY, GO, HOLD})
+HOLD_ACK = "hold-ack"
+"""The file a local worker keeps while it holds: its confirmation to the coordinator."""
+_LOCAL_ONLY = frozenset({"progress.json", "live.json", READY, GO, HOLD, HOLD_ACK})
+
+
+def local_hold_line(run_dir: Path) -> HoldChannel:
+    """The hold through files in a local worker's folder."""
+    from loadtest.features.faults.load import HoldChannel
+
+    ack = run_dir / HOLD_ACK
+
+    def confirm(held: bool) -> None:
+        if held:
+            ack.touch()
+        else:
+            ack.unlink(missing_ok=True)
+
+    return HoldChannel((run_dir / HOLD).exists, confirm)
+
+
 """A worker's files that only a parent on its machine reads while it runs."""
 
 
-async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]) -> Runner:
+async def _build_runner(cfg: RunConfig, job: WorkerJob, hold_line: HoldChannel) -> Runner:
     """The runner of one worker: its prompts, or its share of a workload (a trace split
     by line), with the hooks every process of a run attaches."""
     from loadtest.app.assembly import edge_hooks, load_hooks
@@ -229,7 +252,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]
         agent = AgentDriver(cfg.scenario.agent, tasks, cfg.scenario.seed)
         hooks = [
             *edge_hooks(cfg, {"tasks": tasks.size}),
-            *load_hooks(cfg.scenario, job.index, job.workers, held),
+            *load_hooks(cfg.scenario, job.index, job.workers, hold_line),
             agent,
         ]
         return Runner(cfg, None, hooks=hooks, unit=agent)
@@ -237,7 +260,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]
         pool, counts = build_pool(cfg.scenario)
         hooks = [
             *edge_hooks(cfg, counts),
-            *load_hooks(cfg.scenario, job.index, job.workers, held),
+            *load_hooks(cfg.scenario, job.index, job.workers, hold_line),
         ]
         return Runner(cfg, pool, hooks=hooks)
     share = (job.index, job.workers, job.run_seed)
@@ -253,7 +276,7 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob, held: Callable[[], bool]
     cfg = dataclasses.replace(cfg, scenario=wl.scenario, arrival_share=own)
     hooks = [
         *edge_hooks(cfg, dict(wl.counts)),
-        *load_hooks(cfg.scenario, job.index, job.workers, held),
+        *load_hooks(cfg.scenario, job.index, job.workers, hold_line),
         *wl.hooks,
     ]
     return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from loadtest.app.console import Progress, log, stop_notice
-from loadtest.app.coordinator import hold_workers
+from loadtest.app.coordinator import WorkerFilesHold
 from loadtest.app.worker_main import (
     READY,
     WorkerJob,
@@ -58,6 +58,8 @@ from loadtest.transport.sources import split_addresses
 if TYPE_CHECKING:
     # Typing only: ForkServerContext exists only where the platform has a fork server.
     from multiprocessing.context import ForkServerContext, SpawnContext
+
+    from loadtest.features.faults.load import HoldControl
 
 __all__ = [
     "WorkerPlan",
@@ -204,7 +206,7 @@ def run_workers(
     dashboard: tuple[str, str] | None = None,
     label: str = "",
     on_start_wall: Callable[[float], None] | None = None,
-    hold_with: Callable[[Callable[[bool], None]], None] | None = None,
+    hold_with: Callable[[HoldControl], None] | None = None,
 ) -> WorkersRun:
     """Run the workers (local processes, or Ray tasks), wait, merge.
 
@@ -224,7 +226,7 @@ def run_workers(
         lost: list[LostWorker] = []  # a lost Ray task fails the run (ray.get raises)
     else:
         if hold_with is not None:
-            hold_with(hold_workers([Path(c.run_dir) for c in configs]))
+            hold_with(WorkerFilesHold([Path(c.run_dir) for c in configs]))
         results, lost = _run_local(configs, tls, dashboard, label, on_start_wall)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(

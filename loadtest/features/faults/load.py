@@ -16,26 +16,49 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from loadtest.engine.hooks import CancelOrder, RunContext, RunHook
 from loadtest.features.faults.kind import LoadPart, LoadShare, fault_kind, overrides_part
 from loadtest.features.faults.plan import FaultPlan
 
-__all__ = ["FaultLoad", "HoldFlag", "acts_in_load"]
+__all__ = ["FaultLoad", "HoldChannel", "HoldControl", "HoldFlag", "acts_in_load"]
 
 _HOLD_POLL_NS = 20_000_000
 """While a restarted target is down, the load looks again this often."""
 
 
+@dataclass(frozen=True, slots=True)
+class HoldChannel:
+    """A worker's line to the coordinator's hold: ``look`` reads the flag, ``ack`` says
+    whether this worker now holds (a file in a local worker's folder, the run's control
+    actor for a Ray task)."""
+
+    look: Callable[[], bool]
+    ack: Callable[[bool], None]
+
+
+class HoldControl(Protocol):
+    """The coordinator's side of the hold (the rig's ``on_hold``): set or clear the flag,
+    and ask whether every worker has confirmed that it holds."""
+
+    def __call__(self, down: bool) -> None: ...
+
+    def holding(self) -> bool: ...
+
+
 class HoldFlag:
     """A worker's copy of "the load must hold", which the coordinator sets while a
-    restarted target is down: ``look`` asks it (a file in a local worker's folder, the
-    run's control actor for a Ray task), every 20 ms (``watch``), off the hot path and
-    off the event loop (a look may be a network round trip)."""
+    restarted target is down: looked at every 20 ms (``watch``), off the hot path and off
+    the event loop (a look may be a network round trip), and confirmed once this
+    worker's copy has changed, so that the coordinator stops the target only when every
+    worker holds, however slow a look is on a busy machine."""
 
-    def __init__(self, look: Callable[[], bool]) -> None:
-        self.look = look
+    def __init__(self, channel: HoldChannel) -> None:
+        self.channel = channel
         self.held = False
+        self._confirmed = False
 
     def __call__(self) -> bool:
         return self.held
@@ -43,7 +66,10 @@ class HoldFlag:
     async def watch(self) -> None:
         """Follow the coordinator's flag until cancelled."""
         while True:
-            self.held = await asyncio.to_thread(self.look)
+            self.held = await asyncio.to_thread(self.channel.look)
+            if self.held != self._confirmed:
+                await asyncio.to_thread(self.channel.ack, self.held)
+                self._confirmed = self.held
             await asyncio.sleep(_HOLD_POLL_NS / 1e9)
 
 

@@ -13,14 +13,14 @@ after cancellations) goes to the verdicts.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from loadtest.engine.hooks import CancelOrder, HookResult, RunContext, RunHook
 from loadtest.features.faults.kind import fault_kind
-from loadtest.features.faults.load import FaultLoad
+from loadtest.features.faults.load import FaultLoad, HoldControl
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.proxy import FaultProxy, Toxic
 from loadtest.features.faults.target import ManagedTarget
@@ -35,10 +35,12 @@ from loadtest.transport.side import SideHttp
 __all__ = ["CancelOrder", "FaultRig", "request_rows"]
 
 _perf = time.perf_counter_ns
+log = logging.getLogger("loadtest")
 
-HOLD_LEAD_S = 0.06
-"""How long a restart waits, after telling other processes' load to hold, before it
-stops the target: three of their 20 ms looks."""
+HOLD_CONFIRM_S = 5.0
+"""How long a restart waits for every worker to confirm the hold before it stops the
+target anyway (a worker that has ended or died confirms nothing)."""
+_CONFIRM_POLL_S = 0.01
 
 
 class FaultRig(RunHook):
@@ -71,7 +73,7 @@ class FaultRig(RunHook):
         self._http = SideHttp()
         self._control: RunContext | None = None
         self._down = False
-        self.on_hold: Callable[[bool], None] | None = None
+        self.on_hold: HoldControl | None = None
         """Told when the load must hold (a restarted target is down) and when it may go
         on: how a coordinator reaches workers in other processes."""
 
@@ -190,9 +192,23 @@ class FaultRig(RunHook):
         if self.on_hold is not None:
             self.on_hold(down)
             if down:
-                # Workers in other processes look every 20 ms: let every one hold before
-                # the target stops, or their sessions spin through refused connections.
-                await asyncio.sleep(HOLD_LEAD_S)
+                # Workers in other processes look every 20 ms, later on a busy machine:
+                # the target stops once every one holds, or their sessions spin through
+                # refused connections.
+                await self._confirmed(self.on_hold)
+
+    @staticmethod
+    async def _confirmed(control: HoldControl) -> None:
+        deadline = _perf() + int(HOLD_CONFIRM_S * 1e9)
+        while not await asyncio.to_thread(control.holding):
+            if _perf() >= deadline:
+                log.warning(
+                    "faults: not every worker confirmed the hold within %g s; the "
+                    "target stops anyway",
+                    HOLD_CONFIRM_S,
+                )
+                return
+            await asyncio.sleep(_CONFIRM_POLL_S)
 
     async def sleep_to(self, at_s: float) -> None:
         """Sleep until ``at_s`` seconds after the run's start."""
