@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -127,6 +128,35 @@ def log_records(name: str) -> Iterator[list[logging.LogRecord]]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+def loadtest_here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line run in this process: exit code, stdout and stderr as a
+    subprocess would give them.
+
+    A ``python -m loadtest`` costs ~1 CPU-s of imports before it does anything, and a
+    run with workers starts its own fork server (another ~0.8 CPU-s of preloaded
+    modules); in the test process both are paid once per xdist worker (the fork server
+    is reused). Tests of the process itself (signals, a killed worker, a fresh install,
+    entry points seen by a new interpreter) still start one."""
+    from contextlib import redirect_stderr, redirect_stdout
+    from io import StringIO
+
+    from loadtest.cli.main import main
+
+    out, err = StringIO(), StringIO()
+    here = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's own exits
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["loadtest", *args], code, out.getvalue(), err.getvalue())
 
 
 FAST_SIM = SimConfig(ttft_ms=5.0, itl_ms=1.0, ttft_sigma=0.1, itl_sigma=0.1)

@@ -10,15 +10,12 @@ each scenario with a one-process run, and on Ray.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.conftest import read_jsonl
+from tests.conftest import loadtest_here, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.toml"))
@@ -34,14 +31,7 @@ def test_every_shipped_scenario_runs_with_two_workers_and_accounts_every_request
     short = ["--requests", "8", "--warmup", "0", "--max-tokens", "16"]
     # A fault window a short run does not reach is "not exercised": reported, not gated.
     flags = ["--workers", "2", *short, "--fail-on", "never", "--no-tui", "-q"]
-    done = subprocess.run(
-        [sys.executable, "-m", "loadtest", "run", name, *flags, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        cwd=tmp_path,
-    )
+    done = loadtest_here("run", name, *flags, "--out", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = out.iterdir()
     s = orjson.loads((run_dir / "summary.json").read_bytes())

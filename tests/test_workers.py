@@ -21,7 +21,7 @@ from loadtest.measure.merge import encode_metrics, merge_metrics
 from loadtest.measure.recorders import Metrics
 from loadtest.model.record import RequestRecord
 from loadtest.report.hlog import read_hlog
-from tests.conftest import read_jsonl
+from tests.conftest import loadtest_here, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,15 +106,8 @@ def _scenario(tmp: Path, load: str) -> Path:
     return path
 
 
-def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadtest", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return loadtest_here(*args, cwd=ROOT)
 
 
 def _one_run(sc: Path, out: Path, *extra: str) -> Path:
