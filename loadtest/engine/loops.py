@@ -16,6 +16,7 @@ every unit is accounted for.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Iterable
 from typing import Any, Protocol
 
@@ -193,7 +194,7 @@ async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None
         # A ceiling only: it releases in bursts, so it never keeps the schedule.
         ceiling = Throttler(rate_limit=int(max(1, load.rate_ceiling)), period=1.0)
     armed = _Armed()
-    taken: asyncio.Event | None = None  # the previous arrival has its index
+    due: deque[int] = deque()  # the armed arrivals' intended times, in the plan's order
     async for _, intended in pace(
         arrival_offsets_ns(plan, host.seed, host.arrival_share),
         host.clock,
@@ -214,36 +215,29 @@ async def _pace_arrivals(host: LoopHost, tasks: set[asyncio.Task[None]]) -> None
         # benchmarks/bench_dispatch.py). The request's flight (its timeouts, its
         # cancellation) belongs to that task, never to the pacer.
         armed.add()
-        mine = asyncio.Event()
-        task = asyncio.create_task(_arrival(host, intended, cap, armed, (taken, mine)))
-        taken = mine
+        due.append(intended)
+        task = asyncio.create_task(_arrival(host, intended, due, cap, armed))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     await armed.none_left.wait()
 
 
 async def _arrival(
-    host: LoopHost,
-    intended: int,
-    cap: asyncio.Semaphore | None,
-    armed: _Armed,
-    order: tuple[asyncio.Event | None, asyncio.Event],
+    host: LoopHost, wake: int, due: deque[int], cap: asyncio.Semaphore | None, armed: _Armed
 ) -> None:
-    before, mine = order
     try:
         try:
-            await host.clock.sleep_until(intended)
-            # Indexes go in the plan's order: two due arrivals can wake swapped (a
-            # re-sleep after an early uvloop timer lands on the next whole ms), and a
-            # trace's line i must go out at line i's time. The earlier one is due too,
-            # so this waits a loop turn at most.
-            if before is not None:
-                await before.wait()
+            await host.clock.sleep_until(wake)
+            # Whichever arrival wakes first sends the earliest one due, with its time: two
+            # due arrivals can wake swapped (a re-sleep after an early uvloop timer lands
+            # on the next whole ms), and a trace's line i must go out at line i's time.
+            # (Making each wait for the one before instead cascaded: 12-57 ms dispatch
+            # lag p50 at 1,000 req/s against 1.1-1.8.)
+            intended = due.popleft()
             # The index is taken when the arrival is due, so the plan's end (a count, a
             # duration, a stop) is decided at the intended time, as for any unit.
             index = host.take_index(intended)
         finally:
-            mine.set()
             armed.started()
         if index is not None:
             await host.run_unit(index, intended)
