@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from loadtest._compat.forkserver import SIM_PRELOAD, fork_server
 from loadtest.app.console import Progress, log, stop_notice
 from loadtest.app.coordinator import WorkerFilesHold
 from loadtest.app.worker_main import (
@@ -166,10 +167,12 @@ _PRELOAD = (
     "loadtest.measure.merge",
     "loadtest.report.rebuild",
     "loadtest.transport.auth",
+    *SIM_PRELOAD,
 )
 """What a worker imports, imported once by the fork server: each worker forked from it
 starts with them loaded (a 2-worker run of ``code``, 8 requests: 2.7-3.0 CPU-s on the
-machine instead of 3.2-3.8 with a fresh interpreter per worker)."""
+machine instead of 3.2-3.8 with a fresh interpreter per worker); and what a built-in
+simulator forked from it imports (``SimProcess``: every one after a process's first)."""
 
 
 def _start_context() -> ForkServerContext | SpawnContext:
@@ -179,11 +182,8 @@ def _start_context() -> ForkServerContext | SpawnContext:
     the fork server is a fresh interpreter (started once, at the first worker), and
     workers are forked from it, not from the parent.
     """
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(list(_PRELOAD))
-    return ctx
+    ctx = fork_server(*_PRELOAD)
+    return multiprocessing.get_context("spawn") if ctx is None else ctx
 
 
 def _worker_main(job: WorkerJob, environ: Mapping[str, str]) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import signal
 import subprocess
 import sys
 from dataclasses import asdict, fields, replace
+from typing import TYPE_CHECKING, TextIO
 
 from aiohttp import web
 
@@ -17,6 +19,9 @@ from loadtest.errors import EndpointError
 from loadtest.sim.draft import DRAFT_KEY, DraftServer, build_draft_app
 from loadtest.sim.model import SimConfig
 from loadtest.sim.server import SIM_KEY, SimServer, build_app, stamp_arrivals
+
+if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
 
 __all__ = [
     "InProcessSim",
@@ -111,6 +116,72 @@ def sim_command(config: SimConfig, host: str = "127.0.0.1", port: int = 0) -> li
     return cmd + sim_args(config)
 
 
+_spawned = 0
+"""Simulators this process has started."""
+
+
+class _Forked:
+    """A simulator forked from the fork server, with ``subprocess.Popen``'s face: its
+    pid, its output on pipes, its end."""
+
+    def __init__(self, process: BaseProcess, stdout: TextIO, stderr: TextIO) -> None:
+        self._process = process
+        self.stdout: TextIO | None = stdout
+        self.stderr: TextIO | None = stderr
+
+    @property
+    def pid(self) -> int:
+        pid = self._process.pid
+        assert pid is not None, "started"
+        return pid
+
+    def poll(self) -> int | None:
+        self._process.join(0)
+        return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired("loadtest.sim (forked)", timeout or 0.0)
+        return self._process.exitcode
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def _forked(config: SimConfig, host: str, port: int) -> _Forked | None:
+    """``loadtest sim`` forked from the fork server; None where there is none, or in a
+    daemonic process (which may not have children of its own)."""
+    import multiprocessing
+    from multiprocessing.connection import Connection
+
+    from loadtest._compat.forkserver import SIM_PRELOAD, fork_server
+
+    if multiprocessing.current_process().daemon:
+        return None
+    ctx = fork_server(*SIM_PRELOAD)
+    if ctx is None:
+        return None
+    # The command ``python -m loadtest.sim`` runs, by name as a command line names it:
+    # the launcher (``sim.__main__``), not a dependency of this module on the CLI.
+    forked = importlib.import_module("loadtest.sim.__main__").forked
+    argv = ["--host", host, "--port", str(port), *sim_args(config)]
+    (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+    out, err = Connection(out_w, readable=False), Connection(err_w, readable=False)
+    # Daemonic: a parent that exits without stopping it does not wait for it.
+    process = ctx.Process(target=forked, args=(argv, out, err, dict(os.environ)), daemon=True)
+    try:
+        process.start()
+    finally:
+        out.close()
+        err.close()
+    return _Forked(process, os.fdopen(out_r, "r"), os.fdopen(err_r, "r"))
+
+
 class SimProcess:
     """``loadtest sim`` as a child process on a free port; stopped on exit."""
 
@@ -121,7 +192,7 @@ class SimProcess:
         self.host = host
         self.port = port
         self.url = ""
-        self._proc: subprocess.Popen[str] | None = None
+        self._proc: subprocess.Popen[str] | _Forked | None = None
 
     def start(self, timeout_s: float = 20.0) -> str:
         """Start the child and wait until it listens; returns its base URL."""
@@ -132,8 +203,16 @@ class SimProcess:
         """Start the child without waiting for it (``wait_ready`` does).
 
         Starting a simulator is mostly its imports: a caller with other work to do
-        (another process to start, data sets to load) does it in the meantime.
+        (another process to start, data sets to load) does it in the meantime. A
+        process's first simulator is a fresh interpreter; the ones after it (a sweep's
+        steps, an ab's sides, a test suite's) are forked from the fork server, which
+        has imported them once (``_compat.forkserver``).
         """
+        global _spawned
+        _spawned += 1
+        if _spawned > 1 and (forked := _forked(self.config, self.host, self.port)) is not None:
+            self._proc = forked
+            return
         cmd = sim_command(self.config, self.host, self.port)
         env = dict(os.environ, PYTHONUNBUFFERED="1", **{PARENT_ENV: str(os.getpid())})
         self._proc = subprocess.Popen(
