@@ -216,6 +216,7 @@ HOLD = "hold"
 HOLD_ACK = "hold-ack"
 """The file a local worker keeps while it holds: its confirmation to the coordinator."""
 _LOCAL_ONLY = frozenset({"progress.json", "live.json", READY, GO, HOLD, HOLD_ACK})
+"""A worker's files that only a parent on its machine reads while it runs."""
 
 
 def local_hold_line(run_dir: Path) -> HoldChannel:
@@ -231,9 +232,6 @@ def local_hold_line(run_dir: Path) -> HoldChannel:
             ack.unlink(missing_ok=True)
 
     return HoldChannel((run_dir / HOLD).exists, confirm)
-
-
-"""A worker's files that only a parent on its machine reads while it runs."""
 
 
 async def _build_runner(cfg: RunConfig, job: WorkerJob, hold_line: HoldChannel) -> Runner:

@@ -179,8 +179,9 @@ def _start_context() -> ForkServerContext | SpawnContext:
     """A fork server where the platform has one, else ``spawn``.
 
     Either way a worker inherits nothing of the parent's event loop, threads or sockets:
-    the fork server is a fresh interpreter (started once, at the first worker), and
-    workers are forked from it, not from the parent.
+    the fork server is a fresh interpreter (started once, by the first worker or the
+    second simulator of this process: ``_compat.forkserver``), and workers are forked
+    from it, not from the parent.
     """
     ctx = fork_server(*_PRELOAD)
     return multiprocessing.get_context("spawn") if ctx is None else ctx

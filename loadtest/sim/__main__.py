@@ -13,13 +13,14 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 
 from loadtest.cli.main import main
-from loadtest.sim.process import PARENT_ENV
 
 
 def forked(argv: list[str], out: Connection, err: Connection, environ: Mapping[str, str]) -> None:
     """``python -m loadtest.sim ARGV``, forked: stdout and stderr on the parent's pipes,
     in the parent's environment, ending with the fork server (which ends with the
     parent)."""
+    from loadtest.sim.process import PARENT_ENV
+
     # A forked child holds the fork server's "a client is alive" pipe (so that it could
     # fork through it too): the server would then outlive a parent killed by SIGKILL,
     # and this simulator with it (its PR_SET_PDEATHSIG names the server). Let it go.
