@@ -1,6 +1,6 @@
 """The twin of llama.cpp: fitted at concurrency 1, 2 and 4, held out at 3 (``tests/twin_sweep.py``).
 
-A small sweep (about 90 s on 2 cores): two rounds of 4, 6 and 8 requests at concurrency
+A small sweep (40-90 s on 2 cores): two rounds of 4, 6 and 8 requests at concurrency
 1, 2 and 4 and 8 at 3 against llama.cpp (2 slots, 1 thread), then three times the same 8
 at 3 against the twin. TTFT and TPOT p50 must agree within 15% (plus half the
 difference between llama.cpp's two rounds: its own figure is known no better); a figure

@@ -36,17 +36,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from loadtest.app.twin_prefill import Window, prefill_line, stall_share
-from loadtest.errors import UsageError
+from loadtest.app.twin_prefill import prefill_line, stall_share
+from loadtest.app.twin_runs import RunPoint, run_folders, run_point
 from loadtest.model.atomic import write_atomic
-from loadtest.model.io import JsonLines, load_summary
-from loadtest.model.summary import Summary
 from loadtest.sim.profile import FittedRange, Settings, profile_text
 
 __all__ = ["RunPoint", "fit_profile", "fit_runs", "run_point"]
@@ -60,106 +56,6 @@ _Z90 = 1.2816
 """The 90th percentile of a standard normal: a log-normal's p90/p50 is exp(1.2816 sigma)."""
 _SPREAD_TOKENS = 100
 """Prompt lengths must span this many tokens for the TTFT line to have a slope."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunPoint:
-    """One run as the fit sees it: its load and its measured, successful requests."""
-
-    folder: str
-    in_flight: float
-    """Requests in flight on average (Little's law: the sum of e2e over the window)."""
-    prompt_tokens: tuple[int, ...]
-    """Each prompt as the simulator counts it (characters / 4): the twin's prefill cost
-    is per its own tokens, whatever the engine's tokenizer made of the prompt."""
-    engine_tokens: int
-    """All prompts' tokens as the engine counted them (``usage.prompt_tokens``)."""
-    ttft_ms: tuple[float, ...]
-    tpot_ms: tuple[float, ...]
-    output_tokens: tuple[int, ...]
-    stopped: int
-    """Answers that ended before their ``max_tokens`` (``finish_reason`` stop)."""
-    running_peak: float | None
-    waiting_peak: float | None
-    engine: str
-    acceptance: float | None
-    itl_p50_p90: tuple[float, float] | None = None
-    """The run's inter-token gaps (all requests'), median and 90th percentile."""
-    windows: tuple[Window, ...] = ()
-    """Its requests' decode and prefill times, where the engine reported its prefill."""
-
-
-def _folders(given: list[str]) -> list[Path]:
-    out: list[Path] = []
-    for g in given:
-        p = Path(g)
-        if (p / "summary.json").is_file():
-            out.append(p)
-            continue
-        steps = sorted(q for q in p.glob("*") if (q / "summary.json").is_file())
-        if not steps:
-            raise UsageError(f"--fit {g}: neither a run folder nor a sweep folder of runs")
-        out += steps
-    return out
-
-
-def run_point(folder: Path) -> RunPoint:
-    """What one run folder holds for the fit."""
-    summary: Summary = load_summary(folder / "summary.json")
-    rows = [
-        r
-        for r in JsonLines(folder / "requests.jsonl")
-        if r.get("outcome") == "ok" and not r.get("warmup") and r.get("ttft_ms") is not None
-    ]
-    if not rows:
-        raise UsageError(f"--fit {folder}: no measured request completed")
-    load: Any = summary["run"].get("load") or {}
-    if load.get("mode") == "closed" and load.get("concurrency"):
-        in_flight = float(load["concurrency"])  # a closed loop keeps exactly this many
-    else:
-        # Little's law; the window's edges cut requests off, so it reads a little low.
-        window_ms = 1000 * float(summary["run"].get("measured_s") or 0) or 1.0
-        in_flight = sum(float(r.get("e2e_ms") or 0) for r in rows) / window_ms
-    server: Any = summary.get("server") or {}
-    itl: Any = summary.get("metrics", {}).get("itl_ms") or {}
-    gaps = (float(itl["p50"]), float(itl["p90"])) if itl.get("p50") and itl.get("p90") else None
-    return RunPoint(
-        folder=str(folder),
-        in_flight=max(1.0, in_flight),
-        prompt_tokens=tuple(_sim_tokens(r) for r in rows),
-        engine_tokens=sum(int(r.get("prompt_tokens") or 0) for r in rows),
-        ttft_ms=tuple(float(r["ttft_ms"]) for r in rows),
-        tpot_ms=tuple(float(r["tpot_ms"]) for r in rows if r.get("tpot_ms") is not None),
-        output_tokens=tuple(int(r.get("output_tokens") or 0) for r in rows),
-        stopped=sum(1 for r in rows if r.get("finish_reason") == "stop"),
-        running_peak=server.get("running_peak"),
-        waiting_peak=server.get("waiting_peak"),
-        engine=str(server.get("engine") or "unknown"),
-        acceptance=server.get("acceptance_rate"),
-        itl_p50_p90=gaps,
-        windows=tuple(w for r in rows if (w := _window(r)) is not None),
-    )
-
-
-def _sim_tokens(row: Any) -> int:
-    """A prompt's tokens as the simulator counts them: four characters a token (the
-    engine's count where the record has no characters)."""
-    chars = row.get("prompt_chars")
-    if isinstance(chars, int) and chars > 0:
-        return max(1, chars // 4)
-    return int(row.get("prompt_tokens") or 0)
-
-
-def _window(row: Any) -> Window | None:
-    """A request's decode and prefill times, where the engine reported its prefill."""
-    timings = row.get("server_timings") or {}
-    prompt_ms, first, end = timings.get("prompt_ms"), row.get("first_token_ms"), row.get("end_ms")
-    if not isinstance(prompt_ms, int | float) or first is None or end is None:
-        return None
-    gaps = max(1, int(row.get("output_tokens") or 0) - 1)
-    sent = float(row.get("sent_ms") or 0.0)
-    chunks = tuple(sent + float(c) for c in row.get("token_chunk_ms") or ())
-    return Window(float(first), float(end), float(prompt_ms), gaps, _sim_tokens(row), chunks)
 
 
 def _line(x: list[float], y: list[float]) -> tuple[float, float]:
@@ -274,22 +170,28 @@ def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
     return min(math.sqrt(s2), _MAX_SIGMA), min(math.sqrt(r2), _MAX_SIGMA)
 
 
-def _step_line(
-    points: list[RunPoint], batches: list[float], notes: list[str]
-) -> tuple[float, float, bool]:
-    """``itl_ms`` and ``step_token_share``: each run's median gap against its batch
-    where the engine timed its prefills (a median gap is one step; the few a prefill
-    held, llama.cpp's, do not move it), else its median TPOT (True: on the gaps)."""
+def _run_gaps(points: list[RunPoint]) -> tuple[list[float], bool]:
+    """Each run's step: its median gap where the engine timed its prefills (a median gap
+    is one step; the few a prefill held, llama.cpp's, do not move it), else its median
+    TPOT (an exact mean of the gaps). True: on the gaps."""
     gaps = [p.itl_p50_p90[0] for p in points if p.itl_p50_p90 is not None and p.windows]
-    # Gaps where the engine timed its prefills (llama.cpp, whose prefills stall the
-    # other streams: a TPOT holds them); else TPOTs, exact means of the gaps.
-    by_gap = len(gaps) == len(points)
-    if not by_gap:
-        gaps = [statistics.median(p.tpot_ms) for p in points]
-    # The median run at each batch: one round the machine slowed moves no point.
+    if len(gaps) == len(points):
+        return gaps, True
+    return [statistics.median(p.tpot_ms) for p in points], False
+
+
+def _by_batch(batches: list[float], gaps: list[float]) -> dict[float, list[float]]:
     at: dict[float, list[float]] = {}
     for b, g in zip(batches, gaps, strict=True):
         at.setdefault(b, []).append(g)
+    return at
+
+
+def _step_line(points: list[RunPoint], batches: list[float]) -> tuple[float, float, bool]:
+    """``itl_ms`` and ``step_token_share``: each run's step against its batch, through
+    the median run at each batch (one round the machine slowed moves no point)."""
+    gaps, by_gap = _run_gaps(points)
+    at = _by_batch(batches, gaps)
     itl, slope = _line([b - 1 for b in at], [statistics.median(g) for g in at.values()])
     return itl, max(0.0, slope / max(itl, 0.01)), by_gap
 
@@ -302,7 +204,7 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     if not any(p.running_peak is not None for p in points):
         notes.append("no server metrics in the runs: the engine's slots are not known")
     batches = [min(p.in_flight, slots) if slots else p.in_flight for p in points]
-    itl, share, gap_medians = _step_line(points, batches, notes)
+    itl, share, gap_medians = _step_line(points, batches)
     timed = [p.windows for p in points if p.windows and len(p.windows) == len(p.ttft_ms)]
     line = prefill_line(timed) if len(timed) == len(points) else None
     if line is not None:
@@ -318,7 +220,7 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         )
         line = (line[0] + extra, line[1])
     base, per_token, ttft_sigma = _ttft_line(points, batches, share, slots, notes, line)
-    stall = stall_share(timed)
+    stall = stall_share(timed, lambda d: max(itl, 0.01) * (1 + share * (d - 1)))
     if stall is not None and stall > 0:
         # The engine's decodes waited out part of the other prompts' prefills (llama.cpp
         # prefills a prompt whole): the twin adds those waits itself (prefill_stall).
@@ -333,6 +235,8 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     pace_sigma = statistics.median(r for _, r in spreads)
     if calmest.itl_p50_p90 is None:
         notes.append("no gap percentiles in the runs: the TPOT spread is all put on the pace")
+    # The pace holds about one request's decode: what the TPOT spread was shared by.
+    pace_period_ms = statistics.median(calmest.tpot_ms) * _mean_gaps(calmest)
     outputs = [n for p in points for n in p.output_tokens]
     stopped = sum(p.stopped for p in points)
     settings: Settings = {
@@ -344,8 +248,7 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         "itl_ms": round(itl if gap_medians else itl / math.exp(gap_sigma**2 / 2), 3),
         "itl_sigma": round(gap_sigma, 4),
         "pace_sigma": round(pace_sigma, 4),
-        # The pace holds about one request's decode: what the TPOT spread was shared by.
-        "pace_period_ms": round(statistics.median(calmest.tpot_ms) * _mean_gaps(calmest), 1),
+        "pace_period_ms": round(pace_period_ms, 1),
         "step_token_share": round(share, 5),
         "max_running": slots,
         # The prefill's cost is in the fitted TTFT: no chunk is added to other steps.
@@ -390,7 +293,7 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
 
 def fit_profile(given: list[str], out: Path) -> tuple[Path, Settings, list[str]]:
     """Fit the runs (folders, or sweep folders of them) and write the profile."""
-    points = [run_point(f) for f in _folders(given)]
+    points = [run_point(f) for f in run_folders(given)]
     settings, fitted, notes = fit_runs(points)
     write_atomic(out, profile_text(settings, fitted, notes).encode())
     return out, settings, notes
