@@ -59,15 +59,17 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
         # plain decoding's 3 ms while the propose RTT (target -> proxy -> draft, one loop
         # with the client, ~1-2 ms) stays under ~8.9 ms; at 0.7 (2.77 tokens a step) the
         # "during > before" TPOT check below had only ~4.9 ms of RTT to spare under load.
-        # draft_timeout_ms 500: the draft, the target and the client share this test's
+        # draft_timeout_ms 2000: the draft, the target and the client share this test's
         # event loop, and a stall of it past the 60 ms default (a busy machine: seen with
-        # 3 test workers on 2 cores) timed a healthy draft out, a fallback outside the
-        # window. A down draft refuses its connections at once, whatever the timeout.
+        # 3 test workers on 2 cores), and once past 500 ms (a clean-clone CI with 4
+        # workers: a TimeoutError between 1 and 2 s, the scrape at 2 s counting one
+        # fallback), timed a healthy draft out, a fallback outside the window. A down
+        # draft refuses its connections at once, whatever the timeout.
         fields = {
             **_fields(SPEC),
             "draft_url": proxy.url,
             "accept_chat": 0.9,
-            "draft_timeout_ms": 500.0,
+            "draft_timeout_ms": 2000.0,
         }
         async with InProcessSim(SimConfig(**fields)) as target:
             rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
