@@ -128,10 +128,15 @@ def run_twin(
 ) -> tuple[list[Path], Settings]:
     """Fit the profile on the sweep's fitted steps and run the held-out step on it."""
     profile, settings, _ = fit_profile([str(f) for f in sweep.fit], folder / "profile.toml")
-    config = with_profile(SimConfig(profile=str(profile)), {})
     c, n = sizes.held
-    with SimProcess(config) as sim:
-        twin = [_run(scenario, sim.url, c, n, folder / f"twin-{i}") for i in range(sizes.twin_runs)]
+    twin = []
+    for i in range(sizes.twin_runs):
+        # A twin of its own seed each time: a request's gaps are drawn from its body and
+        # the seed, so one twin serving the same requests again draws the same gaps and
+        # falls into the same phase of its two slots, where llama.cpp's rounds differ.
+        config = with_profile(SimConfig(profile=str(profile), seed=i), {})
+        with SimProcess(config) as sim:
+            twin.append(_run(scenario, sim.url, c, n, folder / f"twin-{i}"))
     return twin, settings
 
 
