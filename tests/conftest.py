@@ -290,7 +290,8 @@ LONGEST_FIRST = (
     "test_faults_e2e",
     "test_fail_on",
 )
-"""The files that take longest (their longest tests 20-55 s each under ``-n 4`` on 2 cores).
+"""The files that take longest, longest first (their longest tests: 20-55 s each under
+``-n 4`` on 2 cores).
 
 xdist hands out whole files (``--dist loadfile``) in collection order when told not to
 reorder them by their number of tests (``--no-loadscope-reorder``, scripts/test.sh):

@@ -45,7 +45,7 @@ from loadtest.app.twin_runs import RunPoint, run_folders, run_point
 from loadtest.model.atomic import write_atomic
 from loadtest.sim.profile import FittedRange, Settings, profile_text
 
-__all__ = ["RunPoint", "fit_profile", "fit_runs", "run_point"]
+__all__ = ["fit_profile", "fit_runs"]
 
 _ENOUGH = 20
 """Requests the TTFT line is fitted on, at the least (from the calmest runs up)."""
@@ -170,28 +170,20 @@ def _gap_spreads(calmest: RunPoint) -> tuple[float, float]:
     return min(math.sqrt(s2), _MAX_SIGMA), min(math.sqrt(r2), _MAX_SIGMA)
 
 
-def _run_gaps(points: list[RunPoint]) -> tuple[list[float], bool]:
-    """Each run's step: its median gap where the engine timed its prefills (a median gap
-    is one step; the few a prefill held, llama.cpp's, do not move it), else its median
-    TPOT (an exact mean of the gaps). True: on the gaps."""
+def _step_line(points: list[RunPoint], batches: list[float]) -> tuple[float, float, bool]:
+    """``itl_ms`` and ``step_token_share``: each run's median gap against its batch
+    where the engine timed its prefills (a median gap is one step; the few a prefill
+    held, llama.cpp's, do not move it), else its median TPOT (True: on the gaps)."""
     gaps = [p.itl_p50_p90[0] for p in points if p.itl_p50_p90 is not None and p.windows]
-    if len(gaps) == len(points):
-        return gaps, True
-    return [statistics.median(p.tpot_ms) for p in points], False
-
-
-def _by_batch(batches: list[float], gaps: list[float]) -> dict[float, list[float]]:
+    # Gaps where the engine timed its prefills (llama.cpp, whose prefills stall the
+    # other streams: a TPOT holds them); else TPOTs, exact means of the gaps.
+    by_gap = len(gaps) == len(points)
+    if not by_gap:
+        gaps = [statistics.median(p.tpot_ms) for p in points]
+    # The median run at each batch: one round the machine slowed moves no point.
     at: dict[float, list[float]] = {}
     for b, g in zip(batches, gaps, strict=True):
         at.setdefault(b, []).append(g)
-    return at
-
-
-def _step_line(points: list[RunPoint], batches: list[float]) -> tuple[float, float, bool]:
-    """``itl_ms`` and ``step_token_share``: each run's step against its batch, through
-    the median run at each batch (one round the machine slowed moves no point)."""
-    gaps, by_gap = _run_gaps(points)
-    at = _by_batch(batches, gaps)
     itl, slope = _line([b - 1 for b in at], [statistics.median(g) for g in at.values()])
     return itl, max(0.0, slope / max(itl, 0.01)), by_gap
 
@@ -235,8 +227,6 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
     pace_sigma = statistics.median(r for _, r in spreads)
     if calmest.itl_p50_p90 is None:
         notes.append("no gap percentiles in the runs: the TPOT spread is all put on the pace")
-    # The pace holds about one request's decode: what the TPOT spread was shared by.
-    pace_period_ms = statistics.median(calmest.tpot_ms) * _mean_gaps(calmest)
     outputs = [n for p in points for n in p.output_tokens]
     stopped = sum(p.stopped for p in points)
     settings: Settings = {
@@ -248,7 +238,8 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         "itl_ms": round(itl if gap_medians else itl / math.exp(gap_sigma**2 / 2), 3),
         "itl_sigma": round(gap_sigma, 4),
         "pace_sigma": round(pace_sigma, 4),
-        "pace_period_ms": round(pace_period_ms, 1),
+        # The pace holds about one request's decode: what the TPOT spread was shared by.
+        "pace_period_ms": round(statistics.median(calmest.tpot_ms) * _mean_gaps(calmest), 1),
         "step_token_share": round(share, 5),
         "max_running": slots,
         # The prefill's cost is in the fitted TTFT: no chunk is added to other steps.
