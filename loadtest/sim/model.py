@@ -20,6 +20,7 @@ from loadtest.errors import UsageError
 from loadtest.model.json import JsonObject
 from loadtest.sim.arguments import WORDS as _WORDS
 from loadtest.sim.arguments import fake_arguments, padded
+from loadtest.sim.tokenize import count_prompt_tokens
 
 __all__ = ["ResponsePlan", "SimConfig", "Truth", "fake_arguments", "plan_response"]
 
@@ -292,7 +293,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
     """Decide the whole response to ``request`` (whose raw bytes are ``body``)."""
     key_body = _answer_key(body, request)
     rng = _rng_for(cfg.seed, key_body)
-    prompt_tokens = _prompt_tokens(cfg, request)
+    prompt_tokens = count_prompt_tokens(cfg.tokenizer, request)
     prefill_ms = cfg.ttft_per_1k_tokens_ms * prompt_tokens / 1000
     ttft_ms = _lognormal(rng, cfg.ttft_ms, cfg.ttft_sigma) + prefill_ms
     fail = 500 if rng.random() < cfg.error_rate else None
@@ -375,25 +376,3 @@ def tool_results(request: JsonObject) -> int:
             if not (isinstance(content, str) and content.startswith('{"error"')):
                 n += 1
     return n
-
-
-def _prompt_text(request: JsonObject) -> str:
-    prompt = request.get("prompt")
-    if isinstance(prompt, str):
-        return prompt
-    parts = []
-    for m in request.get("messages") or ():
-        if isinstance(m, dict):
-            content = m.get("content")
-            parts.append(content if isinstance(content, str) else str(content or ""))
-    return "".join(parts)
-
-
-def _prompt_tokens(cfg: SimConfig, request: JsonObject) -> int:
-    """The prompt's tokens: by the configured tokenizer, else four characters a token."""
-    text = _prompt_text(request)
-    if cfg.tokenizer:
-        from loadtest.sim.tokenize import real_tokenizer
-
-        return max(1, len(real_tokenizer(cfg.tokenizer).encode(text).ids))
-    return max(1, len(text) // 4)

@@ -17,8 +17,9 @@ import orjson
 from aiohttp import web
 
 from loadtest.errors import MissingExtraError, UsageError
+from loadtest.model.json import JsonObject
 
-__all__ = ["add_tokenize_routes", "real_tokenizer"]
+__all__ = ["add_tokenize_routes", "count_prompt_tokens", "real_tokenizer"]
 
 _PIECE = 4
 _MAX_VOCAB = 2_000_000
@@ -141,3 +142,24 @@ def add_tokenize_routes(app: web.Application, tokenizer: str = "") -> None:
 
     app.router.add_post("/tokenize", tokenize)
     app.router.add_post("/detokenize", detokenize)
+
+
+def _prompt_text(request: JsonObject) -> str:
+    prompt = request.get("prompt")
+    if isinstance(prompt, str):
+        return prompt
+    parts = []
+    for m in request.get("messages") or ():
+        if isinstance(m, dict):
+            content = m.get("content")
+            parts.append(content if isinstance(content, str) else str(content or ""))
+    return "".join(parts)
+
+
+def count_prompt_tokens(tokenizer: str, request: JsonObject) -> int:
+    """A request's prompt tokens: by the ``tokenizer.json`` at ``tokenizer``, else (no
+    path) four characters a token."""
+    text = _prompt_text(request)
+    if tokenizer:
+        return max(1, len(real_tokenizer(tokenizer).encode(text).ids))
+    return max(1, len(text) // 4)
