@@ -12,6 +12,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import pytest
 
 from loadtest.cli.main import main
 from loadtest.features.scrape import Scraper
@@ -120,3 +121,28 @@ def test_counters_are_read_between_the_window_edges() -> None:
     assert server["accepted_per_step"] == round(15 / 23, 4)
     no_edges = summarize_samples([{k: v for k, v in r.items() if k != "edge"} for r in rows])
     assert no_edges["window"] == "run" and no_edges["accepted_tokens"] == 45
+
+
+def test_preemptions_are_counted_over_the_window_and_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Eight streams of ~6 prompt and 64 answer tokens on 200 tokens of KV: the answers
+    # outgrow it, and the simulator preempts as vLLM does; reserving whole answers up
+    # front instead, requests wait and none is preempted.
+    scenario = _SCENARIO.replace("speculative = true", "kv_tokens = 200\nmin_output_fraction = 1.0")
+    scenario = scenario.replace("concurrency = 4", "concurrency = 8")
+    found = {}
+    for preempt in (True, False):
+        path = tmp_path / f"kv-{preempt}.toml"
+        path.write_text(scenario + f"kv_preempt = {str(preempt).lower()}\n")
+        out = tmp_path / f"out-{preempt}"
+        assert main(["run", str(path), "--no-tui", "--out", str(out)]) == 0
+        (run_dir,) = out.iterdir()
+        server = orjson.loads((run_dir / "summary.json").read_bytes())["server"]
+        rows = [orjson.loads(x) for x in (run_dir / "metrics.jsonl").read_bytes().splitlines()]
+        edges = [r for r in rows if r.get("ok") and r.get("edge")]
+        assert server["preemptions"] == edges[-1]["preemptions"] - edges[0]["preemptions"]
+        assert f"preemptions {server['preemptions']}" in capsys.readouterr().out
+        found[preempt] = server
+    assert found[True]["preemptions"] > 0
+    assert found[False]["preemptions"] == 0 and found[False]["waiting_peak"] > 0

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from loadtest.features.scrape import parse_metrics
@@ -87,11 +88,11 @@ async def test_the_flat_model_stays_flat() -> None:
 
 
 @asynccontextmanager
-async def _speculative(cfg: SimConfig) -> AsyncIterator[str]:
+async def _speculative(cfg: SimConfig) -> AsyncIterator[InProcessSim]:
     async with InProcessSim(SimConfig(role="draft", draft_token_ms=0.1)) as draft:
         spec = replace(cfg, draft_url=draft.url, draft_timeout_ms=2000.0)
         async with InProcessSim(spec) as target:
-            yield target.url
+            yield target
 
 
 async def test_speculation_is_faster_below_the_crossover_and_slower_above_it() -> None:
@@ -109,8 +110,8 @@ async def test_speculation_is_faster_below_the_crossover_and_slower_above_it() -
 
     async with InProcessSim(cfg) as plain:
         plain_low, plain_high = await per_token(plain.url, low), await per_token(plain.url, high)
-    async with _speculative(cfg) as url:
-        spec_low, spec_high = await per_token(url, low), await per_token(url, high)
+    async with _speculative(cfg) as target:
+        spec_low, spec_high = await per_token(target.url, low), await per_token(target.url, high)
     # The draft's own round trip per step (not in the model's formula) eats some of the
     # gain: measured 0.67-0.68 of plain below and 1.49-1.52 above, on a quiet machine.
     assert spec_low < 0.85 * plain_low
@@ -172,8 +173,9 @@ async def test_the_engine_pace_is_shared_by_a_request_gaps_and_its_neighbours() 
 
 
 async def test_requests_wait_for_kv_room_and_all_complete() -> None:
-    # Each request needs ~60 prompt + 40 answer tokens: 250 tokens hold two at a time.
-    cfg = replace(BASE, itl_ms=2.0, kv_tokens=250)
+    # Each request needs ~60 prompt + 40 answer tokens: 250 tokens hold two at a time
+    # when a request reserves its whole answer up front (no preemption).
+    cfg = replace(BASE, itl_ms=2.0, kv_tokens=250, kv_preempt=False)
     async with InProcessSim(cfg) as sim, _client() as http:
         runs = [asyncio.create_task(_gaps(http, sim.url, _body(i, 40))) for i in range(6)]
         await asyncio.sleep(0.03)
@@ -186,3 +188,65 @@ async def test_requests_wait_for_kv_room_and_all_complete() -> None:
     assert all(len(g) == 39 for g in done)
     # The gauge carries vLLM's labels now: read it as the scraper does.
     assert parse_metrics(page)["kv_cache_usage"] == 0.0 and sim.server.kv.used == 0
+
+
+async def _stream(
+    http: aiohttp.ClientSession, url: str, body: dict[str, Any]
+) -> tuple[str, str, list[float]]:
+    """A stream's response id, its text, and the gaps between its content chunks (ms)."""
+    rid, text, stamps = "", [], []
+    async with http.post(f"{url}/v1/chat/completions", json=body) as resp:
+        async for line in resp.content:
+            if not line.startswith(b"data: {"):
+                continue
+            chunk = orjson.loads(line[6:])
+            rid = chunk["id"]
+            for choice in chunk["choices"]:
+                if choice["delta"].get("content"):
+                    text.append(choice["delta"]["content"])
+                    stamps.append(time.perf_counter())
+    return rid, "".join(text), [(b - a) * 1000 for a, b in itertools.pairwise(stamps)]
+
+
+@pytest.mark.parametrize("speculative", [False, True])
+async def test_a_full_kv_cache_preempts_the_newest_request_and_it_recomputes(
+    speculative: bool,
+) -> None:
+    # Six requests of ~53 prompt tokens and 40 answer tokens on 250 tokens of KV: four
+    # are admitted on their prompts, and as their answers grow the newest is preempted,
+    # waits, and recomputes its ~60-90 tokens (2 ms a token: 110-180 ms) before its next.
+    cfg = replace(BASE, itl_ms=5.0, kv_tokens=250, ttft_per_1k_tokens_ms=2000.0)
+    bodies = [_body(i, 40) for i in range(6)]
+
+    async def run(config: SimConfig) -> tuple[list[tuple[str, str, list[float]]], Any, str, int]:
+        serve = _speculative(config) if speculative else InProcessSim(config)
+        async with serve as sim, _client() as http:
+            url, server = sim.url, sim.server
+            assert server is not None
+            peak = 0
+
+            async def watch() -> None:
+                nonlocal peak
+                while True:
+                    peak = max(peak, server.kv.used)
+                    await asyncio.sleep(0.001)
+
+            watcher = asyncio.create_task(watch())
+            streams = await asyncio.gather(*(_stream(http, url, b) for b in bodies))
+            watcher.cancel()
+            async with http.get(f"{url}/metrics") as resp:
+                page = await resp.text()
+            return streams, list(server.truth), page, peak
+
+    streams, truth, page, peak = await run(cfg)
+    unlimited, _, _, _ = await run(replace(cfg, kv_tokens=0))
+    # Nothing lost or repeated: every answer is the one served without a KV limit.
+    assert [text for _, text, _ in streams] == [text for _, text, _ in unlimited]
+    metrics = parse_metrics(page)
+    assert metrics["preemptions"] >= 1 and peak <= 250, (metrics, peak)
+    assert metrics["running"] == metrics["waiting"] == 0 and metrics["kv_cache_usage"] == 0
+    # The request admitted first is never preempted; a preempted one waited its recompute.
+    first = min(truth, key=lambda t: t.admitted_ns or 0).id
+    gaps = {rid: g for rid, _, g in streams}
+    assert max(gaps[first]) < 100, gaps[first]
+    assert max(max(g) for g in gaps.values()) > 110

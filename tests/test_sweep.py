@@ -128,3 +128,34 @@ def test_a_sweep_finds_the_capacity_the_simulator_was_given(
     assert heads == [f"step {i}/5: concurrency {c}" for i, c in enumerate((1, 2, 4, 8, 16), 1)]
     assert "latency (ms)" not in out_text and "results:" not in out_text
     assert "highest concurrency meeting the SLOs: 4" in out_text
+
+
+def test_the_load_models_knee_is_where_its_settings_put_it(tmp_path: Path) -> None:
+    # No slots and no KV limit: only the load model bends the curve. A step carrying C
+    # decoding tokens costs itl_ms * (1 + share * (C - 1)), so an answer of 20 tokens
+    # (19 gaps) ends at ttft + 19 * itl * (1 + share * (C - 1)); with share 0.05 that
+    # passes 1.5x its lowest past C = 11. Steps 1, 4 and 16 sit at 1.14x and 1.71x.
+    ttft, itl, share, loads = 2.0, 10.0, 0.05, (1, 4, 16)
+
+    def e2e(c: int) -> float:
+        return ttft + 19 * itl * (1 + share * (c - 1))
+
+    designed = max(c for c in loads if e2e(c) <= 1.5 * e2e(1))
+    assert designed == 4 and e2e(16) / e2e(1) > 1.7
+    scenario = tmp_path / "knee.toml"
+    scenario.write_text(
+        'name = "knee"\nmax_tokens = 20\n[[sources]]\nkind = "inline"\n'
+        'prompts = ["a", "b", "c"]\n[load]\nconcurrency = 1\nduration_s = 1.5\nwarmup_s = 0.3\n'
+        f"[sim]\nttft_ms = {ttft}\nitl_ms = {itl}\nstep_token_share = {share}\n"
+        "ttft_sigma = 0.05\nitl_sigma = 0.05\nmin_output_fraction = 1.0\n"
+        "prefill_chunk_tokens = 0\n"
+    )
+    out = tmp_path / "out"
+    argv = ["sweep", str(scenario), "--concurrency", ",".join(map(str, loads))]
+    assert main([*argv, "--out", str(out)]) == 0
+    (folder,) = out.iterdir()
+    result = orjson.loads((folder / "capacity.json").read_bytes())
+    medians = [r["e2e_ms_p50"] for r in result["steps"]]
+    assert result["knee"] == designed, medians
+    # The flat model (share 0) would have no knee in this range: the curve is the model's.
+    assert medians[2] / medians[0] > 1.5 > medians[1] / medians[0], medians

@@ -45,6 +45,8 @@ _NAMES: dict[str, str] = {
     # drafts they give the engine's decode steps (server_summary.accepted_per_step).
     "vllm:generation_tokens_total": "generation_tokens",
     "vllm:request_success_total": "finished_requests",
+    # Running requests evicted when the KV cache was full (recomputed later).
+    "vllm:num_preemptions_total": "preemptions",
     # SGLang
     "sglang:num_running_reqs": "running",
     "sglang:num_queue_reqs": "waiting",

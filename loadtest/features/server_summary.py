@@ -167,6 +167,9 @@ def summarize_samples(samples: list[Row]) -> ServerBlock:
         queries = _grew(first, last, "prefix_cache_queries")
         if hits is not None and queries is not None:
             out["prefix_cache_hits"], out["prefix_cache_queries"] = hits, queries
+    preemptions = _grew(first, last, "preemptions")
+    if preemptions is not None:
+        out["preemptions"] = preemptions
     window_latency(ok, out)
 
     def peak(field: str, rows: list[Row]) -> float | None:

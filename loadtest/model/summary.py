@@ -273,6 +273,9 @@ class ServerBlock(TypedDict):
     gpu_power_w_peak: NotRequired[float]
     target_rss_mib_peak: NotRequired[float]
     fallbacks: NotRequired[int]
+    preemptions: NotRequired[int]
+    """Running requests the engine preempted for KV room over the window (vLLM's
+    ``num_preemptions``): each one waited and recomputed its prompt and answer."""
     note: NotRequired[str]
 
 

@@ -102,6 +102,9 @@ def server_lines(summary: Summary) -> list[str]:
     kv = server.get("kv_cache_usage_peak")
     if kv is not None:
         peaks.append(f"KV cache peak {kv:.1%}")
+    preempted = server.get("preemptions")
+    if preempted is not None:
+        peaks.append(f"preemptions {preempted}")
     if peaks:
         lines.append("  " + "  ".join(peaks))
     return lines

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from loadtest.sim.kv import KvStream
 from loadtest.sim.load import BatchLoad
 from loadtest.sim.model import SimConfig, Truth
 from loadtest.sim.speculation import DraftHealth, accepted_tokens
@@ -30,7 +31,7 @@ _perf = time.perf_counter_ns
 
 
 class _Sequence:
-    __slots__ = ("accept_p", "event", "ready", "rng", "total", "truth")
+    __slots__ = ("accept_p", "event", "kv", "parked", "ready", "rng", "total", "truth")
 
     def __init__(
         self, total: int, accept_p: float, rng: random.Random, truth: Truth | None
@@ -42,6 +43,9 @@ class _Sequence:
         self.accept_p = accept_p
         self.rng = rng
         self.event = asyncio.Event()
+        self.kv: KvStream | None = None
+        self.parked = False
+        """Preempted: out of the batch until admitted again and recomputed."""
 
 
 class SpecEngine:
@@ -111,25 +115,59 @@ class SpecEngine:
         return self.health.speculating
 
     async def decode(
-        self, total: int, accept_p: float, seed: int, truth: Truth | None = None
+        self,
+        total: int,
+        accept_p: float,
+        seed: int,
+        truth: Truth | None = None,
+        kv: KvStream | None = None,
     ) -> AsyncIterator[int]:
         """Yield how many of ``total`` tokens are ready, each time more are.
 
         The caller has written the first token (prefill) already; leaving the iteration
-        early (a cancelled request) takes the sequence out of the batch at once.
+        early (a cancelled request) takes the sequence out of the batch at once. With a
+        ``kv`` stream, each step needs room for the tokens it may give; a sequence
+        preempted leaves the batch until it is admitted again and has recomputed.
         """
         seq = _Sequence(total, accept_p, random.Random(seed), truth)
-        self._active.add(seq)
-        self.load.decoding = len(self._active)
-        self._wake.set()
+        if kv is not None:
+            seq.kv = kv
+            kv.lease.on_preempt.append(lambda: self._park(seq))
+        self._join(seq)
         try:
             while seq.ready < total:
                 await seq.event.wait()
                 seq.event.clear()
+                if seq.parked:
+                    assert kv is not None
+                    await kv.recompute(seq.ready)
+                    seq.parked = False
+                    self._join(seq)
+                    continue
                 yield seq.ready
         finally:
             self._active.discard(seq)
             self.load.decoding = len(self._active)
+
+    def _join(self, seq: _Sequence) -> None:
+        self._active.add(seq)
+        self.load.decoding = len(self._active)
+        self._wake.set()
+
+    def _park(self, seq: _Sequence) -> None:
+        """Take a preempted sequence out of the batch (its step's tokens are lost)."""
+        self._active.discard(seq)
+        self.load.decoding = len(self._active)
+        seq.parked = True
+        seq.event.set()
+
+    def _room(self, batch: list[_Sequence], tokens: int) -> None:
+        """Room for ``tokens`` more each, before the step (vLLM allocates the slots of a
+        step's tokens, drafts included, when it schedules it): who gets none is parked."""
+        for seq in batch:
+            kv = seq.kv
+            if kv is not None and seq in self._active and not kv.fits(seq.ready + tokens):
+                self._park(seq)
 
     async def _loop(self) -> None:
         cfg = self.config
@@ -143,6 +181,10 @@ class SpecEngine:
             speculate = False
             if self.health.should_try(time.monotonic()):
                 speculate = await self._propose(len(batch), k)
+            self._room(batch, k + 1 if speculate else 1)
+            batch = [seq for seq in batch if seq in self._active]
+            if not batch:
+                continue
             # The whole step's tokens: k + 1 per sequence verified, plus the prefills.
             self.load.decoding = len(batch)
             if speculate:

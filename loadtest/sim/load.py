@@ -19,9 +19,7 @@ carries all of it, so every decoding stream's next token waits out that share of
 prefill, prompts admitted together are prefilled together, and a prompt admitted while
 another is in prefill waits for it.
 
-KV capacity is counted in tokens: a request reserves its prompt and its whole answer
-when admitted and waits (the ``waiting`` gauge) until there is room. A real vLLM
-allocates as it goes and preempts instead; reserving up front never preempts.
+KV capacity, and preemption when it is full, is ``loadtest.sim.kv``.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ import random
 import time
 from collections import deque
 
-__all__ = ["BatchLoad", "KvBudget", "Pace", "Prefill", "crossover_batch", "tokens_per_verify_step"]
+__all__ = ["BatchLoad", "Pace", "Prefill", "crossover_batch", "tokens_per_verify_step"]
 
 
 _STALLS_KEPT_NS = 60_000_000_000
@@ -146,36 +144,3 @@ def crossover_batch(p: float, k: int, verify_factor: float, share: float) -> flo
     if share <= 0 or m >= k + 1:
         return math.inf if m > verify_factor else 0.0
     return max(0.0, (m - verify_factor + share * (1 - m)) / (share * (k + 1 - m)))
-
-
-class KvBudget:
-    """KV room in tokens: ``reserve`` waits until a request's tokens fit (0 = unlimited)."""
-
-    __slots__ = ("_room", "capacity", "used")
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.used = 0
-        self._room = asyncio.Condition()
-
-    @property
-    def usage(self) -> float:
-        """The share of the capacity reserved (0 without a limit)."""
-        return self.used / self.capacity if self.capacity > 0 else 0.0
-
-    async def reserve(self, tokens: int) -> None:
-        """Wait for room for ``tokens``; one request larger than all of it still runs
-        alone, as an engine would rather serve it than hang."""
-        if self.capacity <= 0:
-            return
-        async with self._room:
-            await self._room.wait_for(lambda: self.used == 0 or self.used + tokens <= self.capacity)
-            self.used += tokens
-
-    async def release(self, tokens: int) -> None:
-        """Give the room back and wake the waiting requests."""
-        if self.capacity <= 0:
-            return
-        async with self._room:
-            self.used -= tokens
-            self._room.notify_all()

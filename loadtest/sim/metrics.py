@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from loadtest.sim.load import KvBudget
+from loadtest.sim.kv import KvPool
 from loadtest.sim.model import SimConfig
 from loadtest.sim.prefix import PrefixCache
 from loadtest.sim.prometheus import (
@@ -38,7 +38,7 @@ class ServedState(Protocol):
     config: SimConfig
     prefix: PrefixCache
     stats: VllmStats
-    kv: KvBudget
+    kv: KvPool
     engine: SpecEngine | None
     running: int
     waiting: int
@@ -92,17 +92,17 @@ def server_samples(server: ServedState) -> list[Metric]:
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
             labels,
-            server.running,
+            server.running - server.kv.parked,
         ),
         gauge(
             "vllm:num_requests_waiting",
             "Number of requests waiting to be processed.",
             labels,
-            server.waiting,
+            server.waiting + server.kv.parked,  # a preempted request waits again
         ),
         gauge(
             "vllm:kv_cache_usage_perc",
-            "KV-cache usage. 1 means 100 percent usage. The simulator: KV tokens reserved "
+            "KV-cache usage. 1 means 100 percent usage. The simulator: KV tokens held "
             "over --kv-tokens, else running over --max-running, else 0.",
             labels,
             usage,
@@ -121,10 +121,9 @@ def server_samples(server: ServedState) -> list[Metric]:
         ),
         counter(
             "vllm:num_preemptions",
-            "Cumulative number of preemption from the engine. Always 0 here: the "
-            "simulator reserves a request's KV tokens up front and never preempts.",
+            "Cumulative number of preemption from the engine.",
             labels,
-            0,
+            server.kv.preemptions,
         ),
         counter(
             "vllm:prompt_tokens", "Number of prefill tokens processed.", labels, stats.prompt_tokens

@@ -125,8 +125,11 @@ class SimConfig:
     the base, settings given explicitly win; the server warns when the load leaves the
     range it was fitted on."""
     kv_tokens: int = 0
-    """KV capacity in tokens: a request reserves its prompt and answer when admitted and
-    waits while they do not fit (0 = unlimited)."""
+    """KV capacity in tokens (0 = unlimited): requests wait while theirs do not fit."""
+    kv_preempt: bool = True
+    """With ``kv_tokens``: an answer takes room token by token, and when the pool is full
+    the request admitted last is preempted and recomputed, as vLLM does (off: a request
+    reserves its prompt and whole answer when admitted, and none is ever preempted)."""
     draft_timeout_ms: float = 60.0
     """The target gives up on a draft answer after this long and decodes plainly."""
     probe_backoff_ms: float = 250.0

@@ -32,7 +32,8 @@ from loadtest._compat import kernel_stamps
 from loadtest.model.json import JsonObject
 from loadtest.sim.engine import SpecEngine
 from loadtest.sim.frames import error_response
-from loadtest.sim.load import BatchLoad, KvBudget, Pace
+from loadtest.sim.kv import KvLease, KvPool, KvStream
+from loadtest.sim.load import BatchLoad, Pace
 from loadtest.sim.metrics import server_samples
 from loadtest.sim.model import ResponsePlan, SimConfig, Truth, plan_response
 from loadtest.sim.prefix import PrefixCache
@@ -76,7 +77,7 @@ class SimServer:
         if config.pace_sigma > 0:
             pace = Pace(config.pace_sigma, int(config.pace_period_ms * 1e6), config.seed)
         self.load = BatchLoad(config.step_token_share, pace)
-        self.kv = KvBudget(config.kv_tokens)
+        self.kv = KvPool(config.kv_tokens, config.kv_preempt)
         self.fitted = RangeWatch.of(config)
         self.engine = SpecEngine(config, self.load) if config.draft_url else None
         self._leaks: set[asyncio.Task[None]] = set()
@@ -189,12 +190,15 @@ class SimServer:
             return error_response(plan.fail_status, "simulated server error")
         self._cool_if_idle()
         self.waiting += 1
-        need = plan.prompt_tokens + plan.completion_tokens
+        stream = bool(req.get("stream"))
+        # Preempting, a stream takes its answer's room token by token (KvStream).
+        grows = self.kv.preempt and stream
+        need = plan.prompt_tokens + (0 if grows else plan.completion_tokens)
         try:
             if self._slots is not None:
                 await self._slots.acquire()
             try:
-                await self.kv.reserve(need)
+                lease = await self.kv.admit(need, preemptible=grows)
             except asyncio.CancelledError:
                 if self._slots is not None:
                     self._slots.release()
@@ -232,9 +236,12 @@ class SimServer:
             else:
                 ttft += _perf() - received
             truth.first_token_scheduled_ns = received + ttft
-            if req.get("stream"):
+            if stream:
                 include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-                source = self._source(plan, received, ttft, truth, rid)
+                kv = None
+                if grows:
+                    kv = KvStream(self.kv, lease, plan.prompt_tokens, self._recompute_ns)
+                source = self._source(plan, received, ttft, truth, rid, kv)
                 steps = None if self.engine is None else self.config.step_chunks
                 shape = StreamShape(rid, self.config.model, api, include_usage, steps)
                 shape.timings = self.config.flavour == "llama"
@@ -248,31 +255,37 @@ class SimServer:
                 end = received + plan.token_offsets_ns[-1]
                 if self.config.leak_on_disconnect_s > 0:
                     end = _perf() + int(self.config.leak_on_disconnect_s * 1e9)
-                task = asyncio.get_running_loop().create_task(self._leak(end, need))
+                task = asyncio.get_running_loop().create_task(self._leak(end, lease))
                 self._leaks.add(task)
                 task.add_done_callback(self._leaks.discard)
             raise
         finally:
             if not leaked:
-                await self._release(need)
+                self._release(lease)
             self.served += 1
             self._last_active = time.monotonic()
             truth.end_ns = _perf()
-            self.stats.request_ended(plan, truth, admitted, bool(req.get("stream")))
+            self.stats.request_ended(plan, truth, admitted, stream)
 
     def _gone(self, truth: Truth) -> None:
         truth.outcome = "client_gone"
         self.cancelled += 1
 
-    async def _release(self, kv_tokens: int) -> None:
+    def _release(self, lease: KvLease) -> None:
         self.running -= 1
-        await self.kv.release(kv_tokens)
+        self.kv.release(lease)
         if self._slots is not None:
             self._slots.release()
 
-    async def _leak(self, until_ns: int, kv_tokens: int) -> None:
+    async def _leak(self, until_ns: int, lease: KvLease) -> None:
         await asyncio.sleep(max(0, until_ns - _perf()) / 1e9)
-        await self._release(kv_tokens)
+        self._release(lease)
+
+    def _recompute_ns(self, tokens: int) -> int:
+        """A preempted request's recompute: a prefill of ``tokens``, and a step."""
+        cfg = self.config
+        ms = cfg.itl_ms + cfg.ttft_per_1k_tokens_ms * tokens / 1000
+        return int(ms * 1e6 * self.load.pace())
 
     def _tokens_per_sequence(self) -> int:
         """Tokens a decoding sequence puts into each step: k + 1 while verifying."""
@@ -280,7 +293,13 @@ class SimServer:
         return self.config.spec_k + 1 if engine is not None and engine.speculating else 1
 
     async def _source(
-        self, plan: ResponsePlan, received: int, ttft: int, truth: Truth, rid: str
+        self,
+        plan: ResponsePlan,
+        received: int,
+        ttft: int,
+        truth: Truth,
+        rid: str,
+        kv: KvStream | None,
     ) -> AsyncIterator[int]:
         """Yield the end index of the pieces to write next, when they are due.
 
@@ -294,7 +313,8 @@ class SimServer:
         try:
             if self.engine is None:
                 shift = ttft - plan.ttft_ns  # queueing, warm-up and prefix cache move it all
-                async for j in timed(plan, received + shift, self.config.max_batch, load):
+                cap = self.config.max_batch
+                async for j in timed(plan, received + shift, cap, load, kv):
                     if prefilling:
                         load.prefilling -= chunk
                         load.decoding += 1
@@ -312,7 +332,7 @@ class SimServer:
                 load.decoding -= 1
         seed = int.from_bytes(hashlib.blake2b(rid.encode(), digest_size=8).digest(), "little")
         accept = self._accept(truth.category)
-        async for j in self.engine.decode(plan.completion_tokens, accept, seed, truth):
+        async for j in self.engine.decode(plan.completion_tokens, accept, seed, truth, kv):
             yield j
 
     def _accept(self, category: str) -> float:

@@ -28,6 +28,7 @@ from loadtest.sim.frames import (
     usage,
     usage_chunk,
 )
+from loadtest.sim.kv import KvStream
 from loadtest.sim.load import BatchLoad
 from loadtest.sim.model import ResponsePlan, Truth
 from loadtest.sim.responses import closing, delta_frame, opening, response_object
@@ -45,14 +46,20 @@ async def sleep_until(due_ns: int) -> None:
 
 
 async def timed(
-    plan: ResponsePlan, start: int, cap: int, load: BatchLoad | None = None
+    plan: ResponsePlan,
+    start: int,
+    cap: int,
+    load: BatchLoad | None = None,
+    kv: KvStream | None = None,
 ) -> AsyncIterator[int]:
     """The plain model's schedule: pieces fall due at their planned offsets.
 
     The offsets are planned for a batch of one; with a ``load``, each gap is stretched
     by the step factor of the batch it falls in (read when the gap starts). Pieces
     already due are handed out together (up to ``cap``), so a fast configuration costs
-    one write per batch rather than one per token.
+    one write per batch rather than one per token. With a ``kv`` stream, each batch
+    needs room for its tokens first: a stream preempted for it (or before it) waits to
+    be admitted again and recomputes, and its tokens come after that.
     """
     offsets = plan.token_offsets_ns
     n = len(offsets)
@@ -74,6 +81,16 @@ async def timed(
         while j < n and j - i < cap and due + (offsets[j] - offsets[j - 1]) * stretch <= now:
             due += int((offsets[j] - offsets[j - 1]) * stretch)
             j += 1
+        if kv is not None and not kv.fits(j):
+            parked = load if i > 0 else None  # out of the batch while preempted
+            if parked is not None:
+                parked.decoding -= 1
+            try:
+                await kv.recompute(j)
+            finally:
+                if parked is not None:
+                    parked.decoding += 1
+            due = _perf()
         yield j
         if j < n:
             stretch = 1.0 if load is None else load.factor() * load.pace()

@@ -1,0 +1,186 @@
+"""The simulator's KV capacity, counted in tokens, and vLLM's preemption when it is full.
+
+Requests are admitted first come, first served while their tokens fit; the head of the
+queue blocks the ones behind it, as vLLM's scheduler stops at the first waiting request
+it cannot allocate. Two ways to count a request's tokens:
+
+- ``preempt`` (vLLM): a request is admitted when its prompt fits, and its answer takes
+  room token by token. When a running request needs a token and the pool is full, the
+  request admitted last is preempted: its room is freed, it waits at the front of the
+  queue, and when it is admitted again it recomputes its prompt and the tokens it had
+  (a prefill of all of them) before it decodes on. Each preemption is counted
+  (``vllm:num_preemptions``). A request that is itself the last admitted preempts
+  itself, so the older ones go on.
+- reserve (``preempt`` off): a request reserves its prompt and its whole answer when
+  admitted and never grows, so nothing is ever preempted, and requests wait instead.
+
+A capacity of 0 is unlimited: nothing waits, nothing is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+
+__all__ = ["KvLease", "KvPool", "KvStream"]
+
+
+class KvLease:
+    """One request's room in the pool."""
+
+    __slots__ = ("held", "on_preempt", "preempted", "preemptible")
+
+    def __init__(self, preemptible: bool) -> None:
+        self.preemptible = preemptible
+        """False for a request that cannot notice it (a whole, unstreamed answer): it
+        holds its whole need from admission and is never chosen."""
+        self.held = 0
+        """Tokens it holds now (0 while preempted)."""
+        self.preempted = False
+        """Evicted: it must be admitted again and recompute before its next token."""
+        self.on_preempt: list[Callable[[], None]] = []
+        """Callbacks (no arguments) run when it is evicted: the speculative engine takes
+        its sequence out of the batch at once."""
+
+
+class KvPool:
+    """KV room in tokens, shared by a server's requests (0 = unlimited)."""
+
+    __slots__ = ("_queue", "_running", "capacity", "parked", "preempt", "preemptions", "used")
+
+    def __init__(self, capacity: int, preempt: bool = True) -> None:
+        self.capacity = capacity
+        self.preempt = preempt and capacity > 0
+        self.used = 0
+        self.preemptions = 0
+        """Evictions so far (``vllm:num_preemptions``)."""
+        self.parked = 0
+        """Preempted requests not admitted again yet: waiting, not running, for vLLM."""
+        self._running: list[KvLease] = []
+        """Admitted leases in admission order: the last one is preempted first."""
+        self._queue: deque[tuple[int, KvLease, asyncio.Future[None]]] = deque()
+
+    @property
+    def usage(self) -> float:
+        """The share of the capacity held (0 without a limit)."""
+        return self.used / self.capacity if self.capacity > 0 else 0.0
+
+    async def admit(self, tokens: int, preemptible: bool = True) -> KvLease:
+        """A lease of ``tokens``, once they fit and every request ahead is admitted.
+        One request larger than the whole pool still runs alone, as an engine would
+        rather serve it than hang."""
+        lease = KvLease(preemptible)
+        await self._enter(lease, tokens, front=False)
+        return lease
+
+    async def readmit(self, lease: KvLease, tokens: int) -> None:
+        """Admit a preempted ``lease`` again with ``tokens``, ahead of every newcomer."""
+        await self._enter(lease, tokens, front=True)
+
+    def grow(self, lease: KvLease, tokens: int) -> bool:
+        """Let ``lease`` hold ``tokens``, preempting the last admitted requests while
+        they do not fit; False when ``lease`` itself was preempted (or already was)."""
+        if lease.preempted:
+            return False
+        if not self.preempt or tokens <= lease.held:
+            return True
+        extra = tokens - lease.held
+        while self.used + extra > self.capacity:
+            victim = next((v for v in reversed(self._running) if v.preemptible), None)
+            if victim is None or (victim is lease and len(self._running) == 1):
+                break  # alone (or beside unpreemptible ones): it runs past the capacity
+            self._evict(victim)
+            if victim is lease:
+                return False
+        self.used += extra
+        lease.held = tokens
+        return True
+
+    def release(self, lease: KvLease) -> None:
+        """Give ``lease``'s room back (it is done or gone) and admit who now fits."""
+        if lease in self._running:
+            self._running.remove(lease)
+        self._unpark(lease)
+        self.used -= lease.held
+        lease.held = 0
+        self._admit_waiting()
+
+    def _evict(self, victim: KvLease) -> None:
+        self._running.remove(victim)
+        self.used -= victim.held
+        victim.held = 0
+        victim.preempted = True
+        self.preemptions += 1
+        self.parked += 1
+        for callback in victim.on_preempt:
+            callback()
+
+    async def _enter(self, lease: KvLease, tokens: int, front: bool) -> None:
+        if self.capacity <= 0:
+            return
+        if not self._queue and self._fits(tokens):
+            self._take(lease, tokens)
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (tokens, lease, waiter)
+        if front:
+            self._queue.appendleft(entry)
+        else:
+            self._queue.append(entry)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release(lease)  # admitted just as its request went away
+            else:
+                self._queue.remove(entry)
+                self._admit_waiting()  # it may have been the head that blocked the rest
+            raise
+
+    def _fits(self, tokens: int) -> bool:
+        return not self._running or self.used + tokens <= self.capacity
+
+    def _unpark(self, lease: KvLease) -> None:
+        if lease.preempted:
+            lease.preempted = False
+            self.parked -= 1
+
+    def _take(self, lease: KvLease, tokens: int) -> None:
+        self._unpark(lease)
+        self.used += tokens
+        lease.held = tokens
+        self._running.append(lease)
+
+    def _admit_waiting(self) -> None:
+        while self._queue and self._fits(self._queue[0][0]):
+            tokens, lease, waiter = self._queue.popleft()
+            self._take(lease, tokens)
+            waiter.set_result(None)
+
+
+class KvStream:
+    """One streamed request's side of the pool: room for each token before it comes,
+    and, once preempted, admission again and the recompute."""
+
+    __slots__ = ("lease", "pool", "prefill_ns", "prompt_tokens")
+
+    def __init__(
+        self, pool: KvPool, lease: KvLease, prompt_tokens: int, prefill_ns: Callable[[int], int]
+    ) -> None:
+        self.pool = pool
+        self.lease = lease
+        self.prompt_tokens = prompt_tokens
+        self.prefill_ns = prefill_ns
+        """What recomputing that many tokens takes."""
+
+    def fits(self, generated: int) -> bool:
+        """Room for the prompt and ``generated`` answer tokens; False: preempted."""
+        return self.pool.grow(self.lease, self.prompt_tokens + generated)
+
+    async def recompute(self, generated: int) -> None:
+        """Wait to be admitted again with the prompt and ``generated`` tokens, then
+        prefill them all (vLLM's recompute: the KV of a preempted request is gone)."""
+        tokens = self.prompt_tokens + generated
+        await self.pool.readmit(self.lease, tokens)
+        await asyncio.sleep(self.prefill_ns(tokens) / 1e9)

@@ -1,0 +1,96 @@
+"""The simulator's KV pool on its own: first come, first served; the request admitted
+last is preempted when a running one needs room; a preempted one goes first again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from loadtest.sim.kv import KvLease, KvPool
+
+
+async def _admitted(pool: KvPool, tokens: int) -> KvLease:
+    return await asyncio.wait_for(pool.admit(tokens), 1.0)
+
+
+async def test_requests_are_admitted_in_order_and_the_head_blocks_the_rest() -> None:
+    pool = KvPool(100)
+    first = await _admitted(pool, 60)
+    big = asyncio.create_task(pool.admit(50))  # does not fit beside the first
+    small = asyncio.create_task(pool.admit(10))  # would fit, but waits behind it
+    await asyncio.sleep(0.01)
+    assert not big.done() and not small.done() and pool.used == 60
+    pool.release(first)
+    await asyncio.wait_for(asyncio.gather(big, small), 1.0)
+    assert pool.used == 60 and pool.preemptions == 0
+
+
+async def test_the_request_admitted_last_is_preempted_for_a_running_one() -> None:
+    pool = KvPool(100)
+    old, mid, new = [await _admitted(pool, 30) for _ in range(3)]
+    evicted: list[str] = []
+    new.on_preempt.append(lambda: evicted.append("new"))
+    assert pool.grow(old, 50)  # 20 more than the 10 free: the newest goes
+    assert (new.preempted, new.held, evicted, pool.preemptions) == (True, 0, ["new"], 1)
+    assert pool.used == 80 and pool.parked == 1
+    assert not pool.grow(new, 31)  # it knows it was preempted at its next token
+    # The newest running one needing room preempts itself, so the older ones go on.
+    assert not pool.grow(mid, 60) and mid.preempted and pool.used == 50
+    assert not old.preempted and pool.preemptions == 2 and pool.parked == 2
+
+
+async def test_a_preempted_request_is_admitted_again_before_newcomers() -> None:
+    pool = KvPool(100)
+    old, new = await _admitted(pool, 40), await _admitted(pool, 40)
+    assert pool.grow(old, 70)  # new is preempted
+    newcomer = asyncio.create_task(pool.admit(30))
+    await asyncio.sleep(0.01)
+    assert newcomer.done()  # 30 free: it fits now
+    again = asyncio.create_task(pool.readmit(new, 45))
+    late = asyncio.create_task(pool.admit(5))
+    await asyncio.sleep(0.01)
+    assert not again.done() and not late.done()  # 0 free; the preempted one is first
+    pool.release(old)
+    await asyncio.wait_for(again, 1.0)
+    assert not new.preempted and new.held == 45 and pool.parked == 0
+    await asyncio.wait_for(late, 1.0)
+    assert pool.used == 30 + 45 + 5
+
+
+async def test_alone_a_request_runs_past_the_capacity_and_whole_answers_are_never_chosen() -> None:
+    pool = KvPool(50)
+    whole = await asyncio.wait_for(pool.admit(40, preemptible=False), 1.0)
+    stream = await _admitted(pool, 5)
+    assert not pool.grow(stream, 20) and stream.preempted  # itself, not the whole answer
+    pool.release(stream)
+    assert pool.parked == 0 and pool.used == 40
+    alone = KvPool(50)
+    lease = await _admitted(alone, 45)
+    assert alone.grow(lease, 80) and alone.used == 80 and alone.preemptions == 0
+    assert whole.held == 40
+
+
+async def test_a_waiter_that_goes_away_lets_the_next_one_in() -> None:
+    pool = KvPool(100)
+    first = await _admitted(pool, 90)
+    gone = asyncio.create_task(pool.admit(50))
+    behind = asyncio.create_task(pool.admit(5))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    await asyncio.wait_for(behind, 1.0)  # the head left: 5 fits beside the 90
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert pool.used == 95
+    pool.release(first)
+    pool.release(first)  # twice is harmless: a request's end and its cancel both release
+    assert pool.used == 5
+
+
+async def test_reserving_never_preempts_and_unlimited_never_waits() -> None:
+    pool = KvPool(100, preempt=False)
+    a = await _admitted(pool, 60)
+    assert pool.grow(a, 500) and pool.used == 60  # reserved up front: nothing grows
+    free = KvPool(0)
+    leases = [await _admitted(free, 10**9) for _ in range(3)]
+    assert free.used == 0 and free.usage == 0.0 and all(free.grow(x, 10**10) for x in leases)
