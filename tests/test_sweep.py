@@ -159,3 +159,30 @@ def test_the_load_models_knee_is_where_its_settings_put_it(tmp_path: Path) -> No
     assert result["knee"] == designed, medians
     # The flat model (share 0) would have no knee in this range: the curve is the model's.
     assert medians[2] / medians[0] > 1.5 > medians[1] / medians[0], medians
+    # No KV limit: the server (scraped as vLLM) preempted nothing at any step.
+    assert [r["preemptions"] for r in result["steps"]] == [0, 0, 0]
+    assert all(r["waiting_peak"] == 0 for r in result["steps"])
+
+
+def test_the_table_shows_the_servers_preemptions_where_it_counts_them() -> None:
+    rows = [_row(1, 100), _row(4, 120), _row(16, 300)]
+    for r, preempted in zip(rows, (0, 0, 41), strict=True):
+        more: dict[str, object] = {"requests_per_s": 1.0, "output_tokens_per_s": 1.0}
+        more |= {"goodput_per_s": None, "ttft_ms_p95": 1.0, "e2e_ms_p99": 1.0}
+        more["preemptions"] = preempted
+        cast(dict[str, object], r).update(more)
+    result: CapacityResult = {
+        "kind": "concurrency",
+        "steps": rows,
+        "best_load": 16,
+        "knee": 4,
+        "knee_tolerance": 0.5,
+        "flat_to": None,
+        "interrupted": False,
+    }
+    lines = render_capacity(result).splitlines()
+    assert lines[0].split()[-2:] == ["preempt", "SLO"]
+    assert [line.split()[-2] for line in lines[2:5]] == ["0", "0", "41"]
+    for r in rows:
+        del cast(dict[str, object], r)["preemptions"]  # a server that does not count them
+    assert "preempt" not in render_capacity(result)

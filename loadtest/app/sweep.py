@@ -79,6 +79,7 @@ def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[
     for load, s in zip(loads, summaries, strict=True):
         slo = s["slo"]
         good = slo.get("goodput")
+        server = s.get("server") or {}
 
         def p(metric: str, pct: StatKey, s: Summary = s) -> float | None:
             stats = s["metrics"].get(metric)
@@ -111,6 +112,8 @@ def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[
                 tool_call_ms_p50=p("tool_call_ms", "p50"),
                 tool_call_ms_p95=p("tool_call_ms", "p95"),
                 tool_call_ms_p99=p("tool_call_ms", "p99"),
+                waiting_peak=server.get("waiting_peak"),
+                preemptions=server.get("preemptions"),
             )
         )
     return rows
@@ -156,6 +159,9 @@ def render_capacity(result: CapacityResult) -> str:
     """The capacity table as printed at the end of a sweep."""
     kind = result["kind"]
     cols = ("req/s", "tok/s", "good/s", "TTFT p95", "e2e p50", "e2e p99")
+    # The server's preemptions, where it counts them (vLLM): where the KV cache filled.
+    preempts = any(r.get("preemptions") is not None for r in result["steps"])
+    cols += ("preempt",) if preempts else ()
     head = f"{kind:>12}" + "".join(f"{c:>10}" for c in cols) + "  SLO"
     lines = [head, "-" * len(head)]
 
@@ -163,10 +169,12 @@ def render_capacity(result: CapacityResult) -> str:
         return f"{v:>10.1f}" if isinstance(v, int | float) else f"{'-':>10}"
 
     for r in result["steps"]:
+        count = r.get("preemptions")
+        extra = "" if not preempts else f"{'-' if count is None else count:>10}"
         lines.append(
             f"{r['load']:>12g}{f(r['requests_per_s'])}{f(r['output_tokens_per_s'])}"
             f"{f(r['goodput_per_s'])}{f(r['ttft_ms_p95'])}{f(r['e2e_ms_p50'])}"
-            f"{f(r['e2e_ms_p99'])}  {'met' if r['slo_met'] else 'MISSED'}"
+            f"{f(r['e2e_ms_p99'])}{extra}  {'met' if r['slo_met'] else 'MISSED'}"
         )
     best = result["best_load"]
     lines.append(f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}")

@@ -51,6 +51,11 @@ class SweepStep(TypedDict):
     tool_call_ms_p50: float | None
     tool_call_ms_p95: float | None
     tool_call_ms_p99: float | None
+    waiting_peak: NotRequired[float | None]
+    """The server's most requests waiting, where its ``/metrics`` were scraped."""
+    preemptions: NotRequired[int | None]
+    """Running requests the server preempted for KV room (vLLM's counter), likewise:
+    from the step where it starts, the load is past what the KV cache holds."""
 
 
 class CapacityResult(TypedDict):
