@@ -94,11 +94,11 @@ def run_point(folder: Path) -> RunPoint:
 
 
 def _sim_tokens(row: Any) -> int:
-    """A prompt's tokens as the simulator counts them: four characters a token (the
-    engine's count where the record has no characters)."""
+    """A prompt's tokens as the simulator counts them: four characters a token, a
+    shorter last run one more (the engine's count where the record has no characters)."""
     chars = row.get("prompt_chars")
     if isinstance(chars, int) and chars > 0:
-        return max(1, chars // 4)
+        return -(-chars // 4)
     return int(row.get("prompt_tokens") or 0)
 
 

@@ -158,8 +158,9 @@ def _prompt_text(request: JsonObject) -> str:
 
 def count_prompt_tokens(tokenizer: str, request: JsonObject) -> int:
     """A request's prompt tokens: by the ``tokenizer.json`` at ``tokenizer``, else (no
-    path) four characters a token."""
+    path) four characters a token, a shorter last run one more, as ``/tokenize`` counts
+    (so a prompt cut to n tokens by ``/tokenize`` is served as n, whatever its length)."""
     text = _prompt_text(request)
     if tokenizer:
         return max(1, len(real_tokenizer(tokenizer).encode(text).ids))
-    return max(1, len(text) // 4)
+    return max(1, -(-len(text) // _PIECE))
