@@ -27,7 +27,7 @@ import orjson
 
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
-from loadtest.model.summary import StatKey, Summary
+from loadtest.model.summary import ServerBlock, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, SweepStep, knee_text
 from loadtest.report.evidence import run_evidence
 
@@ -79,7 +79,7 @@ def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[
     for load, s in zip(loads, summaries, strict=True):
         slo = s["slo"]
         good = slo.get("goodput")
-        server = s.get("server") or {}
+        server: ServerBlock = s.get("server") or {"samples": 0, "scraped": 0}
 
         def p(metric: str, pct: StatKey, s: Summary = s) -> float | None:
             stats = s["metrics"].get(metric)
@@ -158,7 +158,7 @@ def best_load(rows: Sequence[SweepStep]) -> float | None:
 def render_capacity(result: CapacityResult) -> str:
     """The capacity table as printed at the end of a sweep."""
     kind = result["kind"]
-    cols = ("req/s", "tok/s", "good/s", "TTFT p95", "e2e p50", "e2e p99")
+    cols: tuple[str, ...] = ("req/s", "tok/s", "good/s", "TTFT p95", "e2e p50", "e2e p99")
     # The server's preemptions, where it counts them (vLLM): where the KV cache filled.
     preempts = any(r.get("preemptions") is not None for r in result["steps"])
     cols += ("preempt",) if preempts else ()
