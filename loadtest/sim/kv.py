@@ -23,6 +23,8 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
+from loadtest.sim.load import BatchLoad
+
 __all__ = ["KvLease", "KvPool", "KvStream"]
 
 
@@ -163,16 +165,25 @@ class KvStream:
     """One streamed request's side of the pool: room for each token before it comes,
     and, once preempted, admission again and the recompute."""
 
-    __slots__ = ("lease", "pool", "prefill_ns", "prompt_tokens")
+    __slots__ = ("chunk_tokens", "lease", "load", "pool", "prefill_ns", "prompt_tokens")
 
     def __init__(
-        self, pool: KvPool, lease: KvLease, prompt_tokens: int, prefill_ns: Callable[[int], int]
+        self,
+        pool: KvPool,
+        lease: KvLease,
+        prompt_tokens: int,
+        prefill_ns: Callable[[int], int],
+        load: BatchLoad,
+        chunk_tokens: int,
     ) -> None:
         self.pool = pool
         self.lease = lease
         self.prompt_tokens = prompt_tokens
         self.prefill_ns = prefill_ns
-        """What recomputing that many tokens takes."""
+        """What recomputing that many tokens takes, in the batch as it is then."""
+        self.load = load
+        self.chunk_tokens = chunk_tokens
+        """Prompt tokens a prefill adds to each step (the load model's chunk)."""
 
     def fits(self, generated: int) -> bool:
         """Room for the prompt and ``generated`` answer tokens; False: preempted."""
@@ -183,4 +194,9 @@ class KvStream:
         prefill them all (vLLM's recompute: the KV of a preempted request is gone)."""
         tokens = self.prompt_tokens + generated
         await self.pool.readmit(self.lease, tokens)
-        await asyncio.sleep(self.prefill_ns(tokens) / 1e9)
+        chunk = min(tokens, self.chunk_tokens)  # a prefill: in the other streams' steps
+        self.load.prefilling += chunk
+        try:
+            await asyncio.sleep(self.prefill_ns(tokens) / 1e9)
+        finally:
+            self.load.prefilling -= chunk

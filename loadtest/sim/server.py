@@ -238,10 +238,8 @@ class SimServer:
             truth.first_token_scheduled_ns = received + ttft
             if stream:
                 include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-                kv = None
-                if grows:
-                    kv = KvStream(self.kv, lease, plan.prompt_tokens, self._recompute_ns)
-                source = self._source(plan, received, ttft, truth, rid, kv)
+                kv = self._kv_stream(lease, plan) if grows else None
+                source = self._source(plan, received, ttft, truth, kv)
                 steps = None if self.engine is None else self.config.step_chunks
                 shape = StreamShape(rid, self.config.model, api, include_usage, steps)
                 shape.timings = self.config.flavour == "llama"
@@ -281,11 +279,18 @@ class SimServer:
         await asyncio.sleep(max(0, until_ns - _perf()) / 1e9)
         self._release(lease)
 
+    def _kv_stream(self, lease: KvLease, plan: ResponsePlan) -> KvStream:
+        """A stream's side of the KV pool: room token by token, and its recompute."""
+        chunk = self.config.prefill_chunk_tokens
+        return KvStream(self.kv, lease, plan.prompt_tokens, self._recompute_ns, self.load, chunk)
+
     def _recompute_ns(self, tokens: int) -> int:
-        """A preempted request's recompute: a prefill of ``tokens``, and a step."""
+        """A preempted request's recompute: a prefill of ``tokens`` and a step, slowed by
+        the batch it shares its steps with, as a first prefill is."""
         cfg = self.config
         ms = cfg.itl_ms + cfg.ttft_per_1k_tokens_ms * tokens / 1000
-        return int(ms * 1e6 * self.load.pace())
+        factor = self.load.factor(per_sequence=self._tokens_per_sequence(), own=0)
+        return int(ms * 1e6 * factor * self.load.pace())
 
     def _tokens_per_sequence(self) -> int:
         """Tokens a decoding sequence puts into each step: k + 1 while verifying."""
@@ -293,13 +298,7 @@ class SimServer:
         return self.config.spec_k + 1 if engine is not None and engine.speculating else 1
 
     async def _source(
-        self,
-        plan: ResponsePlan,
-        received: int,
-        ttft: int,
-        truth: Truth,
-        rid: str,
-        kv: KvStream | None,
+        self, plan: ResponsePlan, received: int, ttft: int, truth: Truth, kv: KvStream | None
     ) -> AsyncIterator[int]:
         """Yield the end index of the pieces to write next, when they are due.
 
@@ -314,7 +313,7 @@ class SimServer:
             if self.engine is None:
                 shift = ttft - plan.ttft_ns  # queueing, warm-up and prefix cache move it all
                 cap = self.config.max_batch
-                async for j in timed(plan, received + shift, cap, load, kv):
+                async for j in timed(plan, received + shift, cap, load, kv, chunk):
                     if prefilling:
                         load.prefilling -= chunk
                         load.decoding += 1
@@ -330,7 +329,8 @@ class SimServer:
                 load.prefilling -= chunk
             if decoding:
                 load.decoding -= 1
-        seed = int.from_bytes(hashlib.blake2b(rid.encode(), digest_size=8).digest(), "little")
+        rid = truth.id.encode()
+        seed = int.from_bytes(hashlib.blake2b(rid, digest_size=8).digest(), "little")
         accept = self._accept(truth.category)
         async for j in self.engine.decode(plan.completion_tokens, accept, seed, truth, kv):
             yield j

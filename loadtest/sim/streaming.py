@@ -51,6 +51,7 @@ async def timed(
     cap: int,
     load: BatchLoad | None = None,
     kv: KvStream | None = None,
+    chunk: int = 0,
 ) -> AsyncIterator[int]:
     """The plain model's schedule: pieces fall due at their planned offsets.
 
@@ -58,8 +59,9 @@ async def timed(
     by the step factor of the batch it falls in (read when the gap starts). Pieces
     already due are handed out together (up to ``cap``), so a fast configuration costs
     one write per batch rather than one per token. With a ``kv`` stream, each batch
-    needs room for its tokens first: a stream preempted for it (or before it) waits to
-    be admitted again and recomputes, and its tokens come after that.
+    needs room for its tokens first: a stream preempted for it (or before it) leaves
+    the batch (its decode token, or before its first token its prefill ``chunk``),
+    waits to be admitted again and recomputes, and its tokens come after that.
     """
     offsets = plan.token_offsets_ns
     n = len(offsets)
@@ -82,20 +84,29 @@ async def timed(
             due += int((offsets[j] - offsets[j - 1]) * stretch)
             j += 1
         if kv is not None and not kv.fits(j):
-            parked = load if i > 0 else None  # out of the batch while preempted
-            if parked is not None:
-                parked.decoding -= 1
-            try:
-                await kv.recompute(j)
-            finally:
-                if parked is not None:
-                    parked.decoding += 1
+            await _preempted(kv, j, load, 0 if i else chunk, 1 if i else 0)
             due = _perf()
         yield j
         if j < n:
             stretch = 1.0 if load is None else load.factor() * load.pace()
             due += int((offsets[j] - offsets[j - 1]) * stretch)
         i = j
+
+
+async def _preempted(
+    kv: KvStream, tokens: int, load: BatchLoad | None, prefill: int, decode: int
+) -> None:
+    """Out of the batch (its ``prefill`` chunk and ``decode`` token) until the stream is
+    admitted again and has recomputed its prompt and ``tokens``."""
+    if load is not None:
+        load.prefilling -= prefill
+        load.decoding -= decode
+    try:
+        await kv.recompute(tokens)
+    finally:
+        if load is not None:
+            load.prefilling += prefill
+            load.decoding += decode
 
 
 async def whole_response(
