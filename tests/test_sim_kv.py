@@ -42,20 +42,37 @@ async def test_the_request_admitted_last_is_preempted_for_a_running_one() -> Non
 
 async def test_a_preempted_request_is_admitted_again_before_newcomers() -> None:
     pool = KvPool(100)
-    old, new = await _admitted(pool, 40), await _admitted(pool, 40)
-    assert pool.grow(old, 70)  # new is preempted
-    newcomer = asyncio.create_task(pool.admit(30))
+    old, small, new = [await _admitted(pool, n) for n in (40, 15, 30)]
+    blocked = asyncio.create_task(pool.admit(50))  # 15 free: it waits
     await asyncio.sleep(0.01)
-    assert newcomer.done()  # 30 free: it fits now
-    again = asyncio.create_task(pool.readmit(new, 45))
-    late = asyncio.create_task(pool.admit(5))
+    assert pool.grow(old, 60)  # 5 short: new is preempted, and queued first at once
+    assert new.preempted and new.held == 0 and pool.used == 75
+    again = asyncio.create_task(pool.readmit(new))
     await asyncio.sleep(0.01)
-    assert not again.done() and not late.done()  # 0 free; the preempted one is first
-    pool.release(old)
+    assert not again.done() and not blocked.done()  # 25 free: neither fits
+    pool.release(small)  # 40 free: room for the preempted one's 30, not the newcomer's 50
     await asyncio.wait_for(again, 1.0)
-    assert not new.preempted and new.held == 45 and pool.parked == 0
-    await asyncio.wait_for(late, 1.0)
-    assert pool.used == 30 + 45 + 5
+    assert not new.preempted and new.held == 30 and pool.parked == 0
+    await asyncio.sleep(0.01)
+    assert not blocked.done() and pool.used == 90
+    pool.release(old)
+    await asyncio.wait_for(blocked, 1.0)
+    assert pool.used == 30 + 50
+
+
+async def test_a_preempted_request_that_fits_is_admitted_though_a_newcomer_waits() -> None:
+    pool = KvPool(100)
+    old, new = await _admitted(pool, 30), await _admitted(pool, 30)
+    blocked = asyncio.create_task(pool.admit(60))  # 40 free: it waits
+    await asyncio.sleep(0.01)
+    assert not pool.grow(new, 75)  # new needs 45 more: it preempts itself (30 freed)
+    assert pool.used == 30 and not blocked.done()  # the preempted one heads the queue
+    await asyncio.wait_for(pool.readmit(new), 1.0)  # 70 free: its 30 fit at once
+    assert new.held == 30 and pool.used == 60
+    await asyncio.sleep(0.01)
+    assert not blocked.done()  # 40 free, not 60
+    pool.release(old)
+    await asyncio.wait_for(blocked, 1.0)
 
 
 async def test_alone_a_request_runs_past_the_capacity_and_whole_answers_are_never_chosen() -> None:
@@ -69,6 +86,27 @@ async def test_alone_a_request_runs_past_the_capacity_and_whole_answers_are_neve
     lease = await _admitted(alone, 45)
     assert alone.grow(lease, 80) and alone.used == 80 and alone.preemptions == 0
     assert whole.held == 40
+
+
+async def test_waiters_cancelled_together_leave_the_pool_whole() -> None:
+    pool = KvPool(100)
+    first = await _admitted(pool, 90)
+    waiters = [asyncio.create_task(pool.admit(n)) for n in (50, 5)]
+    await asyncio.sleep(0.01)
+    for w in waiters:
+        w.cancel()
+    pool.release(first)  # in the same loop turn: their futures are cancelled, not set
+    results = await asyncio.gather(*waiters, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+    assert pool.used == 0 and await _admitted(pool, 100) is not None
+
+
+async def test_a_released_lease_grows_nothing_and_evicts_no_one() -> None:
+    pool = KvPool(100)
+    done, other = await _admitted(pool, 50), await _admitted(pool, 40)
+    pool.release(done)
+    assert pool.grow(done, 200)  # a stream that ended: its engine step comes too late
+    assert pool.used == 40 and not other.preempted and pool.preemptions == 0
 
 
 async def test_a_waiter_that_goes_away_lets_the_next_one_in() -> None:

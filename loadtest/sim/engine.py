@@ -140,8 +140,9 @@ class SpecEngine:
                 seq.event.clear()
                 if seq.parked:
                     assert kv is not None
-                    await kv.recompute(seq.ready)
+                    await kv.recompute()  # evicted again meanwhile: it waits again
                     seq.parked = False
+                    seq.event.clear()  # set by a park during the recompute
                     self._join(seq)
                     continue
                 yield seq.ready
@@ -166,7 +167,9 @@ class SpecEngine:
         step's tokens, drafts included, when it schedules it): who gets none is parked."""
         for seq in batch:
             kv = seq.kv
-            if kv is not None and seq in self._active and not kv.fits(seq.ready + tokens):
+            if kv is None or seq not in self._active or seq.ready >= seq.total:
+                continue  # a finished sequence leaves the batch when its stream closes
+            if not kv.fits(seq.ready + tokens):
                 self._park(seq)
 
     async def _loop(self) -> None:

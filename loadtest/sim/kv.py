@@ -31,7 +31,7 @@ __all__ = ["KvLease", "KvPool", "KvStream"]
 class KvLease:
     """One request's room in the pool."""
 
-    __slots__ = ("held", "on_preempt", "preempted", "preemptible")
+    __slots__ = ("entry", "held", "on_preempt", "preempted", "preemptible", "running")
 
     def __init__(self, preemptible: bool) -> None:
         self.preemptible = preemptible
@@ -39,11 +39,24 @@ class KvLease:
         holds its whole need from admission and is never chosen."""
         self.held = 0
         """Tokens it holds now (0 while preempted)."""
+        self.running = False
+        """Admitted and not released nor preempted: only such a lease grows."""
         self.preempted = False
         """Evicted: it must be admitted again and recompute before its next token."""
+        self.entry: _Entry | None = None
+        """Its place in the queue while it waits (a preempted one is queued at once)."""
         self.on_preempt: list[Callable[[], None]] = []
         """Callbacks (no arguments) run when it is evicted: the speculative engine takes
         its sequence out of the batch at once."""
+
+
+class _Entry:
+    __slots__ = ("lease", "tokens", "waiter")
+
+    def __init__(self, lease: KvLease, tokens: int) -> None:
+        self.lease = lease
+        self.tokens = tokens
+        self.waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 class KvPool:
@@ -61,7 +74,7 @@ class KvPool:
         """Preempted requests not admitted again yet: waiting, not running, for vLLM."""
         self._running: list[KvLease] = []
         """Admitted leases in admission order: the last one is preempted first."""
-        self._queue: deque[tuple[int, KvLease, asyncio.Future[None]]] = deque()
+        self._queue: deque[_Entry] = deque()
 
     @property
     def usage(self) -> float:
@@ -73,36 +86,56 @@ class KvPool:
         One request larger than the whole pool still runs alone, as an engine would
         rather serve it than hang."""
         lease = KvLease(preemptible)
-        await self._enter(lease, tokens, front=False)
+        if self.capacity <= 0:
+            return lease
+        if not self._queue and self._fits(tokens):
+            self._take(lease, tokens)
+            return lease
+        lease.entry = _Entry(lease, tokens)
+        self._queue.append(lease.entry)
+        await self._wait(lease)
         return lease
 
-    async def readmit(self, lease: KvLease, tokens: int) -> None:
-        """Admit a preempted ``lease`` again with ``tokens``, ahead of every newcomer."""
-        await self._enter(lease, tokens, front=True)
+    async def readmit(self, lease: KvLease) -> None:
+        """Until a preempted ``lease`` is admitted again (it was queued first when it
+        was evicted, with the tokens it held)."""
+        if lease.preempted:
+            await self._wait(lease)
 
     def grow(self, lease: KvLease, tokens: int) -> bool:
         """Let ``lease`` hold ``tokens``, preempting the last admitted requests while
-        they do not fit; False when ``lease`` itself was preempted (or already was)."""
+        they do not fit; False when ``lease`` itself was preempted (or already was).
+        A lease not running (released, or in an unlimited pool) grows nothing."""
         if lease.preempted:
             return False
-        if not self.preempt or tokens <= lease.held:
+        if not self.preempt or not lease.running or tokens <= lease.held:
             return True
         extra = tokens - lease.held
+        evicted = False
         while self.used + extra > self.capacity:
             victim = next((v for v in reversed(self._running) if v.preemptible), None)
             if victim is None or (victim is lease and len(self._running) == 1):
-                break  # alone (or beside unpreemptible ones): it runs past the capacity
+                break  # alone (larger than the pool): it runs past the capacity
             self._evict(victim)
+            evicted = True
             if victim is lease:
                 return False
         self.used += extra
         lease.held = tokens
+        if evicted:
+            self._admit_waiting()
         return True
 
     def release(self, lease: KvLease) -> None:
-        """Give ``lease``'s room back (it is done or gone) and admit who now fits."""
-        if lease in self._running:
+        """Give ``lease``'s room back (it is done or gone) and admit who now fits.
+        Releasing twice, or a lease still queued, is harmless."""
+        if lease.running:
             self._running.remove(lease)
+            lease.running = False
+        if lease.entry is not None:  # gone while queued (after a preemption)
+            if lease.entry in self._queue:
+                self._queue.remove(lease.entry)
+            lease.entry = None
         self._unpark(lease)
         self.used -= lease.held
         lease.held = 0
@@ -110,6 +143,10 @@ class KvPool:
 
     def _evict(self, victim: KvLease) -> None:
         self._running.remove(victim)
+        victim.running = False
+        # Queued at once, first (vLLM prepends it to its waiting queue), for what it had.
+        victim.entry = _Entry(victim, victim.held)
+        self._queue.appendleft(victim.entry)
         self.used -= victim.held
         victim.held = 0
         victim.preempted = True
@@ -118,26 +155,15 @@ class KvPool:
         for callback in victim.on_preempt:
             callback()
 
-    async def _enter(self, lease: KvLease, tokens: int, front: bool) -> None:
-        if self.capacity <= 0:
-            return
-        if not self._queue and self._fits(tokens):
-            self._take(lease, tokens)
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (tokens, lease, waiter)
-        if front:
-            self._queue.appendleft(entry)
-        else:
-            self._queue.append(entry)
+    async def _wait(self, lease: KvLease) -> None:
+        entry = lease.entry
+        assert entry is not None
+        self._admit_waiting()  # a lease queued first may fit already
         try:
-            await waiter
+            await entry.waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release(lease)  # admitted just as its request went away
-            else:
-                self._queue.remove(entry)
-                self._admit_waiting()  # it may have been the head that blocked the rest
+            # Admitted as its request went away, or still queued: either way, let go.
+            self.release(lease)
             raise
 
     def _fits(self, tokens: int) -> bool:
@@ -152,13 +178,18 @@ class KvPool:
         self._unpark(lease)
         self.used += tokens
         lease.held = tokens
+        lease.running = True
         self._running.append(lease)
 
     def _admit_waiting(self) -> None:
-        while self._queue and self._fits(self._queue[0][0]):
-            tokens, lease, waiter = self._queue.popleft()
-            self._take(lease, tokens)
-            waiter.set_result(None)
+        queue = self._queue
+        while queue and (queue[0].waiter.done() or self._fits(queue[0].tokens)):
+            entry = queue.popleft()
+            entry.lease.entry = None
+            if entry.waiter.done():
+                continue  # its request was cancelled in this same loop turn: skip it
+            self._take(entry.lease, entry.tokens)
+            entry.waiter.set_result(None)
 
 
 class KvStream:
@@ -189,14 +220,29 @@ class KvStream:
         """Room for the prompt and ``generated`` answer tokens; False: preempted."""
         return self.pool.grow(self.lease, self.prompt_tokens + generated)
 
-    async def recompute(self, generated: int) -> None:
-        """Wait to be admitted again with the prompt and ``generated`` tokens, then
-        prefill them all (vLLM's recompute: the KV of a preempted request is gone)."""
-        tokens = self.prompt_tokens + generated
-        await self.pool.readmit(self.lease, tokens)
-        chunk = min(tokens, self.chunk_tokens)  # a prefill: in the other streams' steps
-        self.load.prefilling += chunk
-        try:
-            await asyncio.sleep(self.prefill_ns(tokens) / 1e9)
-        finally:
-            self.load.prefilling -= chunk
+    async def recompute(self) -> None:
+        """Wait to be admitted again, then prefill what it held (vLLM's recompute: the
+        KV of a preempted request is gone). Preempted again meanwhile, it goes on
+        waiting and recomputing until it has come through once."""
+        while self.lease.preempted:
+            await self.pool.readmit(self.lease)
+            tokens = self.lease.held
+            ns = self.prefill_ns(tokens)  # the batch as it is, before its own chunk
+            chunk = min(tokens, self.chunk_tokens)  # a prefill: in the others' steps
+            self.load.prefilling += chunk
+            try:
+                await asyncio.sleep(ns / 1e9)
+            finally:
+                self.load.prefilling -= chunk
+
+    async def make_room(self, generated: int, prefill: int, decode: int) -> None:
+        """Until there is room for ``generated`` tokens: while preempted the stream is
+        out of the batch (its ``prefill`` chunk and ``decode`` token), then recomputes."""
+        while not self.fits(generated):
+            self.load.prefilling -= prefill
+            self.load.decoding -= decode
+            try:
+                await self.recompute()
+            finally:
+                self.load.prefilling += prefill
+                self.load.decoding += decode

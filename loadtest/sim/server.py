@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import hashlib
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import orjson
@@ -243,7 +244,8 @@ class SimServer:
                 steps = None if self.engine is None else self.config.step_chunks
                 shape = StreamShape(rid, self.config.model, api, include_usage, steps)
                 shape.timings = self.config.flavour == "llama"
-                return await stream_response(request, plan, shape, truth, source)
+                async with contextlib.aclosing(source):  # closed before the lease goes
+                    return await stream_response(request, plan, shape, truth, source)
             first_ns = received + ttft
             return await whole_response(plan, rid, self.config.model, api, first_ns, truth)
         except (ConnectionResetError, asyncio.CancelledError):
@@ -285,10 +287,8 @@ class SimServer:
         return KvStream(self.kv, lease, plan.prompt_tokens, self._recompute_ns, self.load, chunk)
 
     def _recompute_ns(self, tokens: int) -> int:
-        """A preempted request's recompute: a prefill of ``tokens`` and a step, slowed by
-        the batch it shares its steps with, as a first prefill is."""
-        cfg = self.config
-        ms = cfg.itl_ms + cfg.ttft_per_1k_tokens_ms * tokens / 1000
+        """A preempted request's recompute: a prefill of ``tokens`` and a step, in the batch."""
+        ms = self.config.itl_ms + self.config.ttft_per_1k_tokens_ms * tokens / 1000
         factor = self.load.factor(per_sequence=self._tokens_per_sequence(), own=0)
         return int(ms * 1e6 * factor * self.load.pace())
 
@@ -299,7 +299,7 @@ class SimServer:
 
     async def _source(
         self, plan: ResponsePlan, received: int, ttft: int, truth: Truth, kv: KvStream | None
-    ) -> AsyncIterator[int]:
+    ) -> AsyncGenerator[int, None]:
         """Yield the end index of the pieces to write next, when they are due.
 
         Until its first token the request's prefill chunk is in every step; after it,
@@ -321,6 +321,8 @@ class SimServer:
                     yield j
                 return
             await sleep_until(received + ttft)
+            if kv is not None:
+                await kv.make_room(1, chunk, 0)  # preempted in its prefill: out of the batch
             load.prefilling -= chunk
             prefilling = False
             yield 1

@@ -84,29 +84,13 @@ async def timed(
             due += int((offsets[j] - offsets[j - 1]) * stretch)
             j += 1
         if kv is not None and not kv.fits(j):
-            await _preempted(kv, j, load, 0 if i else chunk, 1 if i else 0)
+            await kv.make_room(j, 0 if i else chunk, 1 if i else 0)
             due = _perf()
         yield j
         if j < n:
             stretch = 1.0 if load is None else load.factor() * load.pace()
             due += int((offsets[j] - offsets[j - 1]) * stretch)
         i = j
-
-
-async def _preempted(
-    kv: KvStream, tokens: int, load: BatchLoad | None, prefill: int, decode: int
-) -> None:
-    """Out of the batch (its ``prefill`` chunk and ``decode`` token) until the stream is
-    admitted again and has recomputed its prompt and ``tokens``."""
-    if load is not None:
-        load.prefilling -= prefill
-        load.decoding -= decode
-    try:
-        await kv.recompute(tokens)
-    finally:
-        if load is not None:
-            load.prefilling += prefill
-            load.decoding += decode
 
 
 async def whole_response(
