@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from loadtest.sim.kv import KvLease, KvPool
+from loadtest.sim.kv import KvLease, KvPool, KvStream
+from loadtest.sim.load import BatchLoad
 
 
 async def _admitted(pool: KvPool, tokens: int) -> KvLease:
@@ -60,18 +61,20 @@ async def test_a_preempted_request_is_admitted_again_before_newcomers() -> None:
     assert pool.used == 30 + 50
 
 
-async def test_a_preempted_request_that_fits_is_admitted_though_a_newcomer_waits() -> None:
+async def test_a_request_that_preempted_itself_heads_the_queue() -> None:
     pool = KvPool(100)
     old, new = await _admitted(pool, 30), await _admitted(pool, 30)
-    blocked = asyncio.create_task(pool.admit(60))  # 40 free: it waits
+    blocked = asyncio.create_task(pool.admit(45))  # 40 free: it waits
     await asyncio.sleep(0.01)
-    assert not pool.grow(new, 75)  # new needs 45 more: it preempts itself (30 freed)
-    assert pool.used == 30 and not blocked.done()  # the preempted one heads the queue
-    await asyncio.wait_for(pool.readmit(new), 1.0)  # 70 free: its 30 fit at once
-    assert new.held == 30 and pool.used == 60
+    assert not pool.grow(new, 75)  # 45 more: it preempts itself (30 freed), queued for 75
+    again = asyncio.create_task(pool.readmit(new))
     await asyncio.sleep(0.01)
-    assert not blocked.done()  # 40 free, not 60
+    # 70 free: the newcomer's 45 would fit, but the preempted request is first.
+    assert pool.used == 30 and not again.done() and not blocked.done()
     pool.release(old)
+    await asyncio.wait_for(again, 1.0)
+    assert new.held == 75 and pool.used == 75 and not blocked.done()
+    pool.release(new)
     await asyncio.wait_for(blocked, 1.0)
 
 
@@ -132,3 +135,49 @@ async def test_reserving_never_preempts_and_unlimited_never_waits() -> None:
     free = KvPool(0)
     leases = [await _admitted(free, 10**9) for _ in range(3)]
     assert free.used == 0 and free.usage == 0.0 and all(free.grow(x, 10**10) for x in leases)
+
+
+def _stream(pool: KvPool, lease: KvLease, prompt: int, recomputed: list[int]) -> KvStream:
+    def prefill_ns(tokens: int) -> int:
+        recomputed.append(tokens)
+        return 1_000_000  # 1 ms
+
+    return KvStream(pool, lease, (prompt, 10), prefill_ns, BatchLoad(0.0), 0)
+
+
+async def test_a_stream_readmitted_by_others_still_recomputes() -> None:
+    pool = KvPool(100)
+    a, c, b = [await _admitted(pool, n) for n in (40, 20, 30)]
+    recomputed: list[int] = []
+    stream = _stream(pool, b, 30, recomputed)
+    assert pool.grow(a, 55)  # b is evicted
+    pool.release(c)  # room for b's 30: admitted again before its stream looks
+    assert not b.preempted and b.held == 30
+    assert not stream.fits(1)  # but its KV is gone: it must recompute first
+    await asyncio.wait_for(stream.make_room(1, 0, 0), 1.0)
+    assert recomputed == [30] and b.held == 31 and pool.preemptions == 1
+
+
+async def test_a_stream_that_preempts_itself_waits_for_the_room_it_asked_for() -> None:
+    pool = KvPool(100)
+    whole = await asyncio.wait_for(pool.admit(50, preemptible=False), 1.0)
+    lease = await _admitted(pool, 50)
+    recomputed: list[int] = []
+    stream = _stream(pool, lease, 50, recomputed)
+    waiting = asyncio.create_task(stream.make_room(1, 0, 0))  # 51: itself preempted
+    await asyncio.sleep(0.05)
+    # Queued for the 51 it needs, not the 50 it held (which fit at once, and the same
+    # grow evicted it again after every recompute: 20 times in 200 ms).
+    assert not waiting.done() and pool.preemptions == 1 and recomputed == []
+    pool.release(whole)
+    await asyncio.wait_for(waiting, 1.0)
+    assert recomputed == [51] and pool.preemptions == 1 and lease.held == 51
+
+
+async def test_a_stream_with_its_last_tokens_is_no_ones_victim() -> None:
+    pool = KvPool(100)
+    old, done = await _admitted(pool, 40), await _admitted(pool, 40)
+    stream = _stream(pool, done, 40, [])
+    assert stream.fits(10)  # all 10 of its answer: it only writes its last frames now
+    assert not pool.grow(old, 60)  # 10 short, and the one admitted last is done
+    assert old.preempted and not done.preempted

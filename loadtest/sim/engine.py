@@ -14,7 +14,7 @@ import asyncio
 import math
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
@@ -121,7 +121,7 @@ class SpecEngine:
         seed: int,
         truth: Truth | None = None,
         kv: KvStream | None = None,
-    ) -> AsyncIterator[int]:
+    ) -> AsyncGenerator[int, None]:
         """Yield how many of ``total`` tokens are ready, each time more are.
 
         The caller has written the first token (prefill) already; leaving the iteration

@@ -31,7 +31,7 @@ __all__ = ["KvLease", "KvPool", "KvStream"]
 class KvLease:
     """One request's room in the pool."""
 
-    __slots__ = ("entry", "held", "on_preempt", "preempted", "preemptible", "running")
+    __slots__ = ("entry", "evictions", "held", "on_preempt", "preempted", "preemptible", "running")
 
     def __init__(self, preemptible: bool) -> None:
         self.preemptible = preemptible
@@ -42,7 +42,10 @@ class KvLease:
         self.running = False
         """Admitted and not released nor preempted: only such a lease grows."""
         self.preempted = False
-        """Evicted: it must be admitted again and recompute before its next token."""
+        """Evicted and not admitted again yet."""
+        self.evictions = 0
+        """Times evicted: each one its stream must recompute (it may be admitted again
+        by others' releases before its stream notices)."""
         self.entry: _Entry | None = None
         """Its place in the queue while it waits (a preempted one is queued at once)."""
         self.on_preempt: list[Callable[[], None]] = []
@@ -116,7 +119,9 @@ class KvPool:
             victim = next((v for v in reversed(self._running) if v.preemptible), None)
             if victim is None or (victim is lease and len(self._running) == 1):
                 break  # alone (larger than the pool): it runs past the capacity
-            self._evict(victim)
+            # Preempting itself, it waits for the room it asked for (what it held fits
+            # at once, and the same grow would evict it again after its recompute).
+            self._evict(victim, tokens if victim is lease else victim.held)
             evicted = True
             if victim is lease:
                 return False
@@ -141,11 +146,12 @@ class KvPool:
         lease.held = 0
         self._admit_waiting()
 
-    def _evict(self, victim: KvLease) -> None:
+    def _evict(self, victim: KvLease, tokens: int) -> None:
         self._running.remove(victim)
         victim.running = False
-        # Queued at once, first (vLLM prepends it to its waiting queue), for what it had.
-        victim.entry = _Entry(victim, victim.held)
+        victim.evictions += 1
+        # Queued at once, first (vLLM prepends it to its waiting queue).
+        victim.entry = _Entry(victim, tokens)
         self._queue.appendleft(victim.entry)
         self.used -= victim.held
         victim.held = 0
@@ -196,20 +202,32 @@ class KvStream:
     """One streamed request's side of the pool: room for each token before it comes,
     and, once preempted, admission again and the recompute."""
 
-    __slots__ = ("chunk_tokens", "lease", "load", "pool", "prefill_ns", "prompt_tokens")
+    __slots__ = (
+        "_seen",
+        "chunk_tokens",
+        "lease",
+        "load",
+        "pool",
+        "prefill_ns",
+        "prompt_tokens",
+        "total",
+    )
 
     def __init__(
         self,
         pool: KvPool,
         lease: KvLease,
-        prompt_tokens: int,
+        tokens: tuple[int, int],
         prefill_ns: Callable[[int], int],
         load: BatchLoad,
         chunk_tokens: int,
     ) -> None:
         self.pool = pool
         self.lease = lease
-        self.prompt_tokens = prompt_tokens
+        self.prompt_tokens, self.total = tokens
+        """Its prompt, and its whole answer."""
+        self._seen = 0
+        """The lease's evictions it has recomputed."""
         self.prefill_ns = prefill_ns
         """What recomputing that many tokens takes, in the batch as it is then."""
         self.load = load
@@ -217,15 +235,25 @@ class KvStream:
         """Prompt tokens a prefill adds to each step (the load model's chunk)."""
 
     def fits(self, generated: int) -> bool:
-        """Room for the prompt and ``generated`` answer tokens; False: preempted."""
-        return self.pool.grow(self.lease, self.prompt_tokens + generated)
+        """Room for the prompt and ``generated`` answer tokens; False: preempted (and
+        not recomputed yet). Its last tokens' room taken, it is no one's victim."""
+        if self._seen != self.lease.evictions:
+            return False
+        if not self.pool.grow(self.lease, self.prompt_tokens + generated):
+            return False
+        if generated >= self.total:
+            self.lease.preemptible = False  # done: it only writes its last frames
+        return True
 
     async def recompute(self) -> None:
         """Wait to be admitted again, then prefill what it held (vLLM's recompute: the
         KV of a preempted request is gone). Preempted again meanwhile, it goes on
         waiting and recomputing until it has come through once."""
-        while self.lease.preempted:
-            await self.pool.readmit(self.lease)
+        while self._seen != self.lease.evictions:
+            self._seen = self.lease.evictions
+            await self.pool.readmit(self.lease)  # at once if others' releases did
+            if self._seen != self.lease.evictions:
+                continue  # evicted again before it could start
             tokens = self.lease.held
             ns = self.prefill_ns(tokens)  # the batch as it is, before its own chunk
             chunk = min(tokens, self.chunk_tokens)  # a prefill: in the others' steps

@@ -1,8 +1,7 @@
 """The built-in simulated endpoint: an aiohttp server speaking the OpenAI API.
 
-It serves ``/v1/chat/completions``, ``/v1/completions`` and ``/v1/responses``
-(streaming and not),
-``/v1/models``, ``/health``, and ``/sim/truth``, which returns, per request, when the
+It serves ``/v1/chat/completions``, ``/v1/completions`` and ``/v1/responses`` (streaming
+and not), ``/v1/models``, ``/health``, and ``/sim/truth``, which returns, per request, when the
 server received it, when it scheduled and when it wrote the first token: the ground
 truth the tests and benchmarks compare the client's measurements with.
 
@@ -99,11 +98,8 @@ class SimServer:
 
     async def models(self, request: web.Request) -> web.Response:
         """``GET /v1/models``."""
-        body = {
-            "object": "list",
-            "data": [{"id": self.config.model, "object": "model", "owned_by": "loadtest-sim"}],
-        }
-        return web.json_response(body)
+        data = [{"id": self.config.model, "object": "model", "owned_by": "loadtest-sim"}]
+        return web.json_response({"object": "list", "data": data})
 
     async def health(self, request: web.Request) -> web.Response:
         """``GET /health``: status, running requests, and the pid (one of ``procs``)."""
@@ -283,8 +279,9 @@ class SimServer:
 
     def _kv_stream(self, lease: KvLease, plan: ResponsePlan) -> KvStream:
         """A stream's side of the KV pool: room token by token, and its recompute."""
+        tokens = (plan.prompt_tokens, plan.completion_tokens)
         chunk = self.config.prefill_chunk_tokens
-        return KvStream(self.kv, lease, plan.prompt_tokens, self._recompute_ns, self.load, chunk)
+        return KvStream(self.kv, lease, tokens, self._recompute_ns, self.load, chunk)
 
     def _recompute_ns(self, tokens: int) -> int:
         """A preempted request's recompute: a prefill of ``tokens`` and a step, in the batch."""
@@ -294,8 +291,7 @@ class SimServer:
 
     def _tokens_per_sequence(self) -> int:
         """Tokens a decoding sequence puts into each step: k + 1 while verifying."""
-        engine = self.engine
-        return self.config.spec_k + 1 if engine is not None and engine.speculating else 1
+        return self.config.spec_k + 1 if self.engine and self.engine.speculating else 1
 
     async def _source(
         self, plan: ResponsePlan, received: int, ttft: int, truth: Truth, kv: KvStream | None
@@ -334,8 +330,10 @@ class SimServer:
         rid = truth.id.encode()
         seed = int.from_bytes(hashlib.blake2b(rid, digest_size=8).digest(), "little")
         accept = self._accept(truth.category)
-        async for j in self.engine.decode(plan.completion_tokens, accept, seed, truth, kv):
-            yield j
+        steps = self.engine.decode(plan.completion_tokens, accept, seed, truth, kv)
+        async with contextlib.aclosing(steps):  # its sequence out of the batch when closed
+            async for j in steps:
+                yield j
 
     def _accept(self, category: str) -> float:
         cfg = self.config
