@@ -245,8 +245,11 @@ async def test_a_full_kv_cache_preempts_the_newest_request_and_it_recomputes(
     metrics = parse_metrics(page)
     assert metrics["preemptions"] >= 1 and peak <= 250, (metrics, peak)
     assert metrics["running"] == metrics["waiting"] == 0 and metrics["kv_cache_usage"] == 0
-    # The request admitted first is never preempted; a preempted one waited its recompute.
-    first = min(truth, key=lambda t: t.admitted_ns or 0).id
+    # Each eviction is one request's (its truth), never the request admitted first's;
+    # a stream preempted mid-answer waited out its recompute (110-180 ms, against gaps
+    # of ~5-30).
+    assert sum(t.preemptions for t in truth) == metrics["preemptions"]
+    assert min(truth, key=lambda t: t.admitted_ns or 0).preemptions == 0
     gaps = {rid: g for rid, _, g in streams}
-    assert max(gaps[first]) < 100, gaps[first]
-    assert max(max(g) for g in gaps.values()) > 110
+    # (One preempted before its first token waited in its TTFT instead.)
+    assert max(max(gaps[t.id]) for t in truth if t.preemptions) > 110, gaps

@@ -268,6 +268,8 @@ class Truth:
     """Of those, accepted (``draft_n_accepted``)."""
     peer: str = ""
     """The client address the request came from (a driver's ``--source-address``)."""
+    preemptions: int = 0
+    """Times it was evicted for KV room (``kv_tokens``) and recomputed."""
 
 
 def _rng_for(seed: int, body: bytes) -> random.Random:

@@ -260,7 +260,7 @@ class SimServer:
                 self._release(lease)
             self.served += 1
             self._last_active = time.monotonic()
-            truth.end_ns = _perf()
+            truth.end_ns, truth.preemptions = _perf(), lease.evictions
             self.stats.request_ended(plan, truth, admitted, stream)
 
     def _gone(self, truth: Truth) -> None:
