@@ -65,6 +65,7 @@ def _runs(tmp: Path, config: SimConfig, loads: tuple[int, ...]) -> Path:
     return sweep
 
 
+@pytest.mark.quiet  # ttft_ms comes out ~4 ms above 30 (the client's share): 3.5 ms to spare
 def test_a_fit_recovers_the_settings_of_the_engine_it_measured(tmp_path: Path) -> None:
     sweep = _runs(tmp_path, TRUTH, (1, 4, 8))
     profile, got, _ = fit_profile([str(sweep)], tmp_path / "p.toml")
