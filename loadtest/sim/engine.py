@@ -60,6 +60,8 @@ class SpecEngine:
             backoff_max_s=config.probe_backoff_max_ms / 1000,
         )
         self._rng = random.Random(config.seed)
+        self._kv_grows = config.kv_tokens > 0 and config.kv_preempt
+        """Streams take KV room step by step (``_room`` before each step)."""
         self._active: set[_Sequence] = set()
         self._wake = asyncio.Event()
         self._stalled = 0
@@ -184,10 +186,11 @@ class SpecEngine:
             speculate = False
             if self.health.should_try(time.monotonic()):
                 speculate = await self._propose(len(batch), k)
-            self._room(batch, k + 1 if speculate else 1)
-            batch = [seq for seq in batch if seq in self._active]
-            if not batch:
-                continue
+            if self._kv_grows:  # else no sequence has a KV stream: nothing to check
+                self._room(batch, k + 1 if speculate else 1)
+                batch = [seq for seq in batch if seq in self._active]
+                if not batch:
+                    continue
             # The whole step's tokens: k + 1 per sequence verified, plus the prefills.
             self.load.decoding = len(batch)
             if speculate:
