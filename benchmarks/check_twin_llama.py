@@ -2,7 +2,8 @@
 
 The same procedure as ``tests/test_llama_twin.py`` (``tests/twin_sweep.py``): rounds of
 concurrency 1, 2 and 4 (fitted) and 3 (held out) against llama.cpp (2 slots, 1 thread),
-then the held-out step against the twin (4 times); prints each figure's twin / llama.cpp and
+then the held-out step against the twin (12 times, each of its own seed: its p95s over
+4 runs moved by up to 30% from one set of seeds to the next); prints each figure's twin / llama.cpp and
 llama.cpp's own noise (its odd rounds against its even ones), the fitted profile, and
 the held-out figures by round. Run from the repository root (1.5-4 minutes here):
 
@@ -31,7 +32,7 @@ def main() -> None:
     parser.add_argument("--out", default="", help="keep the runs here (default: a temp dir)")
     parser.add_argument("--again", default="", help="the kept runs of an earlier --out DIR")
     args = parser.parse_args()
-    sizes = Sizes(fit=((1, 6), (2, 8), (4, 12)), held=(3, 12), rounds=args.rounds, twin_runs=4)
+    sizes = Sizes(fit=((1, 6), (2, 8), (4, 12)), held=(3, 12), rounds=args.rounds, twin_runs=12)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
         out.mkdir(parents=True, exist_ok=True)

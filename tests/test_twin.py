@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from loadtest.app.job import RunOptions, run_job
-from loadtest.app.twin import fit_profile
+from loadtest.app.twin import fit_profile, fit_runs
+from loadtest.app.twin_runs import RunPoint
 from loadtest.config.scenario import load_scenario
 from loadtest.errors import ScenarioError
 from loadtest.sim import SimConfig, SimProcess
@@ -79,6 +80,30 @@ def test_a_fit_recovers_the_settings_of_the_engine_it_measured(tmp_path: Path) -
     assert settings == got
     assert fitted.running == (1, 8) and fitted.engine == "loadtest-sim"
     assert len(fitted.runs) == 3
+
+
+def _point(folder: str, in_flight: float) -> RunPoint:
+    """A run as the fit sees it, without the engine's prefill timings (vLLM's)."""
+    return RunPoint(
+        folder=folder,
+        in_flight=in_flight,
+        prompt_tokens=(10, 200, 10, 200),
+        engine_tokens=420,
+        ttft_ms=(22.0, 61.0, 21.0, 60.0),
+        tpot_ms=(10.0 * in_flight, 10.5 * in_flight, 9.5 * in_flight, 10.0 * in_flight),
+        output_tokens=(30, 30, 30, 30),
+        stopped=0,
+        running_peak=in_flight,
+        waiting_peak=0.0,
+        engine="vllm",
+        acceptance=None,
+    )
+
+
+def test_a_fitted_profile_steps_its_streams_in_lockstep() -> None:
+    settings, _, _ = fit_runs([_point("a", 1.0), _point("b", 2.0)])
+    assert settings["lockstep"] is True
+    assert settings["itl_ms"] == pytest.approx(10.0, rel=0.1)  # TPOT 10 at a batch of one
 
 
 def test_a_profile_is_the_base_and_settings_given_win() -> None:

@@ -23,6 +23,8 @@ successful requests of each run it fits the simulator's own model
 - the engine's slots (``max_running``): the running peak of a run that had requests
   waiting, from the server's own metrics; queueing beyond them is what the twin's
   TTFT then reproduces;
+- batching: the twin steps its streams together (``lockstep``), as every engine does:
+  streams that start together end together, and free their slots together;
 - output lengths: the share of ``max_tokens`` below which 5% of answers stop;
 - acceptance: a per-token acceptance that gives the engine's acceptance rate.
 
@@ -242,6 +244,8 @@ def fit_runs(points: list[RunPoint]) -> tuple[Settings, FittedRange, list[str]]:
         "pace_period_ms": round(statistics.median(calmest.tpot_ms) * _mean_gaps(calmest), 1),
         "step_token_share": round(share, 5),
         "max_running": slots,
+        # An engine steps its running sequences together: they end together.
+        "lockstep": True,
         # The prefill's cost is in the fitted TTFT: no chunk is added to other steps.
         "prefill_chunk_tokens": 0,
         "prefill_stall": round(stall or 0.0, 3),

@@ -1,11 +1,14 @@
-"""The simulated target's decode loop: batched verify steps with drafts fetched over HTTP.
+"""The simulated engine's decode loop: every running sequence steps together.
 
-Like a real continuous-batching engine, one loop steps every running sequence together.
-Each step asks the draft server for ``k`` proposals per sequence (one HTTP call for the
-whole batch), waits a verify step, and gives each sequence its own token plus the
-accepted prefix. When the draft is down, slow past ``draft_timeout_ms`` or answers
-garbage, the step goes on as plain decoding (one token, a plain step's time) and the
-draft is probed again with back-off: the client sees slower tokens, never an error.
+Like a real continuous-batching engine, one loop steps every running sequence together,
+so streams that start together end together and a slow step slows the whole batch.
+Without a draft (``lockstep``) a step gives each sequence one token. With a draft (a
+speculative target) each step asks the draft server for ``k`` proposals per sequence
+(one HTTP call for the whole batch), waits a verify step, and gives each sequence its
+own token plus the accepted prefix. When the draft is down, slow past
+``draft_timeout_ms`` or answers garbage, the step goes on as plain decoding (one token,
+a plain step's time) and the draft is probed again with back-off: the client sees
+slower tokens, never an error.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from loadtest.sim.load import BatchLoad
 from loadtest.sim.model import SimConfig, Truth
 from loadtest.sim.speculation import DraftHealth, accepted_tokens
 
-__all__ = ["SpecEngine"]
+__all__ = ["StepEngine"]
 
 _perf = time.perf_counter_ns
 
@@ -48,7 +51,7 @@ class _Sequence:
         """Preempted: out of the batch until admitted again and recomputed."""
 
 
-class SpecEngine:
+class StepEngine:
     """Decode steps for all running sequences of one target server."""
 
     def __init__(self, config: SimConfig, load: BatchLoad | None = None) -> None:
@@ -60,6 +63,8 @@ class SpecEngine:
             backoff_max_s=config.probe_backoff_max_ms / 1000,
         )
         self._rng = random.Random(config.seed)
+        self.drafting = bool(config.draft_url)
+        """A speculative target; without a draft, plain decode steps (``lockstep``)."""
         self._kv_grows = config.kv_tokens > 0 and config.kv_preempt
         """Streams take KV room step by step (``_room`` before each step)."""
         self._active: set[_Sequence] = set()
@@ -82,10 +87,11 @@ class SpecEngine:
         self.draft_errors: dict[str, int] = {}
 
     async def start(self) -> None:
-        """Open the draft connection pool and start the step loop."""
-        self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self.config.draft_timeout_ms / 1000)
-        )
+        """Open the draft connection pool (if any) and start the step loop."""
+        if self.drafting:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.config.draft_timeout_ms / 1000)
+            )
         self._task = asyncio.create_task(self._loop(), name="sim-spec-engine")
 
     async def close(self) -> None:
@@ -113,8 +119,8 @@ class SpecEngine:
 
     @property
     def speculating(self) -> bool:
-        """False while the target has fallen back to plain decoding."""
-        return self.health.speculating
+        """False while the target has fallen back to plain decoding (or has no draft)."""
+        return self.drafting and self.health.speculating
 
     async def decode(
         self,
@@ -184,7 +190,7 @@ class SpecEngine:
                 self._stalled = _perf()  # prefills while none decoded stalled none
             batch = list(self._active)
             speculate = False
-            if self.health.should_try(time.monotonic()):
+            if self.drafting and self.health.should_try(time.monotonic()):
                 speculate = await self._propose(len(batch), k)
             if self._kv_grows:  # else no sequence has a KV stream: nothing to check
                 self._room(batch, k + 1 if speculate else 1)

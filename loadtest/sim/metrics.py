@@ -25,7 +25,7 @@ from loadtest.sim.prometheus import (
 )
 
 if TYPE_CHECKING:
-    from loadtest.sim.engine import SpecEngine
+    from loadtest.sim.engine import StepEngine
     from loadtest.sim.vllm_stats import VllmStats
 
 __all__ = ["ServedState", "server_samples"]
@@ -39,7 +39,7 @@ class ServedState(Protocol):
     prefix: PrefixCache
     stats: VllmStats
     kv: KvPool
-    engine: SpecEngine | None
+    engine: StepEngine | None
     running: int
     waiting: int
     served: int
@@ -144,13 +144,13 @@ def server_samples(server: ServedState) -> list[Metric]:
     ]
     for name, h in stats.histograms.items():
         out.append(histogram(name, _HELP[name], labels, h.bounds, h.cumulative(), h.total))
-    if server.engine is not None:
+    if server.engine is not None and server.engine.drafting:
         out += _speculative(server.engine, labels)
     out += plain_families(_own(server))
     return out
 
 
-def _speculative(eng: SpecEngine, labels: dict[str, str]) -> list[Metric]:
+def _speculative(eng: StepEngine, labels: dict[str, str]) -> list[Metric]:
     per_position = eng.accepted_per_position()
     return [
         counter(
@@ -188,7 +188,7 @@ def _own(server: ServedState) -> list[Sample]:
         ("loadtest_sim_prefix_cache_hits", "counter", server.prefix.hits, "Prefix hits."),
     ]
     eng = server.engine
-    if eng is not None:
+    if eng is not None and eng.drafting:
         out += [
             (
                 "loadtest_sim_draft_calls",

@@ -76,6 +76,11 @@ class SimConfig:
     a piece, arguments 4 characters)."""
     max_running: int = 0
     """Requests served at once; more wait in a queue (0 = no limit)."""
+    lockstep: bool = False
+    """Plain streams decode in the engine's shared steps, one token each a step, as a
+    batching engine steps them (llama.cpp, vLLM): streams that start together end
+    together, and a step's spread (``itl_sigma``) falls on the whole batch (off: each
+    stream on its own schedule, its gaps drawn on their own). A draft implies it."""
     procs: int = 1
     """Server processes sharing the port (SO_REUSEPORT): the kernel spreads connections
     over them, so the simulator can outrun a driver. ``/sim/truth`` and ``/metrics`` then

@@ -16,9 +16,10 @@ from aiohttp import web
 from loadtest._compat.open_files import raise_open_files
 from loadtest._compat.quiet_gc import quiet_gc
 from loadtest.errors import EndpointError
+from loadtest.sim.arrivals import stamp_arrivals
 from loadtest.sim.draft import DRAFT_KEY, DraftServer, build_draft_app
 from loadtest.sim.model import SimConfig
-from loadtest.sim.server import SIM_KEY, SimServer, build_app, stamp_arrivals
+from loadtest.sim.server import SIM_KEY, SimServer, build_app
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -46,7 +47,7 @@ async def _runner(app: web.Application) -> web.AppRunner:
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, handler_cancellation=True)
     await runner.setup()
     if SIM_KEY in app and runner.server is not None:
-        stamp_arrivals(runner.server, app[SIM_KEY])
+        stamp_arrivals(runner.server, app[SIM_KEY].arrivals)
     return runner
 
 

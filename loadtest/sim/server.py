@@ -6,8 +6,9 @@ server received it, when it scheduled and when it wrote the first token: the gro
 truth the tests and benchmarks compare the client's measurements with.
 
 With ``draft_url`` set, the server is the target of a speculative deployment: its
-tokens come from ``SpecEngine`` steps instead of a fixed schedule, and ``/metrics``
-carries the speculative counters under vLLM's names.
+tokens come from ``StepEngine`` steps instead of a fixed schedule, and ``/metrics``
+carries the speculative counters under vLLM's names. With ``lockstep``, plain streams
+come from the engine's steps too, one token each a step.
 
 The bytes on the wire are ``loadtest.sim.frames``; when they are written,
 ``loadtest.sim.streaming``.
@@ -23,14 +24,13 @@ import os
 import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
 
 import orjson
 from aiohttp import web
 
-from loadtest._compat import kernel_stamps
 from loadtest.model.json import JsonObject
-from loadtest.sim.engine import SpecEngine
+from loadtest.sim.arrivals import Arrivals
+from loadtest.sim.engine import StepEngine
 from loadtest.sim.frames import error_response
 from loadtest.sim.kv import KvLease, KvPool, KvStream
 from loadtest.sim.load import BatchLoad, Pace
@@ -45,7 +45,7 @@ from loadtest.sim.streaming import StreamShape, sleep_until, stream_response, ti
 from loadtest.sim.tokenize import MAX_MODEL_LEN, add_tokenize_routes
 from loadtest.sim.vllm_stats import VllmStats
 
-__all__ = ["SIM_KEY", "SimServer", "build_app", "stamp_arrivals"]
+__all__ = ["SIM_KEY", "SimServer", "build_app"]
 
 _perf = time.perf_counter_ns
 _TRUTH_KEEP = 200_000
@@ -79,9 +79,9 @@ class SimServer:
         self.load = BatchLoad(config.step_token_share, pace)
         self.kv = KvPool(config.kv_tokens, config.kv_preempt)
         self.fitted = RangeWatch.of(config)
-        self.engine = SpecEngine(config, self.load) if config.draft_url else None
+        self.engine = StepEngine(config, self.load) if config.draft_url or config.lockstep else None
         self._leaks: set[asyncio.Task[None]] = set()
-        self.arrivals: weakref.WeakKeyDictionary[Any, _Arrival] = weakref.WeakKeyDictionary()
+        self.arrivals: Arrivals = weakref.WeakKeyDictionary()
         """Per connection (by transport), when its latest bytes reached the kernel."""
 
     def _received(self, request: web.Request, handler_ns: int) -> int:
@@ -104,7 +104,7 @@ class SimServer:
     async def health(self, request: web.Request) -> web.Response:
         """``GET /health``: status, running requests, and the pid (one of ``procs``)."""
         body: JsonObject = {"status": "ok", "running": self.running, "pid": os.getpid()}
-        if self.engine is not None:
+        if self.engine is not None and self.engine.drafting:
             body["speculating"] = self.engine.speculating
         return web.json_response(body)
 
@@ -345,32 +345,6 @@ class SimServer:
 
 
 SIM_KEY: web.AppKey[SimServer] = web.AppKey("sim", SimServer)
-
-
-class _Arrival:
-    __slots__ = ("rx_ns",)
-
-    def __init__(self) -> None:
-        self.rx_ns = 0
-
-
-def stamp_arrivals(server: web.Server, sim: SimServer) -> None:
-    """Have the kernel stamp each new connection's reads (``loadtest._compat.kernel_stamps``).
-
-    The truth of a request then starts when its last byte reached this machine, not
-    when this process got round to it. aiohttp calls ``Server.connection_made`` for
-    every connection before its first read; where stamps are not possible (uvloop, not
-    Linux), ``received_ns`` stays the handler's start.
-    """
-    made = server.connection_made
-
-    def connection_made(handler: Any, transport: Any) -> None:
-        arrival = _Arrival()
-        if kernel_stamps.install(transport, arrival):
-            sim.arrivals[transport] = arrival
-        made(handler, transport)
-
-    server.connection_made = connection_made  # type: ignore[method-assign]
 
 
 def build_app(config: SimConfig) -> web.Application:
