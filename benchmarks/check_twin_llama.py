@@ -3,9 +3,10 @@
 The same procedure as ``tests/test_llama_twin.py`` (``tests/twin_sweep.py``): rounds of
 concurrency 1, 2 and 4 (fitted) and 3 (held out) against llama.cpp (2 slots, 1 thread),
 then the held-out step against the twin (12 times, each of its own seed: its p95s over
-4 runs moved by up to 30% from one set of seeds to the next); prints each figure's twin / llama.cpp and
-llama.cpp's own noise (its odd rounds against its even ones), the fitted profile, and
-the held-out figures by round. Run from the repository root (1.5-4 minutes here):
+4 runs moved by up to 30% from one set of seeds to the next); prints each figure's
+twin / llama.cpp and llama.cpp's own noise (its odd rounds against its even ones), the
+fitted profile, and the held-out figures by round. Run from the repository root (3-5
+minutes here):
 
     python -m benchmarks.check_twin_llama [--rounds 4] [--out DIR]
 

@@ -2,11 +2,11 @@
 
 A small sweep (about 3 minutes on 2 cores): four rounds of 3, 4 and 6 requests at
 concurrency 1, 2 and 4 and 12 at 3 against llama.cpp (2 slots, 1 thread), then eight
-times the same 12 at 3 against the twin. TTFT and TPOT p50 and p95 must agree within 15% (plus half the
-difference between llama.cpp's two rounds: its own figure is known no better); a figure
-on which llama.cpp's rounds disagree by more than 15% cannot tell, and the test says so
-(a skip naming the figures and the noise) after judging the others. The larger fit of
-the note is ``benchmarks/check_twin_llama.py``.
+times the same 12 at 3 against the twin. TTFT and TPOT p50 and p95 must agree within
+15% (plus half the difference between llama.cpp's odd and even rounds: its own figure
+is known no better); a figure on which those rounds disagree by more than 15% cannot
+tell, and the test says so (a skip naming the figures and the noise) after judging the
+others. The larger fit of the note is ``benchmarks/check_twin_llama.py``.
 """
 
 from __future__ import annotations
