@@ -77,6 +77,7 @@ def fast_ab(
     return code, c, folder
 
 
+@pytest.mark.quiet  # the parallel pass once moved one side's TTFT p50 by 5.6 ms (11 -> 17)
 def test_a_faster_candidate_is_called_faster_and_answers_the_same(
     fast_ab: tuple[int, JsonObject, Path],
 ) -> None:
