@@ -48,7 +48,8 @@ pytest -q -n 4 --dist loadfile --no-loadscope-reorder -m "not llama and not vllm
     "$@" || [ $? -eq 5 ]
 # The figures measured on the simulator whose margins a busy machine ate (a TTFT fitted
 # 38.6 ms for 30 +- 7.5, a two-worker TTFT +2.6 ms against a margin of 3.4, K=16 not
-# told apart from K=4 in two suite runs of three): alone, as the engines' files are.
+# told apart from K=4 in two suite runs of three, an ab's TTFT p50 11 -> 17 ms for two
+# sides planned alike): alone, as the engines' files are.
 pytest -q -m quiet "$@" || [ $? -eq 5 ]
 # Without arguments, only the llama.cpp (then the vLLM) files are collected (importing
 # every test file again costs seconds); with arguments, they choose.

@@ -34,13 +34,19 @@ def _body(i: int, n: int, prompt_chars: int = 200) -> dict[str, Any]:
     }
 
 
-async def _gaps(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> list[float]:
-    """The client's gaps between content chunks, in ms, and when each chunk came."""
+async def _stamps(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> list[float]:
+    """When each content chunk of a stream came to the client (``perf_counter``, s)."""
     stamps = []
     async with http.post(f"{url}/v1/chat/completions", json=body) as resp:
         async for line in resp.content:
             if line.startswith(b'data: {"id"') and b'"content"' in line:
                 stamps.append(time.perf_counter())
+    return stamps
+
+
+async def _gaps(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> list[float]:
+    """The client's gaps between content chunks, in ms."""
+    stamps = await _stamps(http, url, body)
     return [(b - a) * 1000 for a, b in itertools.pairwise(stamps)]
 
 
@@ -180,8 +186,7 @@ async def test_streams_in_lockstep_get_their_tokens_in_the_same_steps(lockstep: 
     # 0.04-0.1 ms in lockstep, a median of 8-11 ms without, here.
     cfg = replace(BASE, itl_ms=40.0, itl_sigma=0.5, lockstep=lockstep)
     async with InProcessSim(cfg) as sim, _client() as http:
-        start = time.perf_counter()
-        a, b = await asyncio.gather(*(_ends(http, sim.url, _body(i, 24), start) for i in range(2)))
+        a, b = await asyncio.gather(*(_stamps(http, sim.url, _body(i, 24)) for i in range(2)))
     # Its first token comes out of its prefill, and its last may be the step after the
     # other's last: the tokens between are decode steps that both streams were in.
     apart = sorted(1000 * min(abs(t - u) for u in a) for t in b[1:-1])
@@ -190,18 +195,6 @@ async def test_streams_in_lockstep_get_their_tokens_in_the_same_steps(lockstep: 
         assert statistics.median(apart) < 3.0 and apart[-1] < 15.0, apart
     else:
         assert statistics.median(apart) > 3.0, apart
-
-
-async def _ends(
-    http: aiohttp.ClientSession, url: str, body: dict[str, Any], t0: float
-) -> list[float]:
-    """When each content chunk of a stream came, from ``t0`` (s)."""
-    out = []
-    async with http.post(f"{url}/v1/chat/completions", json=body) as resp:
-        async for line in resp.content:
-            if line.startswith(b'data: {"id"') and b'"content"' in line:
-                out.append(time.perf_counter() - t0)
-    return out
 
 
 async def test_requests_wait_for_kv_room_and_all_complete() -> None:

@@ -92,7 +92,7 @@ class StepEngine:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.config.draft_timeout_ms / 1000)
             )
-        self._task = asyncio.create_task(self._loop(), name="sim-spec-engine")
+        self._task = asyncio.create_task(self._loop(), name="sim-engine")
 
     async def close(self) -> None:
         """Stop the loop and close the draft connections."""
