@@ -329,7 +329,21 @@ async def _metrics(request: web.Request) -> web.StreamResponse:
     return web.Response(text=METRICS_PAGE, content_type="text/plain")
 
 
+# What ``/{mode}/v1/models`` answers in the modes that break it (an auth proxy's login
+# page, an empty or cut body, JSON of the wrong shape); every other mode lists one model.
+MODELS_ANSWERS: dict[str, tuple[str, str]] = {
+    "models-html": ("<!DOCTYPE html><html><title>Sign in</title></html>", "text/html"),
+    "models-empty": ("", "application/json"),
+    "models-truncated": ('{"object": "list", "data": [{"id": "hos', "application/json"),
+    "models-list": ('["hostile-llm"]', "application/json"),
+}
+
+
 async def _models(request: web.Request) -> web.StreamResponse:
+    answer = MODELS_ANSWERS.get(request.match_info["mode"])
+    if answer is not None:
+        body, content_type = answer
+        return web.Response(text=body, content_type=content_type)
     return web.json_response({"object": "list", "data": [{"id": "hostile-llm"}]})
 
 

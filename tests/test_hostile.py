@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -258,3 +260,42 @@ def test_the_scrape_carries_the_runs_key(
     server = summary.get("server")
     assert server is not None and server["scraped"] == 0
     assert "HTTP 401" in server.get("note", ""), server
+
+
+# A fragment of the one-line error each broken /v1/models answer gets.
+MODELS_ERRORS = {
+    "models-html": "answered HTTP 200 with text/html, not JSON ('<!DOCTYPE html>",
+    "models-empty": "not JSON ('an empty body')",
+    "models-truncated": "not JSON",
+    "models-list": "lists no model",
+}
+
+
+@pytest.mark.parametrize("mode", list(MODELS_ERRORS))
+def test_a_broken_models_answer_is_one_clear_line_naming_the_url(
+    mode: str, hostile: HostileServer, tmp_path: Path
+) -> None:
+    endpoint = hostile.url(mode)
+    scenario = _scenario(tmp_path)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadtest",
+            "run",
+            scenario,
+            "--endpoint",
+            endpoint,
+            "--no-tui",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"{endpoint}/v1/models" in res.stderr
+    assert MODELS_ERRORS[mode] in res.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ssl
 
 import aiohttp
+import orjson
 
 from loadtest.errors import EndpointError
 from loadtest.transport.auth import redact
@@ -32,9 +33,19 @@ async def discover_model(
                 raise EndpointError(
                     f"{url} answered HTTP {resp.status}; name the model with --model"
                 )
-            data = await resp.json(content_type=None)
+            body = await resp.read()
+            content_type = resp.content_type
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise EndpointError(redact(f"cannot reach {url}: {describe(exc)}", api_key)) from exc
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        # An auth proxy or login page answers 200 with HTML: say what came back.
+        start = body[:60].decode("utf-8", "replace").strip() or "an empty body"
+        raise EndpointError(
+            f"{url} answered HTTP 200 with {content_type}, not JSON ({start!r}); "
+            "check the URL and any proxy in front of it, or name the model with --model"
+        ) from None
     models = data.get("data") if isinstance(data, dict) else None
     if not models or not isinstance(models[0], dict) or "id" not in models[0]:
         raise EndpointError(f"{url} lists no model; name the model with --model")
