@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +154,40 @@ def test_the_twin_warns_once_when_load_leaves_the_fitted_range() -> None:
     assert len(texts) == 2, texts
     assert "5 requests running, above the fitted 4" in texts[0]
     assert "500 tokens, outside the fitted 10-100" in texts[1]
+
+
+def test_a_fit_of_runs_without_tpot_is_one_clear_line(tmp_path: Path) -> None:
+    """One-token answers hold no step time: ``sim --fit`` says so (was a StatisticsError)."""
+    scenario = tmp_path / "one.toml"
+    scenario.write_text(SCENARIO.replace("max_tokens = 30", "max_tokens = 1"))
+    run = tmp_path / "run"
+    with SimProcess(TRUTH) as sim:
+        options = RunOptions(
+            scenario=str(scenario),
+            endpoint=sim.url,
+            concurrency=2,
+            requests=6,
+            run_dir=str(run),
+            tui=False,
+            print_results=False,
+        )
+        run_job(options)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loadtest",
+            "sim",
+            "--fit",
+            str(run),
+            "--write",
+            str(tmp_path / "p.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"--fit {run}: no request streamed two tokens or more (no TPOT)" in done.stderr
+    assert not (tmp_path / "p.toml").exists()

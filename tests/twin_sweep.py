@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -175,9 +176,10 @@ class Verdict:
         return "\n".join(self.lines)
 
 
-def judge(sweep: Sweep, twin: list[Path], bound: float) -> Verdict:
+def judge(sweep: Sweep, twin: list[Path], bound: float | Mapping[str, float]) -> Verdict:
     """The twin's figures against llama.cpp's held-out steps (all rounds together), and
-    llama.cpp's odd rounds against its even ones."""
+    llama.cpp's odd rounds against its even ones; ``bound`` is one for every figure or
+    one per figure (a figure not named is reported, not judged)."""
     real, got = _figures(sweep.held), _figures(twin)
     a, b = _figures(sweep.held[0::2]), _figures(sweep.held[1::2] or sweep.held)
     lines, wrong, noisy, offs = [], [], [], {}
@@ -185,13 +187,17 @@ def judge(sweep: Sweep, twin: list[Path], bound: float) -> Verdict:
         off = got[name] / value - 1
         noise = a[name] / b[name] - 1
         offs[name] = off
+        limit = bound if isinstance(bound, float) else bound.get(name)
         lines.append(
             f"{name}: llama.cpp {value:.1f}, twin {got[name]:.1f} ({off:+.0%}); "
             f"llama.cpp against itself {noise:+.0%}"
+            + ("" if limit is None else f"; bound {limit:.0%}")
         )
-        if abs(noise) > bound:
+        if limit is None:
+            continue
+        if abs(noise) > limit:
             noisy.append(name)
-        elif abs(off) > bound + abs(noise) / 2:
+        elif abs(off) > limit + abs(noise) / 2:
             # llama.cpp's own figure is known to about half its rounds' difference: the
             # twin must be within the bound of some figure in that range.
             wrong.append(name)

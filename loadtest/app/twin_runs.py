@@ -75,13 +75,22 @@ def run_point(folder: Path) -> RunPoint:
     server: Any = summary.get("server") or {}
     itl: Any = summary.get("metrics", {}).get("itl_ms") or {}
     gaps = (float(itl["p50"]), float(itl["p90"])) if itl.get("p50") and itl.get("p90") else None
+    tpot = tuple(float(r["tpot_ms"]) for r in rows if r.get("tpot_ms") is not None)
+    if not tpot:
+        # One-token answers (or tool calls read whole) hold no step time: the fit's
+        # step line and spreads have nothing to stand on, so refuse rather than guess.
+        raise UsageError(
+            f"--fit {folder}: no request streamed two tokens or more (no TPOT), so the "
+            "engine's step time cannot be fitted; fit runs whose answers are longer "
+            "(max_tokens of 2 or more)"
+        )
     return RunPoint(
         folder=str(folder),
         in_flight=max(1.0, in_flight),
         prompt_tokens=tuple(_sim_tokens(r) for r in rows),
         engine_tokens=sum(int(r.get("prompt_tokens") or 0) for r in rows),
         ttft_ms=tuple(float(r["ttft_ms"]) for r in rows),
-        tpot_ms=tuple(float(r["tpot_ms"]) for r in rows if r.get("tpot_ms") is not None),
+        tpot_ms=tpot,
         output_tokens=tuple(int(r.get("output_tokens") or 0) for r in rows),
         stopped=sum(1 for r in rows if r.get("finish_reason") == "stop"),
         running_peak=server.get("running_peak"),
