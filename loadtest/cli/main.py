@@ -117,7 +117,15 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
         "export-trace", parents=[out], help="a finished run's requests as a replayable trace"
     )
     exp.add_argument("folder", help="out/<run-id>")
-    exp.add_argument("-o", "--out", help="the trace file (default: FOLDER/trace.jsonl)")
+    exp.add_argument(
+        "--format",
+        # app.export_trace.FORMATS, named here so that --help imports no report code.
+        choices=("jsonl", "otlp"),
+        default="jsonl",
+        help="jsonl: a trace source's lines (FOLDER/trace.jsonl); otlp: OpenTelemetry GenAI "
+        "spans in OTLP JSON, a trace per session (FOLDER/trace.otlp.jsonl)",
+    )
+    exp.add_argument("-o", "--out", help="the trace file (default: by the format, in FOLDER)")
 
     add_llama_flags(sub, out)
     add_vllm_flags(sub, out)
@@ -170,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "export-trace":
             from loadtest.app.export_trace import export_trace
 
-            print(f"trace: {export_trace(args.folder, args.out)}")
+            print(f"trace: {export_trace(args.folder, args.out, args.format)}")
             return EXIT_OK
         if args.command == "report":
             from loadtest.report.html import write_report

@@ -57,7 +57,15 @@ class SourcePlugin(Protocol):
 @functools.cache
 def source_kinds() -> tuple[str, ...]:
     """The names of every registered kind (loadtest's and installed plugins')."""
-    return plugin_names(GROUP)
+    kinds = plugin_names(GROUP)
+    if not kinds:
+        # loadtest's own kinds come from its installed metadata: none means a checkout
+        # imported without being installed, or an install older than the plugins.
+        raise DatasetError(
+            "no prompt source kinds are registered (entry points loadtest.sources): "
+            "install loadtest (pip install -e . in a checkout) so its own are found"
+        )
+    return kinds
 
 
 @functools.cache

@@ -7,7 +7,9 @@ spans with ``gen_ai.operation.name = "chat"``, its tool runs those with
 ``execute_tool``; ``invoke_agent`` spans nest them. Calls in a session must not overlap
 (the one before a call is the one whose answer it waited for), each carries
 ``gen_ai.usage.input_tokens``/``output_tokens``, and every parent is in the trace: a
-trace that breaks one of these is an error naming the file, the trace and the span.
+trace that breaks one of these is an error naming the file, the trace and the span. A
+call that failed (status ERROR) without token counts is not replayed: its time stays
+in the gap before the next call.
 
 Between two calls lies the session's non-model time: what of it ``execute_tool`` spans
 cover is tool time, the rest the agent's own work. A replay keeps both.
@@ -25,9 +27,9 @@ import orjson
 from loadtest.errors import DatasetError
 from loadtest.model.json import JsonObject
 
-__all__ = ["RecordedCall", "RecordedSession", "read_agent_trace"]
+__all__ = ["SETTING_ATTRIBUTES", "RecordedCall", "RecordedSession", "read_agent_trace"]
 
-_SETTINGS = {
+SETTING_ATTRIBUTES = {
     "gen_ai.request.temperature": "temperature",
     "gen_ai.request.top_p": "top_p",
     "gen_ai.request.frequency_penalty": "frequency_penalty",
@@ -96,6 +98,8 @@ class _Span:
     start_ns: int
     end_ns: int
     attrs: dict[str, Any]
+    failed: bool
+    """Status ERROR: a call that failed (a replay skips it when it has no usage)."""
 
     @property
     def operation(self) -> str:
@@ -169,7 +173,9 @@ def _span(s: Any, where: str) -> _Span:
     if end < start:
         raise DatasetError(f"{here}: ends before it starts")
     attrs = {a["key"]: _value(a.get("value")) for a in s.get("attributes", []) if "key" in a}
-    return _Span(tid, sid, s.get("parentSpanId") or None, name, start, end, attrs)
+    status = s.get("status")
+    failed = isinstance(status, dict) and status.get("code") in (2, "STATUS_CODE_ERROR")
+    return _Span(tid, sid, s.get("parentSpanId") or None, name, start, end, attrs, failed)
 
 
 def _value(v: Any) -> Any:
@@ -204,7 +210,12 @@ def _session(path: Path, tid: str, spans: list[_Span]) -> tuple[int, _Parsed] | 
                 f"{path}: trace {tid}, span {s.span_id} ({s.name}): its parent "
                 f"{s.parent} is not in the trace"
             )
-    chats = sorted((s for s in spans if s.operation == "chat"), key=lambda s: s.start_ns)
+    # A failed call without usage cannot be replayed as it was: its time stays in the
+    # gap before the next call, as non-model time.
+    chats = sorted(
+        (s for s in spans if s.operation == "chat" and not (s.failed and _no_usage(s))),
+        key=lambda s: s.start_ns,
+    )
     if not chats:
         return None
     tools = [s for s in spans if s.operation == "execute_tool"]
@@ -235,7 +246,9 @@ def _session(path: Path, tid: str, spans: list[_Span]) -> tuple[int, _Parsed] | 
                 input_tokens=n_in,
                 output_tokens=n_out,
                 settings={
-                    body: s.attrs[attr] for attr, body in _SETTINGS.items() if attr in s.attrs
+                    body: s.attrs[attr]
+                    for attr, body in SETTING_ATTRIBUTES.items()
+                    if attr in s.attrs
                 },
                 messages=_messages(s.attrs.get("gen_ai.input.messages"), here),
                 gap_ns=s.start_ns - gap_from,
@@ -244,6 +257,10 @@ def _session(path: Path, tid: str, spans: list[_Span]) -> tuple[int, _Parsed] | 
         )
         prev = s
     return t0, _Parsed(tid, tuple(calls), len(tools))
+
+
+def _no_usage(s: _Span) -> bool:
+    return not isinstance(s.attrs.get("gen_ai.usage.output_tokens"), int)
 
 
 def _covered(spans: list[_Span], lo: int, hi: int) -> int:

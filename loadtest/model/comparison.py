@@ -7,7 +7,7 @@ mypy, with no conversion layer between them. ``a`` is the baseline, ``b`` the ca
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from loadtest.model.decision import SideAcceptance
 
@@ -22,6 +22,8 @@ __all__ = [
     "LineJson",
     "MetricLines",
     "OwnDivergence",
+    "SessionSavings",
+    "SessionSide",
     "SideJson",
     "SpreadJson",
 ]
@@ -181,6 +183,61 @@ class SideJson(TypedDict):
     """The side's acceptance by draft position and over each run, and any collapse."""
 
 
+class SessionSide(TypedDict):
+    """One side's replayed agent sessions (``agent_trace``), per session, in ms: the mean
+    over the sessions both sides replayed (each session's replays averaged first; of
+    the sessions a run's summary lists, its first 100)."""
+
+    runs: int
+    """Runs of the side with an ``agent_trace`` section."""
+    replays: int
+    """Completed session replays listed in those runs."""
+    session_ms: float | None
+    ttft_ms: float | None
+    decode_ms: float | None
+    tools_ms: float | None
+    other_ms: float | None
+
+
+SavingsVerdict = Literal["saved", "added", "within noise", "cannot tell"]
+
+
+class SessionSavings(TypedDict):
+    """What the candidate did to session time, against what a decode speedup could save
+    (``report.compare_sessions``)."""
+
+    paired: int
+    """Sessions (trace ids) replayed on both sides: the sample of the interval."""
+    a: SessionSide
+    b: SessionSide
+    possible_ms: float | None
+    """A's decode time per session: the most any decode speedup could save."""
+    possible_share: float | None
+    """``possible_ms`` over A's session time: the decode share of session time."""
+    saved_ms: float | None
+    """A's session time minus B's, per session (negative: B took longer)."""
+    saved_share: float | None
+    """``saved_ms`` over A's session time."""
+    saved_of_possible: float | None
+    """``saved_ms`` over ``possible_ms``: how much of what decode could give B gave."""
+    paired_calls: int
+    """Pairs of one call's replays, one on each side (a call replayed twice a side makes
+    two): the sample of the test."""
+    model_saved_ms: float | None
+    """Per session, A's model time minus B's over the paired calls: the part of
+    ``saved_ms`` the test and the interval are of."""
+    ci_low_ms: float | None
+    ci_high_ms: float | None
+    """95% interval of ``model_saved_ms`` (bootstrap over the pairs)."""
+    p_value: float | None
+    """Sign-flip test of the pairs: how often chance alone gives a saving as far from 0."""
+    threshold_ms: float | None
+    """The smallest saving called (the comparison's practical effect of A's session time)."""
+    verdict: SavingsVerdict
+    reason: str
+    """Why the verdict is what it is, in a sentence."""
+
+
 class Comparison(TypedDict):
     """The whole ``comparison.json``; ``ab`` adds its own keys (``repeat``...)."""
 
@@ -196,6 +253,8 @@ class Comparison(TypedDict):
     metrics: dict[str, MetricLines]
     spread: NotRequired[dict[str, dict[str, dict[str, SpreadJson]]]]
     equivalence: Equivalence | None
+    agent_trace: NotRequired[SessionSavings]
+    """Both or either side replayed agent sessions (``agent-trace``): what B saved."""
     memory_added: NotRequired[float | None]
     """B's steady RSS over A's, minus 1 (the share a draft adds); None unless both measured."""
     repeat: NotRequired[int]

@@ -13,7 +13,9 @@ only divergence beyond the baseline's own is laid at the candidate's door.
 
 Before any verdict the comparison says what it could not judge (``compare_checks``): a
 side that completed nothing, metrics with too few values, load beyond the endpoint,
-sides run under different load shapes or prompt-cache states.
+sides run under different load shapes or prompt-cache states. Where the sides replayed
+recorded agent sessions, what a decode speedup could save of session time and what the
+candidate saved (``compare_sessions``).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from loadtest.report.compare_figures import (
     spread,
 )
 from loadtest.report.compare_render import line_verdict, render_comparison
+from loadtest.report.compare_sessions import session_savings
 from loadtest.report.equivalence import equivalence
 from loadtest.report.rebuild import is_run_folder, summary_of
 
@@ -103,6 +106,9 @@ class RunData:
     """Measured ok requests per prompt category."""
     steps: StepRecords = field(default_factory=StepRecords)
     """The verify steps of the measured ok requests (acceptance by position, over time)."""
+    trace_calls: dict[str, list[float]] = field(default_factory=dict)
+    """Per replayed call (``trace_id#call``, ``agent-trace``), its model time (ms) in
+    each replay: the pairs of ``compare_sessions``."""
 
 
 def _deployment(folder: Path) -> DeploymentRun | None:
@@ -160,6 +166,7 @@ def load_run(run_dir: str | Path) -> RunData:
     acceptance: dict[str, AcceptanceCounts] = {}
     per_cat: dict[str, dict[str, list[float]]] = {}
     steps = StepRecords()
+    trace_calls: dict[str, list[float]] = {}
     for row in _rows(folder / "requests.jsonl"):
         if row.get("warmup"):
             continue
@@ -180,6 +187,10 @@ def load_run(run_dir: str | Path) -> RunData:
             if counted is not None:
                 cat = str(row.get("category"))
                 acceptance[cat] = acceptance.get(cat, AcceptanceCounts()) + counted
+        if isinstance(row.get("trace_id"), str) and isinstance(row.get("e2e_ms"), int | float):
+            trace_calls.setdefault(f"{row['trace_id']}#{row.get('call')}", []).append(
+                float(row["e2e_ms"])
+            )
         cat_values = per_cat.setdefault(str(row.get("category")), {m: [] for m in METRICS})
         for m in METRICS:
             v = row.get(m)
@@ -208,6 +219,7 @@ def load_run(run_dir: str | Path) -> RunData:
         {c: {m: np.asarray(v) for m, v in vs.items()} for c, vs in per_cat.items()},
         {c: len(vs["e2e_ms"]) for c, vs in per_cat.items()},
         steps,
+        trace_calls,
     )
 
 
@@ -296,9 +308,26 @@ def compare_runs(
         "equivalence": equivalence(a, b),
         "memory_added": memory_added(side_a["deployment_cost"], side_b["deployment_cost"]),
     }
+    savings = session_savings(
+        [r.summary.get("agent_trace") for r in a],
+        [r.summary.get("agent_trace") for r in b],
+        _pooled_calls(a),
+        _pooled_calls(b),
+        effect,
+    )
+    if savings is not None:
+        result["agent_trace"] = savings
     if len(a) > 1 or len(b) > 1:
         result["spread"] = {side: _spread_json(runs) for side, runs in (("a", a), ("b", b))}
     return result
+
+
+def _pooled_calls(runs: Sequence[RunData]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for r in runs:
+        for key, values in r.trace_calls.items():
+            out.setdefault(key, []).extend(values)
+    return out
 
 
 def _not_exercised(n_a: int, n_b: int) -> MetricComparison:

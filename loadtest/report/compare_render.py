@@ -19,6 +19,7 @@ from loadtest.model.comparison import (
 )
 from loadtest.report.acceptance import TOLERANCE
 from loadtest.report.compare_figures import SIDE_FIELDS
+from loadtest.report.compare_sessions import render_savings
 
 __all__ = ["acceptance_rows", "cost_rows", "line_verdict", "render_comparison"]
 
@@ -199,7 +200,11 @@ def render_comparison(c: Comparison) -> str:
         va, vb = _field(a, key), _field(b, key)
         if va is not None or vb is not None:
             lines.append(f"{key:<26}{_fmt(va):>12}{_fmt(vb):>12}")
-    lines += _cost_lines(c) + _acceptance_lines(c) + _over_time_lines(c) + _latency_lines(c)
+    lines += _cost_lines(c) + _acceptance_lines(c) + _over_time_lines(c)
+    savings = c.get("agent_trace")
+    if savings is not None:
+        lines += render_savings(savings, c["confounded"])
+    lines += _latency_lines(c)
     if len(a["runs"]) < 2 or len(b["runs"]) < 2:
         # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
         # flagged in 8% of one-run comparisons at 2%, 2% with the one-run bar.

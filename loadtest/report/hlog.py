@@ -19,7 +19,7 @@ from hdrh.histogram import HdrHistogram
 from loadtest.engine.hooks import RunContext, RunHook
 from loadtest.measure.recorders import MetricSet, new_histogram
 
-__all__ = ["HlogHook", "HlogWriter", "read_hlog", "read_intervals"]
+__all__ = ["HlogHook", "HlogWriter", "log_start_s", "read_hlog", "read_intervals"]
 
 
 class HlogWriter:
@@ -131,3 +131,17 @@ def read_intervals(path: Path) -> dict[str, list[tuple[float, float, HdrHistogra
             hist = HdrHistogram.decode(payload.encode("ascii"))
             out.setdefault(tag, []).append((float(start), float(length), hist))
     return out
+
+
+def log_start_s(path: Path) -> float | None:
+    """The start in an .hlog's header (``#[StartTime: 1796117664.716 ...``), epoch s."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("#[StartTime: "):
+                    return float(line.split()[1])
+                if not line.startswith("#"):
+                    break
+    except (OSError, ValueError):
+        pass
+    return None

@@ -12,7 +12,9 @@ last line is counted as torn. What the lines do not hold comes from beside them:
 chunk gaps and tokens per chunk from histograms.hlog (unless the run recorded chunk
 times), the server's peaks from metrics.jsonl. What only the living run could say (its
 fault verdicts, agent tasks, stale-connection resends) is listed as not rebuilt, never
-filled with a zero. The summary carries a ``rebuilt`` block that says all of this.
+filled with a zero. Replayed agent-trace sessions are rebuilt from their lines, which
+carry what the split needs of the recording (``features.session_tally``). The summary
+carries a ``rebuilt`` block that says all of this.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from pathlib import Path
 from loadtest.engine.stop import StopPlan, measured_s
 from loadtest.errors import ResultFileError, UsageError
 from loadtest.features.server_summary import summarize_samples
+from loadtest.features.session_tally import LineTally, tally_lines
 from loadtest.measure.merge import encode_metrics, merge_metrics
 from loadtest.measure.recorders import Metrics
 from loadtest.measure.slo import SLOSpec, parse_slo_flag
 from loadtest.model.io import JsonLines, load_summary
+from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
 from loadtest.model.summary import (
     RebuiltBlock,
@@ -40,7 +44,7 @@ from loadtest.model.summary import (
     ServerBlock,
     Summary,
 )
-from loadtest.report.hlog import read_hlog
+from loadtest.report.hlog import log_start_s, read_hlog
 from loadtest.report.run_start import read_run_start
 from loadtest.report.summary import summary_from_head
 
@@ -55,6 +59,22 @@ __all__ = [
 
 log = logging.getLogger("loadtest.report")
 
+_TRACE_KEYS = (
+    "trace_id",
+    "call",
+    "calls",
+    "unit",
+    "gap_ms",
+    "tool_ms",
+    "recorded_ms",
+    "warmup",
+    "outcome",
+    "intended_ms",
+    "sent_ms",
+    "first_token_ms",
+    "end_ms",
+)
+"""What ``session_tally.tally_lines`` reads of an agent-trace line (the rest is not kept)."""
 _FROM_HLOG = ("itl_ms", "tokens_per_chunk")
 """Recorded from chunk times, which requests.jsonl has only with ``--record-chunks``."""
 
@@ -77,6 +97,8 @@ class LinesPart:
     chunk_times: bool
     duration_s: float
     measured_s: float
+    trace_rows: list[JsonObject]
+    """The lines of replayed agent-trace calls (``agent_trace`` is rebuilt from them)."""
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -152,8 +174,28 @@ def rebuild_summary(folder: Path) -> Rebuilt:
         "hlog_requests": hlog_requests,
         "not_rebuilt": _not_rebuilt(start, chunk_times or hlog_requests is not None),
     }
+    trace_rows = [r for d in done for r in d.trace_rows]
+    if trace_rows:
+        counted = tally_lines(trace_rows)
+        summary["agent_trace"] = counted.tally.block()
+        rebuilt["not_rebuilt"].append(_trace_note(counted))
     summary["rebuilt"] = rebuilt
     return Rebuilt(summary, metrics)
+
+
+def _trace_note(counted: LineTally) -> str:
+    note = (
+        "agent_trace: rebuilt from the lines; sessions_in_trace counts the traces they "
+        "name (the trace file is not read back)"
+    )
+    if counted.in_flight:
+        note += f"; {counted.in_flight} session(s) cut short by the kill are not counted"
+    if counted.unreadable:
+        note += (
+            f"; {counted.unreadable} session(s) whose lines lack the recorded gaps (an "
+            "older loadtest) are not counted"
+        )
+    return note
 
 
 def _parts(folder: Path) -> list[Path]:
@@ -207,10 +249,13 @@ def account_lines(path: Path, closed_loop: bool, spec: SLOSpec, warmup_s: float)
     lines = JsonLines(path)
     chunk_times = False
     end = 0
+    trace_rows: list[JsonObject] = []
     try:
         for row in lines:
             rec = RequestRecord.from_json(row)
             chunk_times = chunk_times or "token_chunk_ms" in row
+            if "trace_id" in row:
+                trace_rows.append({k: row[k] for k in _TRACE_KEYS if k in row})
             metrics.add(rec)
             end = max(end, rec.end_ns)
     except (KeyError, TypeError, ValueError) as exc:
@@ -234,6 +279,7 @@ def account_lines(path: Path, closed_loop: bool, spec: SLOSpec, warmup_s: float)
             last_end_ns=metrics.last_end_ns,
             end_ns=end,
         ),
+        trace_rows=trace_rows,
     )
 
 
@@ -261,7 +307,7 @@ def _hlog_into(metrics: Metrics, parts: list[Path], names: tuple[str, ...]) -> i
 def _head(folder: Path, start: RunStart | None, parts: list[Path]) -> RunHead:
     # The logs' headers have the run's own start (its workers' earliest, as the run
     # takes); run.json's is a moment before it, which can be the second before.
-    walls = [w for p in parts if (w := _hlog_start(p / "histograms.hlog")) is not None]
+    walls = [w for p in parts if (w := log_start_s(p / "histograms.hlog")) is not None]
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(min(walls))) if walls else None
     if start is not None:
         run = start["run"]
@@ -287,20 +333,6 @@ def _head(folder: Path, start: RunStart | None, parts: list[Path]) -> RunHead:
         "prompts": {},
         "seed": None,
     }
-
-
-def _hlog_start(path: Path) -> float | None:
-    """The start in an .hlog's header (``#[StartTime: 1796117664.716 ...``), epoch s."""
-    try:
-        with open(path, encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("#[StartTime: "):
-                    return float(line.split()[1])
-                if not line.startswith("#"):
-                    break
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def _server(folder: Path) -> ServerBlock | None:
