@@ -209,10 +209,13 @@ def tally_lines(rows: Iterable[JsonObject]) -> LineTally:
     Warm-up sessions are left out; a session with a failed call is failed; one with all
     its calls answered is completed, in the order the sessions ended.
     """
-    groups: dict[tuple[str, int], list[JsonObject]] = {}
+    groups: dict[tuple[str, int, int], list[JsonObject]] = {}
     for r in rows:
         if isinstance(r.get("trace_id"), str) and not r.get("warmup"):
-            groups.setdefault((r["trace_id"], int(r.get("unit") or 0)), []).append(r)
+            # A worker numbers its units from 0: the merged lines' ``worker`` tells apart
+            # two workers' unit 0.
+            key = (r["trace_id"], int(r.get("worker") or 0), int(r.get("unit") or 0))
+            groups.setdefault(key, []).append(r)
     tally = ReplayTally(sessions_in_trace=0)
     done: list[tuple[int, SessionTimes]] = []
     in_flight = unreadable = 0
