@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from loadtest.features.histograms import Buckets, bucket_quantile, buckets_between
+from loadtest.features.histograms import Buckets, bucket_bounds, bucket_quantile, buckets_between
 
 
 def _b(*counts: float) -> Buckets:
@@ -29,3 +31,12 @@ def test_the_change_between_scrapes_and_what_cannot_be_subtracted() -> None:
     assert buckets_between(_b(5, 8, 9, 10), _b(1, 2, 3, 3)) is None  # a restart
     other: Buckets = {"le": [0.1], "counts": [1, 1]}
     assert buckets_between(_b(1, 2, 3, 3), other) is None  # not the same histogram
+
+
+def test_the_bucket_of_a_quantile_is_all_the_histogram_knows_of_it() -> None:
+    seen = _b(40, 80, 100, 100)
+    assert bucket_bounds(0.2, seen) == (0.0, 0.01, 40)
+    assert bucket_bounds(0.5, seen) == (0.01, 0.025, 40)
+    assert bucket_bounds(0.95, seen) == (0.025, 0.05, 20)
+    assert bucket_bounds(0.99, _b(1, 1, 1, 10)) == (0.05, math.inf, 9)
+    assert bucket_bounds(0.5, _b(0, 0, 0, 0)) is None

@@ -8,7 +8,7 @@ import asyncio
 import itertools
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import orjson
@@ -17,6 +17,8 @@ import pytest
 from loadtest.cli.main import main
 from loadtest.features.scrape import Scraper
 from loadtest.features.server_summary import summarize_samples
+from loadtest.model.summary import Summary
+from loadtest.report.server_lines import server_lines
 from loadtest.sim import SimConfig
 from loadtest.sim.process import InProcessSim
 
@@ -146,3 +148,43 @@ def test_preemptions_are_counted_over_the_window_and_printed(
         found[preempt] = server
     assert found[True]["preemptions"] > 0
     assert found[False]["preemptions"] == 0 and found[False]["waiting_peak"] > 0
+
+
+def _hist(le: list[float], counts: list[float]) -> dict[str, Any]:
+    return {"le": le, "counts": counts}
+
+
+def test_a_server_figure_from_one_wide_bucket_is_printed_as_its_bucket() -> None:
+    """vLLM's queue buckets start at 0-300 ms: all of a fast run's requests fall in the
+    first, and the 150 / 285 that interpolation gives were printed as measurements, with
+    a negative network time beside a server TTFT p50 from a 20-40 ms bucket."""
+    queue_le, ttft_le = [0.3, 0.5, 0.8], [0.02, 0.04, 0.06, 0.08, 0.1, 0.25]
+    start = {"queue": _hist(queue_le, [0, 0, 0, 0]), "ttft": _hist(ttft_le, [0] * 7)}
+    end = {
+        "queue": _hist(queue_le, [1257, 1257, 1257, 1257]),
+        # 100 requests: 10 below 20 ms, 80 in 20-40 ms, 10 in 100-250 ms
+        "ttft": _hist(ttft_le, [10, 90, 90, 90, 90, 100, 100]),
+    }
+    rows: list[dict[str, Any]] = [
+        {"ok": True, "t_s": 0.0, "edge": "start", "histograms": start},
+        {"ok": True, "t_s": 9.0, "edge": "end", "histograms": end},
+    ]
+    server = summarize_samples(rows)
+    assert server["queue_ms"] == {"p50": 150.0, "p95": 285.0}  # the interpolation's guess
+    assert server["resolution"]["queue"]["p50"] == {
+        "lower_ms": 0.0,
+        "upper_ms": 300.0,
+        "holds": 1257,
+    }
+    summary = cast(
+        Summary,
+        {"server": server, "metrics": {"ttft_ms": {"count": 100, "p50": 38.0}}},
+    )
+    text = "\n".join(server_lines(summary))
+    assert "queue < 300 ms: all 1,257 in the first bucket" in text
+    assert "150.0" not in text and "285.0" not in text
+    # The p50 (interpolated to 30) lies in a 20 ms-wide bucket: 38 - 30 is no network
+    # time; the p95 (interpolated to 175) lies in one 150 wide, more than half of it.
+    assert "minus server" not in text
+    assert "cannot tell (client p50 38.0, the server's p50 only known to be 20-40 ms)" in text
+    assert "p50 20-40  p95 100-250" in text

@@ -14,7 +14,7 @@ from typing import TypedDict
 
 from prometheus_client.metrics_core import Metric
 
-__all__ = ["Buckets", "bucket_quantile", "buckets_between", "family_buckets"]
+__all__ = ["Buckets", "bucket_bounds", "bucket_quantile", "buckets_between", "family_buckets"]
 
 
 class Buckets(TypedDict):
@@ -71,3 +71,21 @@ def bucket_quantile(q: float, buckets: Buckets) -> float | None:
             return lower + (bound - lower) * share
         lower, below = bound, cumulative
     return buckets["le"][-1] if buckets["le"] else None
+
+
+def bucket_bounds(q: float, buckets: Buckets) -> tuple[float, float, float] | None:
+    """The bucket that holds the ``q`` quantile: its lower and upper bound and how many
+    observations it holds. That is all the histogram knows of the quantile
+    (``bucket_quantile``'s figure is a guess inside it). The first bucket starts at 0; a
+    rank in the +Inf bucket gives (highest finite bound, inf). None without observations."""
+    counts = buckets["counts"]
+    total = counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound, cumulative in zip(buckets["le"], counts, strict=False):
+        if cumulative >= rank:
+            return lower, bound, cumulative - below
+        lower, below = bound, cumulative
+    return lower, math.inf, total - below

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from loadtest.features.histograms import bucket_quantile, buckets_between
-from loadtest.model.summary import Percentiles, ServerBlock
+from loadtest.features.histograms import Buckets, bucket_bounds, bucket_quantile, buckets_between
+from loadtest.model.summary import Percentiles, ServerBlock, ServerBucket, ServerResolution
 
 Row = dict[str, Any]
 """One scrape as ``Scraper`` records it (a row of metrics.jsonl)."""
@@ -80,6 +80,7 @@ def window_latency(rows: list[Row], out: ServerBlock) -> None:
                 out["latency_note"] = f"the server observed no {key} in the measured window"
             continue
         found: Percentiles = {"p50": round(p50 * 1000, 3), "p95": round(p95 * 1000, 3)}
+        out.setdefault("resolution", {})[key] = _resolution(seen)
         if key == "ttft":
             out["ttft_ms"] = found
             out["histogram_requests"] = round(seen["counts"][-1])
@@ -91,6 +92,25 @@ def window_latency(rows: list[Row], out: ServerBlock) -> None:
             out["prefill_ms"] = found
         else:
             out["decode_ms"] = found
+
+
+def _bucket(q: float, seen: Buckets) -> ServerBucket:
+    bounds = bucket_bounds(q, seen)
+    assert bounds is not None  # only called where the window observed something
+    lower, upper, holds = bounds
+    return {
+        "lower_ms": round(lower * 1000, 3),
+        "upper_ms": None if upper == float("inf") else round(upper * 1000, 3),
+        "holds": round(holds),
+    }
+
+
+def _resolution(seen: Buckets) -> ServerResolution:
+    return {
+        "observed": round(seen["counts"][-1]),
+        "p50": _bucket(0.5, seen),
+        "p95": _bucket(0.95, seen),
+    }
 
 
 def accepted_per_step(first: Row, last: Row) -> float | None:

@@ -45,6 +45,8 @@ __all__ = [
     "RunHead",
     "RunStart",
     "ServerBlock",
+    "ServerBucket",
+    "ServerResolution",
     "ServerTimingsBlock",
     "StatKey",
     "Summary",
@@ -219,6 +221,26 @@ class CategoryBlock(TypedDict):
     tokens_per_chunk: MetricStats
 
 
+class ServerBucket(TypedDict):
+    """The histogram bucket that holds one of the server's percentiles: the server's
+    histogram knows no finer, so a bucket wide beside the figure makes the figure an
+    interpolation, not a measurement (vLLM's queue buckets start at 0-300 ms)."""
+
+    lower_ms: float
+    upper_ms: float | None
+    """None for the +Inf bucket: above the highest finite bound."""
+    holds: int
+    """Observations in that bucket, of the ``observed`` in the window."""
+
+
+class ServerResolution(TypedDict):
+    """Where the server's p50 and p95 of one histogram lie, bucket by bucket."""
+
+    observed: int
+    p50: ServerBucket
+    p95: ServerBucket
+
+
 class ServerBlock(TypedDict):
     """The scraped ``/metrics`` of the endpoint over the run: acceptance, the server's own
     latency percentiles, and peaks."""
@@ -264,6 +286,10 @@ class ServerBlock(TypedDict):
     """p50/p95 of vLLM's decode time per request, likewise."""
     histogram_requests: NotRequired[int]
     """Requests the server's TTFT histogram counted between the window's edges."""
+    resolution: NotRequired[dict[str, ServerResolution]]
+    """For each of ``ttft``, ``itl``, ``queue``, ``prefill``, ``decode``: the bucket
+    that holds its p50 and p95. A figure printed without its bucket only where the
+    bucket is narrow beside it (``server_lines``)."""
     latency_note: NotRequired[str]
     """Why the server's latency percentiles are missing, where it keeps histograms."""
     running_peak: NotRequired[float]

@@ -9,7 +9,13 @@ client share), and the gauges' peaks. Nothing is printed where nothing was scrap
 
 from __future__ import annotations
 
-from loadtest.model.summary import Percentiles, ServerBlock, Summary
+from loadtest.model.summary import (
+    Percentiles,
+    ServerBlock,
+    ServerBucket,
+    ServerResolution,
+    Summary,
+)
 
 __all__ = ["server_lines"]
 
@@ -42,24 +48,94 @@ def _speculation(server: ServerBlock, summary: Summary) -> list[str]:
     return lines
 
 
+def _wide(value: float, bucket: ServerBucket) -> bool:
+    """A bucket wider than half the figure inside it: the figure is the interpolation's
+    guess, not something the server measured (vLLM's queue buckets start at 0-300 ms)."""
+    upper = bucket["upper_ms"]
+    return upper is None or upper - bucket["lower_ms"] > value / 2
+
+
+def _span(bucket: ServerBucket) -> str:
+    upper = bucket["upper_ms"]
+    if upper is None:
+        return f"> {bucket['lower_ms']:g}"
+    if bucket["lower_ms"] == 0:
+        return f"< {upper:g}"
+    return f"{bucket['lower_ms']:g}-{upper:g}"
+
+
+def _figures(label: str, p: Percentiles, res: ServerResolution | None) -> str:
+    """``label p50 X p95 Y``, each figure replaced by its bucket where that is wide; one
+    bucket holding both is said as such (``queue < 300 ms: all 1,257 in the first
+    bucket``)."""
+    if res is None:  # a summary written before buckets were kept
+        return f"{label} {_pct(p)}"
+    p50, p95 = p.get("p50", 0.0), p.get("p95", 0.0)
+    b50, b95 = res["p50"], res["p95"]
+    same = (b50["lower_ms"], b50["upper_ms"]) == (b95["lower_ms"], b95["upper_ms"])
+    if same and _wide(p50, b50):
+        holds, seen = b50["holds"], res["observed"]
+        share = f"all {seen:,}" if holds == seen else f"{holds:,} of {seen:,}"
+        where = (
+            "the first bucket"
+            if b50["lower_ms"] == 0
+            else ("the top bucket" if b50["upper_ms"] is None else "one bucket")
+        )
+        return f"{label} {_span(b50)} ms: {share} in {where}"
+
+    def one(value: float, bucket: ServerBucket) -> str:
+        return _span(bucket) if _wide(value, bucket) else f"{value:.1f}"
+
+    return f"{label} p50 {one(p50, b50)}  p95 {one(p95, b95)}"
+
+
+def _interpolated(shown: list[tuple[Percentiles, ServerResolution | None]]) -> bool:
+    """Whether a figure printed as a number is a guess inside a (narrow) bucket, or was
+    written before buckets were kept."""
+    for found, res in shown:
+        if res is None:
+            return True
+        if not _wide(found.get("p50", 0.0), res["p50"]) or not _wide(
+            found.get("p95", 0.0), res["p95"]
+        ):
+            return True
+    return False
+
+
+def _network_share(client_p50: float, server_p50: float, res: ServerResolution | None) -> str:
+    """Client TTFT p50 minus the server's, only where the server's bucket is narrower
+    than the difference: otherwise the difference is the interpolation's, not the
+    network's (a negative "network time" was printed from a 0-500 ms bucket)."""
+    share = client_p50 - server_p50
+    if res is None:
+        return f"; client p50 minus server p50 {share:.1f} (network and client)"
+    bucket = res["p50"]
+    upper = bucket["upper_ms"]
+    width = None if upper is None else upper - bucket["lower_ms"]
+    if width is not None and abs(share) > width:
+        return f"; client p50 minus server p50 {share:.1f} (network and client)"
+    return (
+        f"; network and client share: cannot tell (client p50 {client_p50:.1f}, "
+        f"the server's p50 only known to be {_span(bucket)} ms)"
+    )
+
+
 def _latency(server: ServerBlock, summary: Summary) -> list[str]:
     out = []
+    resolution = server.get("resolution") or {}
     ttft = server.get("ttft_ms")
     if ttft:
-        line = f"  server TTFT ms {_pct(ttft)}"
+        line = "  server TTFT ms " + _figures("", ttft, resolution.get("ttft")).lstrip()
         client = summary["metrics"].get("ttft_ms")
         if client and client["count"] and "p50" in ttft:
-            share = client.get("p50", 0.0) - ttft["p50"]
-            line += f"; client p50 minus server p50 {share:.1f} (network and client)"
+            line += _network_share(client.get("p50", 0.0), ttft["p50"], resolution.get("ttft"))
         out.append(line)
-        if client and client["count"]:
-            # vLLM's TTFT buckets are 0.5, 0.75, 1, 2.5 s... apart at these latencies.
-            out.append("    (the server's percentiles are interpolated in its histogram buckets)")
     itl = server.get("itl_ms")
     if itl:
-        out.append(f"  server inter-token ms {_pct(itl)} (the engine's, tool-call streams too)")
-    parts = [
-        f"{label} {_pct(p)}"
+        figures = _figures("", itl, resolution.get("itl")).lstrip()
+        out.append(f"  server inter-token ms {figures} (the engine's, tool-call streams too)")
+    shown = [
+        (label, p, resolution.get(label))
         for label, p in (
             ("queue", server.get("queue_ms")),
             ("prefill", server.get("prefill_ms")),
@@ -67,8 +143,15 @@ def _latency(server: ServerBlock, summary: Summary) -> list[str]:
         )
         if p
     ]
-    if parts:
+    if shown:
+        parts = [_figures(label, p, res) for label, p, res in shown]
         out.append("  server per request ms: " + "; ".join(parts))
+    printed = [(p, res) for _, p, res in shown]
+    printed += [(p, resolution.get(k)) for k, p in (("ttft", ttft), ("itl", itl)) if p]
+    if _interpolated(printed):
+        # A figure inside a bucket is a linear guess in it; where the bucket is wide the
+        # bucket is printed instead (vLLM's TTFT buckets: 0.5, 0.75, 1, 2.5 s...).
+        out.append("    (server figures are interpolated inside their histogram buckets)")
     note = server.get("latency_note")
     if note:
         out.append(f"  server latency: {note}")
