@@ -184,3 +184,24 @@ def test_feature_tables_come_from_their_registered_parsers(tmp_path: Path) -> No
     assert "no parser for the [nosuch] table" in str(info.value)
     with pytest.raises(ScenarioError, match="gave a FaultPlan, not a SimSpec"):
         TableSlot("faults", SimSpec).parse(top, tmp_path)
+
+
+def test_every_unknown_key_of_a_file_is_named_at_once_with_the_closest_known_one(
+    tmp_path: Path,
+) -> None:
+    text = 'nmae = "x"\n' + BASE + "[load]\nconcurency = 4\nduraton_s = 3\n[timeouts]\nzzz = 1\n"
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(write(tmp_path, text))
+    message = str(caught.value)
+    assert "load.concurency: unknown key (did you mean 'concurrency'?)" in message
+    assert "load.duraton_s (did you mean 'duration_s'?)" in message
+    assert "timeouts.zzz (expected one of:" in message  # nothing close: the whole list
+    assert "nmae (did you mean 'name'?)" in message
+    assert "3 more unknown" in message
+
+
+def test_unknown_keys_come_before_the_error_they_likely_caused(tmp_path: Path) -> None:
+    # [load] is read (and its keys checked) before [sim]: the typo is named first.
+    text = BASE + "[load]\nconcurency = 4\n[sim]\nspec_k = -1\n"
+    with pytest.raises(ScenarioError, match=r"load.concurency: unknown key .*; and .*sim.spec_k"):
+        load_scenario(write(tmp_path, text))

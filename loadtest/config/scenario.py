@@ -21,7 +21,7 @@ from loadtest.config.source_spec import SourceSpec
 from loadtest.config.sources import source_kinds, source_plugin
 from loadtest.config.tables import GROUP as TABLES
 from loadtest.config.tables import TableSlot
-from loadtest.config.toml_tables import Table
+from loadtest.config.toml_tables import Table, every_unknown_key
 from loadtest.config.workload_tables import WORKLOAD_KEYS, parse_workload_keys
 from loadtest.errors import DatasetError, ScenarioError
 
@@ -144,7 +144,13 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None = None) -> Scenario:
-    """Validate the TOML table of a scenario; ``path`` is used in error messages."""
+    """Validate the TOML table of a scenario; ``path`` is used in error messages, which
+    name every unknown key of the file at once."""
+    with every_unknown_key():
+        return _parse_scenario(data, path, base_dir)
+
+
+def _parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None) -> Scenario:
     base = base_dir or Path(".")
     top = Table(data, path, "")
     name = top.get("name", str, Path(path).stem, "a string")

@@ -2,14 +2,59 @@
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import math
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from loadtest.errors import ScenarioError
 
-__all__ = ["Table"]
+__all__ = ["Table", "every_unknown_key"]
 
 T = TypeVar("T")
+
+_UNKNOWN: ContextVar[list[tuple[str, str, str]] | None] = ContextVar("unknown_keys", default=None)
+"""While a file is read inside ``every_unknown_key``: its unknown keys so far, as (file,
+dotted key, hint). Outside one, the first unknown key raises at once."""
+
+
+def _hint(name: str, known: frozenset[str] | set[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return f"expected one of: {', '.join(sorted(known)) or 'no keys'}"
+
+
+def _unknown_error(found: list[tuple[str, str, str]]) -> ScenarioError:
+    path, key, hint = found[0]
+    problem = f"unknown key ({hint})"
+    if len(found) > 1:
+        rest = "; ".join(f"{k} ({h})" for _, k, h in found[1:])
+        problem += f"; {len(found) - 1} more unknown: {rest}"
+    return ScenarioError(path, key, problem)
+
+
+@contextlib.contextmanager
+def every_unknown_key() -> Iterator[None]:
+    """Read a whole file, then name every unknown key of it in one error (each with the
+    closest known key), not one per attempt. An error raised on the way by a key that
+    is known keeps its own message, after the unknown keys (a misspelt key is often why
+    a required one is missing)."""
+    found: list[tuple[str, str, str]] = []
+    token = _UNKNOWN.set(found)
+    try:
+        yield
+    except ScenarioError as exc:
+        if not found:
+            raise
+        combined = _unknown_error(found)
+        raise ScenarioError(combined.path, combined.key, f"{combined.problem}; and {exc}") from exc
+    finally:
+        _UNKNOWN.reset(token)
+    if found:
+        raise _unknown_error(found)
 
 
 class Table:
@@ -81,7 +126,9 @@ class Table:
 
     def finish(self, allowed: frozenset[str] | None = None) -> None:
         known = self.used if allowed is None else allowed
+        collecting = _UNKNOWN.get()
         for name in self.data:
             if name not in known:
-                expected = ", ".join(sorted(known)) or "no keys"
-                raise self.fail(name, f"unknown key (expected one of: {expected})")
+                if collecting is None:
+                    raise self.fail(name, f"unknown key ({_hint(name, known)})")
+                collecting.append((self.path, self.key(name), _hint(name, known)))
