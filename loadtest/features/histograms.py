@@ -51,6 +51,23 @@ def buckets_between(start: Buckets, end: Buckets) -> Buckets | None:
     return {"le": list(end["le"]), "counts": counts}
 
 
+def _locate(q: float, buckets: Buckets) -> tuple[float, float, float, float] | None:
+    """The bucket that the rank ``q * total`` falls in: (lower bound, upper bound,
+    observations below it, observations in it); a rank in the +Inf bucket gives (highest
+    finite bound, inf, ...). None without observations."""
+    counts = buckets["counts"]
+    total = counts[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound, cumulative in zip(buckets["le"], counts, strict=False):
+        if cumulative >= rank:
+            return lower, bound, below, cumulative - below
+        lower, below = bound, cumulative
+    return lower, math.inf, below, total - below
+
+
 def bucket_quantile(q: float, buckets: Buckets) -> float | None:
     """The ``q`` quantile (0..1) of the observations, None without any.
 
@@ -58,19 +75,14 @@ def bucket_quantile(q: float, buckets: Buckets) -> float | None:
     and interpolated linearly between the bucket's lower bound (0 for the first) and its
     upper one; a rank in the +Inf bucket gives the highest finite bound.
     """
-    counts = buckets["counts"]
-    total = counts[-1]
-    if total <= 0:
+    found = _locate(q, buckets)
+    if found is None:
         return None
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for bound, cumulative in zip(buckets["le"], counts, strict=False):
-        if cumulative >= rank:
-            inside = cumulative - below
-            share = (rank - below) / inside if inside > 0 else 1.0
-            return lower + (bound - lower) * share
-        lower, below = bound, cumulative
-    return buckets["le"][-1] if buckets["le"] else None
+    lower, upper, below, inside = found
+    if upper == math.inf:
+        return buckets["le"][-1] if buckets["le"] else None
+    share = (q * buckets["counts"][-1] - below) / inside if inside > 0 else 1.0
+    return lower + (upper - lower) * share
 
 
 def bucket_bounds(q: float, buckets: Buckets) -> tuple[float, float, float] | None:
@@ -78,14 +90,5 @@ def bucket_bounds(q: float, buckets: Buckets) -> tuple[float, float, float] | No
     observations it holds. That is all the histogram knows of the quantile
     (``bucket_quantile``'s figure is a guess inside it). The first bucket starts at 0; a
     rank in the +Inf bucket gives (highest finite bound, inf). None without observations."""
-    counts = buckets["counts"]
-    total = counts[-1]
-    if total <= 0:
-        return None
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for bound, cumulative in zip(buckets["le"], counts, strict=False):
-        if cumulative >= rank:
-            return lower, bound, cumulative - below
-        lower, below = bound, cumulative
-    return lower, math.inf, total - below
+    found = _locate(q, buckets)
+    return None if found is None else (found[0], found[1], found[3])
