@@ -200,11 +200,15 @@ async def test_streams_in_lockstep_get_their_tokens_in_the_same_steps(lockstep: 
 async def test_requests_wait_for_kv_room_and_all_complete() -> None:
     # Each request needs ~60 prompt + 40 answer tokens: 250 tokens hold two at a time
     # when a request reserves its whole answer up front (no preemption).
-    cfg = replace(BASE, itl_ms=2.0, kv_tokens=250, kv_preempt=False)
+    # A step of 10 ms holds each pair for 0.4 s: time for all six to arrive on a busy
+    # machine, where a fixed 30 ms wait saw some not yet sent.
+    cfg = replace(BASE, itl_ms=10.0, kv_tokens=250, kv_preempt=False)
     async with InProcessSim(cfg) as sim, _client() as http:
         runs = [asyncio.create_task(_gaps(http, sim.url, _body(i, 40))) for i in range(6)]
-        await asyncio.sleep(0.03)
         assert sim.server is not None
+        deadline = time.monotonic() + 5.0
+        while sim.server.waiting + sim.server.running < 6 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         waiting, used = sim.server.waiting, sim.server.kv.used
         done = await asyncio.gather(*runs)
         async with http.get(f"{sim.url}/metrics") as resp:

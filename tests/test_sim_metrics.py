@@ -215,3 +215,34 @@ async def test_prefix_cache_counters_are_in_tokens_and_match_cached_tokens() -> 
     assert _value(page, "vllm:prefix_cache_queries") == 3 * prompt
     assert _value(page, "vllm:prefix_cache_hits") == sum(cached)
     assert _value(page, "vllm:num_preemptions") == 0
+
+
+async def test_generation_tokens_count_a_stream_still_decoding_as_vllm_counts_per_step() -> None:
+    # Counted only when a request ended, a window cut mid-stream held the accepted
+    # drafts of requests still decoding but not their tokens: accepted per decode step
+    # read 14.3 with 4 drafts a step.
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "count to a thousand " * 10}],
+        "max_tokens": 400,
+        "ignore_eos": True,
+        "stream": True,
+    }
+    async with _target(itl_ms=10.0) as sim, aiohttp.ClientSession() as s:
+        async with s.post(sim.url + "/v1/chat/completions", json=body) as resp:
+            seen = 0
+            async for line in resp.content:
+                seen += line.startswith(b"data: {")
+                if seen >= 40:
+                    break
+            async with s.get(sim.url + "/metrics") as metrics:
+                page = {f.name: f for f in text_string_to_metric_families(await metrics.text())}
+            assert sim.server is not None and sim.server.served == 0  # still decoding
+    generated = _value(page, "vllm:generation_tokens")
+    accepted = _value(page, "vllm:spec_decode_num_accepted_tokens")
+    assert 40 <= generated < 400
+    # The one request is in its decode steps: output = accepted + steps + its prefill
+    # token. Above K is impossible, less the one step the engine may have made and the
+    # stream not yet written when the page was read.
+    steps = generated - accepted - 1
+    assert steps > 0 and accepted / steps <= K + 1

@@ -208,6 +208,7 @@ class SimServer:
         self.running += 1
         self.fitted.observe(self.running, plan.prompt_tokens)
         admitted = truth.admitted_ns = _perf()
+        self.stats.request_admitted(truth)
         leaked = False
         try:
             await self._warm_up()
