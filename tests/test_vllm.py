@@ -188,9 +188,12 @@ def test_tokens_per_step_leave_out_the_prefill_step(vllm_url: str, tmp_path: Pat
         # The stream's steps are the engine's: one delta per step, the prefill's too.
         assert row["token_steps"] == it1 - it0
         engine = (out1 - out0 - 1) / (it1 - it0 - 1)
-        tps = orjson.loads((run_dir / "summary.json").read_bytes())["tokens_per_step"]
+        summary = orjson.loads((run_dir / "summary.json").read_bytes())
+        tps = summary["tokens_per_step"]
         assert tps["count"] == 1
         assert tps["mean"] == pytest.approx(engine, abs=0.002)
+        # Pooled over its one stream, the figure printed beside the engine's is the same.
+        assert summary["decode_steps"]["tokens_per_step"] == pytest.approx(engine, abs=0.002)
 
 
 def test_acceptance_is_counted_over_the_measured_window(vllm_url: str, tmp_path: Path) -> None:

@@ -232,6 +232,13 @@ class Metrics:
         self.kernel_stamped = 0
         """Measured ok requests whose arrivals the kernel stamped (``_compat.kernel_stamps``)."""
         self.output_tokens = 0
+        self.decode_streams = 0
+        """Measured ok requests with a ``tokens_per_step`` (text streams of two steps)."""
+        self.decode_tokens = 0
+        """Their output tokens after the first (the prefill's): summed, not averaged."""
+        self.decode_steps = 0
+        """Their steps after the first: decode_tokens / decode_steps is tokens per decode
+        step weighted as an engine's counters weigh it, a long answer by its steps."""
         self.estimated_token_requests = 0
         self.interval_ok = 0
         self.interval_tokens = 0
@@ -284,6 +291,10 @@ class Metrics:
         self.interval_tokens += rec.output_tokens
         self.interval_ok += 1
         self.estimated_token_requests += rec.tokens_estimated
+        if rec.tokens_per_step is not None:
+            self.decode_streams += 1
+            self.decode_tokens += rec.output_tokens - 1
+            self.decode_steps += rec.token_steps - 1
         # At the line's precision: the expected interval decides how many samples a
         # corrected value stands for, and a rebuild from the lines must count the same.
         self._e2e_sum_us += line_ns(rec.end_ns - rec.sent_ns) / 1e3

@@ -33,6 +33,7 @@ __all__ = [
     "AgentTraceSession",
     "AgentTraceSplit",
     "CategoryBlock",
+    "DecodeStepsBlock",
     "LoadBlock",
     "LostWorker",
     "MetricStats",
@@ -205,6 +206,21 @@ class ThroughputBlock(TypedDict):
     output_tokens: int
 
 
+class DecodeStepsBlock(TypedDict):
+    """Tokens per decode step pooled over the streams ``tokens_per_step`` counts.
+
+    ``tokens_per_step`` is each request's own figure, so its mean weighs a 3-token
+    answer like a 900-token one: 2.35 where the engine's counters gave 1.76 on one run.
+    This is the sum of their tokens after the first over the sum of their steps after
+    the first, which is what an engine's accepted per decode step + 1 counts."""
+
+    streams: int
+    tokens: int
+    steps: int
+    tokens_per_step: float | None
+    """tokens / steps; None without a stream of two steps."""
+
+
 class ToolCallsBlock(TypedDict):
     """How many answers called tools, and how many calls were valid and correct."""
 
@@ -269,8 +285,15 @@ class ServerBlock(TypedDict):
     """The engine's accepted tokens per drafted step (vLLM: accepted / drafts; a step
     with no n-gram match drafts nothing and is not in it)."""
     accepted_per_step: NotRequired[float]
-    """The engine's accepted tokens per decode step: accepted / (output - accepted -
-    finished requests), beside loadtest's ``tokens_per_step`` - 1 from the stream."""
+    """The engine's accepted tokens per decode step: (output - first tokens) / decode
+    steps - 1 where its TTFT and inter-token histograms count the first tokens and the
+    steps (vLLM), else accepted / (output - accepted - finished requests), which counts
+    drafts accepted past a request's end too (an upper bound on short answers); beside
+    loadtest's ``decode_steps.tokens_per_step`` - 1 from the stream (pooled the same
+    way; tool-call streams left out)."""
+    accepted_per_step_note: NotRequired[str]
+    """Why ``accepted_per_step`` is missing where the counters were read: a figure above
+    the draft length is impossible and is not printed."""
     window: NotRequired[str]
     """What the counters were read between: ``measured`` (the scrapes at the measured
     window's edges, warm-up excluded) or ``run`` (first to last scrape: no edge rows)."""
@@ -327,6 +350,7 @@ class Summary(TypedDict):
     tokens_per_chunk: MetricStats
     tokens_per_step: NotRequired[MetricStats]
     """Tokens per verify step: chunks of one read or a sub-millisecond burst, grouped."""
+    decode_steps: NotRequired[DecodeStepsBlock]
     throughput: ThroughputBlock
     tool_calls: ToolCallsBlock
     by_category: dict[str, CategoryBlock]

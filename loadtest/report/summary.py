@@ -14,6 +14,7 @@ from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, stat_of
 from loadtest.model.record import ENGINE_CANCELS, ERROR_CLASSES
 from loadtest.model.summary import (
+    DecodeStepsBlock,
     MetricStats,
     RequestsBlock,
     RunBlock,
@@ -32,6 +33,7 @@ __all__ = [
     "LAG_SHARE",
     "SCHEMA_VERSION",
     "build_summary",
+    "decode_steps",
     "driver_health",
     "error_rate",
     "judge_run",
@@ -149,6 +151,17 @@ def metrics_block(ms: MetricSet, names: Collection[str] | None = None) -> dict[s
 
 def _tokens_per_chunk(ms: MetricSet, name: str = "tokens_per_chunk") -> MetricStats:
     return metric_stats(ms.hists[name], ms.sums[name], scale=1e3)
+
+
+def decode_steps(metrics: Metrics) -> DecodeStepsBlock:
+    """Tokens per decode step pooled over the measured text streams (``DecodeStepsBlock``)."""
+    steps = metrics.decode_steps
+    return {
+        "streams": metrics.decode_streams,
+        "tokens": metrics.decode_tokens,
+        "steps": steps,
+        "tokens_per_step": round(metrics.decode_tokens / steps, 4) if steps else None,
+    }
 
 
 def error_rate(metrics: Metrics) -> float:
@@ -343,6 +356,7 @@ def summary_from_head(
         "metrics": block,
         "tokens_per_chunk": _tokens_per_chunk(metrics.total),
         "tokens_per_step": _tokens_per_chunk(metrics.total, "tokens_per_step"),
+        "decode_steps": decode_steps(metrics),
         "throughput": {
             "requests_per_s": round(metrics.measured_ok / measured_s, 3) if measured_s > 0 else 0.0,
             "output_tokens_per_s": round(metrics.output_tokens / measured_s, 1)

@@ -241,6 +241,7 @@ class SimServer:
                 steps = None if self.engine is None else self.config.step_chunks
                 shape = StreamShape(rid, self.config.model, api, include_usage, steps)
                 shape.timings = self.config.flavour == "llama"
+                shape.stats = self.stats
                 async with contextlib.aclosing(source):  # closed before the lease goes
                     return await stream_response(request, plan, shape, truth, source)
             first_ns = received + ttft

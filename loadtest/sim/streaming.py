@@ -32,6 +32,7 @@ from loadtest.sim.kv import KvStream
 from loadtest.sim.load import BatchLoad
 from loadtest.sim.model import ResponsePlan, Truth
 from loadtest.sim.responses import closing, delta_frame, opening, response_object
+from loadtest.sim.vllm_stats import VllmStats
 
 __all__ = ["StreamShape", "sleep_until", "stream_response", "timed", "whole_response"]
 
@@ -132,7 +133,7 @@ async def whole_response(
 class StreamShape:
     """How one stream is framed: who it is, and how a step's tokens are chunked."""
 
-    __slots__ = ("api", "include_usage", "model", "rid", "steps", "timings")
+    __slots__ = ("api", "include_usage", "model", "rid", "stats", "steps", "timings")
 
     def __init__(
         self, rid: str, model: str, api: str, include_usage: bool, steps: str | None
@@ -147,6 +148,8 @@ class StreamShape:
         it yields once per verify step, chunked that way."""
         self.timings = False
         """End with llama.cpp's ``timings`` (the ``llama`` flavour)."""
+        self.stats: VllmStats | None = None
+        """Told of each write, to observe its first token and gaps as vLLM does."""
 
 
 async def stream_response(
@@ -195,8 +198,11 @@ async def stream_response(
             await resp.write(b"".join(parts))
         # A verify step is one step however many tokens it gave; in the plain model
         # pieces due together are written together, but each was a step of its own.
-        truth.steps += 1 if shape.steps is not None else j - i
+        made = 1 if shape.steps is not None else j - i
+        truth.steps += made
         truth.tokens_written = i = j
+        if shape.stats is not None:
+            shape.stats.streamed(truth, made, _perf())
         if i >= stop:
             break
     if plan.disconnect_after is not None:

@@ -115,13 +115,22 @@ _SIZES = (
 class VllmStats:
     """Counters and histograms of the requests one simulator process ended."""
 
-    __slots__ = ("_decoding", "_ended_tokens", "finished", "histograms", "prompt_tokens")
+    __slots__ = (
+        "_decoding",
+        "_ended_tokens",
+        "_last_write_ns",
+        "finished",
+        "histograms",
+        "prompt_tokens",
+    )
 
     def __init__(self, max_model_len: int) -> None:
         self.prompt_tokens = 0
         self._ended_tokens = 0
         self._decoding: dict[str, Truth] = {}
         """Requests admitted and not ended, by id: their tokens count as they are made."""
+        self._last_write_ns: dict[str, int] = {}
+        """Streams whose first token was observed, by id: when they last wrote."""
         self.finished = dict.fromkeys(FINISH_REASONS, 0)
         """Requests ended, by vLLM's finish reason (``vllm:request_success``)."""
         sizes = buckets_1_2_5(max_model_len)
@@ -139,6 +148,26 @@ class VllmStats:
     def request_admitted(self, truth: Truth) -> None:
         """Count a request's output tokens from now on, as they are written."""
         self._decoding[truth.id] = truth
+
+    def streamed(self, truth: Truth, steps: int, now_ns: int) -> None:
+        """A stream wrote its next ``steps`` steps at ``now_ns``.
+
+        vLLM observes the time to first token and each inter-token gap at the engine
+        step that made it, as it counts generation tokens: observed only when a request
+        ended, a window's TTFT and gap counts lagged its token counter by the requests
+        still decoding, and tokens per decode step by the counters was off at its edges.
+        """
+        h = self.histograms
+        last = self._last_write_ns.get(truth.id)
+        if last is None:  # timed from when it began to write, as the truth has it
+            first = truth.first_token_written_ns or now_ns
+            h["vllm:time_to_first_token_seconds"].observe((first - truth.received_ns) / 1e9)
+            steps, last = steps - 1, now_ns  # pieces due with the first are gaps of 0
+        if steps > 0:
+            gap_s = (now_ns - last) / 1e9 / steps
+            h["vllm:inter_token_latency_seconds"].observe(gap_s, steps)
+            h["vllm:time_per_output_token_seconds"].observe(gap_s, steps)
+        self._last_write_ns[truth.id] = now_ns
 
     @property
     def generation_tokens(self) -> int:
@@ -163,6 +192,7 @@ class VllmStats:
         engine's when it was due (``first_token_scheduled_ns``).
         """
         self._decoding.pop(truth.id, None)
+        live = self._last_write_ns.pop(truth.id, None) is not None
         h = self.histograms
         end = truth.end_ns if truth.end_ns is not None else admitted_ns
         reason = plan.finish_reason if truth.outcome == "ok" else "abort"
@@ -180,7 +210,8 @@ class VllmStats:
         self._ended_tokens += tokens
         h["vllm:request_prompt_tokens"].observe(plan.prompt_tokens)
         h["vllm:request_generation_tokens"].observe(tokens)
-        h["vllm:time_to_first_token_seconds"].observe((first - truth.received_ns) / 1e9)
+        if not live:  # a whole answer: timed by its plan, observed with its end
+            h["vllm:time_to_first_token_seconds"].observe((first - truth.received_ns) / 1e9)
         h["vllm:request_prefill_time_seconds"].observe((first - admitted_ns) / 1e9)
         h["vllm:request_inference_time_seconds"].observe((end - admitted_ns) / 1e9)
         decode_s = (end - first) / 1e9
@@ -189,6 +220,6 @@ class VllmStats:
             decode_s / (tokens - 1) if tokens > 1 else 0.0
         )
         gaps = truth.steps - 1
-        if gaps > 0:
+        if gaps > 0 and not live:
             h["vllm:inter_token_latency_seconds"].observe(decode_s / gaps, gaps)
             h["vllm:time_per_output_token_seconds"].observe(decode_s / gaps, gaps)
