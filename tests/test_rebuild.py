@@ -118,6 +118,10 @@ def test_a_rebuilt_summary_is_the_summary_the_run_wrote(
     server, own_server = s.get("server"), own.get("server")
     assert server is not None and own_server is not None
     assert server["scraped"] == own_server["scraped"]
+    # The simulator served it: run.json does not say so, its /metrics page did. A rebuilt
+    # run of it once printed "0/11 match the expected answer" for its random tool calls.
+    assert own["run"].get("simulated") is True and s["run"].get("simulated") is True
+    assert s["decode_steps"] == own["decode_steps"]
     rebuilt = s["rebuilt"]
     assert rebuilt["lines"] == own["requests"]["sent"] and rebuilt["torn_lines"] == 0
     assert rebuilt["start_record"] is True

@@ -121,6 +121,10 @@ def test_against_the_simulator_the_tool_call_match_share_is_left_out_and_why(
     # Against a real model's endpoint the share means something, and is shown.
     real = copy.deepcopy(summary)
     del real["run"]["simulated"]
+    # Its /metrics page still names the simulator (a loadtest sim behind --endpoint).
+    assert "match the expected answer" not in render_table(real)
+    assert real["server"] is not None
+    real["server"]["engine"] = "vllm"
     assert f"{tc['correct']}/{tc['judged']} match the expected answer" in render_table(real)
     # Prompts without expected answers: no share at all (it printed "0/0 match").
     real["tool_calls"]["judged"] = real["tool_calls"]["correct"] = 0

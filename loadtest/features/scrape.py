@@ -25,7 +25,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadtest.features.histograms import Buckets, family_buckets
 from loadtest.transport.side import Fetched, SideHttp, get_text
 
-__all__ = ["FIELDS", "Page", "Scraper", "parse_metrics", "read_page"]
+__all__ = [
+    "FIELDS",
+    "SIM_ENGINE",
+    "Page",
+    "Scraper",
+    "parse_metrics",
+    "read_page",
+]
+
+SIM_ENGINE = "loadtest-sim"
+"""The engine name of a page served by loadtest's simulator (``loadtest sim`` or built in)."""
 
 # Sample name -> field. Counters keep their ``_total`` suffix in sample names.
 _NAMES: dict[str, str] = {
@@ -133,7 +143,7 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 def _engine(text: str) -> str:
     for prefix, name in (
-        ("loadtest_sim", "loadtest-sim"),  # first: it borrows vLLM's names
+        ("loadtest_sim", SIM_ENGINE),  # first: it borrows vLLM's names
         ("vllm:", "vllm"),
         ("sglang:", "sglang"),
         ("llamacpp:", "llama.cpp"),

@@ -78,9 +78,9 @@ class _Agent(BlockBase):
         return merged.summary(metrics.total, metrics.by_category, metrics.tool_stats)
 
     def render(self, block: AgentBlock, summary: Summary) -> str | None:
-        from loadtest.report.table import render_agent
+        from loadtest.report.table import render_agent, served_by_simulator
 
-        return render_agent(block, simulated=summary["run"].get("simulated", False))
+        return render_agent(block, simulated=served_by_simulator(summary))
 
 
 class _AgentTrace(BlockBase):

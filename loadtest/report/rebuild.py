@@ -28,6 +28,7 @@ from pathlib import Path
 
 from loadtest.engine.stop import StopPlan, measured_s
 from loadtest.errors import ResultFileError, UsageError
+from loadtest.features.scrape import SIM_ENGINE
 from loadtest.features.server_summary import summarize_samples
 from loadtest.features.session_tally import LineTally, tally_lines
 from loadtest.measure.merge import encode_metrics, merge_metrics
@@ -154,6 +155,8 @@ def rebuild_summary(folder: Path) -> Rebuilt:
     extra: RunExtra = {"workers": len(parts)} if parts[0] != folder else {}
     head = _head(folder, start, parts)
     server = _server(folder)
+    if server is not None and server.get("engine") == SIM_ENGINE:
+        extra["simulated"] = True  # run.json does not say; the simulator's page did
     summary = summary_from_head(
         head,
         spec,

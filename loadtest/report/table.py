@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from loadtest.features.scrape import SIM_ENGINE
 from loadtest.model.summary import AgentBlock, AgentTraceBlock, MetricStats, StatKey, Summary
 from loadtest.model.verdict import FaultVerdict, SloCheck
 from loadtest.report.evidence import run_evidence
@@ -25,11 +26,23 @@ __all__ = [
     "render_agent",
     "render_faults",
     "render_table",
+    "served_by_simulator",
     "slo_line",
 ]
 
 WIDTH = 80
 """Columns of the narrowest terminal the table is laid out for."""
+
+
+def served_by_simulator(summary: Summary) -> bool:
+    """Whether loadtest's simulator answered: the built-in one (``run.simulated``), or
+    one whose ``/metrics`` said so (``loadtest sim`` behind ``--endpoint``, and a
+    summary rebuilt after a kill, whose run.json predates the flag). Its tool calls are
+    random: "0/11 match the expected answer" was printed for a rebuilt run of it."""
+    if summary["run"].get("simulated"):
+        return True
+    server = summary.get("server")
+    return server is not None and server.get("engine") == SIM_ENGINE
 
 
 def packed(parts: Sequence[str], sep: str = "  ", width: int = WIDTH) -> list[str]:
@@ -288,7 +301,7 @@ def _tool_call_lines(summary: Summary) -> list[str]:
     why = "  (answers with calls have no TPOT nor tokens per step: a parser's bursts)"
     if not tc["judged"]:
         return [head, why]
-    if summary["run"].get("simulated"):
+    if served_by_simulator(summary):
         return [f"{head} (no answer match: the simulator calls tools at random)", why]
     return [f"{head}, {tc['correct']}/{tc['judged']} match the expected answer", why]
 
