@@ -10,7 +10,13 @@ import pytest
 
 from loadtest.cli.main import main
 from loadtest.model.decision import AcceptanceInterval
-from loadtest.report.acceptance_time import collapse, derived_positions, side_acceptance
+from loadtest.report.acceptance_time import (
+    StepRecords,
+    collapse,
+    derived_positions,
+    positions_said,
+    side_acceptance,
+)
 from loadtest.report.compare import load_run
 from loadtest.transport.outcome import step_tally
 from tests.test_ab_sweep import only_decision
@@ -110,3 +116,12 @@ def test_the_step_tally_leaves_the_prefill_token_out() -> None:
     chunks = [0, 20 * ms, 20 * ms + 100_000, 20 * ms + 200_000, 40 * ms, 60 * ms, 60 * ms + 1]
     assert step_tally(chunks) == (1, 1, 1)
     assert derived_positions([step_tally(chunks)], 2) == [0.6667, 0.3333]
+
+
+def test_positions_not_measured_are_said_once_with_why() -> None:
+    # With no streamed verify steps the source was itself "not measured (...)", and
+    # both renderings wrapped it again: "not measured (not measured (...))".
+    none = side_acceptance(4, K, [])
+    assert positions_said(none) == "not measured (no streamed verify steps)"
+    served = side_acceptance(4, K, [("run", StepRecords(), [0.7, 0.5])])
+    assert positions_said(served) == "0.70 0.50 (from server (accepted per position over drafts))"

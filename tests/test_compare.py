@@ -152,6 +152,10 @@ def test_identical_deployments_repeated_show_no_difference_and_their_spread(
     assert c["min_effect"] == c["min_effect_asked"] == 0.02
     spread = c["spread"]["a"]["tpot_ms"]["p50"]
     assert len(spread["runs"]) == 2 and spread["stdev"] >= 0
+    # Said as a sentence: "run-to-run a tpot_ms p50" was printed before.
+    runs = ", ".join(f"{v:.2f}" for v in spread["runs"])
+    line = f"A's tpot_ms p50 run by run: {runs} (stdev {spread['stdev']:.2f})"
+    assert line in render_comparison(cast(Comparison, c)).splitlines()
     # Identical sides differ only by the machine's timing, and at the 2% bar two runs a
     # side flag a line about 4% of the time (bench_compare_fpr: 2 of 50): a statistical
     # outcome, checked seeded in test_stats.py, so no verdict at 2% is asserted here.

@@ -35,6 +35,7 @@ __all__ = [
     "StepRecords",
     "collapse",
     "derived_positions",
+    "positions_said",
     "run_acceptance",
     "side_acceptance",
 ]
@@ -160,7 +161,7 @@ def side_acceptance(
         per = derived_positions(tallies, draft_max)
         source = "derived: P(step >= k + 1) from the tokens per verify step on the stream"
     else:
-        per, source = [], "not measured (no streamed verify steps)"
+        per, source = [], "no streamed verify steps"
     n, s = sum(sum(r.tokens) for _, r, _ in runs), sum(sum(r.steps) for _, r, _ in runs)
     tps = n / s if s else None
     each = [run_acceptance(folder, r) for folder, r, _ in runs]
@@ -173,3 +174,12 @@ def side_acceptance(
         "runs": each,
         "collapsed": any(r["collapse"] for r in each),
     }
+
+
+def positions_said(a: SideAcceptance) -> str:
+    """``0.71 0.52 0.38 (from the server ...)``, or ``not measured (why)``: one phrase
+    for both renderings, which printed "not measured (not measured (...))" once."""
+    if not a["per_position"]:
+        return f"not measured ({a['position_source']})"
+    per = " ".join(f"{p:.2f}" for p in a["per_position"][:8])
+    return f"{per} (from {a['position_source']})"

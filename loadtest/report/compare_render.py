@@ -18,6 +18,7 @@ from loadtest.model.comparison import (
     Equivalence,
 )
 from loadtest.report.acceptance import TOLERANCE
+from loadtest.report.acceptance_time import positions_said
 from loadtest.report.compare_figures import SIDE_FIELDS
 from loadtest.report.compare_sessions import render_savings
 
@@ -140,9 +141,8 @@ def _over_time_lines(c: Comparison) -> list[str]:
         a = side.get("acceptance_time")
         if a is None or (a["tokens_per_step"] or 1.0) <= 1.0:
             continue
-        per = " ".join(f"{p:.2f}" for p in a["per_position"][:8]) or "not measured"
         lines += [""] * (not lines)
-        lines.append(f"{name} by draft position: {per} ({a['position_source']})")
+        lines.append(f"{name} by draft position: {positions_said(a)}")
         lines += [f"{name} COLLAPSE: {r['collapse']}" for r in a["runs"] if r["collapse"]]
     return lines
 
@@ -218,7 +218,7 @@ def render_comparison(c: Comparison) -> str:
         for m, by_p in by_metric.items():
             runs = by_p["p50"]["runs"]
             lines.append(
-                f"run-to-run {side} {m} p50: {', '.join(f'{v:.2f}' for v in runs)} "
+                f"{side.upper()}'s {m} p50 run by run: {', '.join(f'{v:.2f}' for v in runs)} "
                 f"(stdev {by_p['p50']['stdev']:.2f})"
             )
     eq = c["equivalence"]

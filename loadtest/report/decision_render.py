@@ -9,6 +9,7 @@ brackets and the gate follow as prose, wrapped to fit.
 from __future__ import annotations
 
 from loadtest.model.decision import CellVerdict, Decision, DecisionCell, DecisionRow
+from loadtest.report.acceptance_time import positions_said
 from loadtest.report.decision import METRIC_LABELS
 from loadtest.report.table import WIDTH, fit
 
@@ -60,10 +61,9 @@ def acceptance_lines(d: Decision) -> list[str]:
         if not out:
             out += ["", "acceptance of the candidate (by draft position; tokens a verify step):"]
         k = "" if a["draft_max"] is None else f" K={a['draft_max']}"
-        per = " ".join(f"{p:.2f}" for p in a["per_position"][:8]) or "not measured"
         tps = "-" if a["tokens_per_step"] is None else f"{a['tokens_per_step']:.2f}"
-        out.append(f"  {d['kind'][0]}={a['load']:g}{k}: by position {per}; {tps} a step")
-        out.append(f"    (position from {a['position_source']})")
+        out.append(f"  {d['kind'][0]}={a['load']:g}{k}: {tps} tokens a step; by position")
+        out.append(f"    {positions_said(a)}")
         for i, run in enumerate(a["runs"], 1):
             over = " ".join(
                 "." if v["tokens_per_step"] is None else f"{v['tokens_per_step']:.1f}"
