@@ -14,6 +14,10 @@ def _warn(at_s: float, duration_s: float, frame: RunFrame) -> list[str]:
 def test_a_window_due_exactly_at_the_end_is_not_exercised() -> None:
     (line,) = _warn(10, 1, RunFrame(0, 10))
     assert "will not be exercised" in line and "load ends at 10 s (10 s of load)" in line
+    assert "the load is 1 s short of the window's end" in line  # by how much
+    (line,) = _warn(9, 5, RunFrame(2, 12))
+    assert "cut short by the end of the load at 12 s (2 s warm-up + 10 s measured)" in line
+    assert "2 s before the window ends" in line
     assert _warn(9.5, 0.5, RunFrame(0, 10)) == []  # ends with the run: whole
 
 

@@ -228,16 +228,19 @@ async def test_generation_tokens_count_a_stream_still_decoding_as_vllm_counts_pe
         "ignore_eos": True,
         "stream": True,
     }
-    async with _target(itl_ms=10.0) as sim, aiohttp.ClientSession() as s:
-        async with s.post(sim.url + "/v1/chat/completions", json=body) as resp:
-            seen = 0
-            async for line in resp.content:
-                seen += line.startswith(b"data: {")
-                if seen >= 40:
-                    break
-            async with s.get(sim.url + "/metrics") as metrics:
-                page = {f.name: f for f in text_string_to_metric_families(await metrics.text())}
-            assert sim.server is not None and sim.server.served == 0  # still decoding
+    async with (
+        _target(itl_ms=10.0) as sim,
+        aiohttp.ClientSession() as s,
+        s.post(sim.url + "/v1/chat/completions", json=body) as resp,
+    ):
+        seen = 0
+        async for line in resp.content:
+            seen += line.startswith(b"data: {")
+            if seen >= 40:
+                break
+        async with s.get(sim.url + "/metrics") as metrics:
+            page = {f.name: f for f in text_string_to_metric_families(await metrics.text())}
+        assert sim.server is not None and sim.server.served == 0  # still decoding
     generated = _value(page, "vllm:generation_tokens")
     accepted = _value(page, "vllm:spec_decode_num_accepted_tokens")
     assert 40 <= generated < 400

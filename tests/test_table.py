@@ -188,3 +188,22 @@ def test_an_agents_block_fits_80_columns_with_many_errors() -> None:
     assert "calls matching the expected function: not shown, the simulator calls at random" in (
         " ".join(simulated.split())
     )
+
+
+def test_a_window_nothing_was_tried_in_shows_its_reason_and_no_figures(
+    wide_run: tuple[str, str, Path],
+) -> None:
+    # "draft connections reset ... NOT_EXERCISED (nothing measured)" was printed with
+    # "draft acceptance 0.62 / 0.62 / -" and "fallbacks 1" under it, figures that fell
+    # in by chance (the next run of the seed said 0.48).
+    out, _, run_dir = wide_run
+    (window,) = _summary(run_dir)["faults"]
+    assert window["verdict"] != "not_exercised" and "before/during/after" in out
+    for word in ("not_exercised", "skipped"):
+        untried = copy.deepcopy(window)
+        untried["verdict"] = word  # type: ignore[typeddict-item]
+        untried["reason"] = "nothing measured: no request started in the window"
+        text = render_faults([untried])
+        assert f"{word.upper()}\n    nothing measured: no request started" in text
+        # The heading, the window's line and its reason: nothing under them.
+        assert "before/during/after" not in text and len(text.strip("\n").splitlines()) == 3

@@ -145,21 +145,27 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
             )
     faults = summary.get("faults") or []
     if faults:
-        frows = [
-            (
-                f["name"] or f["kind"],
-                f["kind"],
-                f["start_s"],
-                f["end_s"],
-                f["before"]["ttft_p95_ms"],
-                f["during"]["ttft_p95_ms"],
-                f["after"]["ttft_p95_ms"],
-                f["recovery_s"],
-                f["verdict"],
-                f["reason"],
+        frows = []
+        for f in faults:
+            # A window nothing was tried in shows no figures: they are not its evidence.
+            tried = f["verdict"] not in ("not_exercised", "skipped")
+            figures = (
+                (f["before"]["ttft_p95_ms"], f["during"]["ttft_p95_ms"], f["after"]["ttft_p95_ms"])
+                if tried
+                else (None, None, None)
             )
-            for f in faults
-        ]
+            frows.append(
+                (
+                    f["name"] or f["kind"],
+                    f["kind"],
+                    f["start_s"],
+                    f["end_s"],
+                    *figures,
+                    f["recovery_s"] if tried else None,
+                    f["verdict"],
+                    f["reason"],
+                )
+            )
         head = (
             "window",
             "kind",

@@ -45,7 +45,8 @@ def _warning(ev: FaultEvent, frame: RunFrame) -> str | None:
     if end is not None and ev.at_s >= end:
         return (
             f"{head} will not be exercised: it is due at or after the load ends at {end:g} s "
-            f"({_frame(frame)}), when no request is sent any more"
+            f"({_frame(frame)}), when no request is sent any more; the load is "
+            f"{ev.end_s - end:g} s short of the window's end, and needs time after it"
         )
     if ev.at_s < w and ev.end_s <= w:
         return (
@@ -66,8 +67,9 @@ def _warning(ev: FaultEvent, frame: RunFrame) -> str | None:
         )
     if end is not None and ev.end_s > end:
         return (
-            f"{head} is cut short by the end of the load at {end:g} s ({_frame(frame)}): "
-            "nothing measured after it, so whether latency came back cannot be told"
+            f"{head} is cut short by the end of the load at {end:g} s ({_frame(frame)}), "
+            f"{ev.end_s - end:g} s before the window ends: nothing measured after it, so "
+            "whether latency came back cannot be told"
         )
     return None
 
