@@ -388,11 +388,16 @@ def test_the_driver_is_busy_only_when_its_lag_could_move_a_reported_figure() -> 
     assert busy["busy"]
     advice = busy["advice"] or ""
     assert "client lag p99 12.08 ms" in advice and "itl_ms p99 of 31.45 ms" in advice
+    # It names what the lag can move: the token times, read late, not the corrected ones.
+    assert ": TTFT, inter-chunk gap, end-to-end may include its own delay" in advice
+    # Kernel-stamped arrivals keep TTFT and end-to-end: a late read only merges chunks.
+    stamped = driver_health(tight | {"itl_ms": {"p50": 15.0, "p99": 31.45}}, kernel_share=1.0)
+    assert ": inter-chunk gap, tokens per chunk and step may include" in (stamped["advice"] or "")
     # Late sends count against the corrected figures only.
     late = figures | {"dispatch_lag_ms": {"p99": 14.0}}
-    assert driver_health(late)["busy"] and "dispatch lag p99 14" in (
-        driver_health(late)["advice"] or ""
-    )
+    said = driver_health(late)["advice"] or ""
+    assert driver_health(late)["busy"] and "dispatch lag p99 14" in said
+    assert ": TTFT (corrected), end-to-end (corrected) may include" in said
     assert not driver_health(figures | {"dispatch_lag_ms": {"p99": 12.0}})["busy"]
     # The resolution of a 3-significant-digit histogram: never coarser than 0.1 %.
     assert 0.001 <= resolution_ms(0.5) <= 0.001

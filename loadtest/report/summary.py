@@ -65,6 +65,15 @@ CLIENT_LAG_MOVES = ("ttft_ms", "itl_ms", "e2e_ms")
 DISPATCH_LAG_MOVES = ("ttft_ms_corrected", "e2e_ms_corrected")
 """A late send is measured from its intended time: only the corrected figures carry it."""
 
+_LABELS = {
+    "ttft_ms": "TTFT",
+    "itl_ms": "inter-chunk gap",
+    "e2e_ms": "end-to-end",
+    "ttft_ms_corrected": "TTFT (corrected)",
+    "e2e_ms_corrected": "end-to-end (corrected)",
+}
+"""How the table names the figures a lag can move."""
+
 _RESOLUTION = new_histogram()
 
 
@@ -116,19 +125,28 @@ def driver_health(metrics: Mapping[str, object], kernel_share: float | None = No
             client_bar = gap / 2
             client_why = f"{client_bar:.3g} ms, half the median inter-chunk gap (kernel-stamped)"
     dispatch_bar, dispatch_why = _lag_bar(metrics, DISPATCH_LAG_MOVES)
-    why = []
+    why, moved = [], []
+    stamped = kernel_share is not None and kernel_share >= 1.0
     if client is not None and client > client_bar:
         why.append(f"client lag p99 {client:g} ms over {client_why}")
+        # Kernel stamps keep TTFT, TPOT and end-to-end; a late read merges chunks only.
+        moved += (
+            ["inter-chunk gap", "tokens per chunk and step"]
+            if stamped
+            else [_LABELS[m] for m in CLIENT_LAG_MOVES if stat_of(metrics, m, "p99") is not None]
+        )
     if dispatch is not None and dispatch > dispatch_bar:
         why.append(f"dispatch lag p99 {dispatch:g} ms over {dispatch_why}")
+        moved += [_LABELS[m] for m in DISPATCH_LAG_MOVES if stat_of(metrics, m, "p99") is not None]
     busy = bool(why)
+    affected = ", ".join(moved) or "the latencies"
     return {
         "client_lag_p99_ms": client,
         "dispatch_lag_p99_ms": dispatch,
         "kernel_stamped_share": None if kernel_share is None else round(kernel_share, 4),
         "busy": busy,
         "advice": (
-            f"the driver was busy ({'; '.join(why)}): latencies include its own "
+            f"the driver was busy ({'; '.join(why)}): {affected} may include its own "
             "delay; run fewer streams per process (--workers N) or give it a free core"
             if busy
             else None
