@@ -75,7 +75,7 @@ def test_a_report_is_one_self_contained_file_with_its_plots(
     assert pngs and all(p.with_suffix(".svg").exists() for p in pngs)
     expected = {
         "run": ["Latency (ms)", "cancel-some", "SLOs", "Goodput"],
-        "sweep": ["Highest concurrency meeting every SLO", "Knee"],
+        "sweep": ["Highest concurrency meeting the SLOs", "Knee"],
         "ab": ["B - A with 95% bootstrap intervals", "Output equivalence"],
     }[kind]
     for text in expected:

@@ -186,3 +186,37 @@ def test_the_table_shows_the_servers_preemptions_where_it_counts_them() -> None:
     for r in rows:
         del cast(dict[str, object], r)["preemptions"]  # a server that does not count them
     assert "preempt" not in render_capacity(result)
+
+
+def test_a_rate_sweep_is_rated_over_its_arrivals_and_a_small_step_cannot_tell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `sweep code.toml --rates 2,4,8 --duration 3` said 1.2 / 2.4 / 4.0 req/s (the drain
+    # in the window) and "highest rate meeting the SLOs: 8" on 6 requests at rate 2.
+    scenario = tmp_path / "paced.toml"
+    scenario.write_text(
+        'name = "paced"\nmax_tokens = 40\n[[sources]]\nkind = "inline"\n'
+        'prompts = ["a", "b", "c"]\n[load]\nmode = "constant"\nrate = 1\nduration_s = 2\n'
+        "warmup_s = 0\n[sim]\nttft_ms = 5.0\nitl_ms = 20.0\nmin_output_fraction = 1.0\n"
+    )
+    out = tmp_path / "out"
+    argv = ["sweep", str(scenario), "--rates", "5,30", "--out", str(out)]
+    code = main([*argv, "--slo", "ttft_ms.p95=1000"])
+    text = capsys.readouterr().out
+    (folder,) = out.iterdir()
+    steps = orjson.loads((folder / "capacity.json").read_bytes())["steps"]
+    # 10 and 60 arrivals over 2 s, each ~0.8 s long: the rates are the arrivals'.
+    for step in steps:
+        assert step["measured_ok"] == step["requests"]
+        assert step["requests_per_s"] == pytest.approx(step["load"], rel=0.1)
+    # A p95 needs 20 requests: rate 5 of 2 s has 10, so nothing is named.
+    assert [s["slo"] for s in steps] == ["too few", "met"]
+    assert steps[0]["requests_to_judge"] == 20 and not steps[0]["slo_met"]
+    said = " ".join(text.split())
+    assert "highest rate meeting the SLOs: cannot tell (rate 5: 10 measured requests" in said
+    assert code == 1  # a gate on a step that could not tell does not pass
+    best = text[text.index("highest rate") : text.index("knee (")]
+    assert all(len(line) <= 80 for line in best.splitlines())  # wrapped
+    # No SLOs given: no highest load is named at all (it said "8" on nothing).
+    assert main([*argv[:-1], str(tmp_path / "none")]) == 0
+    assert "highest rate meeting the SLOs: no SLOs given" in capsys.readouterr().out

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,9 +27,10 @@ from pathlib import Path
 import orjson
 
 from loadtest.errors import UsageError
+from loadtest.measure.slo import requests_to_judge
 from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import ServerBlock, StatKey, Summary
-from loadtest.model.sweep import CapacityResult, SweepStep, knee_text
+from loadtest.model.sweep import CapacityResult, StepSlo, SweepStep, best_load_text, knee_text
 from loadtest.report.evidence import run_evidence
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "parse_steps",
     "render_capacity",
     "run_sweep",
+    "step_slo",
 ]
 
 
@@ -85,17 +88,26 @@ def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[
             stats = s["metrics"].get(metric)
             return None if stats is None else stats.get(pct)
 
+        verdict, need = step_slo(s)
+        ok = s["requests"].get("measured_ok", s["requests"]["ok"])
+        window = s["run"]["load"].get("duration_s") or s["run"]["measured_s"]
+
+        def per_s(n: float, window: float = window) -> float:
+            return round(n / window, 3) if window > 0 else 0.0
+
         rows.append(
             SweepStep(
                 load=load,
                 requests=s["requests"]["sent"] - s["requests"]["warmup"],
-                requests_per_s=s["throughput"]["requests_per_s"],
+                requests_per_s=per_s(ok),
                 warmup_requests=s["requests"]["warmup"],
-                output_tokens_per_s=s["throughput"]["output_tokens_per_s"],
-                goodput_per_s=good["per_s"] if good else None,
+                output_tokens_per_s=round(per_s(s["throughput"]["output_tokens"]), 1),
+                goodput_per_s=per_s(good["requests"]) if good else None,
                 error_rate=s["requests"]["error_rate"],
-                # A step that measured nothing (or mostly drained) meets nothing.
-                slo_met=slo["met"] and not run_evidence(s).blocking,
+                slo_met=verdict == "met",
+                slo=verdict,
+                measured_ok=ok,
+                requests_to_judge=need,
                 run_id=s["run"]["id"],
                 ttft_ms_p50=p("ttft_ms", "p50"),
                 ttft_ms_p95=p("ttft_ms", "p95"),
@@ -117,6 +129,23 @@ def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[
             )
         )
     return rows
+
+
+def step_slo(s: Summary) -> tuple[StepSlo, int]:
+    """Whether a step met its SLOs, with the requests it needed to tell.
+
+    A step that measured nothing (or mostly drained) meets nothing; one with fewer
+    measured ok requests than its SLOs need (``requests_to_judge``) cannot tell, met
+    or not: a p99 of 6 requests is their slowest, and rate 8 of 3 s was "met"."""
+    checks = s["slo"]["checks"]
+    need = requests_to_judge(checks)
+    if not checks:
+        return "none", need
+    if run_evidence(s).blocking:
+        return "missed", need
+    if s["requests"].get("measured_ok", s["requests"]["ok"]) < need:
+        return "too few", need
+    return ("met" if s["slo"]["met"] else "missed"), need
 
 
 def find_knee(rows: Sequence[SweepStep], tolerance: float = 0.5) -> float | None:
@@ -155,6 +184,14 @@ def best_load(rows: Sequence[SweepStep]) -> float | None:
     return best
 
 
+_SLO_WORD: dict[StepSlo, str] = {
+    "met": "met",
+    "missed": "MISSED",
+    "too few": "too few",
+    "none": "-",
+}
+
+
 def render_capacity(result: CapacityResult) -> str:
     """The capacity table as printed at the end of a sweep."""
     kind = result["kind"]
@@ -171,13 +208,13 @@ def render_capacity(result: CapacityResult) -> str:
     for r in result["steps"]:
         count = r.get("preemptions")
         extra = "" if not preempts else f"{'-' if count is None else count:>10}"
+        said = r.get("slo", "met" if r["slo_met"] else "missed")  # older tables: a bool
         lines.append(
             f"{r['load']:>12g}{f(r['requests_per_s'])}{f(r['output_tokens_per_s'])}"
             f"{f(r['goodput_per_s'])}{f(r['ttft_ms_p95'])}{f(r['e2e_ms_p50'])}"
-            f"{f(r['e2e_ms_p99'])}{extra}  {'met' if r['slo_met'] else 'MISSED'}"
+            f"{f(r['e2e_ms_p99'])}{extra}  {_SLO_WORD[said]}"
         )
-    best = result["best_load"]
-    lines.append(f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}")
+    lines += textwrap.wrap(best_load_text(result), 80, subsequent_indent="  ")
     tolerance = result["knee_tolerance"]
     lines.append(f"knee (median e2e within {tolerance:.0%} of its lowest): {knee_text(result)}")
     return "\n".join(lines)

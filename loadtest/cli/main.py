@@ -229,7 +229,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from loadtest.app.job import run_job
-    from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep
+    from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep, step_slo
     from loadtest.cli.exits import closing
     from loadtest.model.summary import Summary
     from loadtest.report.exit_reasons import run_reasons
@@ -246,6 +246,10 @@ def _sweep(args: argparse.Namespace) -> int:
         step_options = replace(base, run_dir=str(out), print_results=False, **over)
         summary, _, interrupted = run_job(step_options)
         reasons.extend(f"{kind} {load:g}: {r}" for r in run_reasons(summary, args.fail_on))
+        said, need = step_slo(summary)
+        if said == "too few":  # its SLOs "met" on fewer requests than tell them
+            ok = summary["requests"].get("measured_ok", summary["requests"]["ok"])
+            reasons.append(f"{kind} {load:g}: too few requests for the SLOs ({ok}, need {need})")
         return summary, interrupted
 
     name = Path(base.scenario).stem if base.scenario else "mixed"

@@ -9,7 +9,8 @@ whatever the percentile says), per second: the throughput a user would call usef
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 
 from loadtest.config.slo_table import (
     SLO_METRICS,
@@ -33,8 +34,29 @@ __all__ = [
     "parse_slo_flag",
     "parse_slo_table",
     "request_values",
+    "requests_to_judge",
     "stat_of",
 ]
+
+
+_TAIL = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+
+
+def requests_to_judge(checks: Iterable[SloCheck]) -> int:
+    """The fewest measured requests whose figures can tell each check's way.
+
+    A percentile ``q`` needs one request above it, 1 / (1 - q) of them (a p99 of 6
+    requests is their slowest, not a p99); a rate limit ``L`` needs the 1 / L requests in
+    which one failure is the limit. A mean or a max is there from the first request.
+    """
+    need = 1
+    for c in checks:
+        _, _, stat = c["slo"].partition(".")
+        if stat in _TAIL:
+            need = max(need, math.ceil(round(1 / (1 - _TAIL[stat]), 6)))
+        elif not stat and c["limit"] > 0:  # error_rate
+            need = max(need, math.ceil(round(1 / c["limit"], 6)))
+    return need
 
 
 def stat_of(metrics: Mapping[str, object], metric: str, stat: str) -> float | None:

@@ -13,13 +13,20 @@ __all__ = [
     "SWEEP_METRICS",
     "SWEEP_PCTS",
     "CapacityResult",
+    "StepSlo",
     "SweepStep",
+    "best_load_text",
     "knee_text",
     "step_stat",
 ]
 
 SWEEP_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tool_call_ms")
 SWEEP_PCTS: tuple[Literal["p50", "p95", "p99"], ...] = ("p50", "p95", "p99")
+
+
+StepSlo = Literal["met", "missed", "too few", "none"]
+"""A step's SLOs: all met, one missed, too few requests to tell (``requests_to_judge``),
+or none given."""
 
 
 class SweepStep(TypedDict):
@@ -29,12 +36,20 @@ class SweepStep(TypedDict):
     requests: int
     """Measured requests (sent after the warm-up)."""
     requests_per_s: float
+    """Measured ok requests over the arrival window (the measured duration of a
+    duration-bound step): over the whole measured time, the drain in it, a rate of 2
+    read 1.2 req/s."""
     warmup_requests: NotRequired[int]
     """Requests of the step's warm-up, not measured (absent from older tables)."""
     output_tokens_per_s: float
     goodput_per_s: float | None
     error_rate: float
     slo_met: bool
+    """``slo`` is ``met``: only such a step counts toward ``best_load``."""
+    slo: NotRequired[StepSlo]
+    measured_ok: NotRequired[int]
+    requests_to_judge: NotRequired[int]
+    """The fewest measured ok requests that tell the SLOs (a p99 needs 100)."""
     run_id: str
     ttft_ms_p50: float | None
     ttft_ms_p95: float | None
@@ -89,3 +104,22 @@ def knee_text(result: CapacityResult) -> str:
     if flat is None:
         return "none (too few steps with a median e2e)"
     return f"no knee within the range (flat up to {flat:g})"
+
+
+def best_load_text(result: CapacityResult) -> str:
+    """``highest rate meeting the SLOs: 4``, or why no load can be named: no SLOs
+    given, or the step after the last that met them too small to tell."""
+    kind, rows, best = result["kind"], result["steps"], result["best_load"]
+    said = [r.get("slo") for r in rows]
+    if said and all(v == "none" for v in said):
+        return f"highest {kind} meeting the SLOs: no SLOs given (--slo METRIC.STAT=LIMIT)"
+    after = next((r for r in rows if not r["slo_met"]), None)
+    if after is None or after.get("slo") != "too few":
+        return f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}"
+    short = (
+        f"{kind} {after['load']:g}: {after.get('measured_ok', 0)} measured requests, the SLOs "
+        f"need {after.get('requests_to_judge', 0)}; a longer --duration"
+    )
+    if best is None:
+        return f"highest {kind} meeting the SLOs: cannot tell ({short})"
+    return f"highest {kind} meeting the SLOs: {best:g}, and cannot tell above ({short})"

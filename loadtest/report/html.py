@@ -24,7 +24,7 @@ from loadtest.model.atomic import write_atomic
 from loadtest.model.io import load_capacity, load_decision, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import MetricStats, StatKey, Summary
-from loadtest.model.sweep import CapacityResult, knee_text
+from loadtest.model.sweep import CapacityResult, best_load_text, knee_text
 from loadtest.report.evidence import rebuilt_note
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
@@ -53,6 +53,10 @@ def _esc(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return html.escape(str(v))
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -225,7 +229,7 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
             r["e2e_ms_p50"],
             r["e2e_ms_p99"],
             r["error_rate"],
-            _met(r["slo_met"]),
+            _met(r["slo_met"]) if r.get("slo", "met") in ("met", "missed") else r["slo"],
         )
         for r in result["steps"]
     ]
@@ -243,7 +247,7 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
     )
     page.add(_unescape_marks(_table(head, rows)))
     page.add(
-        f"<p>Highest {result['kind']} meeting every SLO: <b>{_esc(result['best_load'])}</b>. "
+        f"<p>{_esc(_sentence(best_load_text(result)))}. "
         f"Knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "
         f"<b>{_esc(knee_text(result))}</b>.</p>"
     )
