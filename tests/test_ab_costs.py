@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,12 @@ def test_requests_per_cell_grow_with_the_family_and_stop_at_the_run_spread() -> 
     assert 10 <= one <= 60
     # A spread between runs as large as the difference: no request count suffices.
     none, why = requests_per_cell(2, 1, run_spread=0.1)
-    assert none is None and "add repeats" in why
+    assert none is None and "too large" in why
+    # ... and what would reach it is said: the fewest repeats that leave room, and twice.
+    fewest = int(why.split("--repeat ")[1].split()[0])
+    assert requests_per_cell(fewest - 1, 1, run_spread=0.1)[0] is None
+    assert requests_per_cell(fewest, 1, run_spread=0.1)[0] is not None
+    assert f"--repeat {2 * fewest} with" in why
     # One run a side: the practical bar is 15%, above the 10% asked.
     none, why = requests_per_cell(1, 1, min_effect=0.15)
     assert none is None and "below the practical bar" in why
@@ -100,7 +106,9 @@ def test_check_prints_the_trimmed_plan_and_the_requests_per_cell(
     argv = ["ab", str(path), "--sweep", "concurrency=1,2,4,8", "--repeat", "3"]
     assert main([*argv, "--budget", "15m", "--check"]) == 0
     text = capsys.readouterr().out
-    assert "4 concurrency steps (1, 2, 4, 8) x 2 sides x 1 repeats = 8 runs" in text
+    assert "ab sweep: 4 concurrency steps (1, 2, 4, 8) x 2 sides x 1 repeat = 8 runs" in text
+    # Built-in simulator sides: no URL endpoint, no llama.cpp cold start to speak of.
+    assert "endpoint: the sides below" in text and "llama.cpp" not in text
     assert "--budget: repeats trimmed 3 -> 1 to fit 15 min (4 steps kept" in text
     # One repeat: the one-run bar (15%) is above 10%: said, not a number.
     assert "to see a 10% difference" in text and "below the practical bar" in text
@@ -108,6 +116,13 @@ def test_check_prints_the_trimmed_plan_and_the_requests_per_cell(
     text = capsys.readouterr().out
     # With the spreads measured on this machine 10% needs more than 3 repeats: said so.
     assert "to see a 10% difference" in text and "bench_power.py" in text
-    assert "requests a run" in text or "add repeats" in text
+    said = " ".join(text.split())
+    # Beyond 3 repeats: said so, and what would reach it (it said "cannot be reached").
+    assert "Holm over 12+ tests): not with 3 repeats" in said
+    assert re.search(r"--repeat \d+ with \d+ requests a run or --repeat \d+ with", said)
+    # Without --sweep, one load: not an "ab sweep: 1 concurrency steps".
+    assert main(["ab", str(path), "--check"]) == 0
+    text = capsys.readouterr().out
+    assert "ab: concurrency 1 x 2 sides x 2 repeats = 4 runs, interleaved A B B A\n" in text
     assert main(["ab", str(path), "--memory-budget", "2GiB", "--check"]) == 2
     assert "give --sweep too" in capsys.readouterr().err

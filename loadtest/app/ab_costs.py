@@ -162,10 +162,17 @@ def requests_per_cell(
     z = sp.norm.ppf(1 - ALPHA / 2 / max(family, 1)) + sp.norm.ppf(0.95)
     room = (difference / (z * math.sqrt(2))) ** 2 - run_spread**2 / repeat
     if room <= 0:
+        # The fewest repeats whose run-to-run spread leaves room, and twice as many:
+        # what would reach it, said, where it once said only "cannot be reached".
+        fewest = math.floor(run_spread**2 / (difference / (z * math.sqrt(2))) ** 2) + 1
+        reach = []
+        for r in (fewest, 2 * fewest):
+            n, _ = requests_per_cell(r, family, difference, min_effect, run_spread, request_spread)
+            reach.append(f"--repeat {r} with {n} requests a run")
         return None, (
             f"no request count sees {difference:.0%} with {repeat} repeat(s): the "
-            f"run-to-run spread alone ({run_spread:.1%}) is too large; add repeats; "
-            f"from {SPREAD_SOURCE}"
+            f"run-to-run spread alone ({run_spread:.1%}) is too large; "
+            f"{' or '.join(reach)} would; from {SPREAD_SOURCE}"
         )
     n = math.ceil((1.2533 * request_spread) ** 2 / (repeat * room))
     return n, f"from {SPREAD_SOURCE}"

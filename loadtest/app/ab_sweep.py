@@ -241,15 +241,31 @@ def gate(decision: Decision, fail_on: str, operating_point: float | None) -> Dec
 
 
 def plan_lines(
-    plan: AbSweepPlan, repeat: int, per_run_s: float | None, bound: str, sides: Sequence[str]
+    plan: AbSweepPlan,
+    repeat: int,
+    per_run_s: float | None,
+    bound: str,
+    sides: Sequence[str],
+    *,
+    swept: bool = True,
+    starts: Sequence[str] = (),
 ) -> list[str]:
-    """``--check``: steps x sides x repeats, and the time the runs alone will take."""
+    """``--check``: steps x sides x repeats, and the time the runs alone will take.
+
+    ``swept``: an ``ab --sweep`` (else one load, said as such); ``starts``: what each
+    managed side pays at each run's start (``llama.cpp's cold start``), none for URLs."""
     runs = len(plan.steps) * len(sides) * repeat
     loads = ", ".join(f"{s:g}" for s in plan.steps)
     order = "A B B A" if len(sides) == 2 else "A B1 B2 .. B2 B1 A"
+    steps = len(plan.steps)
+    at = (
+        f"ab sweep: {steps} {plan.kind} step{'s' * (steps > 1)} ({loads})"
+        if swept
+        else f"ab: {plan.kind} {loads}"
+    )
     lines = [
-        f"ab sweep: {len(plan.steps)} {plan.kind} steps ({loads}) x {len(sides)} sides x "
-        f"{repeat} repeats = {runs} runs, interleaved {order} at each step",
+        f"{at} x {len(sides)} sides x {repeat} repeat{'s' * (repeat > 1)} = {runs} runs, "
+        f"interleaved {order}" + (" at each step" if swept else ""),
         f"  sides: baseline {sides[0]}, "
         + ("candidate " if len(sides) == 2 else "candidates ")
         + ", ".join(sides[1:]),
@@ -259,7 +275,7 @@ def plan_lines(
     else:
         total = runs * per_run_s
         lines.append(
-            f"  expected time: {runs} runs x {per_run_s:g} s ({bound}) = {total / 60:.1f} min, "
-            "plus each run's start (a managed llama.cpp side: its cold start)"
+            f"  expected time: {runs} runs x {per_run_s:g} s ({bound}) = {total / 60:.1f} min"
+            + (f", plus at each run's start {' and '.join(starts)}" if starts else "")
         )
     return lines

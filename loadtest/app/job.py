@@ -41,9 +41,10 @@ __all__ = [
 ]
 
 
-def check_job(options: RunOptions) -> str:
+def check_job(options: RunOptions, endpoint: str | None = None) -> str:
     """The run's own checks (``plan_run``) and its prompts loaded, sending nothing;
-    returns the plan, with what the run would warn about."""
+    returns the plan, with what the run would warn about. ``endpoint``: what the
+    endpoint line says instead (``ab``'s sides, which ``options`` does not hold)."""
     plan = plan_run(options)
     scenario, load = plan.scenario, plan.scenario.load
     counts = prompt_counts(scenario)
@@ -77,7 +78,7 @@ def check_job(options: RunOptions) -> str:
         else f"  prompts loaded: {', '.join(f'{k} {n}' for k, n in counts.items()) or 'none'}",
         f"  timeouts: total {t.total_s:g} s, first byte {t.first_byte_s:g} s, "
         f"between chunks {t.between_chunks_s:g} s, connect {t.connect_s:g} s",
-        f"  endpoint: {options.endpoint or 'the built-in simulator'}",
+        f"  endpoint: {endpoint or options.endpoint or 'the built-in simulator'}",
         f"  fault events: {len(scenario.faults.events)}",
         *(
             f"    {e.label}: {e.kind} at {e.at_s:g} s"

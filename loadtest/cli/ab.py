@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -224,6 +225,15 @@ def _budgeted(
     return trim_repeats(seconds, len(plan.steps), sides, args.repeat, per_run)
 
 
+def _start_cost(side: Side) -> str:
+    """What a managed side pays before each of its runs."""
+    if side.llama is not None:
+        return "llama.cpp's cold start"
+    if side.vllm is not None:
+        return "vLLM's start (a minute or more on the CPU)"
+    return "the simulator's start"
+
+
 def _check(
     base: RunOptions,
     plan: AbSweepPlan | None,
@@ -240,13 +250,15 @@ def _check(
 
     scenario = plan_run(base).scenario
     load = scenario.load
+    swept = plan is not None
     if plan is None:
         kind = "concurrency" if load.mode == "closed" else "rate"
         plan = AbSweepPlan(kind, (float(load.concurrency if kind == "concurrency" else load.rate),))
     per_run, bound = _per_run(base)
     given = [s.given or "the built-in simulator" for s in sides.values()]
-    print(check_job(base))
-    print("\n".join(plan_lines(plan, repeat, per_run, bound, given)))
+    starts = sorted({_start_cost(s) for s in sides.values() if s.managed})
+    print(check_job(base, endpoint="the sides below"))
+    print("\n".join(plan_lines(plan, repeat, per_run, bound, given, swept=swept, starts=starts)))
     if budget_note:
         print(f"  {budget_note}")
     # Per step: e2e and TPOT per category, goodput, per candidate (the smallest family:
@@ -255,7 +267,11 @@ def _check(
     family = len(plan.steps) * (3 * candidates + max(candidates - 1, 0))
     bar = practical_effect(repeat, repeat, min_effect)
     n, why = requests_per_cell(repeat, family, min_effect=bar)
-    said = f"{n} requests a run" if n is not None else "cannot be reached"
+    said = (
+        f"{n} requests a run" if n is not None else f"not with {repeat} repeat{'s' * (repeat > 1)}"
+    )
     print(f"  to see a 10% difference (19 times in 20, Holm over {family}+ tests): {said}")
-    print(f"    ({why})")
+    print(
+        "\n".join(textwrap.wrap(f"({why})", 80, initial_indent="    ", subsequent_indent="     "))
+    )
     return 0
