@@ -19,6 +19,7 @@ from loadtest.errors import ResultFileError, UsageError
 from loadtest.model.comparison import Comparison
 from loadtest.model.json import JsonObject
 from loadtest.report.compare import compare_runs, load_run, render_comparison
+from loadtest.report.compare_render import decision_line
 from loadtest.sim import SimConfig
 from loadtest.sim.process import SimProcess
 from tests.test_cli import inline_scenario
@@ -139,7 +140,12 @@ def test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
     _, c = _ab(tmp_path, sims["base"], sims["slow"])
     assert c["min_effect"] == 0.15 and c["min_effect_asked"] == 0.02
     assert c["metrics"]["tpot_ms"]["verdict"] == "slower", c["metrics"]["tpot_ms"]
-    assert "so a line needs |B-A| >= 15% of A" in render_comparison(cast(Comparison, c))
+    text = render_comparison(cast(Comparison, c))
+    assert "so a line needs |B-A| >= 15% of A" in text
+    # The decision comes first, in one line, with the lines called and by how much.
+    first = text.splitlines()[0]
+    assert first.startswith("decision: B slower on ") and "tpot_ms p50 +" in first
+    assert "faster" not in decision_line(cast(Comparison, c))
 
 
 def test_identical_deployments_repeated_show_no_difference_and_their_spread(
@@ -171,6 +177,7 @@ def test_identical_deployments_repeated_show_no_difference_and_their_spread(
     )
     for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
         assert wide["metrics"][m]["verdict"] == "no detectable difference", (m, wide["metrics"][m])
+    assert decision_line(wide).startswith("decision: no detectable difference: no line's B-A")
 
 
 def test_divergent_answers_are_listed_and_fail_the_check(

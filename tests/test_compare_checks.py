@@ -68,6 +68,9 @@ def test_an_ab_that_measured_nothing_says_so_first_and_fails(
     assert captured.err.splitlines()[-1].startswith("exit 1: comparison: no completed requests")
     assert comparison.startswith("STOP: A completed no measured request (24 sent)"), text
     assert comparison.index("STOP:") < comparison.index("A (baseline)")
+    # Its one-line decision, just before: it cannot tell, and why.
+    before = text[: text.index("STOP: A completed")].splitlines()
+    assert " ".join(before[4:]).startswith("decision: cannot tell: A completed no measured")
     assert "beyond what the endpoint serves" in text
     (folder,) = out.iterdir()
     c = orjson.loads((folder / "comparison.json").read_bytes())
@@ -90,10 +93,12 @@ def test_compare_of_unlike_load_shapes_says_so_and_marks_verdicts_confounded(
     )
     assert code == 1
     text = capsys.readouterr().out
-    assert text.splitlines()[0].startswith(
-        "NOTE: load shapes differ (A: closed loop, concurrency 8;"
-    )
-    assert "arrivals at 50 req/s" in text.splitlines()[0]
+    # The decision in one line first, saying it is confounded; then the finding.
+    lines = text.splitlines()
+    assert lines[0].startswith("decision: ") and "(confounded: see the NOTE below)" in text
+    note = next(line for line in lines if line.startswith("NOTE: "))
+    assert note.startswith("NOTE: load shapes differ (A: closed loop, concurrency 8;")
+    assert "arrivals at 50 req/s" in note
     c = orjson.loads(report.read_bytes())
     assert c["confounded"] is True and c["blocking"] is False
     assert line_verdict(c, {"verdict": "slower"}) == "slower (confounded)"

@@ -7,6 +7,7 @@ whether the candidate answers as the baseline does.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from typing import TypedDict
 
@@ -22,7 +23,13 @@ from loadtest.report.acceptance_time import positions_said
 from loadtest.report.compare_figures import SIDE_FIELDS
 from loadtest.report.compare_sessions import render_savings
 
-__all__ = ["acceptance_rows", "cost_rows", "line_verdict", "render_comparison"]
+__all__ = [
+    "acceptance_rows",
+    "cost_rows",
+    "decision_line",
+    "line_verdict",
+    "render_comparison",
+]
 
 
 def _fmt(v: object) -> str:
@@ -164,6 +171,11 @@ def _latency_lines(c: Comparison) -> list[str]:
             )
         lines.append(f"{'':<14}rank test p {format_p(mc['p_value'])}, n={mc['n_a']}/{mc['n_b']}")
     lines.append("(* the interval excludes 0; p adjusted over all lines of the comparison)")
+    lines += textwrap.wrap(
+        f"(a line is called only with its interval off 0, its Holm p under 0.05 and |B-A| "
+        f">= {effect:.0%} of A; the rank test compares whole distributions and calls nothing)",
+        80,
+    )
     return lines
 
 
@@ -186,10 +198,41 @@ def _equivalence_lines(eq: Equivalence) -> list[str]:
     return lines
 
 
+def decision_line(c: Comparison) -> str:
+    """The comparison in one line, before its evidence: which lines B is faster or
+    slower on and by how much, or why none is called (``ab`` printed 45 lines and no
+    decision; "no detectable difference" stood beside a rank test's p of 0.019)."""
+    if c["blocking"]:
+        why = next(f["message"] for f in c["findings"] if f["blocking"])
+        return f"decision: cannot tell: {why}"
+    called: dict[str, list[str]] = {"faster": [], "slower": []}
+    judged = too_few = 0
+    for m, mc in c["metrics"].items():
+        for p, d in mc["percentiles"].items():
+            if d["verdict"] in called and d["a"] and d["diff"] is not None:
+                called[d["verdict"]].append(f"{m} {p} {d['diff'] / d['a']:+.0%}")
+            judged += d["verdict"] not in ("too few samples", "not exercised")
+            too_few += d["verdict"] == "too few samples"
+    effect = c.get("min_effect", MIN_EFFECT)
+    if not judged:
+        state = "cannot tell" if too_few else "not exercised"
+        return f"decision: {state} (no latency line had enough samples on both sides)"
+    tail = " (confounded: see the NOTE below)" if c["confounded"] else ""
+    if not called["faster"] and not called["slower"]:
+        return (
+            f"decision: no detectable difference{tail}: no line's B-A reached {effect:.0%} "
+            "of A with an interval off 0 and a Holm-adjusted p under 0.05"
+        )
+    parts = [f"B {v} on {', '.join(lines)}" for v, lines in called.items() if lines]
+    return f"decision: {'; '.join(parts)}{tail}"
+
+
 def render_comparison(c: Comparison) -> str:
-    """The comparison as text: findings first, figures side by side, then latency lines."""
+    """The comparison as text: its decision in one line, the findings, figures side by
+    side, then the latency lines."""
     a, b = c["a"], c["b"]
-    lines = [f"{'STOP' if f['blocking'] else 'NOTE'}: {f['message']}" for f in c["findings"]]
+    lines = textwrap.wrap(decision_line(c), 80, subsequent_indent="  ")
+    lines += [f"{'STOP' if f['blocking'] else 'NOTE'}: {f['message']}" for f in c["findings"]]
     lines += [
         f"A (baseline)  = {', '.join(a['runs'])} ({a['endpoint']})",
         f"B (candidate) = {', '.join(b['runs'])} ({b['endpoint']})",
