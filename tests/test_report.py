@@ -146,3 +146,20 @@ def test_the_report_opens_in_headless_chromium_without_errors(
     assert errors == []
     assert images_ok and n_images >= 2
     assert shot.stat().st_size > 20_000
+
+
+def test_an_ab_of_tool_calls_draws_no_empty_tpot_plot(tmp_path: Path) -> None:
+    # Answers with tool calls have no TPOT: the ab report drew an empty TPOT plot.
+    scenario = tmp_path / "tools.toml"
+    scenario.write_text(
+        'name = "tools"\nmax_tokens = 32\n[[sources]]\nkind = "bfcl"\ncategory = "tool-calls"\n'
+        'subsets = ["simple_python"]\n[load]\nconcurrency = 2\nduration_s = 1.0\nwarmup_s = 0\n'
+    )
+    out = tmp_path / "ab"
+    assert main(["ab", str(scenario), "--repeat", "1", "--out", str(out), "--no-tui"]) == 0
+    (folder,) = out.iterdir()
+    assert main(["report", str(folder)]) == 0
+    page = (folder / "report.html").read_text()
+    plots = {p.stem for p in (folder / "plots").glob("*.png")}
+    assert "ttft_ms-percentiles" in plots and "tpot_ms-percentiles" not in plots
+    assert "tpot_ms: no values on either side (answers with tool calls have no TPOT)" in page

@@ -246,7 +246,8 @@ def test_each_accepted_per_step_agrees_with_the_truth_of_the_streams_it_counts(
     assert len(text) >= 15 and len(done) - len(text) >= 15  # both populations were run
 
     def pooled(rows: list[dict[str, Any]]) -> float:
-        return sum(t["tokens_written"] - 1 for t in rows) / sum(t["steps"] - 1 for t in rows)
+        tokens = sum(int(t["tokens_written"]) - 1 for t in rows)
+        return tokens / sum(int(t["steps"]) - 1 for t in rows)
 
     ours = summary["decode_steps"]
     assert ours["streams"] == len(text)

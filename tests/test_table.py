@@ -14,8 +14,14 @@ from typing import cast
 import orjson
 import pytest
 
-from loadtest.model.summary import AgentBlock, Summary
-from loadtest.report.table import WIDTH, render_agent, render_faults, render_table
+from loadtest.model.summary import AgentBlock, MetricStats, Summary
+from loadtest.report.table import (
+    WIDTH,
+    corrected_counts_note,
+    render_agent,
+    render_faults,
+    render_table,
+)
 from tests.conftest import read_jsonl
 from tests.test_cli import loadtest
 
@@ -201,9 +207,18 @@ def test_a_window_nothing_was_tried_in_shows_its_reason_and_no_figures(
     assert window["verdict"] != "not_exercised" and "before/during/after" in out
     for word in ("not_exercised", "skipped"):
         untried = copy.deepcopy(window)
-        untried["verdict"] = word  # type: ignore[typeddict-item]
+        untried["verdict"] = word
         untried["reason"] = "nothing measured: no request started in the window"
         text = render_faults([untried])
         assert f"{word.upper()}\n    nothing measured: no request started" in text
         # The heading, the window's line and its reason: nothing under them.
         assert "before/during/after" not in text and len(text.strip("\n").splitlines()) == 3
+
+
+def test_a_corrected_figure_with_more_values_says_why() -> None:
+    # tool_call_ms 89 beside tool_call_ms_corrected 90 was printed unexplained.
+    same: dict[str, MetricStats] = {"ttft_ms": {"count": 5}, "ttft_ms_corrected": {"count": 5}}
+    assert corrected_counts_note(same) is None
+    more = same | {"e2e_ms": {"count": 197}, "e2e_ms_corrected": {"count": 365}}
+    note = corrected_counts_note(more) or ""
+    assert "365 against 197 for e2e_ms" in note and "closed loop" in note

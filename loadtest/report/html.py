@@ -34,7 +34,7 @@ from loadtest.report.plots import (
     timeline_figure,
 )
 from loadtest.report.rebuild import is_run_folder, summary_of
-from loadtest.report.table import LATENCY_ORDER
+from loadtest.report.table import LATENCY_ORDER, corrected_counts_note
 
 __all__ = ["latency_order", "write_report"]
 
@@ -136,6 +136,9 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
     metrics = summary["metrics"]
     rows = [(m, *(metrics[m].get(k) for k in _STATS)) for m in latency_order(metrics)]
     page.add("<h2>Latency (ms)</h2>" + _table(("metric", *_STATS), rows))
+    note = corrected_counts_note(metrics)
+    if note:
+        page.add(f"<p>{_esc(note)}</p>")
     slo = summary["slo"]
     if slo["checks"]:
         checks = [(c["slo"], c["limit"], c["value"], _met(c["met"])) for c in slo["checks"]]
@@ -370,6 +373,13 @@ def _comparison_section(page: _Page, folder: Path, raw: JsonObject) -> None:
     if all(sides.values()):
         for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
             hists = {s: _merged(paths, m) for s, paths in sides.items()}
+            if not any(h.get_total_count() for h in hists.values()):
+                # Tool-call answers have no TPOT: an empty plot said nothing.
+                page.add(
+                    f"<p>{_esc(m)}: no values on either side (answers with tool calls "
+                    "have no TPOT); no plot.</p>"
+                )
+                continue
             page.plot(percentile_figure(hists, m), f"{m}-percentiles", m)
 
 

@@ -8,7 +8,7 @@ fault window's reason, a long endpoint) is wrapped at its spaces.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from loadtest.features.scrape import SIM_ENGINE
@@ -20,6 +20,7 @@ from loadtest.report.server_lines import server_lines
 __all__ = [
     "LATENCY_ORDER",
     "WIDTH",
+    "corrected_counts_note",
     "fault_figures",
     "fit",
     "packed",
@@ -252,6 +253,9 @@ def render_table(summary: Summary) -> str:
             continue
         cells = f"{stats['count']:>{_CELL}}" + "".join(_cell(stats.get(c, 0.0)) for c in _COLS[1:])
         lines.append(f"{label:<{_LABEL}}{cells}")
+    note = corrected_counts_note(metrics)
+    if note:
+        lines += textwrap.wrap(note, WIDTH)
     lines += server_lines(summary)
     driver = summary.get("driver")
     advice = driver["advice"] if driver else None
@@ -267,6 +271,27 @@ def render_table(summary: Summary) -> str:
             f"{good['per_s']:.2f}/s ({good['share']:.0%} of ok)"
         )
     return fit(lines)
+
+
+def corrected_counts_note(metrics: Mapping[str, MetricStats]) -> str | None:
+    """Why a corrected figure counts more values than its raw one, where one does.
+
+    In closed loop the correction is HdrHistogram's: a request slower than the expected
+    interval between a session's sends also records the sends it held back, so
+    ``tool_call_ms_corrected`` counted 90 beside ``tool_call_ms``'s 89, unexplained."""
+    more = [
+        (m, raw["count"], fixed["count"])
+        for m, raw in metrics.items()
+        if (fixed := metrics.get(f"{m}_corrected")) is not None and fixed["count"] > raw["count"]
+    ]
+    if not more:
+        return None
+    name, raw_n, fixed_n = max(more, key=lambda x: x[2] - x[1])
+    return (
+        f"(a corrected figure counts more values than its raw one, {fixed_n} against "
+        f"{raw_n} for {name}: in closed loop the correction adds a value for each send a "
+        "slow request held back, HdrHistogram's coordinated-omission correction)"
+    )
 
 
 def _chunk_lines(tpc: MetricStats) -> list[str]:
