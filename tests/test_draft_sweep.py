@@ -109,7 +109,7 @@ def test_draft_max_needs_a_speculative_side_ab_starts(
     assert "give --sweep too" in capsys.readouterr().err
     assert main([*argv, "--candidate", "sim:spec", "--draft-max", "1,4"]) == 0
     text = capsys.readouterr().out
-    assert "1 concurrency steps (1) x 3 sides x 2 repeats = 6 runs" in text
+    assert "1 concurrency step (1) x 3 sides x 2 repeats = 6 runs" in text
     assert "candidates sim:spec K=1, sim:spec K=4" in text
 
 

@@ -7,11 +7,13 @@ import dataclasses
 import html
 import os
 import re
+import shutil
 import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import orjson
 import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Region
@@ -22,6 +24,7 @@ from loadtest.app.inprocess import drive, run_here
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.measure.recorders import new_histogram
+from loadtest.model.summary import RunHead
 from loadtest.sim import InProcessSim, SimProcess
 from loadtest.tui import Dashboard, DashboardFeed, DashboardProcess
 from loadtest.tui.feed import START_S
@@ -31,6 +34,7 @@ from loadtest.tui.frame import (
     log_buckets,
     progress,
     render_counts,
+    render_faults,
     render_header,
     render_histogram,
 )
@@ -490,3 +494,32 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
     judged = [f.faults[0] for f in running if f.faults and f.faults[0].verdict is not None]
     assert judged and all(r.provisional for r in judged)
     assert all(f.verdicts is None or f.verdicts.provisional for f in running)
+
+
+def test_a_replays_last_frame_shows_the_runs_rate_and_nothing_left() -> None:
+    # Its last frame showed the last interval's req/s (32.8 for a run at 20) and ETA ?.
+    src = ReplaySource(SAMPLE)
+    last = src.frame("ttft_ms", "all")
+    put = src.summary["throughput"]
+    assert last.run_rate == (put["requests_per_s"], put["output_tokens_per_s"])
+    assert f"{put['requests_per_s']:.1f} req/s" in render_counts(last)
+    assert "over the run" in render_counts(last) and last.eta_s == 0.0
+    src.step(-100)
+    first = src.frame("ttft_ms", "all")
+    assert first.run_rate is None and first.eta_s is not None and first.eta_s > 0
+    assert "over the run" not in render_counts(first)
+
+
+def test_a_rebuilt_replay_says_why_its_fault_windows_have_no_verdict(tmp_path: Path) -> None:
+    # A run killed before its window said "no fault windows".
+    folder = tmp_path / "killed"
+    shutil.copytree(SAMPLE, folder, ignore=shutil.ignore_patterns("summary.*", "*.hgrm"))
+    run = orjson.loads((SAMPLE / "summary.json").read_bytes())["run"]
+    head = {k: run[k] for k in RunHead.__annotations__}
+    start = {"schema": 1, "run": head, "slo": [], "fault_windows": ["cancel-a-third"]}
+    start |= {"agent": False, "pid": 1, "host": "elsewhere"}
+    (folder / "run.json").write_bytes(orjson.dumps(start))
+    frame = ReplaySource(folder).frame("ttft_ms", "all")
+    assert frame.faults == ()
+    text = render_faults(frame)
+    assert text.startswith("not judged (the run was killed; rebuilt): fault verdicts of ")

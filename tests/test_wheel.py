@@ -177,7 +177,7 @@ def test_the_five_readme_uses_work_from_the_wheel(installed: Installed, sim_endp
     )
     assert orjson.loads((gate / "summary.json").read_bytes())["faults"]
     sweep = installed.run(
-        *("sweep", "scenarios/code.toml", "--rates", "2,4", "--duration", "3"),
+        *("sweep", "scenarios/code.toml", "--rates", "8,16", "--duration", "3"),
         *("--slo", "ttft_ms.p95=500"),
     )
     assert sweep.returncode == 0, sweep.stdout + sweep.stderr

@@ -115,6 +115,11 @@ class Frame:
     faults: tuple[FaultRow, ...] = ()
     server: JsonObject | None = None
     verdicts: RunVerdicts | None = None
+    run_rate: tuple[float, float] | None = None
+    """A finished run's requests and output tokens per measured second: its last frame
+    showed the last interval's rate (32.8 req/s for a run at 20)."""
+    fault_note: str | None = None
+    """What stands for the fault windows where none was judged (a rebuilt run)."""
 
 
 def percentile_rows(hists: Mapping[str, HdrHistogram]) -> tuple[PercentileRow, ...]:
@@ -230,19 +235,22 @@ def render_counts(f: Frame, width: int | None = None) -> str:
     errors = "  ".join(f"{k} {v}" for k, v in sorted(f.errors.items())) or "none"
     rate = f.req_rate[-1] if f.req_rate else 0.0
     tok = f.tok_rate[-1] if f.tok_rate else 0.0
+    over = ""
+    if f.run_rate is not None:
+        (rate, tok), over = f.run_rate, " over the run"
     if width is not None and width < 32:
         return (
             f"sent {f.sent}  in flight {f.in_flight}\n"
             f"ok {f.ok}  failed {f.failed}\n"
             f"cancelled {f.cancelled}\n"
             f"failed by class: {errors}\n"
-            f"{rate:.1f} req/s  {tok:.0f} tok/s"
+            f"{rate:.1f} req/s  {tok:.0f} tok/s{over}"
         )
     return (
         f"sent {f.sent}   in flight {f.in_flight}\n"
         f"ok {f.ok}   failed {f.failed}   cancelled {f.cancelled}\n"
         f"failed by class: {errors}\n"
-        f"{rate:.1f} req/s   {tok:.0f} output tok/s"
+        f"{rate:.1f} req/s   {tok:.0f} output tok/s{over}"
     )
 
 
@@ -263,7 +271,7 @@ def render_histogram(f: Frame, width: int = 36) -> str:
 def render_faults(f: Frame) -> str:
     """The fault timeline: each window, its state and its verdict when known."""
     if not f.faults:
-        return "no fault windows"
+        return f.fault_note or "no fault windows"
     lines = []
     for w in f.faults:
         verdict = f"  {w.verdict.upper()}" if w.verdict else ""

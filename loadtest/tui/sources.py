@@ -270,6 +270,8 @@ class ReplaySource:
             for s, n, _ in e2e
         ]
         duration = run.get("duration_s") or t
+        last = self.position == self.n - 1
+        put = self.summary["throughput"]
         return Frame(
             scenario=run["scenario"],
             endpoint=run["endpoint"],
@@ -277,7 +279,7 @@ class ReplaySource:
             elapsed_s=t,
             phase=f"replay: interval {self.position + 1}/{self.n} (←/→ to step)",
             progress=min(1.0, t / duration) if duration else None,
-            eta_s=None,
+            eta_s=0.0 if last else max(0.0, duration - t) if duration else None,
             sent=len(went),
             ok=outcomes.count("ok"),
             failed=outcomes.count("failed"),
@@ -297,7 +299,17 @@ class ReplaySource:
             faults=self._faults(t),
             server=_server_view([s for s in self.samples if s.get("t_s", 0) <= t][-2:]),
             verdicts=self._verdicts(),
+            run_rate=(put["requests_per_s"], put["output_tokens_per_s"]) if last else None,
+            fault_note=self._fault_note(),
         )
+
+    def _fault_note(self) -> str | None:
+        """A rebuilt run's windows: named, and why they have no verdict."""
+        rebuilt = self.summary.get("rebuilt")
+        if rebuilt is None:
+            return None
+        why = [n for n in rebuilt["not_rebuilt"] if n.startswith("fault ")]
+        return f"not judged (the run was killed; rebuilt): {why[0]}" if why else None
 
     def _faults(self, t: float) -> tuple[FaultRow, ...]:
         if self.position == self.n - 1:
