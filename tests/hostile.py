@@ -301,6 +301,9 @@ MODES: dict[str, Handler] = {
     "resp-failed": resp_failed,
     "resp-unknown-events": resp_unknown_events,
     "keyed": ok,
+    "metrics-html": ok,
+    "metrics-binary": ok,
+    "metrics-truncated": ok,
 }
 
 
@@ -322,7 +325,20 @@ METRICS_KEY = "hostile-metrics-key"
 """``/keyed/metrics`` answers only a request that carries this key, as a gated server does."""
 
 
+# What ``/{mode}/metrics`` answers in the modes that break it: a login page, bytes that
+# are not text, a page cut inside a sample. Every reader of a server's answer is fed
+# such bodies (``/v1/models`` below, ``/tokenize`` after it).
+METRICS_ANSWERS: dict[str, tuple[bytes, str]] = {
+    "metrics-html": (b"<!DOCTYPE html><html><title>Sign in</title></html>", "text/html"),
+    "metrics-binary": (bytes(range(256)) * 4, "application/octet-stream"),
+    "metrics-truncated": (METRICS_PAGE.encode()[:70], "text/plain"),
+}
+
+
 async def _metrics(request: web.Request) -> web.StreamResponse:
+    answer = METRICS_ANSWERS.get(request.match_info["mode"])
+    if answer is not None:
+        return web.Response(body=answer[0], content_type=answer[1])
     keyed = request.match_info["mode"] == "keyed"
     if keyed and request.headers.get("Authorization") != f"Bearer {METRICS_KEY}":
         return web.Response(status=401, text="no key")
@@ -345,6 +361,27 @@ async def _models(request: web.Request) -> web.StreamResponse:
         body, content_type = answer
         return web.Response(text=body, content_type=content_type)
     return web.json_response({"object": "list", "data": [{"id": "hostile-llm"}]})
+
+
+# What ``/{mode}/tokenize`` (and ``/detokenize``) answer in the modes that break them;
+# every other mode counts a token a word, as a server's tokenizer would answer.
+TOKENIZE_ANSWERS: dict[str, str] = {
+    "tok-html": "<!DOCTYPE html><html><title>Sign in</title></html>",
+    "tok-empty": "",
+    "tok-truncated": '{"tokens": [1, 2',
+    "tok-list": "[1, 2]",
+    "tok-strings": '{"tokens": ["hello", "world"]}',
+    "tok-objects": '{"tokens": [{"piece": "hello"}]}',
+    "tok-none": '{"tokens": null}',
+}
+
+
+async def _tokenize(request: web.Request) -> web.StreamResponse:
+    answer = TOKENIZE_ANSWERS.get(request.match_info["mode"])
+    if answer is not None:
+        return web.Response(text=answer, content_type="application/json")
+    body = await request.json()
+    return web.json_response({"tokens": list(range(len(str(body.get("content")).split())))})
 
 
 class HostileServer:
@@ -387,6 +424,8 @@ class HostileServer:
         app[_SEEN] = []
         app.router.add_get("/{mode}/v1/models", _models)
         app.router.add_get("/{mode}/metrics", _metrics)
+        app.router.add_post("/{mode}/tokenize", _tokenize)
+        app.router.add_post("/{mode}/detokenize", _tokenize)
         app.router.add_post("/{mode}/v1/chat/completions", _dispatch)
         app.router.add_post("/{mode}/v1/responses", _dispatch)
         self._runner = web.AppRunner(app, handler_cancellation=True)

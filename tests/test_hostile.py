@@ -7,6 +7,7 @@ and the files on disk, against ``tests/hostile.py`` on loopback.
 from __future__ import annotations
 
 import itertools
+import re
 import socket
 import subprocess
 import sys
@@ -18,9 +19,11 @@ import orjson
 import pytest
 
 from loadtest.app.job import RunOptions, run_job
+from loadtest.datasets.tokenizer import EndpointTokenizer
+from loadtest.errors import DatasetError
 from loadtest.model.summary import Summary
 from tests.conftest import log_records, read_jsonl
-from tests.hostile import ECHO_MODES, METRICS_KEY, HostileServer
+from tests.hostile import ECHO_MODES, METRICS_KEY, TOKENIZE_ANSWERS, HostileServer
 
 SCENARIO = """
 name = "hostile"
@@ -299,3 +302,29 @@ def test_a_broken_models_answer_is_one_clear_line_naming_the_url(
     assert "Traceback" not in res.stderr
     assert f"{endpoint}/v1/models" in res.stderr
     assert MODELS_ERRORS[mode] in res.stderr
+
+
+@pytest.mark.parametrize("mode", ["metrics-html", "metrics-binary", "metrics-truncated"])
+def test_a_metrics_page_that_is_not_prometheus_text_is_named_and_the_run_goes_on(
+    hostile: HostileServer, tmp_path: Path, mode: str
+) -> None:
+    """A login page, bytes, or a page cut inside a sample at ``/metrics``: the run
+    accounts every request, and the server block says why it has no figures."""
+    summary, rows = _run(tmp_path, hostile.url(mode))
+    assert summary["requests"]["sent"] == len(rows) > 0
+    assert all(r["outcome"] == "ok" for r in rows)
+    server = summary.get("server")
+    assert server is not None and server["scraped"] == 0, server
+    assert f"{hostile.url(mode)}/metrics" in server.get("note", ""), server
+
+
+@pytest.mark.parametrize("mode", sorted(TOKENIZE_ANSWERS))
+def test_a_broken_tokenize_answer_is_one_error_naming_the_url(
+    hostile: HostileServer, mode: str
+) -> None:
+    """Each of /tokenize's broken answers is a DatasetError naming the URL, never a
+    KeyError or a ValueError (a list of strings, objects without ids, no list)."""
+    tok = EndpointTokenizer(hostile.url(mode), "hostile-llm")
+    with pytest.raises(DatasetError, match=re.escape(f"{hostile.url(mode)}/tokenize")):
+        tok.encode("hello world")
+    assert EndpointTokenizer(hostile.url("ok"), "hostile-llm").encode("hello world") == [0, 1]

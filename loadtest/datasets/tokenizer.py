@@ -80,7 +80,14 @@ class EndpointTokenizer:
         if not isinstance(tokens, list):
             raise DatasetError(f"{self.name}: the answer has no 'tokens' list")
         # llama.cpp with_pieces answers objects; plain answers are ints.
-        return [t["id"] if isinstance(t, dict) else int(t) for t in tokens]
+        ids = [t.get("id") if isinstance(t, dict) else t for t in tokens]
+        wrong = [t for t in ids if not isinstance(t, int) or isinstance(t, bool)]
+        if wrong:
+            raise DatasetError(
+                f"{self.name}: 'tokens' holds {wrong[0]!r}, not token ids (integers, or "
+                "objects with an 'id')"
+            )
+        return [int(t) for t in ids if isinstance(t, int)]
 
     def decode(self, ids: list[int]) -> str:
         """Text of ``ids``, as the server writes them."""
