@@ -25,6 +25,7 @@ from loadtest.datasets.otel import read_agent_trace
 from loadtest.errors import UsageError
 from loadtest.model.io import load_summary
 from loadtest.report.rebuild import rebuild_summary
+from loadtest.report.run_sessions import run_sessions
 from tests.test_agent_trace import FIXTURE, LAG_BOUND_MS, documents, spans_of, write_docs
 from tests.test_multiturn import CONVS
 
@@ -277,3 +278,17 @@ def test_conversations_export_as_sessions_of_turns_after_the_think_time(tmp_path
         if x["name"].startswith("invoke_agent")
     }
     assert kinds == {"conversation"}
+
+
+def test_two_workers_unit_0_of_one_trace_are_two_sessions(tmp_path: Path) -> None:
+    # Each worker numbers its units from 0: grouped by trace id and unit alone, the
+    # merged lines of a two-worker replay made one session of both workers' calls.
+    lines = [
+        {"index": i, "trace_id": "t1", "unit": 0, "call": i // 2, "worker": i % 2,
+         "intended_ms": 10.0 * i, "sent_ms": 10.0 * i, "end_ms": 10.0 * i + 5,
+         "outcome": "ok", "output_tokens": 3, "prompt_id": f"t1/{i // 2}"}
+        for i in range(4)
+    ]  # fmt: skip
+    (tmp_path / "requests.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in lines))
+    sessions = run_sessions(tmp_path)
+    assert [(s.key, s.worker, len(s.calls)) for s in sessions] == [("t1", 0, 2), ("t1", 1, 2)]

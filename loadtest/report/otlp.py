@@ -85,7 +85,7 @@ def _id(text: str, size: int) -> str:
 
 
 def _session_spans(s: RunSession, head: ExportHead) -> list[JsonObject]:
-    key = f"{head.run_id}/{s.kind}/{s.key}/{s.unit}"
+    key = f"{head.run_id}/{s.kind}/{s.key}/{s.unit}" + (f"/w{s.worker}" if s.worker else "")
     trace_id = _id(key, 16)
     spans: list[JsonObject] = []
     parent: str | None = None
@@ -98,6 +98,7 @@ def _session_spans(s: RunSession, head: ExportHead) -> list[JsonObject]:
             "loadtest.session.kind": s.kind,
             "loadtest.session.key": s.key,
             "loadtest.session.unit": s.unit,
+            "loadtest.session.worker": s.worker,
         }
         spans.append(
             _span(

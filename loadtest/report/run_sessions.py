@@ -69,6 +69,9 @@ class RunSession:
     unit: int
     calls: tuple[RunCall, ...]
     tools: tuple[ToolRun, ...]
+    worker: int = 0
+    """The worker that sent it (``--workers``): each numbers its units from 0, so two
+    workers' unit 0 of one trace id are two sessions, not one of both's calls."""
 
 
 def run_sessions(folder: Path) -> list[RunSession]:
@@ -80,12 +83,13 @@ def run_sessions(folder: Path) -> list[RunSession]:
         raise UsageError(str(exc)) from exc
     if not rows:
         raise UsageError(f"{path}: no request to export")
-    groups: dict[tuple[SessionKind, str, int], list[JsonObject]] = {}
+    groups: dict[tuple[SessionKind, str, int, int], list[JsonObject]] = {}
     for r in rows:
-        groups.setdefault(_key(r), []).append(r)
+        worker = r.get("worker")
+        groups.setdefault((*_key(r), worker if isinstance(worker, int) else 0), []).append(r)
     task_tools = _task_tools(folder / "trace.json") if any(k[0] == "agent" for k in groups) else {}
     out = []
-    for (kind, key, unit), lines in groups.items():
+    for (kind, key, unit, worker), lines in groups.items():
         lines.sort(key=lambda r: (r["intended_ms"], r.get("index", 0)))
         calls = tuple(_call(r) for r in lines)
         if kind == "agent-trace":
@@ -93,7 +97,7 @@ def run_sessions(folder: Path) -> list[RunSession]:
         else:
             tools = task_tools.get(unit, ()) if kind == "agent" else ()
         name = str(lines[0].get("prompt_id") or key) if kind == "agent" else key
-        out.append(RunSession(kind, name, unit, calls, tools))
+        out.append(RunSession(kind, name, unit, calls, tools, worker))
     out.sort(key=lambda s: (s.calls[0].intended_ns, s.calls[0].index))
     return out
 
