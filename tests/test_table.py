@@ -15,9 +15,9 @@ import orjson
 import pytest
 
 from loadtest.model.summary import AgentBlock, MetricStats, Summary
+from loadtest.report.run_notes import corrected_counts_note
 from loadtest.report.table import (
     WIDTH,
-    corrected_counts_note,
     render_agent,
     render_faults,
     render_table,

@@ -33,7 +33,6 @@ _COUNTERS = (
     "measured_ok",
     "kernel_stamped",
     "output_tokens",
-    "decode_streams",
     "decode_tokens",
     "decode_steps",
     "estimated_token_requests",

@@ -232,21 +232,16 @@ class Metrics:
         self.kernel_stamped = 0
         """Measured ok requests whose arrivals the kernel stamped (``_compat.kernel_stamps``)."""
         self.output_tokens = 0
-        self.decode_streams = 0
-        """Measured ok requests with a ``tokens_per_step`` (text streams of two steps)."""
-        self.decode_tokens = 0
-        """Their output tokens after the first (the prefill's): summed, not averaged."""
-        self.decode_steps = 0
-        """Their steps after the first: decode_tokens / decode_steps is tokens per decode
-        step weighted as an engine's counters weigh it, a long answer by its steps."""
+        # Summed over the requests with a tokens_per_step (model.summary.DecodeStepsBlock).
+        self.decode_tokens = self.decode_steps = 0
         self.estimated_token_requests = 0
         self.interval_ok = 0
         self.interval_tokens = 0
         self.rate_history: list[float] = []
         self.token_rate_history: list[float] = []
         self.ttft_p95_history: list[float] = []
-        self._spare: MetricSet | None = None
         """TTFT p95 (ms) of each rolled interval (0 when it had none)."""
+        self._spare: MetricSet | None = None
         self._e2e_sum_us = 0.0
         self._e2e_n = 0
         self.tool_stats: Counter[str] = Counter()
@@ -292,7 +287,6 @@ class Metrics:
         self.interval_ok += 1
         self.estimated_token_requests += rec.tokens_estimated
         if rec.tokens_per_step is not None:
-            self.decode_streams += 1
             self.decode_tokens += rec.output_tokens - 1
             self.decode_steps += rec.token_steps - 1
         # At the line's precision: the expected interval decides how many samples a

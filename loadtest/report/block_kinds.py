@@ -78,7 +78,8 @@ class _Agent(BlockBase):
         return merged.summary(metrics.total, metrics.by_category, metrics.tool_stats)
 
     def render(self, block: AgentBlock, summary: Summary) -> str | None:
-        from loadtest.report.table import render_agent, served_by_simulator
+        from loadtest.report.run_notes import served_by_simulator
+        from loadtest.report.table import render_agent
 
         return render_agent(block, simulated=served_by_simulator(summary))
 

@@ -25,6 +25,7 @@ from loadtest.model.io import load_capacity, load_decision, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import MetricStats, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, best_load_text, knee_text
+from loadtest.model.verdict import STATE_OF, FaultVerdict
 from loadtest.report.evidence import rebuilt_note
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
@@ -34,7 +35,8 @@ from loadtest.report.plots import (
     timeline_figure,
 )
 from loadtest.report.rebuild import is_run_folder, summary_of
-from loadtest.report.table import LATENCY_ORDER, corrected_counts_note
+from loadtest.report.run_notes import corrected_counts_note
+from loadtest.report.table import LATENCY_ORDER
 
 __all__ = ["latency_order", "write_report"]
 
@@ -55,8 +57,15 @@ def _esc(v: Any) -> str:
     return html.escape(str(v))
 
 
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:]
+def _fault_row(f: FaultVerdict) -> tuple[object, ...]:
+    """A fault window's row; no figures for a window nothing was tried in (the few that
+    fell in were chance, not its evidence)."""
+    figures: tuple[float | None, ...] = (None,) * 4
+    if STATE_OF[f["verdict"]] != "not_exercised":
+        b, d, a = (f[p]["ttft_p95_ms"] for p in ("before", "during", "after"))
+        figures = (b, d, a, f["recovery_s"])
+    where = (f["name"] or f["kind"], f["kind"], f["start_s"], f["end_s"])
+    return (*where, *figures, f["verdict"], f["reason"])
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -152,39 +161,9 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
             )
     faults = summary.get("faults") or []
     if faults:
-        frows = []
-        for f in faults:
-            # A window nothing was tried in shows no figures: they are not its evidence.
-            tried = f["verdict"] not in ("not_exercised", "skipped")
-            figures = (
-                (f["before"]["ttft_p95_ms"], f["during"]["ttft_p95_ms"], f["after"]["ttft_p95_ms"])
-                if tried
-                else (None, None, None)
-            )
-            frows.append(
-                (
-                    f["name"] or f["kind"],
-                    f["kind"],
-                    f["start_s"],
-                    f["end_s"],
-                    *figures,
-                    f["recovery_s"] if tried else None,
-                    f["verdict"],
-                    f["reason"],
-                )
-            )
-        head = (
-            "window",
-            "kind",
-            "start s",
-            "end s",
-            "TTFT p95 before",
-            "during",
-            "after",
-            "recovery s",
-            "verdict",
-            "reason",
-        )
+        frows = [_fault_row(f) for f in faults]
+        head: tuple[str, ...] = ("window", "kind", "start s", "end s", "TTFT p95 before")
+        head += ("during", "after", "recovery s", "verdict", "reason")
         page.add("<h2>Fault windows</h2>" + _table(head, frows))
     hlog = folder / "histograms.hlog"
     if hlog.exists():
@@ -250,7 +229,7 @@ def _sweep_section(page: _Page, folder: Path, result: CapacityResult) -> None:
     )
     page.add(_unescape_marks(_table(head, rows)))
     page.add(
-        f"<p>{_esc(_sentence(best_load_text(result)))}. "
+        f"<p>{_esc(best_load_text(result)).replace('highest', 'Highest', 1)}. "
         f"Knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "
         f"<b>{_esc(knee_text(result))}</b>.</p>"
     )
@@ -374,11 +353,8 @@ def _comparison_section(page: _Page, folder: Path, raw: JsonObject) -> None:
         for m in ("ttft_ms", "tpot_ms", "e2e_ms"):
             hists = {s: _merged(paths, m) for s, paths in sides.items()}
             if not any(h.get_total_count() for h in hists.values()):
-                # Tool-call answers have no TPOT: an empty plot said nothing.
-                page.add(
-                    f"<p>{_esc(m)}: no values on either side (answers with tool calls "
-                    "have no TPOT); no plot.</p>"
-                )
+                no_tpot = "(answers with tool calls have no TPOT)"
+                page.add(f"<p>{m}: no values on either side {no_tpot}; no plot.</p>")
                 continue
             page.plot(percentile_figure(hists, m), f"{m}-percentiles", m)
 

@@ -24,6 +24,7 @@ from loadtest.model.summary import (
 )
 from loadtest.model.verdict import DriverHealth, SloBlock
 from loadtest.report.blocks import summary_blocks
+from loadtest.report.table import LATENCY_LABELS
 
 __all__ = [
     "BUSY_MS",
@@ -65,14 +66,8 @@ CLIENT_LAG_MOVES = ("ttft_ms", "itl_ms", "e2e_ms")
 DISPATCH_LAG_MOVES = ("ttft_ms_corrected", "e2e_ms_corrected")
 """A late send is measured from its intended time: only the corrected figures carry it."""
 
-_LABELS = {
-    "ttft_ms": "TTFT",
-    "itl_ms": "inter-chunk gap",
-    "e2e_ms": "end-to-end",
-    "ttft_ms_corrected": "TTFT (corrected)",
-    "e2e_ms_corrected": "end-to-end (corrected)",
-}
-"""How the table names the figures a lag can move."""
+_CHUNK_FIGURES = ("inter-chunk gap", "tokens per chunk and step")
+"""What a late read moves where the kernel stamped each arrival: chunks read together."""
 
 _RESOLUTION = new_histogram()
 
@@ -125,19 +120,20 @@ def driver_health(metrics: Mapping[str, object], kernel_share: float | None = No
             client_bar = gap / 2
             client_why = f"{client_bar:.3g} ms, half the median inter-chunk gap (kernel-stamped)"
     dispatch_bar, dispatch_why = _lag_bar(metrics, DISPATCH_LAG_MOVES)
-    why, moved = [], []
-    stamped = kernel_share is not None and kernel_share >= 1.0
+    why: list[str] = []
+    moved: list[str] = []
+
+    def named(moves: Sequence[str]) -> list[str]:
+        return [LATENCY_LABELS[m] for m in moves if stat_of(metrics, m, "p99") is not None]
+
     if client is not None and client > client_bar:
         why.append(f"client lag p99 {client:g} ms over {client_why}")
         # Kernel stamps keep TTFT, TPOT and end-to-end; a late read merges chunks only.
-        moved += (
-            ["inter-chunk gap", "tokens per chunk and step"]
-            if stamped
-            else [_LABELS[m] for m in CLIENT_LAG_MOVES if stat_of(metrics, m, "p99") is not None]
-        )
+        stamped = kernel_share is not None and kernel_share >= 1.0
+        moved += _CHUNK_FIGURES if stamped else named(CLIENT_LAG_MOVES)
     if dispatch is not None and dispatch > dispatch_bar:
         why.append(f"dispatch lag p99 {dispatch:g} ms over {dispatch_why}")
-        moved += [_LABELS[m] for m in DISPATCH_LAG_MOVES if stat_of(metrics, m, "p99") is not None]
+        moved += named(DISPATCH_LAG_MOVES)
     busy = bool(why)
     affected = ", ".join(moved) or "the latencies"
     return {
@@ -175,7 +171,7 @@ def decode_steps(metrics: Metrics) -> DecodeStepsBlock:
     """Tokens per decode step pooled over the measured text streams (``DecodeStepsBlock``)."""
     steps = metrics.decode_steps
     return {
-        "streams": metrics.decode_streams,
+        "streams": metrics.total.hists["tokens_per_step"].get_total_count(),
         "tokens": metrics.decode_tokens,
         "steps": steps,
         "tokens_per_step": round(metrics.decode_tokens / steps, 4) if steps else None,

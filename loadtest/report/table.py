@@ -8,42 +8,30 @@ fault window's reason, a long endpoint) is wrapped at its spaces.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from loadtest.features.scrape import SIM_ENGINE
 from loadtest.model.summary import AgentBlock, AgentTraceBlock, MetricStats, StatKey, Summary
-from loadtest.model.verdict import FaultVerdict, SloCheck
+from loadtest.model.verdict import STATE_OF, FaultVerdict, SloCheck
 from loadtest.report.evidence import run_evidence
+from loadtest.report.run_notes import corrected_counts_note, served_by_simulator
 from loadtest.report.server_lines import server_lines
 
 __all__ = [
+    "LATENCY_LABELS",
     "LATENCY_ORDER",
     "WIDTH",
-    "corrected_counts_note",
     "fault_figures",
     "fit",
     "packed",
     "render_agent",
     "render_faults",
     "render_table",
-    "served_by_simulator",
     "slo_line",
 ]
 
 WIDTH = 80
 """Columns of the narrowest terminal the table is laid out for."""
-
-
-def served_by_simulator(summary: Summary) -> bool:
-    """Whether loadtest's simulator answered: the built-in one (``run.simulated``), or
-    one whose ``/metrics`` said so (``loadtest sim`` behind ``--endpoint``, and a
-    summary rebuilt after a kill, whose run.json predates the flag). Its tool calls are
-    random: "0/11 match the expected answer" was printed for a rebuilt run of it."""
-    if summary["run"].get("simulated"):
-        return True
-    server = summary.get("server")
-    return server is not None and server.get("engine") == SIM_ENGINE
 
 
 def packed(parts: Sequence[str], sep: str = "  ", width: int = WIDTH) -> list[str]:
@@ -193,6 +181,8 @@ _ROWS = (
     ("client lag (reading)", "client_lag_ms"),
 )
 LATENCY_ORDER = tuple(key for _, key in _ROWS)
+LATENCY_LABELS = {key: label for label, key in _ROWS}
+"""How the table names each latency metric (the busy warning names them so too)."""
 """The latency metrics in the order a reader asks about them: the first token, the gaps
 between tokens, the whole answer, tool calls, then the driver's own lags (the printed
 table and the HTML report both)."""
@@ -271,27 +261,6 @@ def render_table(summary: Summary) -> str:
             f"{good['per_s']:.2f}/s ({good['share']:.0%} of ok)"
         )
     return fit(lines)
-
-
-def corrected_counts_note(metrics: Mapping[str, MetricStats]) -> str | None:
-    """Why a corrected figure counts more values than its raw one, where one does.
-
-    In closed loop the correction is HdrHistogram's: a request slower than the expected
-    interval between a session's sends also records the sends it held back, so
-    ``tool_call_ms_corrected`` counted 90 beside ``tool_call_ms``'s 89, unexplained."""
-    more = [
-        (m, raw["count"], fixed["count"])
-        for m, raw in metrics.items()
-        if (fixed := metrics.get(f"{m}_corrected")) is not None and fixed["count"] > raw["count"]
-    ]
-    if not more:
-        return None
-    name, raw_n, fixed_n = max(more, key=lambda x: x[2] - x[1])
-    return (
-        f"(a corrected figure counts more values than its raw one, {fixed_n} against "
-        f"{raw_n} for {name}: in closed loop the correction adds a value for each send a "
-        "slow request held back, HdrHistogram's coordinated-omission correction)"
-    )
 
 
 def _chunk_lines(tpc: MetricStats) -> list[str]:
@@ -380,11 +349,8 @@ def render_faults(faults: Sequence[FaultVerdict]) -> str:
         span = f"{f['start_s']:.1f}-{f['end_s']:.1f} s"
         lines.append(f"  {f['name']:<32} {span:>14}  {f['verdict'].upper()}")
         lines.append(f"    {f['reason']}")
-        if f["verdict"] in ("not_exercised", "skipped"):
-            # Nothing was tried in it: figures beside the word read as evidence, and the
-            # few that fell in (a fallback, an acceptance of 0.48 or '-' from one seed to
-            # the next) were chance.
-            continue
+        if STATE_OF[f["verdict"]] == "not_exercised":
+            continue  # nothing tried: figures that fell in by chance read as evidence
         b, d, a = f["before"], f["during"], f["after"]
         ttft = f"{_ms(b['ttft_p95_ms'])} / {_ms(d['ttft_p95_ms'])} / {_ms(a['ttft_p95_ms'])}"
         tpot = f"{_ms(b['tpot_p95_ms'])} / {_ms(d['tpot_p95_ms'])} / {_ms(a['tpot_p95_ms'])}"
