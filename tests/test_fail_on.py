@@ -86,3 +86,24 @@ def test_sweep_and_ab_gate_on_the_windows_of_every_run(
     assert "; B 1/1: fault window " in err.splitlines()[-1]
     ab[3] = str(tmp_path / "ab2")
     assert main([*ab, *shared, "--fail-on", "never"]) == 0, capsys.readouterr()
+
+
+def test_a_run_whose_window_was_never_reached_does_not_pass_its_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The window opens at 30 s of a 1.5 s run: nothing was injected, and a gate on the
+    # fallbacks would pass on nothing. --fail-on never still asks for no gate.
+    scenario = tmp_path / "late.toml"
+    scenario.write_text(
+        _LEAKY.replace("at_s = 0.3\nduration_s = 1.7", "at_s = 30\nduration_s = 2").replace(
+            "duration_s = 3\n", "duration_s = 1.5\n"
+        )
+    )
+    argv = ["run", str(scenario), "--no-tui", "-q"]
+    code = main([*argv, "--out", str(tmp_path / "a")])
+    err = capsys.readouterr().err
+    assert _verdicts(tmp_path / "a") == ["not_exercised"], err
+    assert code == 1, err
+    last = err.splitlines()[-1]
+    assert last.startswith(f"exit 1: fault window {_window_name(tmp_path / 'a')} not exercised (")
+    assert main([*argv, "--out", str(tmp_path / "b"), "--fail-on", "never"]) == 0

@@ -69,7 +69,7 @@ def test_flags_override_the_scenario_by_label() -> None:
 
 
 def test_evaluate_met_missed_and_missing() -> None:
-    metrics = {"ttft_ms": {"count": 3, "p95": 400.0}, "tool_call_ms": {"count": 0}}
+    metrics = {"ttft_ms": {"count": 30, "p95": 400.0}, "tool_call_ms": {"count": 0}}
     error_rate = 0.05
     spec = SLOSpec(
         (
@@ -85,6 +85,41 @@ def test_evaluate_met_missed_and_missing() -> None:
     assert res["met"] is False
 
 
+def test_a_tail_or_a_rate_on_too_few_values_is_inconclusive_and_not_met() -> None:
+    # A p99 of 30 values is near their slowest; an error rate of 0/30 cannot vouch for
+    # 1%: neither is met, whichever side of the limit the figure fell on.
+    metrics = {"ttft_ms": {"count": 30, "p99": 400.0, "p90": 380.0, "max": 420.0}}
+    spec = SLOSpec(
+        (
+            Threshold("ttft_ms", "p99", 500.0),
+            Threshold("ttft_ms", "p99", 100.0),
+            Threshold("error_rate", None, 0.01),
+            Threshold("ttft_ms", "p90", 500.0),
+            Threshold("ttft_ms", "max", 500.0),
+        )
+    )
+    res = evaluate(spec, metrics, 0.0, sent=30)
+    verdicts = [c["verdict"] for c in res["checks"]]
+    assert verdicts == ["inconclusive", "inconclusive", "inconclusive", "met", "met"]
+    assert [c.get("need") for c in res["checks"][:3]] == [100, 100, 100]
+    assert res["met"] is False
+    enough = evaluate(spec, {"ttft_ms": {**metrics["ttft_ms"], "count": 100}}, 0.0, sent=100)
+    assert [c["verdict"] for c in enough["checks"]] == ["met", "missed", "met", "met", "met"]
+
+
+def test_a_run_too_short_for_its_p99_exits_1_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, summary = _run(tmp_path, "ttft_ms.p99=60000")
+    assert code == 1
+    (check,) = summary["slo"]["checks"]  # type: ignore[index]
+    assert check["verdict"] == "inconclusive" and check["met"] is False
+    assert (check["values"], check["need"]) == (30, 100)
+    out = capsys.readouterr()
+    assert "CANNOT TELL (30 values; a p99 needs 100)" in out.out
+    assert "SLO ttft_ms.p99 cannot tell (30 values; a p99 needs 100)" in out.err + out.out
+
+
 def _run(tmp_path: Path, *slo: str) -> tuple[int, dict[str, object]]:
     out = tmp_path / "out"
     scenario = inline_scenario(tmp_path, "requests = 30\n")
@@ -97,7 +132,7 @@ def _run(tmp_path: Path, *slo: str) -> tuple[int, dict[str, object]]:
 
 
 def test_a_met_slo_exits_0_and_counts_goodput(tmp_path: Path) -> None:
-    code, summary = _run(tmp_path, "ttft_ms.p99=60000", "e2e_ms.p50=60000")
+    code, summary = _run(tmp_path, "ttft_ms.p90=60000", "e2e_ms.p50=60000")
     slo = summary["slo"]
     assert isinstance(slo, dict)
     assert code == 0 and slo["met"] is True

@@ -241,3 +241,37 @@ def test_a_restarts_first_token_counts_a_request_later_cut_off() -> None:
     ]
     (e,) = judge_windows(FaultPlan(events=(ev,)), [{"time_to_ready_s": 6.0}], rows, [])
     assert e["time_to_first_token_s"] == 11.0
+
+
+def _scrapes(drafted_at: dict[int, float]) -> list[dict[str, Any]]:
+    """One scrape a second for 30 s; ``drafted_at[t]``: drafted tokens by then (42% kept)."""
+    out, drafted = [], 0.0
+    for t in range(30):
+        drafted = drafted_at.get(t, drafted)
+        out.append(
+            {
+                "t_s": t + 0.0005,
+                "t_end_s": t + 0.01,
+                "ok": True,
+                "draft_tokens": drafted,
+                "accepted_tokens": round(drafted * 0.42),
+            }
+        )
+    return out
+
+
+def test_the_step_verifying_at_the_edge_is_not_acceptance_during_an_outage() -> None:
+    # Drafting stops at 10 s, but the step in flight then lands in the scrape at 11 s:
+    # 64 drafted tokens inside the window, and nothing after. Read from the edge, that
+    # one step was "acceptance 0.42 during the outage"; by chance of a scrape, "-".
+    steady = {t: 2000.0 * t for t in range(11)}
+    ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
+    rows = _rows(0, 0, 1.0)
+    edge = _scrapes({**steady, 11: 20_064.0})
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], rows, edge)
+    assert e["acceptance"]["before"] == 0.42
+    assert e["acceptance"]["during"] is None
+    # A draft that kept drafting (a latency toxic) still shows its acceptance.
+    slowed = _scrapes({t: 1000.0 * t for t in range(30)})
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], rows, slowed)
+    assert e["acceptance"]["during"] == 0.42

@@ -18,7 +18,7 @@ from loadtest.config.scenario import LoadSpec, Scenario, TimeoutSpec, load_scena
 from loadtest.config.shipped import resolve_scenario_path
 from loadtest.errors import UsageError
 from loadtest.features.workload import apply_workload_flags
-from loadtest.measure.slo import parse_slo_flag
+from loadtest.measure.slo import SLOSpec, parse_slo_flag
 from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
 from loadtest.transport.sources import check_addresses, parse_address
 
@@ -199,8 +199,11 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     if o.temperature is not None:
         sc = dataclasses.replace(sc, sampling={**sc.sampling, "temperature": o.temperature})
     if o.slo:
-        extra = tuple(t for text in o.slo for t in parse_slo_flag(text))
-        sc = dataclasses.replace(sc, slo=sc.slo.merged(extra))
+        # ``--slo none`` drops the scenario's objectives: a smoke run too short to judge
+        # a p99 says so by asking for no verdict, instead of exiting 1 on "cannot tell".
+        base = SLOSpec() if "none" in o.slo else sc.slo
+        extra = tuple(t for text in o.slo if text != "none" for t in parse_slo_flag(text))
+        sc = dataclasses.replace(sc, slo=base.merged(extra))
     if o.sim_speculative is not None:
         sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, speculative=o.sim_speculative))
     if o.sim_spec_k is not None:

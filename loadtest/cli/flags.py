@@ -75,7 +75,8 @@ def add_run_flags(p: argparse.ArgumentParser, *, fail_on_slower: bool = False) -
         default=[],
         metavar="METRIC.STAT=LIMIT",
         help="an objective, e.g. ttft_ms.p95=500 or error_rate=0.01 (repeatable); "
-        "a missed one makes the command exit 1",
+        "a missed one, or one with too few values to tell (a p99 needs 100), makes the "
+        "command exit 1; 'none' drops the scenario's own",
     )
     slower = " (ab --sweep: slower, the candidate slower at a step, fault windows as failed)"
     p.add_argument(

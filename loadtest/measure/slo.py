@@ -36,6 +36,7 @@ __all__ = [
     "request_values",
     "requests_to_judge",
     "stat_of",
+    "values_to_judge",
 ]
 
 
@@ -43,20 +44,23 @@ _TAIL = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 
 
 def requests_to_judge(checks: Iterable[SloCheck]) -> int:
-    """The fewest measured requests whose figures can tell each check's way.
+    """The fewest measured requests whose figures can tell each check's way."""
+    return max((values_to_judge(c["slo"], c["limit"]) for c in checks), default=1)
 
-    A percentile ``q`` needs one request above it, 1 / (1 - q) of them (a p99 of 6
+
+def values_to_judge(label: str, limit: float) -> int:
+    """The fewest values a threshold can be told on: one check's own sample-size rule.
+
+    A percentile ``q`` needs one value above it, 1 / (1 - q) of them (a p99 of 6
     requests is their slowest, not a p99); a rate limit ``L`` needs the 1 / L requests in
-    which one failure is the limit. A mean or a max is there from the first request.
+    which one failure is the limit. A mean or a max is there from the first value.
     """
-    need = 1
-    for c in checks:
-        _, _, stat = c["slo"].partition(".")
-        if stat in _TAIL:
-            need = max(need, math.ceil(round(1 / (1 - _TAIL[stat]), 6)))
-        elif not stat and c["limit"] > 0:  # error_rate
-            need = max(need, math.ceil(round(1 / c["limit"], 6)))
-    return need
+    _, _, stat = label.partition(".")
+    if stat in _TAIL:
+        return math.ceil(round(1 / (1 - _TAIL[stat]), 6))
+    if not stat and limit > 0:  # error_rate
+        return math.ceil(round(1 / limit, 6))
+    return 1
 
 
 def stat_of(metrics: Mapping[str, object], metric: str, stat: str) -> float | None:
@@ -66,21 +70,53 @@ def stat_of(metrics: Mapping[str, object], metric: str, stat: str) -> float | No
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def check(t: Threshold, value: float | None) -> SloCheck:
-    """One threshold judged against the run's value: the only place an SLO is judged."""
+def check(t: Threshold, value: float | None, count: int | None = None) -> SloCheck:
+    """One threshold judged against the run's value: the only place an SLO is judged.
+
+    ``count`` is how many values stand behind ``value`` (the metric's, or the requests
+    sent for the error rate); below ``values_to_judge`` the check is ``inconclusive``
+    and not met, whichever side of the limit the value fell: a CI gate must not pass on
+    a p99 that is the slowest of five requests.
+    """
     # A metric with no values (no tool calls at all) cannot be said to meet it.
-    met = value is not None and value <= t.limit
-    verdict: SloVerdict = "not_exercised" if value is None else "met" if met else "missed"
-    return {"slo": t.label, "limit": t.limit, "value": value, "met": met, "verdict": verdict}
+    if value is None:
+        return _judged(t, None, "not_exercised")
+    need = values_to_judge(t.label, t.limit)
+    if count is not None and count < need:
+        return {**_judged(t, value, "inconclusive"), "values": count, "need": need}
+    return _judged(t, value, "met" if value <= t.limit else "missed")
 
 
-def evaluate(spec: SLOSpec, metrics: Mapping[str, object], error_rate: float) -> SloBlock:
-    """The ``slo`` block of summary.json: one check per threshold, and whether all met."""
+def _judged(t: Threshold, value: float | None, verdict: SloVerdict) -> SloCheck:
+    return {
+        "slo": t.label,
+        "limit": t.limit,
+        "value": value,
+        "met": verdict == "met",
+        "verdict": verdict,
+    }
+
+
+def evaluate(
+    spec: SLOSpec, metrics: Mapping[str, object], error_rate: float, sent: int | None = None
+) -> SloBlock:
+    """The ``slo`` block of summary.json: one check per threshold, and whether all met.
+
+    ``sent`` (the requests behind the error rate) and each metric's ``count`` set the
+    sample size each check is judged on; a caller without them gets no size rule.
+    """
     checks = [
-        check(t, error_rate if t.stat is None else stat_of(metrics, t.metric, t.stat))
+        check(t, error_rate, sent)
+        if t.stat is None
+        else check(t, stat_of(metrics, t.metric, t.stat), _count_of(metrics, t.metric))
         for t in spec.thresholds
     ]
     return {"checks": checks, "met": all(c["met"] for c in checks)}
+
+
+def _count_of(metrics: Mapping[str, object], metric: str) -> int | None:
+    count = stat_of(metrics, metric, "count")
+    return None if count is None else int(count)
 
 
 def request_values(rec: RequestRecord) -> dict[str, float | None]:

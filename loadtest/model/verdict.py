@@ -35,6 +35,7 @@ __all__ = [
     "VerdictState",
     "driver_verdict",
     "failing_windows",
+    "untold_windows",
 ]
 
 VerdictState = Literal["positive", "negative", "inconclusive", "not_exercised"]
@@ -175,6 +176,8 @@ class SloCheck(TypedDict):
     value: float | None
     met: bool
     verdict: NotRequired[SloVerdict]  # absent from summaries written before it existed
+    values: NotRequired[int]  # inconclusive: the values behind the figure,
+    need: NotRequired[int]  # and the fewest its statistic can be told on
 
 
 class Goodput(TypedDict):
@@ -218,6 +221,15 @@ _FAILING: dict[str, frozenset[str]] = {
     "degraded": frozenset({"failed", "degraded"}),
     "never": frozenset(),
 }
+
+
+def untold_windows(faults: Sequence[FaultVerdict], fail_on: FailOn | str) -> list[FaultVerdict]:
+    """The windows a ``--fail-on`` gate would otherwise pass on nothing: inconclusive or
+    not exercised (never reached, nothing injected or measured). ``skipped`` is left
+    out: that fault cannot be set up in this deployment, and the table says so."""
+    if fail_on == "never":
+        return []
+    return [f for f in faults if f["verdict"] in ("inconclusive", "not_exercised")]
 
 
 def failing_windows(faults: Sequence[FaultVerdict], fail_on: FailOn | str) -> list[FaultVerdict]:

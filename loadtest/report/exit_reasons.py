@@ -13,12 +13,19 @@ from collections.abc import Sequence
 
 from loadtest.model.comparison import Comparison
 from loadtest.model.summary import Summary
-from loadtest.model.verdict import FailOn, SloCheck, failing_windows
+from loadtest.model.verdict import FailOn, SloCheck, failing_windows, untold_windows
 from loadtest.report.compare_checks import CONFOUNDING
 from loadtest.report.equivalence import equivalence_failed
 from loadtest.report.evidence import run_evidence
 
-__all__ = ["comparison_reasons", "exit_line", "fault_reasons", "run_reasons", "slo_reasons"]
+__all__ = [
+    "comparison_reasons",
+    "exit_line",
+    "fault_reasons",
+    "run_reasons",
+    "slo_reasons",
+    "too_few",
+]
 
 
 def run_reasons(summary: Summary, fail_on: FailOn | str) -> list[str]:
@@ -39,16 +46,24 @@ def _slo_reason(check: SloCheck) -> str:
     value, limit = check["value"], check["limit"]
     if value is None:
         return f"SLO {check['slo']} not exercised (no data)"
+    if check.get("verdict") == "inconclusive":
+        return f"SLO {check['slo']} cannot tell ({too_few(check)})"
     unit = " ms" if check["slo"].split(".")[0].endswith("_ms") else ""
     shown = f"{value:.1f}" if unit else f"{value:.3g}"
     return f"SLO {check['slo']} missed ({shown}{unit} > {limit:g}{unit})"
 
 
 def fault_reasons(summary: Summary, fail_on: FailOn | str) -> list[str]:
-    """``fault window draft-outage failed`` for each window ``--fail-on`` gates on."""
+    """``fault window draft-outage failed`` for each window ``--fail-on`` gates on, and
+    ``... inconclusive (too few requests ...)`` for each that could not be told: a gate
+    on the fallbacks must not pass when none of them was tried."""
+    faults = summary.get("faults", [])
     return [
-        f"fault window {f['name']} {f['verdict']}"
-        for f in failing_windows(summary.get("faults", []), fail_on)
+        *(f"fault window {f['name']} {f['verdict']}" for f in failing_windows(faults, fail_on)),
+        *(
+            f"fault window {f['name']} {f['verdict'].replace('_', ' ')} ({f['reason']})"
+            for f in untold_windows(faults, fail_on)
+        ),
     ]
 
 
@@ -67,6 +82,13 @@ def comparison_reasons(c: Comparison) -> list[str]:
             "prompts otherwise, beyond A's own divergence"
         )
     return reasons
+
+
+def too_few(check: SloCheck) -> str:
+    """``30 values; a p99 needs 100``: why an SLO check could not be told."""
+    stat = check["slo"].partition(".")[2]
+    what, needs = ("values", f"a {stat}") if stat else ("requests", "an error rate")
+    return f"{check.get('values', 0)} {what}; {needs} needs {check.get('need', 0)}"
 
 
 def exit_line(code: int, reasons: Sequence[str]) -> str:

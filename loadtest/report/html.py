@@ -25,8 +25,9 @@ from loadtest.model.io import load_capacity, load_decision, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import MetricStats, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, best_load_text, knee_text
-from loadtest.model.verdict import STATE_OF, FaultVerdict
+from loadtest.model.verdict import STATE_OF, FaultVerdict, SloCheck
 from loadtest.report.evidence import rebuilt_note
+from loadtest.report.exit_reasons import too_few
 from loadtest.report.hlog import read_hlog, read_intervals
 from loadtest.report.plots import (
     capacity_figure,
@@ -76,6 +77,12 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def _met(flag: bool) -> str:
     return '<span class="good">met</span>' if flag else '<span class="bad">MISSED</span>'
+
+
+def _slo_mark(check: SloCheck) -> str:
+    if check.get("verdict") == "inconclusive":
+        return f'<span class="bad">CANNOT TELL</span> ({_esc(too_few(check))})'
+    return _met(check["met"])
 
 
 class _Page:
@@ -150,7 +157,7 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
         page.add(f"<p>{_esc(note)}</p>")
     slo = summary["slo"]
     if slo["checks"]:
-        checks = [(c["slo"], c["limit"], c["value"], _met(c["met"])) for c in slo["checks"]]
+        checks = [(c["slo"], c["limit"], c["value"], _slo_mark(c)) for c in slo["checks"]]
         body = _table(("objective", "limit", "value", "met"), checks)
         page.add("<h2>SLOs</h2>" + _unescape_marks(body))
         good = slo.get("goodput")

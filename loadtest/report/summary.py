@@ -206,7 +206,7 @@ def judge_run(
         block = metrics_block(metrics.total, judged_metrics(spec))
     kernel_share = metrics.kernel_stamped / metrics.measured_ok if metrics.measured_ok else None
     driver = driver_health(block, kernel_share)
-    slo = evaluate(spec, block, error_rate(metrics))
+    slo = evaluate(spec, block, error_rate(metrics), metrics.sent)
     if metrics.goodput_limits:
         slo["goodput"] = {
             "limits": metrics.goodput_limits,

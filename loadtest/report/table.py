@@ -14,6 +14,7 @@ from typing import Literal
 from loadtest.model.summary import AgentBlock, AgentTraceBlock, MetricStats, StatKey, Summary
 from loadtest.model.verdict import STATE_OF, FaultVerdict, SloCheck
 from loadtest.report.evidence import run_evidence
+from loadtest.report.exit_reasons import too_few
 from loadtest.report.run_notes import corrected_counts_note, served_by_simulator
 from loadtest.report.server_lines import server_lines
 
@@ -308,6 +309,8 @@ def slo_line(check: SloCheck, ok: int | None = None) -> str:
     if value is None or check.get("verdict") == "not_exercised":
         count = "" if ok is None else f" ({ok} requests ok)"
         return f"{head}no data{count}, not exercised"
+    if check.get("verdict") == "inconclusive":
+        return f"{head}{value:g} CANNOT TELL ({too_few(check)})"
     return f"{head}{value:g} {'met' if check['met'] else 'MISSED'}"
 
 
