@@ -131,7 +131,10 @@ def _ran(installed: Installed, *args: str) -> Path:
 
 def test_the_default_run_and_named_scenarios_run_from_the_wheel(installed: Installed) -> None:
     # Too short for the scenario's p99 and 1% error rate to be told: no SLO asked.
-    folder = _ran(installed, "run", "--no-tui", "--duration", "4", "--slo", "none")
+    # Its fault window (at 9 s) is not reached either: not gated, on purpose.
+    folder = _ran(
+        installed, "run", "--no-tui", "--duration", "4", "--slo", "none", "--fail-on", "never"
+    )
     summary = orjson.loads((folder / "summary.json").read_bytes())
     assert summary["run"]["scenario"] == "mixed" and summary["requests"]["ok"] > 0
     for name in ("tool-calls", "trace", "agent-tasks"):
@@ -169,7 +172,8 @@ def test_the_five_readme_uses_work_from_the_wheel(installed: Installed, sim_endp
     stress = _ran(
         installed,
         *("run", "scenarios/tool-calls.toml", "--endpoint", sim_endpoint, "--no-tui"),
-        *("--rate", "20", "--duration", "3"),
+        # 7 s at 20/s: the 100 values its p99 objective needs to be told.
+        *("--rate", "20", "--duration", "7"),
     )
     gate = _ran(
         installed,

@@ -78,8 +78,9 @@ def check(t: Threshold, value: float | None, count: int | None = None) -> SloChe
     and not met, whichever side of the limit the value fell: a CI gate must not pass on
     a p99 that is the slowest of five requests.
     """
-    # A metric with no values (no tool calls at all) cannot be said to meet it.
-    if value is None:
+    # A metric with no values (no tool calls at all; no request sent for the error
+    # rate) cannot be said to meet it.
+    if value is None or count == 0:
         return _judged(t, None, "not_exercised")
     need = values_to_judge(t.label, t.limit)
     if count is not None and count < need:
