@@ -251,7 +251,9 @@ def summary_validator() -> Draft202012Validator:
 def _summaries_match_the_schema(
     request: pytest.FixtureRequest, summary_validator: Draft202012Validator
 ) -> Iterator[None]:
-    """Every summary.json a test writes under its tmp_path validates against the schema."""
+    """Every summary.json a test writes under its tmp_path validates against the schema,
+    and every figure of it (and of a capacity.json, comparison.json or decision.json)
+    has its row in docs/metrics.md's catalogue (``tests/catalogue.py``)."""
     # Asked for before the test runs, so tmp_path is torn down after this check.
     tmp: Path | None = (
         request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
@@ -268,6 +270,32 @@ def _summaries_match_the_schema(
         if errors and not _deliberately_broken(path):
             lines = [f"{e.json_path}: {e.message}" for e in errors[:5]]
             pytest.fail(f"{path} breaks docs/summary.schema.json:\n" + "\n".join(lines))
+    _figures_are_in_the_catalogue(tmp, summary_validator.schema)
+
+
+def _figures_are_in_the_catalogue(tmp: Path, summary_schema: Any) -> None:
+    """Fail on a number or boolean of a result file under ``tmp`` that no row of the
+    catalogue defines; a plugin's own block (a key the published schema does not have)
+    is its plugin's to document."""
+    from tests.catalogue import file_kind, leaves, undefined
+
+    top = summary_schema["$ref"].rsplit("/", 1)[-1]
+    own = set(summary_schema["$defs"][top]["properties"])
+    for path in tmp.rglob("*.json"):
+        kind = file_kind(path)
+        if kind is None or _deliberately_broken(path):
+            continue
+        try:
+            data = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        if kind == "summary.json":
+            data = {k: v for k, v in data.items() if k in own}
+        missing = undefined(kind, set(leaves(data)))
+        if missing:
+            pytest.fail(f"{path}: figures docs/metrics.md's catalogue does not define: {missing}")
 
 
 def _deliberately_broken(path: Path) -> bool:

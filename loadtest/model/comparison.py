@@ -103,11 +103,12 @@ class AcceptanceLine(TypedDict):
 
     From the engine's per-response counters (llama.cpp ``timings``): ``engine_rate`` =
     accepted / drafted, and, since every verify step emits the target's own token plus
-    the drafts it accepted, engine steps = output tokens - accepted, so
-    ``engine_accepted_per_step`` = accepted / (output - accepted). From what loadtest saw
-    on the stream: ``derived_accepted_per_step`` = tokens per step - 1 (output tokens /
-    bursts of chunks). ``agree``: loadtest's tokens per step is within ``tolerance``
-    (relative) of the engine's.
+    the drafts it accepted and each response's first token comes from its prefill,
+    decode steps = output tokens - accepted - responses, so ``engine_accepted_per_step``
+    = accepted / (output - accepted - responses). From what loadtest saw on the stream:
+    ``derived_accepted_per_step`` = tokens per step - 1 = (output - 1) / (bursts - 1) - 1,
+    pooled over the streams (``report.acceptance``). ``agree``: loadtest's tokens per step
+    is within ``tolerance`` (relative) of the engine's. (docs/metrics.md's catalogue.)
     """
 
     category: str
