@@ -255,13 +255,20 @@ def test_no_completed_session_says_no_data() -> None:
 def test_workers_tallies_add_up_to_one_processs_exactly() -> None:
     """Split by session, the workers' tallies (through their JSON parts) add up to the
     tally of one process that replayed every session: counters and ns sums exact, the
-    lag's maximum kept, shares computed once on the sums."""
+    lag's maximum kept, shares computed once on the sums, and the sessions listed those a
+    process lists, the first ``SESSIONS_LISTED`` to end (more than that many here)."""
     import random
 
-    from loadtest.features.agent_trace import ReplayTally, SessionTimes, merge_replays
+    from loadtest.features.agent_trace import (
+        SESSIONS_LISTED,
+        ReplayTally,
+        SessionTimes,
+        merge_replays,
+    )
 
     rng = random.Random(5)
-    sessions = read_agent_trace(FIXTURE) * 5
+    sessions = read_agent_trace(FIXTURE) * 50
+    assert len(sessions) > SESSIONS_LISTED
     times = [
         SessionTimes(
             trace_id=s.trace_id,
@@ -273,8 +280,9 @@ def test_workers_tallies_add_up_to_one_processs_exactly() -> None:
             recorded_ns=s.session_ns,
             recorded_model_ns=s.model_ns,
             gap_lag_ns_max=rng.randrange(10**7),
+            end_ns=i * 10**8,  # in the order they are recorded, as a process ends them
         )
-        for s in sessions
+        for i, s in enumerate(sessions)
     ]
     whole = ReplayTally(sessions_in_trace=len(sessions))
     shares = [ReplayTally(sessions_in_trace=len(range(w, len(sessions), 3))) for w in range(3)]
@@ -285,10 +293,7 @@ def test_workers_tallies_add_up_to_one_processs_exactly() -> None:
     whole.failed = 2
     merged = merge_replays([x.encode() for x in shares])
     expected = whole.block()
-    assert {k: v for k, v in merged.items() if k != "sessions"} == {
-        k: v for k, v in expected.items() if k != "sessions"
-    }
-    assert sorted(map(str, merged["sessions"])) == sorted(map(str, expected["sessions"]))
+    assert merged == expected
     assert ReplayTally.decode(whole.encode()) == whole
 
 

@@ -259,6 +259,22 @@ def test_an_agent_trace_on_the_cluster_replays_each_session_once(
     assert orjson.loads((run_dir / "workload.json").read_bytes())["requests"] == calls
 
 
+def test_an_agent_trace_on_the_cluster_exports_each_session_and_call_once(
+    ray_head: str, tmp_path: Path
+) -> None:
+    """The replay's OTLP export has every session and call of both tasks once, their
+    sessions distinct (each task numbers its units from 0), and the merged agent_trace
+    block what the lines give (as ``test_agent_trace_workers`` checks of local workers)."""
+    from loadtest.cli.main import main
+    from tests.test_agent_trace_workers import SCENARIO, check_export
+
+    sc = tmp_path / "s.toml"
+    sc.write_text(SCENARIO)
+    run_dir = _ray_run(ray_head, sc, tmp_path / "out")
+    assert main(["export-trace", "--format", "otlp", str(run_dir)]) == 0
+    check_export(run_dir, run_dir / "trace.otlp.jsonl")
+
+
 def test_a_restart_on_the_cluster_holds_the_load_in_every_task(
     ray_head: str, tmp_path: Path
 ) -> None:

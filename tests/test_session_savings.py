@@ -8,6 +8,8 @@ accepted more often than by default (0.95 a token, not 0.7): at the default, wha
 speculation saves on this trace moved with the machine's load (measured -81 to 187 ms a
 session on a busy 2-core machine, where the draft's round trip per step is slow), too
 near the noise for a test that must pass; the test is of the judgement, not the draft.
+The same ``ab`` with ``--workers 2`` (each run's sessions split over two processes,
+merged) must say the same, and its runs set against the one-process runs too.
 """
 
 from __future__ import annotations
@@ -23,15 +25,14 @@ from loadtest.report.compare import compare_runs, load_run, render_comparison
 from loadtest.report.compare_sessions import session_savings
 from loadtest.sim import SimConfig
 from loadtest.sim.process import SimProcess, SpecDeployment
+from tests.conftest import read_jsonl
 from tests.test_agent_trace import FIXTURE
 
 LAG_MS = 250.0
 """Generous, as in test_agent_trace: the driver's lag on a shared machine."""
 
 
-@pytest.fixture(scope="module")
-def ab_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("ab")
+def _ab(tmp: Path, *flags: str) -> Path:
     scenario = tmp / "replay.toml"
     scenario.write_text(f'name = "replay"\n[[sources]]\nkind = "agent-trace"\npath = "{FIXTURE}"\n')
     config = SimConfig(accept_chat=0.95)
@@ -40,12 +41,26 @@ def ab_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         baseline = plain.start()
         candidate, _ = spec.start()
         argv = ["ab", str(scenario), "--baseline", baseline, "--candidate", candidate]
-        code = main([*argv, "--repeat", "3", "--out", str(tmp / "out"), "--no-tui", "-q"])
+        code = main([*argv, "--repeat", "3", "--out", str(tmp / "out"), "--no-tui", "-q", *flags])
     finally:
         plain.stop()
         spec.stop()
     assert code == 0
     (folder,) = (tmp / "out").iterdir()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def ab_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _ab(tmp_path_factory.mktemp("ab"))
+
+
+@pytest.fixture(scope="module")
+def ab_workers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same ab, each run with two workers (sessions 0 and 2 on one, 1 on the other)."""
+    folder = _ab(tmp_path_factory.mktemp("ab-workers"), "--workers", "2")
+    for run in (*(folder / "baseline").iterdir(), *(folder / "candidate").iterdir()):
+        assert {r["worker"] for r in read_jsonl(run / "requests.jsonl")} == {0, 1}
     return folder
 
 
@@ -56,10 +71,11 @@ def _savings(folder: Path) -> SessionSavings:
     return s
 
 
+@pytest.mark.parametrize("side", ["ab_folder", "ab_workers"])
 def test_speculation_saves_part_of_decode_and_ab_says_how_much(
-    ab_folder: Path, capsys: pytest.CaptureFixture[str]
+    side: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = ab_folder
+    folder: Path = request.getfixturevalue(side)
     s = _savings(folder)
     a, b = s["a"], s["b"]
     # 12 calls, each replayed in the three runs of a side: 36 pairs.
@@ -85,10 +101,30 @@ def test_speculation_saves_part_of_decode_and_ab_says_how_much(
     assert "decode holds" in text and "of the possible): saved" in text
 
 
-def test_two_runs_of_one_deployment_save_nothing_beyond_noise(
-    ab_folder: Path,
+def test_one_process_runs_against_two_worker_runs_say_what_was_saved(
+    ab_folder: Path, ab_workers: Path
 ) -> None:
-    folder = ab_folder
+    """compare pairs each session's calls however the runs split them: the plain
+    deployment's one-process runs against the speculative one's two-worker runs, and the
+    two-worker plain runs against the one-process plain runs."""
+    runs = {
+        (name, side): [load_run(p) for p in sorted((f / side).iterdir())]
+        for name, f in (("one", ab_folder), ("two", ab_workers))
+        for side in ("baseline", "candidate")
+    }
+    s = compare_runs(runs["one", "baseline"], runs["two", "candidate"]).get("agent_trace")
+    assert s is not None and (s["paired"], s["paired_calls"]) == (3, 36)
+    assert s["verdict"] == "saved", s
+    assert s["a"]["tools_ms"] == s["b"]["tools_ms"]
+    same = compare_runs(runs["two", "baseline"], runs["one", "baseline"]).get("agent_trace")
+    assert same is not None and same["verdict"] == "within noise", same
+
+
+@pytest.mark.parametrize("side", ["ab_folder", "ab_workers"])
+def test_two_runs_of_one_deployment_save_nothing_beyond_noise(
+    side: str, request: pytest.FixtureRequest
+) -> None:
+    folder: Path = request.getfixturevalue(side)
     first, second, _ = sorted((folder / "baseline").iterdir())
     c = compare_runs([load_run(first)], [load_run(second)])
     s = c.get("agent_trace")

@@ -186,15 +186,7 @@ def test_constant_arrivals_of_two_workers_interleave_into_one_even_stream(tmp_pa
 def test_ctrl_c_stops_every_worker_and_the_merged_results_are_written(tmp_path: Path) -> None:
     sc = _scenario(tmp_path, "concurrency = 4\nduration_s = 60\ngrace_s = 0.5\n")
     out = tmp_path / "out"
-    argv = ["run", str(sc), "--no-tui", "--workers", "2", "--out", str(out)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadtest", *argv],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    proc = start_two_workers(sc, out)
     # Interrupt once both workers have completed requests (each writes progress.json once
     # a second), instead of a fixed sleep that had to cover spawning on a busy machine.
     deadline = time.monotonic() + 60
@@ -210,6 +202,33 @@ def test_ctrl_c_stops_every_worker_and_the_merged_results_are_written(tmp_path: 
     assert s["run"]["interrupted"] is True and r["sent"] > 0
     assert r["sent"] == r["ok"] + r["failed"] + r["cancelled"]
     assert r["sent"] == len(read_jsonl(run_dir / "requests.jsonl"))
+
+
+def start_two_workers(sc: Path, out: Path) -> subprocess.Popen[str]:
+    """``loadtest run sc --workers 2`` as a process of its own (to signal, or to kill a
+    worker of), writing into ``out``."""
+    argv = ["run", str(sc), "--no-tui", "--workers", "2", "--out", str(out)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadtest", *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+
+
+def kill_worker_1(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL worker 1 of the run ``proc``: the child that holds worker-1/requests.jsonl
+    open."""
+    import psutil
+
+    (victim,) = [
+        child
+        for child in psutil.Process(proc.pid).children(recursive=True)
+        if any("worker-1" in f.path for f in child.open_files())
+    ]
+    victim.kill()
 
 
 def _progressed(out: Path, worker: int) -> bool:

@@ -5,17 +5,22 @@ merging themselves: ``test_workers.py``; every shipped scenario run with two wor
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import orjson
 
 from tests.conftest import read_jsonl
-from tests.test_workers import ROOT, _cli, _one_run, _progressed, _scenario
+from tests.test_workers import (
+    ROOT,
+    _cli,
+    _one_run,
+    _progressed,
+    _scenario,
+    kill_worker_1,
+    start_two_workers,
+)
 
 RESTART = (
     'name = "r"\nmax_tokens = 24\n[[sources]]\nkind = "inline"\nprompts = ["a", "b"]\n'
@@ -126,19 +131,9 @@ def test_a_fault_plan_runs_once_beside_two_workers(tmp_path: Path) -> None:
 def test_a_worker_killed_mid_run_is_accounted_and_named(tmp_path: Path) -> None:
     """SIGKILL one of two workers: the run still ends with a summary, the dead worker's
     accounted requests are merged (sent == lines), and the summary says which died."""
-    import psutil
-
     sc = _scenario(tmp_path, "concurrency = 4\nduration_s = 60\ngrace_s = 0.5\n")
     out = tmp_path / "out"
-    argv = ["run", str(sc), "--no-tui", "--workers", "2", "--out", str(out)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadtest", *argv],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    proc = start_two_workers(sc, out)
     deadline = time.monotonic() + 60
     while not all(_progressed(out, i) for i in (0, 1)):
         assert proc.poll() is None and time.monotonic() < deadline, "no worker progressed"
@@ -147,13 +142,7 @@ def test_a_worker_killed_mid_run_is_accounted_and_named(tmp_path: Path) -> None:
     while not any(p.stat().st_size for p in out.glob("*/worker-1/requests.jsonl")):
         assert time.monotonic() < deadline, "worker 1 wrote no line"
         time.sleep(0.1)
-    # Worker 1 is the child that holds worker-1/requests.jsonl open.
-    (victim,) = [
-        child
-        for child in psutil.Process(proc.pid).children(recursive=True)
-        if any("worker-1" in f.path for f in child.open_files())
-    ]
-    victim.kill()
+    kill_worker_1(proc)
     time.sleep(1.0)  # worker 0 goes on alone for a moment
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -92,6 +92,11 @@ def _start_unix_ns(folder: Path, started_at: str) -> int:
     # only to the second.
     s = log_start_s(folder / "histograms.hlog")
     if s is None:
+        # A --workers run killed before its merge has its workers' logs only; they
+        # started together, and the run's start is the earliest (as the merge takes it).
+        walls = [w for p in folder.glob("worker-*") if (w := log_start_s(p / "histograms.hlog"))]
+        s = min(walls, default=None)
+    if s is None:
         try:
             s = calendar.timegm(time.strptime(started_at, "%Y-%m-%dT%H:%M:%SZ"))
         except ValueError:

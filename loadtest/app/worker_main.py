@@ -116,7 +116,7 @@ def recovered_result(cfg: RunConfig, exitcode: int | None) -> tuple[WorkerResult
     """What a worker that died had accounted, from its requests.jsonl: its result (the
     clock fields zero, for the caller to set) and its torn lines."""
     from loadtest.measure.merge import encode_metrics
-    from loadtest.report.rebuild import account_lines
+    from loadtest.report.rebuild import account_lines, line_blocks
 
     sc = cfg.scenario
     part = account_lines(
@@ -134,6 +134,7 @@ def recovered_result(cfg: RunConfig, exitcode: int | None) -> tuple[WorkerResult
         interrupted=True,
         stale_retries=0,
         lines=part.lines,
+        blocks=line_blocks(part),
     )
     return result, part.torn
 

@@ -153,6 +153,7 @@ class SessionReplay(RunHook):
                     recorded_ns=session.session_ns,
                     recorded_model_ns=session.model_ns,
                     gap_lag_ns_max=lag,
+                    end_ns=end - ctx.t0_ns,
                 )
             )
         return None

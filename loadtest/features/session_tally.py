@@ -50,6 +50,10 @@ class SessionTimes:
     recorded_ns: int
     recorded_model_ns: int
     gap_lag_ns_max: int
+    end_ns: int
+    """When its last call ended, ns from the run's start: the order sessions are listed in,
+    one process's or merged over workers (each worker's from its own start; they start
+    together), as a rebuild lists them from the lines' ``end_ms``."""
 
     @property
     def other_ns(self) -> int:
@@ -100,7 +104,9 @@ class ReplayTally:
 
     def add(self, other: ReplayTally) -> None:
         """Another process's tally (its share of the sessions): everything summed, the
-        lag's maximum kept, the listed sessions appended up to ``SESSIONS_LISTED``."""
+        lag's maximum kept, the listed sessions the first ``SESSIONS_LISTED`` of both to
+        end (worker by worker, the listing was worker 0's first, unlike a one-process
+        run's or a rebuild's, and past the limit had none of worker 1's)."""
         self.sessions_in_trace += other.sessions_in_trace
         self.completed += other.completed
         self.failed += other.failed
@@ -109,7 +115,8 @@ class ReplayTally:
         self.recorded_model += other.recorded_model
         if other.lag_max is not None:
             self.lag_max = max(self.lag_max or 0, other.lag_max)
-        self.listed.extend(other.listed[: SESSIONS_LISTED - len(self.listed)])
+        both = sorted([*self.listed, *other.listed], key=lambda t: t.end_ns)
+        self.listed = both[:SESSIONS_LISTED]
 
     def encode(self) -> ReplayPart:
         """As JSON (a worker's result file or a Ray task's answer)."""
@@ -182,8 +189,10 @@ def merge_replays(parts: Sequence[ReplayPart]) -> AgentTraceBlock:
 
 def _decoded(row: list[int | str]) -> SessionTimes:
     trace_id, *ns = row
-    calls, session, ttft, decode, tools, recorded, model, lag = (int(v) for v in ns)
-    return SessionTimes(str(trace_id), calls, session, ttft, decode, tools, recorded, model, lag)
+    calls, session, ttft, decode, tools, recorded, model, lag, end = (int(v) for v in ns)
+    return SessionTimes(
+        str(trace_id), calls, session, ttft, decode, tools, recorded, model, lag, end
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +226,7 @@ def tally_lines(rows: Iterable[JsonObject]) -> LineTally:
             key = (r["trace_id"], int(r.get("worker") or 0), int(r.get("unit") or 0))
             groups.setdefault(key, []).append(r)
     tally = ReplayTally(sessions_in_trace=0)
-    done: list[tuple[int, SessionTimes]] = []
+    done: list[SessionTimes] = []
     in_flight = unreadable = 0
     for lines in groups.values():
         if not all(all(k in r for k in _LINE_KEYS) for r in lines):
@@ -227,10 +236,10 @@ def tally_lines(rows: Iterable[JsonObject]) -> LineTally:
         if any(r.get("outcome") != "ok" for r in lines):
             tally.failed += 1
         elif [int(r["call"]) for r in lines] == list(range(1, int(lines[0]["calls"]) + 1)):
-            done.append((_ns(lines[-1].get("end_ms")), _times(lines)))
+            done.append(_times(lines))
         else:
             in_flight += 1
-    for _, t in sorted(done, key=lambda d: d[0]):
+    for t in sorted(done, key=lambda t: t.end_ns):
         tally.record(t)
     traces = len({k[0] for k in groups})
     tally.sessions_in_trace = traces  # what the lines name: the trace is not read back
@@ -256,6 +265,7 @@ def _times(lines: list[JsonObject]) -> SessionTimes:
         recorded_ns=recorded_model + sum(_ns(r["gap_ms"]) for r in lines),
         recorded_model_ns=recorded_model,
         gap_lag_ns_max=lag,
+        end_ns=_ns(lines[-1]["end_ms"]),
     )
 
 

@@ -54,6 +54,8 @@ __all__ = [
     "Rebuilt",
     "account_lines",
     "is_run_folder",
+    "line_blocks",
+    "line_files",
     "rebuild_summary",
     "summary_of",
 ]
@@ -184,6 +186,31 @@ def rebuild_summary(folder: Path) -> Rebuilt:
         rebuilt["not_rebuilt"].append(_trace_note(counted))
     summary["rebuilt"] = rebuilt
     return Rebuilt(summary, metrics)
+
+
+def line_blocks(part: LinesPart) -> dict[str, list[object]]:
+    """The summary blocks' parts one requests.jsonl gives back, for a worker that died
+    before handing in its own (``HookResult.blocks``): its replayed agent sessions,
+    counted from its lines as its replay counted them. Without this the run's
+    ``agent_trace`` left out the dead worker's completed sessions that its merged lines
+    hold. Its ``sessions_in_trace`` is the traces its lines name: a session of its share
+    it never sent is not known here."""
+    if not part.trace_rows:
+        return {}
+    return {"agent_trace": [tally_lines(part.trace_rows).tally.encode()]}
+
+
+def line_files(folder: Path) -> list[tuple[Path, int | None]]:
+    """The requests.jsonl files that are the run's record, each with the worker whose
+    untagged lines it holds (None: the run's own, tagged where it had workers): the
+    run's merged file once it wrote its summary, else (a --workers run killed before
+    its merge) its workers' own, as ``rebuild_summary`` reads them."""
+    merged = folder / "requests.jsonl"
+    parts = _parts(folder)
+    finished = (folder / "summary.json").exists() and merged.exists()
+    if finished or parts in ([], [folder]):
+        return [(merged, None)]
+    return [(p / "requests.jsonl", _worker_index(p)) for p in parts]
 
 
 def _trace_note(counted: LineTally) -> str:

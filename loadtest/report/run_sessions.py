@@ -22,6 +22,7 @@ import orjson
 from loadtest.errors import ResultFileError, UsageError
 from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
+from loadtest.report.rebuild import line_files
 
 __all__ = ["RunCall", "RunSession", "ToolRun", "run_sessions"]
 
@@ -75,14 +76,19 @@ class RunSession:
 
 
 def run_sessions(folder: Path) -> list[RunSession]:
-    """The sessions of a run folder, in order of their first intended send."""
-    path = folder / "requests.jsonl"
+    """The sessions of a run folder, in order of their first intended send (a --workers
+    run killed before its merge: from its workers' lines, each tagged with its worker)."""
+    files = line_files(folder)
+    rows = []
     try:
-        rows = [r for r in JsonLines(path) if isinstance(r.get("intended_ms"), int | float)]
+        for path, worker in files:
+            for r in JsonLines(path):
+                if isinstance(r.get("intended_ms"), int | float):
+                    rows.append(r if worker is None else {**r, "worker": worker})
     except ResultFileError as exc:
         raise UsageError(str(exc)) from exc
     if not rows:
-        raise UsageError(f"{path}: no request to export")
+        raise UsageError(f"{', '.join(str(p) for p, _ in files)}: no request to export")
     groups: dict[tuple[SessionKind, str, int, int], list[JsonObject]] = {}
     for r in rows:
         worker = r.get("worker")
