@@ -24,6 +24,7 @@ import pytest
 from loadtest.cli.main import main
 from loadtest.datasets.otel import read_agent_trace
 from loadtest.model.io import load_summary
+from loadtest.report.compare import compare_runs, load_run
 from tests.conftest import read_jsonl
 from tests.test_agent_trace import FIXTURE, documents, spans_of
 from tests.test_agent_trace_readback import SIM, _attrs, _same
@@ -189,6 +190,12 @@ def test_a_killed_two_worker_replay_rebuilds_and_exports_from_the_workers_lines(
     assert _same(rebuilt["agent_trace"], own), (rebuilt["agent_trace"], own)
     notes = rebuilt["rebuilt"]["not_rebuilt"]
     assert any(n.startswith("agent_trace: rebuilt from the lines") for n in notes)
+    # compare reads the workers' lines too: the same calls, paired with the run's own.
+    killed, whole = load_run(folder), load_run(run_dir)
+    assert killed.trace_calls == whole.trace_calls and len(whole.trace_calls) == 12
+    s = compare_runs([whole], [killed]).get("agent_trace")
+    assert s is not None and (s["paired"], s["paired_calls"]) == (3, 12)
+    assert s["saved_ms"] == pytest.approx(0, abs=LINE_MS)  # the same sessions, rounded apart
 
 
 def _lines(path: Path) -> int:

@@ -62,7 +62,7 @@ from loadtest.report.compare_figures import (
 from loadtest.report.compare_render import line_verdict, render_comparison
 from loadtest.report.compare_sessions import session_savings
 from loadtest.report.equivalence import equivalence
-from loadtest.report.rebuild import is_run_folder, summary_of
+from loadtest.report.rebuild import is_run_folder, line_files, summary_of
 
 __all__ = [
     "SIDE_FIELDS",
@@ -121,9 +121,12 @@ def _deployment(folder: Path) -> DeploymentRun | None:
         raise UsageError(f"{path}: not a readable deployment record ({exc})") from exc
 
 
-def _rows(path: Path) -> Iterator[JsonObject]:
+def _rows(folder: Path) -> Iterator[JsonObject]:
+    # A --workers run killed before its merge: its workers' lines (its summary is rebuilt
+    # from them too); the merged file would not be there.
     try:
-        yield from io.JsonLines(path)
+        for path, _ in line_files(folder):
+            yield from io.JsonLines(path)
     except ResultFileError as exc:
         raise UsageError(f"{exc} (the requests of the run)") from exc
 
@@ -167,7 +170,7 @@ def load_run(run_dir: str | Path) -> RunData:
     per_cat: dict[str, dict[str, list[float]]] = {}
     steps = StepRecords()
     trace_calls: dict[str, list[float]] = {}
-    for row in _rows(folder / "requests.jsonl"):
+    for row in _rows(folder):
         if row.get("warmup"):
             continue
         sent += 1
