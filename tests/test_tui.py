@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import html
+import itertools
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import orjson
 import pytest
 from textual.app import App, ComposeResult
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
@@ -24,20 +26,22 @@ from loadtest.app.inprocess import drive, run_here
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.measure.recorders import new_histogram
+from loadtest.measure.slo import SLOSpec, evaluate, parse_slo_flag
 from loadtest.model.summary import RunHead
+from loadtest.report.rebuild import REBUILT_NOTE
+from loadtest.report.summary import driver_health
 from loadtest.sim import InProcessSim, SimProcess
 from loadtest.tui import Dashboard, DashboardFeed, DashboardProcess
 from loadtest.tui.feed import START_S
 from loadtest.tui.frame import (
     Frame,
     latency_cell,
-    log_buckets,
     progress,
     render_counts,
     render_faults,
     render_header,
-    render_histogram,
 )
+from loadtest.tui.histogram import log_buckets, render_histogram
 from loadtest.tui.sources import ReplaySource
 from loadtest.tui.spark import ZeroSparkline, spark_rows
 from tests.conftest import FAST_SIM, make_scenario, read_jsonl
@@ -48,6 +52,8 @@ SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 # LOADTEST_UPDATE_SNAPSHOTS=1 rewrites the stored SVGs (after a deliberate layout change).
 UPDATE = os.environ.get("LOADTEST_UPDATE_SNAPSHOTS") == "1"
 
+SPARKS = ("req", "tok", "ttft")
+"""The dashboard's sparklines' widget ids."""
 TWO_CATEGORIES = [
     {"kind": "inline", "category": "chat", "prompts": [f"chat {i}" for i in range(20)]},
     {"kind": "inline", "category": "code", "prompts": [f"code {i}" for i in range(20)]},
@@ -119,19 +125,111 @@ def test_small_latencies_never_read_zero() -> None:
 
 
 async def test_the_dashboard_fits_80_by_24() -> None:
+    # Every percentile column, with its values, and the fault panel with its verdict.
+    shown: tuple[str, ...] = ("count", "p50", "p90", "p99", "max", "12.69", "13.20", "83.26")
+    shown += ("cancel-a-third", "HELD", "sent 216", "in flight 0")
     app = Dashboard(replay=ReplaySource(SAMPLE))
     async with app.run_test(size=(80, 24)) as pilot:
-        text = ""
-        for _ in range(50):  # drawn a moment after start: wait for it (bounded)
-            await pilot.pause(0.1)
-            text = _screen_text(app)
-            if "sent 216" in text:
-                break
-    # Every percentile column, with its values, and the fault panel with its verdict.
-    for fragment in ("count", "p50", "p90", "p99", "max", "12.69", "13.20", "83.26"):
+        text = "".join(await _screen_when(app, pilot, lambda t: all(s in t for s in shown)))
+    for fragment in shown:
         assert fragment in text, fragment
-    assert "cancel-a-third" in text and "HELD" in text
-    assert "sent 216" in text and "in flight 0" in text
+
+
+async def _screen_when(
+    app: Dashboard, pilot: Pilot[None], ready: Callable[[str], bool]
+) -> list[str]:
+    """The screen's rows once ``ready`` holds of its text, or after 5 s (bounded). The
+    panels are drawn a moment after start or a key, and a panel whose height changed
+    may be laid out a screen refresh after the others: a screenshot between the two
+    (under load) showed the fault panel one line high at 80x24."""
+    rows: list[str] = []
+    for _ in range(50):
+        await pilot.pause(0.1)
+        rows = _screen_rows(app)
+        if ready("".join(rows)):
+            break
+    return rows
+
+
+def _screen_rows(app: Dashboard) -> list[str]:
+    return [_screen_line(app, row) for row in range(app.size.height)]
+
+
+def _busy_run(folder: Path) -> Path:
+    """The sample run, its summary judged as that of a run whose driver fell behind:
+    the driver block ``driver_health`` gives its figures beside a 50 ms client lag p99,
+    and three SLO checks evaluated on them (the sample kept up and set none)."""
+    shutil.copytree(SAMPLE, folder)
+    summary = orjson.loads((folder / "summary.json").read_bytes())
+    figures = summary["metrics"]
+    summary["driver"] = driver_health(figures | {"client_lag_ms": {"p99": 50.0}})
+    spec = SLOSpec(parse_slo_flag("ttft_ms.p95=60000,tpot_ms.p99=0.001,error_rate=0.5"))
+    summary["slo"] = evaluate(spec, figures, 0.0)
+    (folder / "summary.json").write_bytes(orjson.dumps(summary))
+    return folder
+
+
+def _killed_run(folder: Path) -> Path:
+    """The sample run as a kill leaves it: no summary, a start record naming its window."""
+    shutil.copytree(SAMPLE, folder, ignore=shutil.ignore_patterns("summary.*", "*.hgrm"))
+    run = orjson.loads((SAMPLE / "summary.json").read_bytes())["run"]
+    head = {k: run[k] for k in RunHead.__annotations__}
+    start = {"schema": 1, "run": head, "slo": [], "fault_windows": ["cancel-a-third"]}
+    start |= {"agent": False, "pid": 1, "host": "elsewhere"}
+    (folder / "run.json").write_bytes(orjson.dumps(start))
+    return folder
+
+
+_BUCKET_LINE = re.compile(r"([\d.]+)-([\d.]+) +ms █* ?(\d+)")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (100, 30), (120, 48)])
+async def test_every_bucket_sparkline_and_verdict_shows_at_each_size(
+    tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """At 80x24 the histogram showed 3 of itl_ms's 17 buckets, two of the three
+    sparklines had no row and ``driver: BUSY`` was cut; now the buckets are merged to
+    the rows there are, each series is one line, and the driver's state comes first."""
+    run = _busy_run(tmp_path / "busy")
+    summary = orjson.loads((run / "summary.json").read_bytes())
+    assert summary["driver"]["busy"] and not summary["slo"]["met"]
+    expected: tuple[str, ...] = ("itl_ms (all)", "requests/s", "output tokens/s", "TTFT p95 (ms)")
+    expected += ("driver: BUSY", "12.343 met", "3.649 MISSED", "0 met", "cancel-a-third", "HELD")
+    app = Dashboard(replay=ReplaySource(run))
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("m")  # itl_ms: the metric with the most buckets
+        rows = await _screen_when(app, pilot, lambda t: all(s in t for s in expected))
+        frame = app.last_frame
+        widgets = {wid: app.query_one(f"#{wid}", ZeroSparkline) for wid in SPARKS}
+        sparks = {wid: w.region for wid, w in widgets.items()}
+        bars = {wid: w.render_line(w.size.height - 1).text for wid, w in widgets.items()}
+    assert frame is not None and frame.metric == "itl_ms" and len(frame.buckets) > 8
+    text = "".join(rows)
+    # The buckets on screen cover the whole distribution, end to end and every count.
+    shown = [m.groups() for row in rows if (m := _BUCKET_LINE.search(row))]
+    assert shown and shown[0][0] == "0"  # the lowest bucket (1 µs), zero gaps included
+    assert float(shown[-1][1]) == pytest.approx(frame.buckets[-1][1], rel=0.01)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(shown))
+    assert sum(int(c) for _, _, c in shown) == sum(c for _, _, c in frame.buckets)
+    # Every sparkline has a row on screen, and its bars are drawn there.
+    for wid, region in sparks.items():
+        assert region.height >= 1 and region.bottom <= size[1] - 1, wid
+        assert set(bars[wid]) & set("▁▂▃▄▅▆▇█"), wid
+    for fragment in expected:
+        assert fragment in text, fragment
+
+
+async def test_a_rebuilt_runs_note_is_on_the_dashboard(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was logged before the dashboard took the screen, and read only after quitting."""
+    source = ReplaySource(_killed_run(tmp_path / "killed"))
+    assert f"{REBUILT_NOTE}; loadtest summarize" in caplog.text  # still printed, as before
+    app = Dashboard(replay=source)
+    async with app.run_test(size=(80, 24)) as pilot:
+        text = "".join(await _screen_when(app, pilot, lambda t: REBUILT_NOTE in t))
+    assert REBUILT_NOTE in text
+    assert "not judged (the run was killed" in text  # its window's verdict, as before
 
 
 def test_progress_to_a_duration_and_to_a_count() -> None:
@@ -512,14 +610,7 @@ def test_a_replays_last_frame_shows_the_runs_rate_and_nothing_left() -> None:
 
 def test_a_rebuilt_replay_says_why_its_fault_windows_have_no_verdict(tmp_path: Path) -> None:
     # A run killed before its window said "no fault windows".
-    folder = tmp_path / "killed"
-    shutil.copytree(SAMPLE, folder, ignore=shutil.ignore_patterns("summary.*", "*.hgrm"))
-    run = orjson.loads((SAMPLE / "summary.json").read_bytes())["run"]
-    head = {k: run[k] for k in RunHead.__annotations__}
-    start = {"schema": 1, "run": head, "slo": [], "fault_windows": ["cancel-a-third"]}
-    start |= {"agent": False, "pid": 1, "host": "elsewhere"}
-    (folder / "run.json").write_bytes(orjson.dumps(start))
-    frame = ReplaySource(folder).frame("ttft_ms", "all")
+    frame = ReplaySource(_killed_run(tmp_path / "killed")).frame("ttft_ms", "all")
     assert frame.faults == ()
     text = render_faults(frame)
     assert text.startswith("not judged (the run was killed; rebuilt): fault verdicts of ")

@@ -50,6 +50,7 @@ from loadtest.report.run_start import read_run_start
 from loadtest.report.summary import summary_from_head
 
 __all__ = [
+    "REBUILT_NOTE",
     "LinesPart",
     "Rebuilt",
     "account_lines",
@@ -78,6 +79,8 @@ _TRACE_KEYS = (
     "end_ms",
 )
 """What ``session_tally.tally_lines`` reads of an agent-trace line (the rest is not kept)."""
+REBUILT_NOTE = "no summary.json: rebuilt from requests.jsonl (the run was killed)"
+"""What a reader of a rebuilt run is told first (the log line, the dashboard's notice)."""
 _FROM_HLOG = ("itl_ms", "tokens_per_chunk")
 """Recorded from chunk times, which requests.jsonl has only with ``--record-chunks``."""
 
@@ -118,12 +121,7 @@ def summary_of(folder: Path) -> Summary:
     summary = rebuild_summary(folder).summary
     # Not written: reading a folder must not change it (it may be read-only, or another
     # user's); writing it is what ``summarize`` is for.
-    log.warning(
-        "%s: no summary.json: rebuilt from requests.jsonl (the run was killed); "
-        "loadtest summarize %s writes it",
-        folder,
-        folder,
-    )
+    log.warning("%s: %s; loadtest summarize %s writes it", folder, REBUILT_NOTE, folder)
     return summary
 
 

@@ -23,7 +23,7 @@ from typing import ClassVar, Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Container, Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Static
 
 from loadtest.tui.frame import (
@@ -33,10 +33,10 @@ from loadtest.tui.frame import (
     render_counts,
     render_faults,
     render_header,
-    render_histogram,
     render_server,
     render_verdicts,
 )
+from loadtest.tui.histogram import Histogram
 from loadtest.tui.link import (
     ABORT,
     PAUSE,
@@ -69,6 +69,8 @@ _ONLY_IN: dict[str, tuple[str, ...]] = {
 }
 """The actions that apply in some modes only; the others apply in all."""
 _COLS = ("count", "p50", "p90", "p99", "max")
+_SERIES = (("req", "requests/s"), ("tok", "output tokens/s"), ("ttft", "TTFT p95 (ms)"))
+"""The sparklines: their widget ids and labels."""
 _SETTLE_S = 5.0
 """The longest the last frame waits for a refresh before it is saved as it is."""
 
@@ -85,25 +87,43 @@ class Dashboard(App[None]):
     """The dashboard of one run: live, replayed, or of a run's worker processes."""
 
     TITLE = "loadtest"
-    # Fits 80x24 (every percentile column and the fault panel show there) and grows
-    # into larger terminals: the series and the histogram take the rows that are left.
+    # Fits 80x24 (every percentile column, histogram bucket, sparkline and verdict show
+    # there) and grows into larger terminals: the series and the histogram take the rows
+    # that are left. Under 30 rows the screen has the class -short (Textual sets it from
+    # VERTICAL_BREAKPOINTS on each resize): the panels keep their top border only, and
+    # each series is one line beside its label, not a label over bars.
+    # Textual's App declares it without ClassVar (under a union): a ClassVar fails mypy.
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
     CSS = """
     #header { height: 2; background: $boost; padding: 0 1; }
+    #notice { height: auto; display: none; background: $warning-muted; padding: 0 1; }
+    #notice.shown { display: block; }
     #row1 { height: auto; }
     #latency { width: auto; height: auto; border: round $accent; }
     #counts { width: 1fr; height: 100%; border: round $accent; padding: 0 1; }
     #row2 { height: 1fr; min-height: 4; }
     #series { width: 1fr; border: round $accent; }
-    #series Sparkline { height: 1fr; margin: 0 1; }
-    #series Static { height: 1; padding: 0 1; }
+    .series { height: 1fr; }
+    .series Static { height: 1; padding: 0 1; }
+    .series ZeroSparkline { height: 1fr; margin: 0 1; }
     #histogram { width: 1fr; border: round $accent; padding: 0 1; }
     #row3 { height: auto; max-height: 9; }
     #faults { width: 3fr; height: auto; max-height: 9; border-top: round $accent; padding: 0 1; }
-    #side { width: 2fr; height: auto; }
+    /* An SLO line (SLO ttft_ms.p95 <= 500: 412.3 MISSED) takes some 38 columns: two
+       fifths of 80 wrapped each onto a second row. */
+    #side { width: 2fr; min-width: 40; height: auto; }
     #verdicts { height: auto; max-height: 6; border-top: round $accent; padding: 0 1; }
     #server { height: auto; max-height: 3; border-top: round $accent; padding: 0 1; }
     #help { height: auto; display: none; background: $panel; padding: 0 1; }
     #help.shown { display: block; }
+    .-short #latency, .-short #counts, .-short #series, .-short #histogram {
+        border: none;
+        border-top: round $accent;
+    }
+    .-short .series { height: 1; layout: horizontal; }
+    .-short .series Static { width: 22; }
+    .-short .series ZeroSparkline { height: 1; width: 1fr; margin: 0 1 0 0; }
+    .-short #server { text-wrap: nowrap; text-overflow: ellipsis; max-height: 2; }
     /* A note ("load paused", "saved ...") takes one line at the bottom right, over the
        footer's unchanging key list: Textual's default box, above the footer, covered
        the SLO and server panels. One note at a time (``_note``). */
@@ -165,6 +185,7 @@ class Dashboard(App[None]):
     def compose(self) -> ComposeResult:
         """Header, percentiles and counters, series and histogram, faults, server."""
         yield Static("starting...", id="header")
+        yield Static("", id="notice", markup=False)
         yield Static(KEYS_HELP[self.mode], id="help")
         with Vertical():
             with Horizontal(id="row1"):
@@ -172,13 +193,11 @@ class Dashboard(App[None]):
                 yield Static("", id="counts")
             with Horizontal(id="row2"):
                 with Vertical(id="series"):
-                    yield Static("requests/s", id="req-label")
-                    yield ZeroSparkline([0.0], id="req")
-                    yield Static("output tokens/s", id="tok-label")
-                    yield ZeroSparkline([0.0], id="tok")
-                    yield Static("TTFT p95 (ms)", id="ttft-label")
-                    yield ZeroSparkline([0.0], id="ttft")
-                yield Static("", id="histogram")
+                    for wid, label in _SERIES:
+                        with Container(classes="series"):
+                            yield Static(label, id=f"{wid}-label")
+                            yield ZeroSparkline([0.0], id=wid)
+                yield Histogram(id="histogram")
             with Horizontal(id="row3"):
                 yield Static("", id="faults")
                 with Vertical(id="side"):
@@ -204,6 +223,11 @@ class Dashboard(App[None]):
         else:
             # After the first layout, so the histogram knows its width.
             self.call_after_refresh(self.refresh_view)
+
+    def on_resize(self) -> None:
+        """Lay the frame out again for the new size (the header's bar, the counters'
+        lines); the histogram redraws itself."""
+        self.call_after_refresh(self.refresh_view)
 
     async def _follow(self, link: socket.socket) -> None:
         """Draw each state of the run as it comes, then ask for the next; close with it."""
@@ -254,6 +278,10 @@ class Dashboard(App[None]):
         self.last_frame = f
         # Only what changed is handed to Textual: every update costs a repaint.
         self._text("#header", render_header(f, columns=self.size.width - 2))
+        if self._changed("#notice", f.notice):
+            notice = self.query_one("#notice", Static)
+            notice.update(f.notice or "")
+            notice.set_class(f.notice is not None, "shown")
         table = self.query_one("#latency", DataTable)
         for metric, count, *pcts in f.percentiles:
             marker = "▶ " if metric == f.metric else ""
@@ -271,8 +299,7 @@ class Dashboard(App[None]):
         self._text("#req-label", f"requests/s  {f.req_rate[-1]:.1f}")
         self._text("#tok-label", f"output tokens/s  {f.tok_rate[-1]:.0f}")
         self._text("#ttft-label", f"TTFT p95 (ms)  {f.ttft_p95[-1]:.1f}")
-        width = max(8, self.query_one("#histogram", Static).size.width - 30)
-        self._text("#histogram", render_histogram(f, width))
+        self.query_one("#histogram", Histogram).show(f)
         self._text("#faults", render_faults(f))
         self._text("#verdicts", render_verdicts(f))
         self._text("#server", render_server(f))

@@ -26,13 +26,11 @@ __all__ = [
     "fault_row",
     "fault_rows",
     "latency_cell",
-    "log_buckets",
     "percentile_rows",
     "progress",
     "render_counts",
     "render_faults",
     "render_header",
-    "render_histogram",
     "render_server",
     "render_verdicts",
 ]
@@ -120,6 +118,9 @@ class Frame:
     showed the last interval's rate (32.8 req/s for a run at 20)."""
     fault_note: str | None = None
     """What stands for the fault windows where none was judged (a rebuilt run)."""
+    notice: str | None = None
+    """What the reader must know of where the figures come from: a rebuilt run's note
+    (it was printed before the dashboard took the screen, and seen only after quitting)."""
 
 
 def percentile_rows(hists: Mapping[str, HdrHistogram]) -> tuple[PercentileRow, ...]:
@@ -146,22 +147,6 @@ def percentile_rows(hists: Mapping[str, HdrHistogram]) -> tuple[PercentileRow, .
     return tuple(rows)
 
 
-def log_buckets(
-    hist: HdrHistogram | None, per_decade: int = 4
-) -> tuple[tuple[float, float, int], ...]:
-    """Counts in log-spaced buckets (``per_decade`` per factor of 10), ms edges."""
-    if hist is None or not hist.get_total_count():
-        return ()
-    lowest, _, counts = bucket_arrays(hist)
-    k = np.floor(np.log10(np.maximum(lowest, 1)) * per_decade).astype(np.int64)
-    lo = int(k.min())
-    per = np.bincount(k - lo, weights=counts)
-    return tuple(
-        (10 ** ((lo + i) / per_decade) / 1e3, 10 ** ((lo + i + 1) / per_decade) / 1e3, int(c))
-        for i, c in enumerate(per)
-    )
-
-
 def progress(
     elapsed_s: float,
     warmup_s: float,
@@ -181,15 +166,6 @@ def progress(
             return frac, max(0.0, (requests - measured) * measuring_s / measured)
         return frac, None
     return None, None
-
-
-def _ms(v: float | None) -> str:
-    """A latency to at least 3 significant digits: never ``0.00`` for a value above 0."""
-    if v is None:
-        return "-"
-    if v >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}" if v >= 1 else f"{v:.3g}"
 
 
 def latency_cell(v: float | None) -> str:
@@ -254,20 +230,6 @@ def render_counts(f: Frame, width: int | None = None) -> str:
     )
 
 
-def render_histogram(f: Frame, width: int = 36) -> str:
-    """The selected metric's distribution as text bars over log buckets."""
-    if not f.buckets:
-        return f"{f.metric} ({f.category}): no values yet"
-    top = max(c for _, _, c in f.buckets) or 1
-    lines = [f"{f.metric} ({f.category}), log buckets"]
-    for lo, hi, c in f.buckets:
-        bar = "█" * max(1 if c else 0, round(c / top * width))
-        # The lowest bucket (1 µs) also holds the zero gaps of chunks read together.
-        low = "0" if lo <= 0.001 else _ms(lo)
-        lines.append(f"{low:>8}-{_ms(hi):<8} ms {bar} {c}")
-    return "\n".join(lines)
-
-
 def render_faults(f: Frame) -> str:
     """The fault timeline: each window, its state and its verdict when known."""
     if not f.faults:
@@ -292,15 +254,16 @@ def render_verdicts(f: Frame) -> str:
         return "SLOs and driver: not judged yet"
     so_far = " (so far)" if v.provisional else ""
     lines = []
+    # First: a busy driver qualifies every figure, and a short panel keeps its top lines.
+    if v.driver is not None:
+        lines.append(f"driver: {'BUSY' if v.driver['busy'] else 'kept up'}{so_far}")
     for c in v.slo["checks"]:
         lines.append(slo_line(c) + so_far)
     good = v.slo.get("goodput")
     if good:
         lines.append(f"goodput: {good['requests']} requests ({good['share']:.0%} of ok){so_far}")
-    if not lines:
+    if not v.slo["checks"] and not good:
         lines.append("no SLOs set")
-    if v.driver is not None:
-        lines.append(f"driver: {'BUSY' if v.driver['busy'] else 'kept up'}{so_far}")
     return "\n".join(lines)
 
 

@@ -29,7 +29,7 @@ from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict
 from loadtest.report.hlog import read_intervals
-from loadtest.report.rebuild import summary_of
+from loadtest.report.rebuild import REBUILT_NOTE, summary_of
 from loadtest.report.summary import judge_run
 from loadtest.tui.frame import (
     DASH_METRICS,
@@ -38,11 +38,11 @@ from loadtest.tui.frame import (
     RunVerdicts,
     fault_rows,
     fault_state,
-    log_buckets,
     percentile_rows,
     progress,
     series,
 )
+from loadtest.tui.histogram import log_buckets
 from loadtest.tui.link import Hello, LiveState
 
 __all__ = ["LiveSource", "ReplaySource", "WorkersSource"]
@@ -301,6 +301,7 @@ class ReplaySource:
             verdicts=self._verdicts(),
             run_rate=(put["requests_per_s"], put["output_tokens_per_s"]) if last else None,
             fault_note=self._fault_note(),
+            notice=REBUILT_NOTE if "rebuilt" in self.summary else None,
         )
 
     def _fault_note(self) -> str | None:
