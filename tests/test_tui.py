@@ -41,7 +41,7 @@ from loadtest.tui.frame import (
     render_faults,
     render_header,
 )
-from loadtest.tui.histogram import log_buckets, render_histogram
+from loadtest.tui.histogram import fit_buckets, log_buckets, render_histogram
 from loadtest.tui.sources import ReplaySource
 from loadtest.tui.spark import ZeroSparkline, spark_rows
 from tests.conftest import FAST_SIM, make_scenario, read_jsonl
@@ -122,6 +122,24 @@ def test_small_latencies_never_read_zero() -> None:
     )
     assert "0.00-" not in text and "-0.00 " not in text
     assert "       0-0.00178  ms" in text
+
+
+def test_buckets_merge_on_the_log_grid_to_fit_the_rows() -> None:
+    h = new_histogram()
+    for v in (0, 0, 400, 900, 1500, 3000, 3100, 5000, 12000):  # µs, 1 µs to 17.8 ms
+        h.record_value(v)
+    buckets = log_buckets(h)  # four a decade
+    assert len(buckets) == 17
+    for rows in (1, 2, 3, 4, 5, 9, 16):
+        fitted = fit_buckets(buckets, rows)
+        assert 1 <= len(fitted) <= rows, rows
+        assert sum(c for *_, c in fitted) == h.get_total_count()
+        assert fitted[0][0] == buckets[0][0] and fitted[-1][1] == buckets[-1][1]
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(fitted))
+    assert fit_buckets(buckets, 17) == buckets
+    # Five rows: whole decades, merged buckets meet at powers of ten.
+    inner = [lo for lo, _, _ in fit_buckets(buckets, 5)[1:]]
+    assert inner == pytest.approx([0.01, 0.1, 1.0, 10.0])
 
 
 async def test_the_dashboard_fits_80_by_24() -> None:
