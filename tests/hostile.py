@@ -24,7 +24,7 @@ import orjson
 import trustme
 from aiohttp import web
 
-__all__ = ["ECHO_MODES", "MODES", "HostileServer"]
+__all__ = ["ECHO_MODES", "HEALTH_ANSWERS", "HEALTH_BROKEN", "MODES", "HostileServer"]
 
 ECHO_MODES = ("echo-auth-status", "echo-auth-event")
 """Modes that repeat the Authorization header back (in a 401 body, in an error event)."""
@@ -133,6 +133,26 @@ async def wrong_type(request: web.Request) -> web.StreamResponse:
     return await _write_all(request, b"<html><body>Welcome to nginx!</body></html>", "text/html")
 
 
+async def html_as_sse(request: web.Request) -> web.StreamResponse:
+    # A proxy's error page under the stream's own content type.
+    page = b"<!DOCTYPE html>\n<html><body><h1>502 Bad Gateway</h1></body></html>\n"
+    return await _write_all(request, page)
+
+
+async def empty_stream(request: web.Request) -> web.StreamResponse:
+    return await _write_all(request, b"")
+
+
+async def cut_mid_event(request: web.Request) -> web.StreamResponse:
+    # A clean close inside an event: its data line has no end.
+    return await _write_all(request, _chunk("a") + _chunk("b")[:25])
+
+
+async def not_object(request: web.Request) -> web.StreamResponse:
+    # JSON, but not the object a chunk is: a list, a string, a number.
+    return await _write_all(request, b'data: [1, 2]\n\ndata: "a"\n\ndata: 7\n\n' + _GOOD)
+
+
 async def error_event(request: web.Request) -> web.StreamResponse:
     err = b'event: error\ndata: {"error":{"message":"model overloaded","code":503}}\n\n'
     return await _write_all(request, _chunk("a") + err)
@@ -171,12 +191,7 @@ async def reset(request: web.Request) -> web.StreamResponse:
     resp = await _stream(request)
     await resp.write(_chunk("a") + _chunk("b"))
     await asyncio.sleep(0.05)
-    transport = request.transport
-    assert transport is not None
-    sock = transport.get_extra_info("socket")
-    # SO_LINGER 0: close sends a TCP RST instead of a FIN.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    transport.abort()
+    _abort(request)
     return resp
 
 
@@ -279,6 +294,10 @@ MODES: dict[str, Handler] = {
     "huge-line": huge_line,
     "binary": binary,
     "wrong-type": wrong_type,
+    "html-as-sse": html_as_sse,
+    "empty-stream": empty_stream,
+    "cut-mid-event": cut_mid_event,
+    "not-object": not_object,
     "error-event": error_event,
     "error-in-chunk": error_in_chunk,
     "rate-limited": rate_limited,
@@ -384,6 +403,68 @@ async def _tokenize(request: web.Request) -> web.StreamResponse:
     return web.json_response({"tokens": list(range(len(str(body.get("content")).split())))})
 
 
+# What ``/{mode}/health`` answers in the modes that break it. Readiness is the status
+# alone (vLLM answers an empty 200, llama.cpp JSON), so the 200s below are all "ready";
+# the rest are "not ready", and a wait that gives up names what came back.
+HEALTH_ANSWERS: dict[str, tuple[int, str, str]] = {
+    "health-html": (200, "<!DOCTYPE html><html><title>Sign in</title></html>", "text/html"),
+    "health-empty": (200, "", "application/json"),
+    "health-text": (200, "OK", "text/plain"),
+    "health-loading": (
+        503,
+        '{"error": {"message": "Loading model", "code": 503}}',
+        "application/json",
+    ),
+    "health-404": (404, "<html><body>404 Not Found</body></html>", "text/html"),
+    "health-500": (500, "", "text/plain"),
+}
+HEALTH_BROKEN = ("health-truncated", "health-reset", "health-garbage", "health-stall")
+"""Answers that are no whole HTTP answer: a body cut short after a 200 (ready: the
+status came), a reset before any byte, bytes that are not HTTP, no answer at all."""
+_HEALTH_SEEN = web.AppKey("health_seen", list[int])
+
+
+async def _health(request: web.Request) -> web.StreamResponse:
+    mode = request.match_info["mode"]
+    answer = HEALTH_ANSWERS.get(mode)
+    if answer is not None:
+        status, body, content_type = answer
+        return web.Response(status=status, text=body, content_type=content_type)
+    if mode == "health-first-only":  # ready once: a restart then never gets ready
+        seen = request.app[_HEALTH_SEEN]
+        seen.append(1)
+        if len(seen) > 1:
+            return web.Response(status=503, text="Loading model")
+    if mode == "health-truncated":
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        resp.content_length = 100
+        await resp.prepare(request)
+        await resp.write(b'{"status": "o')
+        _abort(request)
+        return resp
+    if mode == "health-reset":
+        _abort(request)
+        return web.Response()
+    if mode == "health-garbage":
+        transport = request.transport
+        assert transport is not None
+        transport.write(b"\x00\xffSSH-2.0-OpenSSH\r\n\r\n")
+        transport.close()
+        return web.Response()
+    if mode == "health-stall":
+        await asyncio.sleep(30)
+    return web.json_response({"status": "ok"})
+
+
+def _abort(request: web.Request) -> None:
+    """Close the connection with a TCP RST (SO_LINGER 0), not a FIN."""
+    transport = request.transport
+    assert transport is not None
+    sock = transport.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
 class HostileServer:
     """The hostile app on two loopback ports (plain and TLS), in a background thread."""
 
@@ -422,6 +503,8 @@ class HostileServer:
     async def _start(self) -> None:
         app = web.Application()
         app[_SEEN] = []
+        app[_HEALTH_SEEN] = []
+        app.router.add_get("/{mode}/health", _health)
         app.router.add_get("/{mode}/v1/models", _models)
         app.router.add_get("/{mode}/metrics", _metrics)
         app.router.add_post("/{mode}/tokenize", _tokenize)

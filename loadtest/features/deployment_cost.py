@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-import orjson
 import psutil
 
 from loadtest._compat.orphans import die_with_parent
-from loadtest.errors import EndpointError, UsageError
-from loadtest.transport.side import SideHttp
+from loadtest.errors import EndpointError, ProtocolError, UsageError
+from loadtest.protocol.openai import ServerError, StreamReader
+from loadtest.protocol.sse import SSEParser
+from loadtest.transport.side import SideHttp, not_ready
 
 __all__ = [
     "ColdStart",
@@ -237,7 +238,7 @@ async def measure_cold_start(
     try:
         async with SideHttp().session(timeout_s=None) as s:
             ready_s = await _until_ready(s, proc, base_url, t0, timeout_s)
-            first_s, error = await _first_token(s, base_url, model, prompt, t0)
+            first_s, error = await _first_token(s, base_url, model, prompt, t0, timeout_s)
     except BaseException:
         proc.kill()
         proc.wait()
@@ -252,39 +253,51 @@ async def _until_ready(
     t0: float,
     timeout_s: float,
 ) -> float:
-    while time.monotonic() - t0 < timeout_s:
+    url = base_url + "/health"
+    last = "nothing"
+    while (left := timeout_s - (time.monotonic() - t0)) > 0:
         if proc.poll() is not None:
             raise EndpointError(f"the server exited with {proc.returncode} before it was ready")
-        try:
-            async with s.get(base_url + "/health") as r:
-                if r.status == 200:
-                    return time.monotonic() - t0
-        except aiohttp.ClientError:
-            pass
+        got = await not_ready(s, url, min(2.0, max(0.1, left)))
+        if got is None:
+            return time.monotonic() - t0
+        last = got
         await asyncio.sleep(0.02)
-    raise EndpointError(f"the server was not ready within {timeout_s} s")
+    raise EndpointError(f"the server was not ready at {url} within {timeout_s:g} s (last: {last})")
 
 
 async def _first_token(
-    s: aiohttp.ClientSession, base_url: str, model: str, prompt: str, t0: float
+    s: aiohttp.ClientSession, base_url: str, model: str, prompt: str, t0: float, timeout_s: float
 ) -> tuple[float | None, str | None]:
+    """Seconds from ``t0`` to the first streamed token, or why there was none.
+
+    The stream is read by the load's own parser and chunk reader: a chunk that is not a
+    JSON object, an error event or an HTML page is a reason, never an exception.
+    """
     body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": 8,
         "stream": True,
     }
+    parser, reader = SSEParser(), StreamReader()
     try:
-        async with s.post(base_url + "/v1/chat/completions", json=body) as r:
+        async with s.post(
+            base_url + "/v1/chat/completions",
+            json=body,
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+        ) as r:
             if r.status != 200:
                 return None, f"HTTP {r.status}"
-            async for line in r.content:
-                if not line.startswith(b"data:") or line.strip() == b"data: [DONE]":
-                    continue
-                chunk = orjson.loads(line[5:])
-                for choice in chunk.get("choices") or ():
-                    if (choice.get("delta") or {}).get("content"):
+            async for data in r.content.iter_any():
+                for event in parser.feed(data):  # a token before an error still came
+                    reader.on_event(event, time.perf_counter_ns())
+                    if reader.token_chunk_ns:
                         return time.monotonic() - t0, None
-    except (aiohttp.ClientError, orjson.JSONDecodeError) as exc:
+    except (ProtocolError, ServerError) as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    except TimeoutError:
+        return None, f"no token within {timeout_s:g} s"
+    except aiohttp.ClientError as exc:
         return None, f"{type(exc).__name__}: {exc}"
     return None, "the stream ended without a token"

@@ -11,6 +11,7 @@ receive it.
 from __future__ import annotations
 
 import logging
+import re
 import ssl
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -19,7 +20,7 @@ import aiohttp
 
 from loadtest.transport.config import ClientConfig
 
-__all__ = ["Fetched", "SideHttp", "get_text"]
+__all__ = ["Fetched", "SideHttp", "get_text", "not_ready"]
 
 log = logging.getLogger("loadtest")
 
@@ -76,6 +77,49 @@ async def get_text(session: aiohttp.ClientSession, http: SideHttp, url: str, wha
             else:
                 return Fetched(await resp.text())
     except (aiohttp.ClientError, TimeoutError, OSError, UnicodeDecodeError) as exc:
-        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        text = _one_line(str(exc))  # a server's bad status line spans lines
+        error = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     log.debug("%s: %s failed: %s", what, url, error)
     return Fetched(None, error)
+
+
+_HEAD = 80
+"""Characters of a not-ready answer's body that an error quotes."""
+_ERROR = 200
+"""Characters of a failed GET's error: enough for aiohttp's connect errors."""
+
+
+async def not_ready(session: aiohttp.ClientSession, url: str, timeout_s: float) -> str | None:
+    """None when a GET of ``url`` answers 200 (ready), else what came back instead.
+
+    Readiness is the status alone: vLLM, SGLang and TGI answer ``/health`` with an empty
+    body, llama.cpp with JSON, an auth proxy with a page, so no body is read as "ready".
+    Each GET is bounded by ``timeout_s``: a server that accepts and never answers would
+    otherwise hold the wait past its deadline. The answer (status and the head of the
+    body, or the error) is for the message said when the wait gives up.
+    """
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status == 200:
+                return None
+            return f"HTTP {resp.status}{await _head(resp)}"
+    except TimeoutError:
+        return f"no answer within {timeout_s:g} s"
+    except aiohttp.ClientResponseError as exc:  # not HTTP: its message spans lines
+        return f"{type(exc).__name__}: {_one_line(exc.message)[:_ERROR]}"
+    except (aiohttp.ClientError, OSError) as exc:
+        text = _one_line(str(exc))
+        return f"{type(exc).__name__}: {text[:_ERROR]}" if text else type(exc).__name__
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+async def _head(resp: aiohttp.ClientResponse) -> str:
+    try:
+        raw = await resp.content.read(4 * _HEAD)
+    except (aiohttp.ClientError, TimeoutError, OSError):
+        return ""  # the status is the answer; a body cut short adds nothing to it
+    text = _one_line(raw.decode("utf-8", "replace"))
+    return f" ({text[:_HEAD]!r})" if text else " (an empty body)"

@@ -1,8 +1,10 @@
 """A managed target: the endpoint's process, started, stopped and restarted by loadtest.
 
-Readiness is an HTTP GET on the target's ready URL answering 200; time to ready runs
-from the spawn to that answer. The process's output goes to a log file in the run
-folder, so a target that fails to start can be diagnosed.
+Readiness is an HTTP GET on the target's ready URL answering 200, whatever its body
+(``transport.side.not_ready``); time to ready runs from the spawn to that answer, and a
+target not ready in time is one error naming the URL and what it last answered. The
+process's output goes to a log file in the run folder, so a target that fails to start
+can be diagnosed.
 """
 
 from __future__ import annotations
@@ -16,12 +18,10 @@ import time
 from pathlib import Path
 from typing import IO
 
-import aiohttp
-
 from loadtest._compat.orphans import die_with_parent
 from loadtest.errors import EndpointError
 from loadtest.features.faults.plan import TargetSpec
-from loadtest.transport.side import SideHttp
+from loadtest.transport.side import SideHttp, not_ready
 
 __all__ = ["ManagedTarget"]
 
@@ -71,24 +71,25 @@ class ManagedTarget:
 
     async def _wait_ready(self, t0: float) -> None:
         deadline = t0 + self.spec.ready_timeout_s
+        url = self.spec.ready_url
         # The target is a process this run started, on this machine: default TLS, no key.
-        async with SideHttp().session(timeout_s=2.0) as session:
+        async with SideHttp().session(timeout_s=None) as session:
             while True:
                 if self.proc is not None and self.proc.returncode is not None:
                     raise EndpointError(
                         f"the managed target exited with code {self.proc.returncode} before "
                         f"it was ready; see {self.log_path or 'its output'}"
                     )
-                with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
-                    async with session.get(self.spec.ready_url) as resp:
-                        if resp.status == 200:
-                            return
+                left = deadline - time.perf_counter()
+                got = await not_ready(session, url, min(2.0, max(0.1, left)))
+                if got is None:
+                    return
                 if time.perf_counter() > deadline:
                     await self.stop()
                     raise EndpointError(
-                        f"the managed target was not ready at {self.spec.ready_url} within "
-                        f"{self.spec.ready_timeout_s:g} s; raise [target].ready_timeout_s "
-                        "or check its log"
+                        f"the managed target was not ready at {url} within "
+                        f"{self.spec.ready_timeout_s:g} s (last: {got}); raise "
+                        "[target].ready_timeout_s or check its log"
                     )
                 await asyncio.sleep(0.05)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from loadtest.errors import EndpointError
 from loadtest.features.faults.kind import (
     FaultKindBase,
     FaultSpec,
@@ -68,6 +69,11 @@ class Restart(FaultKindBase):
             await rig.sleep_to(ev.at_s + spec.down_s)
             spawned = rig.rel_s()
             ready_s = await target.start()
+        except EndpointError as exc:
+            # Said in the window's verdict: raised here it died with the window's task,
+            # and the window was judged as if the target had come back.
+            obs["error"] = str(exc)
+            return
         finally:
             await rig.hold_load(False)
         obs["ready_s"] = rig.rel_s()
