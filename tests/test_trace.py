@@ -151,7 +151,7 @@ def test_export_trace_writes_a_replayable_trace(
     assert [e.input_length for e in entries] == [10, 30, 5]
     assert [e.output_length for e in entries] == [1, 7, 2]
     assert entries[2].messages == ({"role": "user", "content": "hi"},)
-    assert trace_lines(run / "requests.jsonl")[0]["timestamp"] == 0.0
+    assert trace_lines(run)[0]["timestamp"] == 0.0
 
 
 def test_the_shipped_fixture_is_a_valid_trace() -> None:

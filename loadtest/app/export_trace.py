@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 
 from loadtest.errors import ResultFileError, UsageError
-from loadtest.model.io import JsonLines
+from loadtest.model.io import run_requests
 from loadtest.model.json import JsonObject
 from loadtest.report.hlog import log_start_s
 from loadtest.report.otlp import ExportHead, otlp_documents
@@ -42,12 +42,11 @@ class TraceFormat:
     """The run folder's trace as JSON lines."""
 
 
-def trace_lines(requests_jsonl: Path) -> list[JsonObject]:
+def trace_lines(folder: Path) -> list[JsonObject]:
     """The trace of a run's ``requests.jsonl`` (lines without a send time are skipped)."""
+    requests_jsonl = folder / "requests.jsonl"
     try:
-        rows = [
-            r for r in JsonLines(requests_jsonl) if isinstance(r.get("intended_ms"), int | float)
-        ]
+        rows = [r for r in run_requests(folder) if isinstance(r.get("intended_ms"), int | float)]
     except ResultFileError as exc:
         raise UsageError(str(exc)) from exc
     rows.sort(key=lambda r: (r["intended_ms"], r.get("index", 0)))
@@ -112,7 +111,7 @@ def _version() -> str:
 
 
 FORMATS = {
-    "jsonl": TraceFormat("trace.jsonl", lambda folder: trace_lines(folder / "requests.jsonl")),
+    "jsonl": TraceFormat("trace.jsonl", trace_lines),
     "otlp": TraceFormat("trace.otlp.jsonl", otlp_lines),
 }
 

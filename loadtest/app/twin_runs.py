@@ -8,7 +8,7 @@ from typing import Any
 
 from loadtest.app.twin_prefill import Window
 from loadtest.errors import UsageError
-from loadtest.model.io import JsonLines, load_summary
+from loadtest.model.io import load_summary, run_requests
 from loadtest.model.summary import Summary
 
 __all__ = ["RunPoint", "run_folders", "run_point"]
@@ -49,8 +49,17 @@ def run_folders(given: list[str]) -> list[Path]:
             out.append(p)
             continue
         steps = sorted(q for q in p.glob("*") if (q / "summary.json").is_file())
+        if not steps and (p / "requests.jsonl").is_file():
+            # A killed run's folder: the fit reads the run's own summary, not a rebuild.
+            raise UsageError(
+                f"--fit {g}: no summary.json (the run was killed before writing it); "
+                f"loadtest summarize {g} rebuilds it"
+            )
         if not steps:
-            raise UsageError(f"--fit {g}: neither a run folder nor a sweep folder of runs")
+            raise UsageError(
+                f"--fit {g}: no summary.json in it or in a folder in it: neither a run "
+                "folder nor a sweep folder of runs"
+            )
         out += steps
     return out
 
@@ -60,7 +69,7 @@ def run_point(folder: Path) -> RunPoint:
     summary: Summary = load_summary(folder / "summary.json")
     rows = [
         r
-        for r in JsonLines(folder / "requests.jsonl")
+        for r in run_requests(folder)
         if r.get("outcome") == "ok" and not r.get("warmup") and r.get("ttft_ms") is not None
     ]
     if not rows:

@@ -29,7 +29,8 @@ def add_summarize(sub: argparse._SubParsersAction[Parser], out: Parser) -> None:
 
 def summarize(folder: str) -> int:
     """Rebuild, write and print the summary of the run in ``folder``; the exit code."""
-    from loadtest.errors import UsageError
+    from loadtest.errors import ResultFileError, UsageError
+    from loadtest.model.io import load_summary
     from loadtest.report import render_table, write_results
     from loadtest.report.rebuild import rebuild_summary
 
@@ -37,6 +38,13 @@ def summarize(folder: str) -> int:
     if not path.is_dir():
         raise UsageError(f"{folder}: not a folder; give out/<run-id>")
     if (path / "summary.json").exists():
+        # A broken one is not "there": it is said, never rebuilt over (it is the run's).
+        try:
+            load_summary(path)
+        except ResultFileError as exc:
+            raise ResultFileError(
+                f"{exc}; it is not rebuilt over: remove it to rebuild it from requests.jsonl"
+            ) from exc
         print(f"{path / 'summary.json'}: already there; nothing to rebuild", file=sys.stderr)
         return 0
     rebuilt = rebuild_summary(path)

@@ -35,6 +35,7 @@ __all__ = [
     "load_run_start",
     "load_summary",
     "parse_summary",
+    "run_requests",
     "summary_schema",
     "summary_schema_bytes",
 ]
@@ -105,8 +106,11 @@ class JsonLines:
     ``ResultFileError`` naming the file and the line.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sent: int | None = None) -> None:
         self.path = path
+        self.sent = sent
+        """The requests a finished run's summary.json counts (``run_requests``): fewer
+        whole lines is a file cut short after the run, ``ResultFileError`` once read."""
         self.lines = 0
         """Complete lines read (blank lines are not lines)."""
         self.torn = 0
@@ -126,6 +130,11 @@ class JsonLines:
                     yield row
         except OSError as exc:
             raise ResultFileError(f"{self.path}: cannot read it: {exc.strerror or exc}") from exc
+        if self.sent is not None and self.lines < self.sent:
+            raise ResultFileError(
+                f"{self.path}: {self.lines} whole lines, but summary.json beside it counts "
+                f"{self.sent} requests sent: the file was cut short after the run"
+            )
 
     def _row(self, raw: bytes, n: int) -> JsonObject | None:
         whole = raw.endswith(b"\n")
@@ -140,6 +149,26 @@ class JsonLines:
                 return None
             raise ResultFileError(f"{self.path}:{n}: not a JSON object")
         return row
+
+
+def run_requests(folder: Path) -> JsonLines:
+    """The ``requests.jsonl`` of a run folder, checked against its ``summary.json``.
+
+    A folder with a summary.json is complete (it is written last), so every request it
+    counts has its line; one with fewer was damaged after the run, and a reader would
+    otherwise draw partial figures from it without a word. A folder without a readable
+    summary.json (a killed run's, to be rebuilt from these very lines) is not checked:
+    its readers say what is wrong with the summary themselves.
+    """
+    sent: int | None = None
+    try:
+        data = orjson.loads((folder / "summary.json").read_bytes())
+        count = data["requests"]["sent"]
+        if "rebuilt" not in data and isinstance(count, int):
+            sent = count
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        pass
+    return JsonLines(folder / "requests.jsonl", sent)
 
 
 def dump_summary(summary: Summary) -> bytes:

@@ -38,7 +38,6 @@ from loadtest.measure.stats import (
     judge_family,
     practical_effect,
 )
-from loadtest.model import io
 from loadtest.model.comparison import (
     Comparison,
     DeploymentRun,
@@ -62,7 +61,7 @@ from loadtest.report.compare_figures import (
 from loadtest.report.compare_render import line_verdict, render_comparison
 from loadtest.report.compare_sessions import session_savings
 from loadtest.report.equivalence import equivalence
-from loadtest.report.rebuild import is_run_folder, line_files, summary_of
+from loadtest.report.rebuild import is_run_folder, run_lines, summary_of
 
 __all__ = [
     "SIDE_FIELDS",
@@ -125,8 +124,8 @@ def _rows(folder: Path) -> Iterator[JsonObject]:
     # A --workers run killed before its merge: its workers' lines (its summary is rebuilt
     # from them too); the merged file would not be there.
     try:
-        for path, _ in line_files(folder):
-            yield from io.JsonLines(path)
+        for lines, _ in run_lines(folder):
+            yield from lines
     except ResultFileError as exc:
         raise UsageError(f"{exc} (the requests of the run)") from exc
 
@@ -153,7 +152,10 @@ def load_runs(path: str | Path) -> list[RunData]:
         return [load_run(folder)]
     runs = sorted(p for p in folder.glob("*") if is_run_folder(p))
     if not runs:
-        raise UsageError(f"{folder}: neither a run folder nor a folder of run folders")
+        raise UsageError(
+            f"{folder}: no summary.json or requests.jsonl in it or in a folder in it: "
+            "neither a run folder nor a folder of run folders"
+        )
     return [load_run(p) for p in runs]
 
 

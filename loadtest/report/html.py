@@ -173,8 +173,11 @@ def _run_section(page: _Page, folder: Path, summary: Summary) -> None:
         head += ("during", "after", "recovery s", "verdict", "reason")
         page.add("<h2>Fault windows</h2>" + _table(head, frows))
     hlog = folder / "histograms.hlog"
-    if hlog.exists():
-        page.plot(timeline_figure(read_intervals(hlog), faults), "timeline", "timeline")
+    intervals = read_intervals(hlog) if hlog.exists() else {}
+    if not intervals:  # a damaged folder: said on the page, not left out without a word
+        page.add(f"<p>{_esc(str(hlog))}: missing or empty, so no plots over time.</p>")
+    else:
+        page.plot(timeline_figure(intervals, faults), "timeline", "timeline")
         totals = read_hlog(hlog)
         for m in ("ttft_ms", "e2e_ms"):
             if m in totals and totals[m].get_total_count():

@@ -34,7 +34,7 @@ from loadtest.features.session_tally import LineTally, tally_lines
 from loadtest.measure.merge import encode_metrics, merge_metrics
 from loadtest.measure.recorders import Metrics
 from loadtest.measure.slo import SLOSpec, parse_slo_flag
-from loadtest.model.io import JsonLines, load_summary
+from loadtest.model.io import JsonLines, load_summary, run_requests
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
 from loadtest.model.summary import (
@@ -58,6 +58,7 @@ __all__ = [
     "line_blocks",
     "line_files",
     "rebuild_summary",
+    "run_lines",
     "summary_of",
 ]
 
@@ -116,6 +117,11 @@ def summary_of(folder: Path) -> Summary:
     """The run folder's summary.json, or, when its run died before writing one, the
     summary rebuilt from its files (not written: see ``loadtest summarize``);
     ``ResultFileError`` naming the path (and the field) when it is neither."""
+    if folder.is_dir() and not is_run_folder(folder):
+        raise ResultFileError(
+            f"{folder}: no summary.json and no requests.jsonl to rebuild it from: not a run "
+            "folder (give out/<run-id>)"
+        )
     if (folder / "summary.json").exists() or not is_run_folder(folder):
         return load_summary(folder)  # says what is missing, or which field is wrong
     summary = rebuild_summary(folder).summary
@@ -196,6 +202,16 @@ def line_blocks(part: LinesPart) -> dict[str, list[object]]:
     if not part.trace_rows:
         return {}
     return {"agent_trace": [tally_lines(part.trace_rows).tally.encode()]}
+
+
+def run_lines(folder: Path) -> list[tuple[JsonLines, int | None]]:
+    """``line_files`` opened: the merged file checked against the summary's count of
+    requests (``run_requests``: a file cut after the run is named, not read in part),
+    the workers' own as they are (their run was killed; nothing counted them)."""
+    return [
+        (run_requests(folder) if worker is None else JsonLines(path), worker)
+        for path, worker in line_files(folder)
+    ]
 
 
 def line_files(folder: Path) -> list[tuple[Path, int | None]]:

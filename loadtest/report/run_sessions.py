@@ -20,9 +20,8 @@ from typing import Literal
 import orjson
 
 from loadtest.errors import ResultFileError, UsageError
-from loadtest.model.io import JsonLines
 from loadtest.model.json import JsonObject
-from loadtest.report.rebuild import line_files
+from loadtest.report.rebuild import run_lines
 
 __all__ = ["RunCall", "RunSession", "ToolRun", "run_sessions"]
 
@@ -78,17 +77,17 @@ class RunSession:
 def run_sessions(folder: Path) -> list[RunSession]:
     """The sessions of a run folder, in order of their first intended send (a --workers
     run killed before its merge: from its workers' lines, each tagged with its worker)."""
-    files = line_files(folder)
-    rows = []
+    files = run_lines(folder)
+    rows: list[JsonObject] = []
     try:
-        for path, worker in files:
-            for r in JsonLines(path):
+        for file, worker in files:
+            for r in file:
                 if isinstance(r.get("intended_ms"), int | float):
                     rows.append(r if worker is None else {**r, "worker": worker})
     except ResultFileError as exc:
         raise UsageError(str(exc)) from exc
     if not rows:
-        raise UsageError(f"{', '.join(str(p) for p, _ in files)}: no request to export")
+        raise UsageError(f"{', '.join(str(f.path) for f, _ in files)}: no request to export")
     groups: dict[tuple[SessionKind, str, int, int], list[JsonObject]] = {}
     for r in rows:
         worker = r.get("worker")

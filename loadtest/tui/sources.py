@@ -25,7 +25,7 @@ from loadtest.features.faults.verdict import after_span_s, judge_windows
 from loadtest.features.server_summary import acceptance
 from loadtest.measure.merge import merge_metrics
 from loadtest.measure.recorders import Metrics, fast_percentile, new_histogram, record_many
-from loadtest.model.io import JsonLines
+from loadtest.model.io import JsonLines, run_requests
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict
 from loadtest.report.hlog import read_intervals
@@ -201,7 +201,7 @@ class ReplaySource:
             self.intervals = read_intervals(folder / "histograms.hlog")
         except (OSError, ResultFileError, ValueError) as exc:
             raise UsageError(f"{folder}: not a finished loadtest run ({exc})") from exc
-        self.rows: list[JsonObject] = _lines(folder / "requests.jsonl")
+        self.rows: list[JsonObject] = list(run_requests(folder))
         self.samples: list[JsonObject] = _lines(folder / "metrics.jsonl")
         self.n = max((len(v) for v in self.intervals.values()), default=0)
         if self.n == 0:
