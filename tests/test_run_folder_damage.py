@@ -208,3 +208,38 @@ def test_a_report_without_its_interval_log_says_so_on_the_page(
     assert res.returncode == 0, res.stderr
     page = (tmp_path / "r.html").read_text()
     assert "histograms.hlog: missing or empty, so no plots over time." in page
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A two-step sweep's folder and an ab's, each of one short simulator run a step or
+    a side (their runs' own files are the run folders' above)."""
+    tmp = tmp_path_factory.mktemp("reports")
+    scenario = tmp / "damage.toml"
+    scenario.write_text(SCENARIO)
+    for argv in (
+        ("sweep", str(scenario), "--concurrency", "1,2", "--out", str(tmp / "sweep")),
+        ("ab", str(scenario), "--baseline", "sim:none", "--candidate", "sim:none"),
+    ):
+        out = () if argv[0] == "sweep" else ("--repeat", "1", "--out", str(tmp / "ab"))
+        res = loadtest_here(*argv, *out, "--no-tui", "-q")
+        assert res.returncode == 0, res.stderr
+    ((sweep,), (ab,)) = ((tmp / "sweep").iterdir(), (tmp / "ab").iterdir())
+    return {"capacity.json": sweep, "comparison.json": ab}
+
+
+@pytest.mark.parametrize("name", ["capacity.json", "comparison.json"])
+@pytest.mark.parametrize("how", DAMAGES)
+def test_a_sweep_or_ab_folder_without_its_table_is_one_line_naming_it(
+    reports: dict[str, Path], tmp_path: Path, name: str, how: str
+) -> None:
+    """``report`` of a sweep draws from capacity.json, of an ab from comparison.json: a
+    folder whose table is gone or broken is named, with the file."""
+    folder = tmp_path / reports[name].name
+    shutil.copytree(reports[name], folder)
+    _damage(folder / name, how)
+    res = loadtest_here("report", str(folder), "--out", str(tmp_path / "r.html"))
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"loadtest: {folder}") and name in line, line
