@@ -61,7 +61,8 @@ from loadtest.report.compare_figures import (
 from loadtest.report.compare_render import line_verdict, render_comparison
 from loadtest.report.compare_sessions import session_savings
 from loadtest.report.equivalence import equivalence
-from loadtest.report.rebuild import is_run_folder, run_lines, summary_of
+from loadtest.report.rebuild import is_run_folder, summary_of
+from loadtest.report.run_record import run_lines
 
 __all__ = [
     "SIDE_FIELDS",

@@ -10,6 +10,7 @@ in milliseconds.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
@@ -19,7 +20,7 @@ from hdrh.histogram import HdrHistogram
 from loadtest.engine.hooks import RunContext, RunHook
 from loadtest.measure.recorders import MetricSet, new_histogram
 
-__all__ = ["HlogHook", "HlogWriter", "log_start_s", "read_hlog", "read_intervals"]
+__all__ = ["HlogHook", "HlogWriter", "log_start_s", "merged_metric", "read_hlog", "read_intervals"]
 
 
 class HlogWriter:
@@ -145,3 +146,13 @@ def log_start_s(path: Path) -> float | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+def merged_metric(hlogs: Sequence[Path], metric: str) -> HdrHistogram:
+    """One metric's histogram over several runs' logs (a sweep step's, a side's runs)."""
+    total = new_histogram()
+    for path in hlogs:
+        h = read_hlog(path).get(metric)
+        if h is not None:
+            total.add(h)
+    return total

@@ -34,7 +34,7 @@ from loadtest.features.session_tally import LineTally, tally_lines
 from loadtest.measure.merge import encode_metrics, merge_metrics
 from loadtest.measure.recorders import Metrics
 from loadtest.measure.slo import SLOSpec, parse_slo_flag
-from loadtest.model.io import JsonLines, load_summary, run_requests
+from loadtest.model.io import JsonLines, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.record import RequestRecord
 from loadtest.model.summary import (
@@ -46,6 +46,7 @@ from loadtest.model.summary import (
     Summary,
 )
 from loadtest.report.hlog import log_start_s, read_hlog
+from loadtest.report.run_record import record_parts
 from loadtest.report.run_start import read_run_start
 from loadtest.report.summary import summary_from_head
 
@@ -56,9 +57,7 @@ __all__ = [
     "account_lines",
     "is_run_folder",
     "line_blocks",
-    "line_files",
     "rebuild_summary",
-    "run_lines",
     "summary_of",
 ]
 
@@ -110,7 +109,7 @@ class LinesPart:
 
 def is_run_folder(folder: Path) -> bool:
     """Whether ``folder`` is a run's: a summary.json, or requests.jsonl to rebuild one."""
-    return (folder / "summary.json").exists() or bool(_parts(folder))
+    return (folder / "summary.json").exists() or bool(record_parts(folder))
 
 
 def summary_of(folder: Path) -> Summary:
@@ -137,7 +136,7 @@ def rebuild_summary(folder: Path) -> Rebuilt:
     ``UsageError`` when the folder holds no requests.jsonl or its run still goes;
     ``ResultFileError`` naming the file and line when a line is not a request.
     """
-    parts = _parts(folder)
+    parts = record_parts(folder)
     if not parts:
         raise UsageError(
             f"{folder}: no summary.json and no requests.jsonl: not a run folder (give out/<run-id>)"
@@ -204,29 +203,6 @@ def line_blocks(part: LinesPart) -> dict[str, list[object]]:
     return {"agent_trace": [tally_lines(part.trace_rows).tally.encode()]}
 
 
-def run_lines(folder: Path) -> list[tuple[JsonLines, int | None]]:
-    """``line_files`` opened: the merged file checked against the summary's count of
-    requests (``run_requests``: a file cut after the run is named, not read in part),
-    the workers' own as they are (their run was killed; nothing counted them)."""
-    return [
-        (run_requests(folder) if worker is None else JsonLines(path), worker)
-        for path, worker in line_files(folder)
-    ]
-
-
-def line_files(folder: Path) -> list[tuple[Path, int | None]]:
-    """The requests.jsonl files that are the run's record, each with the worker whose
-    untagged lines it holds (None: the run's own, tagged where it had workers): the
-    run's merged file once it wrote its summary, else (a --workers run killed before
-    its merge) its workers' own, as ``rebuild_summary`` reads them."""
-    merged = folder / "requests.jsonl"
-    parts = _parts(folder)
-    finished = (folder / "summary.json").exists() and merged.exists()
-    if finished or parts in ([], [folder]):
-        return [(merged, None)]
-    return [(p / "requests.jsonl", _worker_index(p)) for p in parts]
-
-
 def _trace_note(counted: LineTally) -> str:
     note = (
         "agent_trace: rebuilt from the lines; sessions_in_trace counts the traces they "
@@ -240,23 +216,6 @@ def _trace_note(counted: LineTally) -> str:
             "older loadtest) are not counted"
         )
     return note
-
-
-def _parts(folder: Path) -> list[Path]:
-    # A --workers run merges its workers' files only at its end: a killed one has them
-    # in worker-<i>/, which are the record then (a merge cut short would be partial).
-    workers = sorted(
-        (p for p in folder.glob("worker-*") if (p / "requests.jsonl").exists()),
-        key=_worker_index,
-    )
-    if workers:
-        return workers
-    return [folder] if (folder / "requests.jsonl").exists() else []
-
-
-def _worker_index(path: Path) -> int:
-    index = path.name.removeprefix("worker-")
-    return int(index) if index.isdigit() else -1
 
 
 def _refuse_live(folder: Path, start: RunStart) -> None:

@@ -21,7 +21,7 @@ import orjson
 
 from loadtest.errors import ResultFileError, UsageError
 from loadtest.model.json import JsonObject
-from loadtest.report.rebuild import run_lines
+from loadtest.report.run_record import run_lines
 
 __all__ = ["RunCall", "RunSession", "ToolRun", "run_sessions"]
 
