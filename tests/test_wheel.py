@@ -175,12 +175,18 @@ def test_the_five_readme_uses_work_from_the_wheel(installed: Installed, sim_endp
         # 7 s at 20/s: the 100 values its p99 objective needs to be told.
         *("--rate", "20", "--duration", "7"),
     )
-    gate = _ran(
-        installed,
+    # 12 s of a scenario whose windows run to 35 s: the gate must not pass on the two
+    # windows it never reached (nor on one it could not tell), and says so last.
+    gate = installed.run(
         *("run", "scenarios/draft-failure.toml", "--no-tui", "--duration", "12"),
         *("--slo", "ttft_ms.p95=500", "--slo", "error_rate=0.01"),
     )
-    assert orjson.loads((gate / "summary.json").read_bytes())["faults"]
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    said = gate.stderr.splitlines()[-1]
+    assert said.startswith("exit 1: ") and "not exercised (not reached" in said, said
+    assert "missed" not in said, said  # the SLOs it could tell were met
+    faults = orjson.loads((_results(gate.stdout, installed.outside) / "summary.json").read_bytes())
+    assert [f["verdict"] for f in faults["faults"]][1:] == ["not_exercised", "not_exercised"]
     sweep = installed.run(
         *("sweep", "scenarios/code.toml", "--rates", "8,16", "--duration", "3"),
         *("--slo", "ttft_ms.p95=500"),
