@@ -8,8 +8,9 @@ simulator's imports (aiohttp, numpy, hdrh...).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from loadtest._compat.lazy import lazy_names
 
 if TYPE_CHECKING:
     from loadtest.config.scenario import Scenario, load_scenario, parse_scenario
@@ -76,14 +77,4 @@ _HOME = {
 """Where each public name lives: imported from there on first access."""
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'loadtest' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # the next access is a plain attribute read
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOME, __all__)

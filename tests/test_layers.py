@@ -73,6 +73,26 @@ def test_the_simulator_may_not_reach_into_the_load_side(tmp_path: Path) -> None:
     assert "loadtest.sim.engine -> loadtest.measure.hdr" in done.stdout
 
 
+def test_nothing_inside_loadtest_imports_the_plugin_api(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    outputs = tree / "loadtest" / "report" / "outputs.py"
+    outputs.write_text(
+        outputs.read_text() + "\n\ndef _api() -> None:\n    import loadtest.plugins  # noqa\n"
+    )
+    done = _lint(tree)
+    assert done.returncode != 0
+    assert "loadtest.report.outputs -> loadtest.plugins" in done.stdout
+
+
+def test_the_registry_sits_below_the_model(tmp_path: Path) -> None:
+    tree = _copy(tmp_path)
+    registry = tree / "loadtest" / "registry.py"
+    registry.write_text(registry.read_text() + "\nfrom loadtest.model import json  # noqa\n")
+    done = _lint(tree)
+    assert done.returncode != 0
+    assert "loadtest.registry -> loadtest.model.json" in done.stdout
+
+
 def test_no_wrong_way_import_is_excused() -> None:
     """config reads feature tables through a registry, and the [sim] table is checked in
     the app layer: no contract lists an exception but the simulator's launcher."""

@@ -17,6 +17,7 @@ from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, 
 from loadtest.cli.llama_flags import add_llama_flags, add_vllm_flags
 from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
+from loadtest.cli.plugins import add_plugins_command, run_plugins_command
 from loadtest.cli.sim_flags import add_sim_flags
 from loadtest.cli.summarize import add_summarize, summarize
 from loadtest.errors import LoadtestError, ResultFileError, ScenarioError, UsageError
@@ -130,6 +131,7 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     add_llama_flags(sub, out)
     add_vllm_flags(sub, out)
     add_catalogue_commands(sub, out)
+    add_plugins_command(sub, out)
 
     if sim_flags:
         add_sim_flags(sim)
@@ -154,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve_llama(args)
         if args.command == "serve-vllm":
             return _serve_vllm(args)
+        if args.command == "plugins":
+            return run_plugins_command(args)
         if args.command in CATALOGUE_COMMANDS:
             return run_catalogue_command(args)
         if args.command == "compare":

@@ -15,16 +15,16 @@ The plugin objects load on first use (``_compat.plugins``); this layer imports n
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Iterator, Mapping
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from loadtest._compat.plugins import PluginLoadError, load_as, plugin_names
 from loadtest.config.toml_tables import Table
 from loadtest.errors import UsageError
+from loadtest.registry import Registry
 
 __all__ = [
+    "ARRIVALS",
     "GROUP",
     "RESERVED",
     "TRACE_MODE",
@@ -69,25 +69,26 @@ RESERVED = ("closed", TRACE_MODE)
 """Modes that are no arrival process: a plugin registered under one is not offered."""
 
 
-@functools.cache
+ARRIVALS: Registry[ArrivalProcess] = Registry(
+    GROUP,
+    "arrival process",
+    protocol=ArrivalProcess,
+    error=UsageError,
+    reserved=frozenset(RESERVED),
+)
+
+
 def arrival_modes() -> tuple[str, ...]:
     """The names of every registered process (loadtest's and installed plugins')."""
-    return tuple(name for name in plugin_names(GROUP) if name not in RESERVED)
+    return ARRIVALS.names()
 
 
-@functools.cache
 def arrival_process(mode: str) -> ArrivalProcess:
     """The process registered as ``mode``; ``UsageError`` when none is, or it is no
-    ``ArrivalProcess``."""
+    ``ArrivalProcess`` (each member it lacks named)."""
     if mode in RESERVED:
         raise UsageError(f"{mode!r} is no arrival process (known: {', '.join(arrival_modes())})")
-    try:
-        plugin = load_as(
-            GROUP, mode, "arrival process", ArrivalProcess, "keys, problem, offsets_ns"
-        )
-        return cast(ArrivalProcess, plugin)
-    except PluginLoadError as exc:
-        raise UsageError(str(exc)) from exc
+    return ARRIVALS.load(mode)
 
 
 def read_params(t: Table, mode: str) -> tuple[tuple[str, Param], ...]:

@@ -12,15 +12,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from loadtest._compat.plugins import plugin_names
-from loadtest.config.arrivals import Param, arrival_modes, read_params
+from loadtest.config.arrivals import ARRIVALS, Param, arrival_modes, read_params
 from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
 from loadtest.config.feature_specs import AgentSpec, FaultPlan, SimSpec, TargetSpec, TaskSource
 from loadtest.config.slo_table import SLOSpec, parse_slo_table
 from loadtest.config.source_spec import SourceSpec
 from loadtest.config.sources import source_kinds, source_plugin
-from loadtest.config.tables import GROUP as TABLES
-from loadtest.config.tables import TableSlot
+from loadtest.config.tables import TABLES, TableSlot
 from loadtest.config.toml_tables import Table, every_unknown_key
 from loadtest.config.workload_tables import WORKLOAD_KEYS, parse_workload_keys
 from loadtest.errors import DatasetError, ScenarioError
@@ -229,7 +227,7 @@ def _plugin_tables(top: Table, base: Path) -> tuple[tuple[str, object], ...]:
     """Every top-level key nothing above read whose name a table parser is registered
     under: a plugin's table, parsed by the plugin (its errors name file, table, key). A
     key with no parser stays unread, for ``finish`` to name as unknown."""
-    names = sorted(n for n in top.data if n not in top.used and n in plugin_names(TABLES))
+    names = sorted(n for n in top.data if n not in top.used and n in TABLES)
     found = []
     for name in names:
         found.append((name, TableSlot(name, object).parse(top, base)))
@@ -281,6 +279,10 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
 
 
 def _load(t: Table) -> LoadSpec:
+    wanted = t.data.get("mode")
+    off = ARRIVALS.turned_off(wanted) if isinstance(wanted, str) else None
+    if off:
+        raise t.fail("mode", off)
     mode = t.choice("mode", _LOAD.mode, ("closed", *arrival_modes()))
     duration = t.number("duration_s", None, strict=True)
     requests = t.integer("requests", None, minimum=1)

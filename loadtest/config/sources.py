@@ -15,18 +15,17 @@ not a dependency of this layer on the data sets.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from loadtest._compat.plugins import PluginLoadError, load_as, plugin_names
 from loadtest.errors import DatasetError
+from loadtest.registry import Registry
 
 if TYPE_CHECKING:
     from loadtest.config.source_spec import SourceSpec
     from loadtest.model.prompt import Prompt
 
-__all__ = ["GROUP", "SourcePlugin", "source_kinds", "source_plugin"]
+__all__ = ["GROUP", "SOURCES", "SourcePlugin", "source_kinds", "source_plugin"]
 
 GROUP = "loadtest.sources"
 """The entry-point group prompt sources register in."""
@@ -54,10 +53,14 @@ class SourcePlugin(Protocol):
         ...
 
 
-@functools.cache
+SOURCES: Registry[SourcePlugin] = Registry(
+    GROUP, "prompt source kind", protocol=SourcePlugin, error=DatasetError
+)
+
+
 def source_kinds() -> tuple[str, ...]:
     """The names of every registered kind (loadtest's and installed plugins')."""
-    kinds = plugin_names(GROUP)
+    kinds = SOURCES.names()
     if not kinds:
         # loadtest's own kinds come from its installed metadata: none means a checkout
         # imported without being installed, or an install older than the plugins.
@@ -68,15 +71,10 @@ def source_kinds() -> tuple[str, ...]:
     return kinds
 
 
-@functools.cache
 def source_plugin(kind: str) -> SourcePlugin:
     """The plugin registered as ``kind``; ``DatasetError`` when none is, or it is no
-    ``SourcePlugin``."""
-    try:
-        plugin = load_as(GROUP, kind, "prompt source kind", SourcePlugin, "keys, needs_path, load")
-        return cast(SourcePlugin, plugin)
-    except PluginLoadError as exc:
-        raise DatasetError(str(exc)) from exc
+    ``SourcePlugin`` (each member it lacks named)."""
+    return SOURCES.load(kind)
 
 
 def plugin_keys() -> Mapping[str, frozenset[str]]:

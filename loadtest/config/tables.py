@@ -15,16 +15,17 @@ errors name the file, the table and the key, as every scenario error does.
 
 from __future__ import annotations
 
-import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar, cast
+from typing import Generic, TypeVar
 
-from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.config.toml_tables import Table
+from loadtest.errors import LoadtestError
+from loadtest.registry import Registry
 
-__all__ = ["GROUP", "TableParser", "TableSlot"]
+__all__ = ["GROUP", "TABLES", "TableParser", "TableSlot"]
 
 GROUP = "loadtest.tables"
 """The entry-point group table parsers register in, by table name."""
@@ -35,9 +36,22 @@ TableParser = Callable[[Table, Path], object]
 """``parser(top, base)``: the value of one table of the scenario ``top``."""
 
 
-@functools.cache
-def _parser(name: str) -> TableParser:
-    return cast(TableParser, load_named(GROUP, name, "table parser"))
+def _two_arguments(plugin: object) -> str | None:
+    """Why ``plugin`` cannot be called as ``parser(top, base)``, or None."""
+    if not callable(plugin):
+        return "is not callable as parser(top, base)"
+    try:
+        inspect.signature(plugin).bind(None, None)
+    except TypeError:
+        return f"cannot be called as parser(top, base): it takes {inspect.signature(plugin)}"
+    except ValueError:
+        return None  # a builtin without a signature: taken on trust
+    return None
+
+
+TABLES: Registry[TableParser] = Registry(
+    GROUP, "table parser", check=_two_arguments, error=LoadtestError
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +64,15 @@ class TableSlot(Generic[T]):
     def parse(self, top: Table, base: Path) -> T:
         """The registered parser's value for this table; a ``ScenarioError`` naming the
         table when no parser is registered, or it gives something else."""
-        if self.name not in plugin_names(GROUP):
+        if self.name not in TABLES:
             raise top.fail(
                 self.name,
                 f"no parser for the [{self.name}] table is registered (entry-point group "
                 f"{GROUP}): loadtest is not installed whole; reinstall it",
             )
         try:
-            parser = _parser(self.name)
-        except PluginLoadError as exc:
+            parser = TABLES.load(self.name)
+        except LoadtestError as exc:
             raise top.fail(self.name, str(exc)) from exc
         value = parser(top, base)
         if not isinstance(value, self.value_type):

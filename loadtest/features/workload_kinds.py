@@ -14,12 +14,11 @@ four are in ``features/workloads/``, registered as a third party's would be.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from loadtest._compat.plugins import PluginLoadError, load_as, plugin_names
 from loadtest.errors import DatasetError
+from loadtest.registry import Registry
 
 if TYPE_CHECKING:
     from loadtest.config.scenario import Scenario, SourceSpec
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from loadtest.datasets.tokenizer import Tokenizer
     from loadtest.engine.hooks import RunHook, UnitOfLoad
 
-__all__ = ["GROUP", "OWN", "Share", "Workload", "WorkloadKind", "workload_kind"]
+__all__ = ["GROUP", "OWN", "WORKLOADS", "Share", "Workload", "WorkloadKind", "workload_kind"]
 
 GROUP = "loadtest.workloads"
 """The entry-point group workload kinds register in, by their source kind's name."""
@@ -93,19 +92,19 @@ OWN = frozenset({"synthetic", "trace", "conversations", "agent-trace"})
 would otherwise run a trace as a random pool."""
 
 
-@functools.cache
+WORKLOADS: Registry[WorkloadKind] = Registry(
+    GROUP, "workload kind", protocol=WorkloadKind, error=DatasetError
+)
+
+
 def workload_kind(kind: str) -> WorkloadKind | None:
     """The workload registered for the source kind ``kind``; None when the kind is a
     plain pool of prompts; ``DatasetError`` when its plugin is broken."""
-    if kind not in plugin_names(GROUP):
+    if kind not in WORKLOADS:
         if kind in OWN:
             raise DatasetError(
                 f"no workload is registered for the {kind!r} source (entry-point group "
                 f"{GROUP}): loadtest is not installed whole; reinstall it"
             )
         return None
-    members = "sole, timed, cuts_lengths, needs_tokenizer, prepare, plan_line"
-    try:
-        return cast(WorkloadKind, load_as(GROUP, kind, "workload kind", WorkloadKind, members))
-    except PluginLoadError as exc:
-        raise DatasetError(str(exc)) from exc
+    return WORKLOADS.load(kind)

@@ -30,11 +30,19 @@ from typing import (
 )
 from typing import TypedDict as _TypedDict
 
-from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.errors import UsageError
 from loadtest.model.summary import Summary
+from loadtest.registry import Registry
 
-__all__ = ["GROUP", "BlockModel", "block_model", "block_names", "load_block", "summary_type"]
+__all__ = [
+    "BLOCKS",
+    "GROUP",
+    "BlockModel",
+    "block_model",
+    "block_names",
+    "load_block",
+    "summary_type",
+]
 
 GROUP = "loadtest.blocks"
 """The entry-point group summary blocks register in (the name is the block's key)."""
@@ -61,32 +69,26 @@ class BlockModel(Protocol):
         ...
 
 
-@functools.cache
+BLOCKS: Registry[BlockModel] = Registry(
+    GROUP, "summary block", protocol=BlockModel, error=UsageError
+)
+
+
 def block_names() -> tuple[str, ...]:
     """The keys of every registered block (loadtest's and installed plugins'), sorted:
     the order the printed report shows them in."""
-    return plugin_names(GROUP)
+    return BLOCKS.names()
 
 
-@functools.cache
-def load_block(name: str) -> object:
-    """The object registered as ``name``; ``UsageError`` when none is or it cannot be
-    loaded."""
-    try:
-        return load_named(GROUP, name, "summary block")
-    except PluginLoadError as exc:
-        raise UsageError(str(exc)) from exc
+def load_block(name: str) -> BlockModel:
+    """The block registered as ``name``; ``UsageError`` when none is, it cannot be
+    loaded, or it declares no model and in_summary (each member it lacks named)."""
+    return BLOCKS.load(name)
 
 
 def block_model(name: str) -> BlockModel:
-    """The block's model declaration; ``UsageError`` when it has none."""
-    plugin = load_block(name)
-    if not isinstance(plugin, BlockModel):
-        raise UsageError(
-            f"the summary block plugin for {name!r} declares no model and in_summary: "
-            "see docs/plugins.md"
-        )
-    return plugin
+    """The block's model declaration (``load_block``: the registry checks it)."""
+    return BLOCKS.load(name)
 
 
 def _unwrapped(hint: object) -> object:

@@ -32,6 +32,7 @@ import orjson
 
 from loadtest.errors import UsageError
 from loadtest.model.blocks import block_names, load_block
+from loadtest.registry import mismatches
 
 if TYPE_CHECKING:
     from loadtest.config.scenario import Scenario
@@ -122,11 +123,11 @@ def block_plugin(name: str) -> SummaryBlock:
     """The block registered as ``name``; ``UsageError`` when none is or it declares no
     block."""
     plugin = load_block(name)
-    if not isinstance(plugin, SummaryBlock):
+    wrong = mismatches(plugin, SummaryBlock)
+    if wrong or not isinstance(plugin, SummaryBlock):
         raise UsageError(
-            f"the summary block plugin for {name!r} declares no model, in_summary, empty, "
-            "hook, merge and render (subclass loadtest.report.blocks.BlockBase): see "
-            "docs/plugins.md"
+            f"the summary block plugin for {name!r} does not fit a block: {'; '.join(wrong)} "
+            "(subclass loadtest.plugins.BlockBase): see docs/plugins.md"
         )
     return plugin
 

@@ -18,22 +18,22 @@ files are complete (``loadtest summarize`` rebuilds a folder without one).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.errors import UsageError
 from loadtest.measure.recorders import Metrics
 from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import Summary
+from loadtest.registry import Registry
 
 __all__ = [
     "COMPLETE",
     "GROUP",
+    "OUTPUTS",
     "OutputFile",
     "RunResults",
     "check_output",
@@ -85,11 +85,10 @@ class OutputFile(Protocol):
         ...
 
 
-@functools.cache
 def output_names() -> tuple[str, ...]:
     """The names of every registered output (loadtest's and installed plugins'),
     sorted, ``COMPLETE`` last: the order the run writes them in."""
-    return _in_order(plugin_names(GROUP))
+    return _in_order(OUTPUTS.names())
 
 
 def _in_order(names: Iterable[str]) -> tuple[str, ...]:
@@ -98,15 +97,10 @@ def _in_order(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(s - {COMPLETE})) + ((COMPLETE,) if COMPLETE in s else ())
 
 
-@functools.cache
 def output_plugin(name: str) -> OutputFile:
     """The output registered as ``name``; ``UsageError`` when none is, it cannot be
     loaded, or it declares no output (``check_output``)."""
-    try:
-        plugin = load_named(GROUP, name, "output")
-    except PluginLoadError as exc:
-        raise UsageError(str(exc)) from exc
-    return check_output(f"for {name!r}", plugin)
+    return OUTPUTS.load(name)
 
 
 def check_output(label: str, plugin: object) -> OutputFile:
@@ -116,13 +110,26 @@ def check_output(label: str, plugin: object) -> OutputFile:
         raise UsageError(
             f"the output plugin {label} declares no name, made_from and render: see docs/plugins.md"
         )
-    unknown = set(plugin.made_from) - _PARTS
-    if unknown:
-        raise UsageError(
-            f"the output plugin {label} is made from {', '.join(sorted(unknown))}: a run's "
-            f"results are {', '.join(sorted(_PARTS))}"
-        )
+    wrong = _unknown_parts(plugin)
+    if wrong:
+        raise UsageError(f"the output plugin {label} {wrong}")
     return plugin
+
+
+def _unknown_parts(plugin: object) -> str | None:
+    """Why an output is made from something a run's results do not have, or None."""
+    unknown = set(getattr(plugin, "made_from", ())) - _PARTS
+    if not unknown:
+        return None
+    return (
+        f"is made from {', '.join(sorted(unknown))}: a run's results are "
+        f"{', '.join(sorted(_PARTS))}"
+    )
+
+
+OUTPUTS: Registry[OutputFile] = Registry(
+    GROUP, "output", protocol=OutputFile, check=_unknown_parts, error=UsageError
+)
 
 
 def rendered(

@@ -31,6 +31,7 @@ from loadtest.features.faults.event import COORDINATOR, IN_LOAD, FaultEvent, Fau
 from loadtest.features.faults.registry import FaultTable, load_plugin
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict, FaultVerdictWord, Observed, RequestRow
+from loadtest.registry import mismatches
 
 if TYPE_CHECKING:
     from loadtest.config.toml_tables import Table
@@ -247,9 +248,10 @@ def fault_kind(kind: str) -> FaultKind:
     """The plugin registered as ``kind``; ``UsageError`` when none is, or it is no
     ``FaultKind``."""
     plugin = load_plugin(kind)
-    if not isinstance(plugin, FaultKind):
+    wrong = mismatches(plugin, FaultKind)
+    if wrong or not isinstance(plugin, FaultKind):
         raise UsageError(
-            f"the fault kind plugin for {kind!r} lacks what a FaultKind declares (keys, "
-            "runs, parse, inject, load_part, figures, judge): see docs/plugins.md"
+            f"the fault kind plugin for {kind!r} does not fit a FaultKind: "
+            f"{'; '.join(wrong)} (subclass FaultKindBase): see docs/plugins.md"
         )
     return plugin

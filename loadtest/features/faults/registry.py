@@ -13,17 +13,16 @@ types reach into the engine) is checked by ``kind.fault_kind``.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from loadtest._compat.plugins import PluginLoadError, load_named, plugin_names
 from loadtest.errors import UsageError
+from loadtest.registry import Registry
 
 if TYPE_CHECKING:
     from loadtest.config.toml_tables import Table
     from loadtest.features.faults.event import FaultEvent, FaultSpec, Runs
 
-__all__ = ["GROUP", "FaultTable", "fault_kinds", "fault_table", "load_plugin"]
+__all__ = ["FAULTS", "GROUP", "FaultTable", "fault_kinds", "fault_table", "load_plugin"]
 
 GROUP = "loadtest.faults"
 """The entry-point group fault kinds register in."""
@@ -49,28 +48,21 @@ class FaultTable(Protocol):
         ...
 
 
-@functools.cache
+FAULTS: Registry[FaultTable] = Registry(GROUP, "fault kind", protocol=FaultTable, error=UsageError)
+
+
 def fault_kinds() -> tuple[str, ...]:
     """The names of every registered kind (loadtest's and installed plugins'), sorted:
     installed metadata lists entry points in no order of ours."""
-    return plugin_names(GROUP)
+    return FAULTS.names()
 
 
-@functools.cache
-def load_plugin(kind: str) -> object:
-    """The object registered as ``kind``; ``UsageError`` when none is."""
-    try:
-        return load_named(GROUP, kind, "fault kind")
-    except PluginLoadError as exc:
-        raise UsageError(str(exc)) from exc
+def load_plugin(kind: str) -> FaultTable:
+    """The kind registered as ``kind``; ``UsageError`` when none is, or it declares no
+    table (each member it lacks named)."""
+    return FAULTS.load(kind)
 
 
 def fault_table(kind: str) -> FaultTable:
-    """The kind's table declaration; ``UsageError`` when it has none."""
-    plugin = load_plugin(kind)
-    if not isinstance(plugin, FaultTable):
-        raise UsageError(
-            f"the fault kind plugin for {kind!r} declares no keys, runs and parse: see "
-            "docs/plugins.md"
-        )
-    return plugin
+    """The kind's table declaration (``load_plugin``: the registry checks it)."""
+    return FAULTS.load(kind)

@@ -7,9 +7,7 @@ interface a third party sees.
 
 from __future__ import annotations
 
-from loadtest.config.scenario import SourceSpec
-from loadtest.errors import DatasetError
-from loadtest.model.prompt import Prompt
+from loadtest.plugins import DatasetError, Prompt, SourceSpec
 
 
 class Lines:

@@ -12,7 +12,7 @@ import csv
 import io
 from collections.abc import Iterator
 
-from loadtest.report.outputs import RunResults
+from loadtest.plugins import RunResults
 
 
 class CategoryCounts:

@@ -12,12 +12,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loadtest.config.scenario import Scenario, SourceSpec
-from loadtest.engine.hooks import RunContext, RunHook
-from loadtest.engine.request_unit import prompt_body
-from loadtest.errors import DatasetError
-from loadtest.features.workload_kinds import Share, Workload
-from loadtest.model.prompt import Prompt
+from loadtest.plugins import (
+    DatasetError,
+    Prompt,
+    RunContext,
+    RunHook,
+    Scenario,
+    Share,
+    SourceSpec,
+    Workload,
+    prompt_body,
+)
 
 from . import LINES
 

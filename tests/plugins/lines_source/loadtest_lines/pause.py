@@ -11,21 +11,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadtest.config.toml_tables import Table
-from loadtest.features.faults.kind import (
+from loadtest.plugins import (
     IN_LOAD,
     FaultEvent,
     FaultKindBase,
     FaultSpec,
+    FaultVerdict,
     LoadPart,
     LoadShare,
+    Observed,
     Rig,
     Ruling,
+    Table,
     Window,
     num,
     spec_of,
 )
-from loadtest.model.verdict import FaultVerdict, Observed
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,13 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from loadtest.config.scenario import Scenario
-from loadtest.config.toml_tables import Table
-from loadtest.engine.hooks import HookResult, RunHook
-from loadtest.measure.recorders import Metrics
-from loadtest.model.record import RequestRecord
-from loadtest.model.summary import Summary
-from loadtest.report.blocks import BlockBase
+from loadtest.plugins import (
+    BlockBase,
+    HookResult,
+    Metrics,
+    RequestRecord,
+    RunHook,
+    Scenario,
+    Summary,
+    Table,
+)
 
 
 class LinesPart(TypedDict):
