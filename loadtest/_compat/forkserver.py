@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SIM_PRELOAD", "fork_server"]
 
-SIM_PRELOAD = ("loadtest.sim.__main__", "loadtest.cli.main", "loadtest.sim.process")
+SIM_PRELOAD = ("loadtest.sim.launch", "loadtest.sim.process")
 """What a forked built-in simulator runs (named here, imported by the server only)."""
 
 _PRELOAD: list[str] = []

@@ -326,10 +326,8 @@ def _serve_vllm(args: argparse.Namespace) -> int:
 def _sim(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from loadtest._compat import precise_timers
+    from loadtest.sim.launch import serve_config
     from loadtest.sim.model import SimConfig
-    from loadtest.sim.process import die_with_parent, serve, serve_deployment
-    from loadtest.sim.profile import with_profile
 
     if args.fit:
         from loadtest.app.twin import fit_profile
@@ -338,24 +336,8 @@ def _sim(args: argparse.Namespace) -> int:
         print("\n".join([*notes, *(f"{k} = {v}" for k, v in settings.items())]))
         print(f"profile: {out} (serve it: loadtest sim --profile {out})")
         return EXIT_OK
-    die_with_parent()
     config = SimConfig(**{f.name: getattr(args, f.name) for f in fields(SimConfig)})
-    defaults = SimConfig()
-    given = {
-        f.name: getattr(config, f.name)
-        for f in fields(SimConfig)
-        if f.name != "profile" and getattr(config, f.name) != getattr(defaults, f.name)
-    }
-    config = with_profile(config, given)
-    config.check()
-    try:
-        if args.spec:
-            serve_deployment(config, args.host, args.port)
-        else:
-            # Steps and token gaps are timed to the microsecond, not the next whole ms.
-            precise_timers.run(serve(config, args.host, args.port))
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
+    serve_config(config, args.host, args.port, spec=args.spec)
     return EXIT_OK
 
 

@@ -113,7 +113,7 @@ def sim_args(config: SimConfig) -> list[str]:
 
 def sim_command(config: SimConfig, host: str = "127.0.0.1", port: int = 0) -> list[str]:
     """The command line of a simulator process serving ``config``."""
-    cmd = [sys.executable, "-m", "loadtest.sim", "--host", host, "--port", str(port)]
+    cmd = [sys.executable, "-m", "loadtest", "sim", "--host", host, "--port", str(port)]
     return cmd + sim_args(config)
 
 
@@ -167,14 +167,14 @@ def _forked(config: SimConfig, host: str, port: int) -> _Forked | None:
     ctx = fork_server(*SIM_PRELOAD)
     if ctx is None:
         return None
-    # The command ``python -m loadtest.sim`` runs, by name as a command line names it:
-    # the launcher (``sim.__main__``), not a dependency of this module on the CLI.
-    forked = importlib.import_module("loadtest.sim.__main__").forked
-    argv = ["--host", host, "--port", str(port), *sim_args(config)]
+    # The launcher imports this module: it is read when a simulator is forked, not before.
+    forked = importlib.import_module("loadtest.sim.launch").forked
     (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
     out, err = Connection(out_w, readable=False), Connection(err_w, readable=False)
     # Daemonic: a parent that exits without stopping it does not wait for it.
-    process = ctx.Process(target=forked, args=(argv, out, err, dict(os.environ)), daemon=True)
+    process = ctx.Process(
+        target=forked, args=(config, host, port, out, err, dict(os.environ)), daemon=True
+    )
     try:
         process.start()
     finally:
