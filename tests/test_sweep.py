@@ -220,3 +220,30 @@ def test_a_rate_sweep_is_rated_over_its_arrivals_and_a_small_step_cannot_tell(
     # No SLOs given: no highest load is named at all (it said "8" on nothing).
     assert main([*argv[:-1], str(tmp_path / "none")]) == 0
     assert "highest rate meeting the SLOs: no SLOs given" in capsys.readouterr().out
+
+
+def test_a_rate_its_in_flight_cap_cannot_send_is_not_sustained_and_not_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `sweep code.toml --rates 2,...,32` (concurrency = 32) named 32 the highest rate
+    # meeting a TTFT p95 SLO while it sent 5.8 req/s: the sends waited for a slot, and
+    # the raw TTFTs, measured from those late sends, were those of a lighter load. Here
+    # two slots and answers of ~0.8 s carry ~2.5 req/s: rate 2 is sent, rate 20 is not.
+    scenario = tmp_path / "capped.toml"
+    scenario.write_text(
+        'name = "capped"\nmax_tokens = 40\n[[sources]]\nkind = "inline"\n'
+        'prompts = ["a", "b", "c"]\n[load]\nmode = "constant"\nrate = 1\nduration_s = 12\n'
+        "concurrency = 2\nwarmup_s = 0\n"
+        "[sim]\nttft_ms = 5.0\nitl_ms = 20.0\nmin_output_fraction = 1.0\n"
+    )
+    out = tmp_path / "out"
+    argv = ["sweep", str(scenario), "--rates", "2,20", "--out", str(out), "-q"]
+    main([*argv, "--slo", "ttft_ms.p95=1000"])
+    text = " ".join(capsys.readouterr().out.split())
+    (folder,) = out.iterdir()
+    steps = orjson.loads((folder / "capacity.json").read_bytes())["steps"]
+    assert [s["slo"] for s in steps] == ["met", "not sustained"], steps
+    assert steps[1]["requests_per_s"] < 5  # what it sent, far under the 20 offered
+    assert "an in-flight cap of 2" in steps[1]["not_sustained"]
+    assert "highest rate meeting the SLOs: 2 (rate 20 was not sustained: half its" in text
+    assert "NOT SUSTAINED" in text

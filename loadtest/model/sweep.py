@@ -24,9 +24,9 @@ SWEEP_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "tool_call_ms")
 SWEEP_PCTS: tuple[Literal["p50", "p95", "p99"], ...] = ("p50", "p95", "p99")
 
 
-StepSlo = Literal["met", "missed", "too few", "none"]
+StepSlo = Literal["met", "missed", "too few", "not sustained", "none"]
 """A step's SLOs: all met, one missed, too few requests to tell (``requests_to_judge``),
-or none given."""
+the offered rate not sustained (its figures are of a lighter load), or none given."""
 
 
 class SweepStep(TypedDict):
@@ -50,6 +50,8 @@ class SweepStep(TypedDict):
     measured_ok: NotRequired[int]
     requests_to_judge: NotRequired[int]
     """The fewest measured ok requests that tell the SLOs (a p99 needs 100)."""
+    not_sustained: NotRequired[str]
+    """Why an open-loop step's offered rate was not what it sent (``unsustained``)."""
     run_id: str
     ttft_ms_p50: float | None
     ttft_ms_p95: float | None
@@ -114,6 +116,10 @@ def best_load_text(result: CapacityResult) -> str:
     if said and all(v == "none" for v in said):
         return f"highest {kind} meeting the SLOs: no SLOs given (--slo METRIC.STAT=LIMIT)"
     after = next((r for r in rows if not r["slo_met"]), None)
+    if after is not None and after.get("slo") == "not sustained":
+        named = "none" if best is None else f"{best:g}"
+        why = f"{kind} {after['load']:g} was not sustained: {after.get('not_sustained', '')}"
+        return f"highest {kind} meeting the SLOs: {named} ({why})"
     if after is None or after.get("slo") != "too few":
         return f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}"
     short = (

@@ -259,7 +259,7 @@ def render_table(summary: Summary) -> str:
     if good:
         lines.append(
             f"goodput: {good['requests']} requests within every limit, "
-            f"{good['per_s']:.2f}/s ({good['share']:.0%} of ok)"
+            f"{good['per_s']:.2f}/s ({good['share']:.0%} of the measured ok)"
         )
     return fit(lines)
 

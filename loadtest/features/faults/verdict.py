@@ -213,5 +213,5 @@ def _verdict(
     what = "kept serving"
     fallbacks = e.get("fallbacks")
     if fallbacks:
-        what = f"fell back to plain decoding ({fallbacks} fallbacks)"
+        what = f"fell back to plain decoding ({fallbacks} fallback{'s' * (fallbacks != 1)})"
     return "held", f"no failures; the endpoint {what} within the latency bound"
