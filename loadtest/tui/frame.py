@@ -261,7 +261,9 @@ def render_verdicts(f: Frame) -> str:
         lines.append(slo_line(c) + so_far)
     good = v.slo.get("goodput")
     if good:
-        lines.append(f"goodput: {good['requests']} requests ({good['share']:.0%} of measured ok){so_far}")
+        lines.append(
+            f"goodput: {good['requests']} requests ({good['share']:.0%} of measured ok){so_far}"
+        )
     if not v.slo["checks"] and not good:
         lines.append("no SLOs set")
     return "\n".join(lines)
