@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from loadtest.config.arrivals import ArrivalProcess, Param
     from loadtest.config.scenario import Scenario
     from loadtest.config.source_spec import SourceSpec
-    from loadtest.config.sources import SourcePlugin
+    from loadtest.config.sources import SourcePlugin, TypedSource
     from loadtest.config.tables import TableParser
     from loadtest.config.toml_tables import Table
     from loadtest.engine.hooks import HookResult, RunContext, RunHook, UnitOfLoad
@@ -99,6 +99,7 @@ __all__ = [
     "Summary",
     "Table",
     "TableParser",
+    "TypedSource",
     "UnitOfLoad",
     "UsageError",
     "Window",
@@ -126,6 +127,7 @@ _HOME = {
     "Scenario": "loadtest.config.scenario",
     "SourceSpec": "loadtest.config.source_spec",
     "SourcePlugin": "loadtest.config.sources",
+    "TypedSource": "loadtest.config.sources",
     "TableParser": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",
     "HookResult": "loadtest.engine.hooks",

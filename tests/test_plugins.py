@@ -236,6 +236,31 @@ def test_a_plugin_source_is_found_and_its_own_keys_reach_it(
     assert res.returncode == 2 and "suffix" in res.stderr, res.stderr[-1000:]
 
 
+def test_a_plugin_kinds_typed_keys_reach_it_though_a_builtin_kind_has_one_so_named(
+    installed: Path, tmp_path: Path
+) -> None:
+    # block_size is also a key of loadtest's trace kind: the lines kind's own parser reads
+    # it into its own typed keys (a value loadtest dropped when it knew the name).
+    (tmp_path / "prompts.txt").write_text("abcdefghij\nxy\n")
+    scenario = (
+        'name = "p"\nmax_tokens = 8\nrecord_prompts = true\n'
+        '[[sources]]\nkind = "lines"\npath = "prompts.txt"\nblock_size = 4\n'
+        "[load]\nconcurrency = 2\nrequests = 8\n[sim]\nttft_ms = 2.0\nitl_ms = 1.0\n"
+    )
+    res, run_dir = _run(installed, tmp_path, scenario)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    sent = {m["content"] for r in rows for m in r["messages"]}
+    assert len(rows) == 8 and len(sent) >= 2
+    assert sent <= {"abcd", "efgh", "ij", "xy"}, sent
+    # Its parser's checks name the file, the table and the key.
+    sc = tmp_path / "bad.toml"
+    sc.write_text(scenario.replace("block_size = 4", "block_size = 0"))
+    res = _loadtest(installed, tmp_path, "run", str(sc), "--check")
+    assert res.returncode == 2, res.stderr[-1000:]
+    assert "bad.toml: sources[0].block_size" in res.stderr, res.stderr[-1000:]
+
+
 PAUSED = """name = "paused"
 max_tokens = 8
 seed = 3

@@ -12,7 +12,7 @@ import pytest
 
 from loadtest.app.job import finish_run
 from loadtest.config.scenario import Scenario
-from loadtest.config.workload_tables import LengthSpec
+from loadtest.config.workload_tables import LengthSpec, SyntheticKeys
 from loadtest.datasets.synthetic import load_synthetic
 from loadtest.datasets.tokenizer import (
     EndpointTokenizer,
@@ -64,7 +64,7 @@ def test_lengths_stay_within_their_bounds() -> None:
 
 def test_length_tables_are_validated() -> None:
     sc = synthetic({"dist": "normal", "mean": 300, "std": 50, "min": 10, "max": 500})
-    w = sc.sources[0].workload
+    w = sc.sources[0].own(SyntheticKeys)
     assert w.input_tokens == LengthSpec("normal", 300, 50, 10, 500)
     assert "normal(mean 300, std 50) in [10, 500]" in plan_lines(sc)[0]
     with pytest.raises(ScenarioError, match="prefix_tokens"):
@@ -180,7 +180,7 @@ async def test_the_run_command_path_finds_the_endpoint_tokenizer(tmp_path: Path)
     assert wl.pool is not None
     assert {p.input_tokens for p in wl.pool.prompts()} == {40}
     flagged = apply_workload_flags(sc, tokenizer="tok.json", speedup=3.0)
-    assert flagged.sources[0].workload.tokenizer == Path("tok.json")
+    assert flagged.sources[0].own(SyntheticKeys).tokenizer == Path("tok.json")
     with pytest.raises(DatasetError, match=r"tok\.json"):
         workload_for(flagged, sim.url, "sim-llm")  # the file does not exist
 

@@ -13,6 +13,7 @@ from loadtest.app.export_trace import trace_lines
 from loadtest.app.options import RunOptions, apply_overrides
 from loadtest.cli.main import main
 from loadtest.config.scenario import Scenario, load_scenario
+from loadtest.config.workload_tables import TraceKeys
 from loadtest.datasets.tokenizer import EndpointTokenizer
 from loadtest.datasets.trace import read_trace, trace_prompts
 from loadtest.engine.runner import RunConfig, Runner
@@ -170,7 +171,7 @@ def test_a_trace_source_wants_a_path_and_only_its_keys(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="unknown key"):
         trace_scenario(FIXTURE, max_turns=3)
     sc = trace_scenario(FIXTURE, speedup=4.0)
-    assert replace(sc).sources[0].workload.speedup == 4.0
+    assert replace(sc).sources[0].own(TraceKeys).speedup == 4.0
 
 
 def test_duration_and_requests_flags_bound_a_replay() -> None:

@@ -17,10 +17,10 @@ from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
 from loadtest.config.feature_specs import AgentSpec, FaultPlan, SimSpec, TargetSpec, TaskSource
 from loadtest.config.slo_table import SLOSpec, parse_slo_table
 from loadtest.config.source_spec import SourceSpec
-from loadtest.config.sources import source_kinds, source_plugin
+from loadtest.config.sources import TypedSource, source_kinds, source_plugin
 from loadtest.config.tables import TABLES, TableSlot
 from loadtest.config.toml_tables import Table, every_unknown_key
-from loadtest.config.workload_tables import WORKLOAD_KEYS, parse_workload_keys
+from loadtest.config.workload_tables import own_key_names
 from loadtest.errors import DatasetError, ScenarioError
 
 __all__ = [
@@ -253,9 +253,8 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
         file_path = Path(path_value)
         if not file_path.is_absolute():
             file_path = base / file_path
-    prompts = t.strings("prompts")
-    if kind == "inline" and not prompts:
-        raise t.fail("prompts", "an inline source needs a non-empty list of prompts")
+    own = plugin.parse_keys(t, base) if isinstance(plugin, TypedSource) else None
+    held = _SPEC_KEYS if own is None else _SPEC_KEYS | own_key_names(type(own))
     spec = SourceSpec(
         kind=kind,
         category=category,
@@ -268,11 +267,9 @@ def _source(raw: Any, path: str, prefix: str, base: Path) -> SourceSpec:
         min_prompt_chars=_i(t.integer("min_prompt_chars", _SOURCE.min_prompt_chars)),
         max_prompt_chars=_i(t.integer("max_prompt_chars", _SOURCE.max_prompt_chars, minimum=1)),
         limit=t.integer("limit", None, minimum=1),
-        prompts=prompts,
-        workload=parse_workload_keys(t, kind, base),
-        options=tuple(
-            (key, t.data[key]) for key in sorted(plugin.keys - _SPEC_KEYS) if key in t.data
-        ),
+        prompts=t.strings("prompts"),
+        own_keys=own,
+        options=tuple((key, t.data[key]) for key in sorted(plugin.keys - held) if key in t.data),
     )
     t.finish(_COMMON_SOURCE_KEYS | plugin.keys)
     return spec
@@ -355,9 +352,8 @@ def _timeouts(t: Table) -> TimeoutSpec:
     return spec
 
 
-_SPEC_KEYS = frozenset({f.name for f in fields(SourceSpec)}).union(*WORKLOAD_KEYS.values())
-"""Source keys that land in a field of ``SourceSpec`` (or its ``workload``), not in
-``options``."""
+_SPEC_KEYS = frozenset({f.name for f in fields(SourceSpec)} - {"own_keys", "options"})
+"""Source keys that land in a field of ``SourceSpec``, not in ``options``."""
 
 # Each key's default is its dataclass field's: written once, there.
 _LOAD = LoadSpec()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from loadtest.config.workload_tables import WorkloadKeys
+from loadtest.errors import DatasetError
 
 __all__ = ["SourceSpec"]
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +29,21 @@ class SourceSpec:
     max_prompt_chars: int = 1_000_000
     limit: int | None = None
     prompts: tuple[str, ...] = ()
-    workload: WorkloadKeys = field(default_factory=WorkloadKeys)
-    """Token lengths, trace replay and conversation keys (synthetic/trace/conversations)."""
+    own_keys: object = None
+    """The kind's own keys, typed, as its ``parse_keys`` made them (``SyntheticKeys`` for
+    ``synthetic``); None for a kind without one. Read them with ``own``."""
     options: tuple[tuple[str, object], ...] = ()
-    """A plugin kind's own keys (those no field above holds), as written, sorted."""
+    """A kind's keys that neither a field above nor its typed keys hold, as written,
+    sorted."""
+
+    def own(self, keys_type: type[K]) -> K:
+        """The kind's typed keys as ``keys_type``: ``DatasetError`` if they are not (a
+        kind that reads keys its table parser did not make)."""
+        if not isinstance(self.own_keys, keys_type):
+            raise DatasetError(
+                f"source {self.category!r} ({self.kind}) has no {keys_type.__name__} keys"
+            )
+        return self.own_keys
 
     def option(self, key: str, default: object = None) -> object:
         """A plugin kind's own key, or ``default``."""

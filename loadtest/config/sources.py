@@ -4,8 +4,10 @@ A source kind declares, in one place, the keys its ``[[sources]]`` table takes (
 ``kind``, ``category``, ``weight`` and ``max_tokens``), whether it needs a ``path``, and how
 it loads its prompts. loadtest's own kinds are registered exactly as a third party's are:
 as entry points in the group ``loadtest.sources`` (loadtest's are in its pyproject.toml),
-so adding a kind edits no list here or in the data sets. A plugin's keys beyond those
-``SourceSpec`` has a field for arrive in ``SourceSpec.options``.
+so adding a kind edits no list here or in the data sets. A kind that also has
+``parse_keys`` (a ``TypedSource``) turns its keys into a typed value of its own
+(``SourceSpec.own``); its keys that neither ``SourceSpec`` nor that value hold arrive in
+``SourceSpec.options``, whatever another kind calls its keys.
 
 The plugin objects are loaded on first use (``importlib.metadata``; loadtest's own from
 the checkout's pyproject.toml when it runs from one: ``_compat.plugins``), so that parsing a
@@ -16,6 +18,7 @@ not a dependency of this layer on the data sets.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from loadtest.errors import DatasetError
@@ -23,9 +26,17 @@ from loadtest.registry import Registry
 
 if TYPE_CHECKING:
     from loadtest.config.source_spec import SourceSpec
+    from loadtest.config.toml_tables import Table
     from loadtest.model.prompt import Prompt
 
-__all__ = ["GROUP", "SOURCES", "SourcePlugin", "source_kinds", "source_plugin"]
+__all__ = [
+    "GROUP",
+    "SOURCES",
+    "SourcePlugin",
+    "TypedSource",
+    "source_kinds",
+    "source_plugin",
+]
 
 GROUP = "loadtest.sources"
 """The entry-point group prompt sources register in."""
@@ -50,6 +61,19 @@ class SourcePlugin(Protocol):
         naming the file and line (or the package) when it cannot. ``tokenizer`` is the
         endpoint's ``loadtest.datasets.tokenizer.Tokenizer`` where it has one (typed
         ``object`` here: the data sets sit above this layer)."""
+        ...
+
+
+@runtime_checkable
+class TypedSource(SourcePlugin, Protocol):
+    """A source kind whose keys are a typed value of its own (loadtest's workload kinds
+    are; a third party's may be)."""
+
+    def parse_keys(self, table: Table, base: Path) -> object:
+        """Its keys of one ``[[sources]]`` table (relative paths against ``base``, the
+        scenario's folder), or None when it has none; errors through ``table.fail``,
+        which names the file, table and key. The value's dataclass fields are the table
+        keys it holds: they are kept out of ``SourceSpec.options``."""
         ...
 
 

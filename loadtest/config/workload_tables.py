@@ -1,4 +1,7 @@
-"""The workload keys of prompt sources: token lengths, trace replay, conversations.
+"""The typed keys of loadtest's workload source kinds, one class each, with its parser.
+
+Each kind declares its keys here and nowhere else: a ``BuiltinSource`` takes the class,
+its table keys are the class's fields, and ``SourceSpec.own`` hands them back typed.
 
 A length is an integer (fixed) or a table ``{dist, mean, std, min, max}``; drawn values
 are always clamped to ``[min, max]`` so a long tail never asks for more than a model
@@ -9,12 +12,21 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 
 from loadtest.config.toml_tables import Table
 
-__all__ = ["DISTRIBUTIONS", "LengthSpec", "WorkloadKeys", "parse_length", "parse_workload_keys"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "AgentTraceKeys",
+    "ConversationKeys",
+    "LengthSpec",
+    "SyntheticKeys",
+    "TraceKeys",
+    "own_key_names",
+    "parse_length",
+]
 
 DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
 ANSWER_MODES = ("server", "recorded")
@@ -94,67 +106,104 @@ def parse_length(t: Table, name: str) -> LengthSpec | None:
     return LengthSpec(dist, mean, std, lo, hi)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadKeys:
-    """The source keys of ``synthetic``, ``trace``, ``conversations`` and ``agent-trace``
-    sources."""
+def own_key_names(keys_type: type) -> frozenset[str]:
+    """The table keys a kind's typed keys hold: its dataclass's fields, by name (none
+    for a value that is no dataclass)."""
+    return frozenset(f.name for f in fields(keys_type)) if is_dataclass(keys_type) else frozenset()
 
-    input_tokens: LengthSpec | None = None
+
+def _tokenizer(t: Table, base: Path) -> Path | None:
+    tok = t.get("tokenizer", str, None, "a path to a tokenizer.json")
+    return None if tok is None else (Path(tok) if Path(tok).is_absolute() else base / tok)
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticKeys:
+    """A ``synthetic`` source's keys: prompts cut to token lengths from a corpus."""
+
+    input_tokens: LengthSpec
     output_tokens: LengthSpec | None = None
     prefix_tokens: int = 0
     """Tokens every prompt of the source starts with (a prefix-cache workload)."""
     tokenizer: Path | None = None
     """A local ``tokenizer.json`` (else the endpoint's ``/tokenize``)."""
-    speedup: float = 1.0
-    """Trace replay: time runs this many times faster than recorded."""
-    block_size: int = 512
-    """Trace replay: tokens per ``hash_ids`` block (Mooncake's is 512)."""
-    max_turns: int | None = None
-    think_time_ms: float = 0.0
-    """Conversations: the pause between an answer and the next user turn."""
-    answers: str = "server"
-    """Conversations: the history carries the server's answers, or the recorded ones."""
-    starts: str = "recorded"
-    """Agent traces: sessions start at their recorded offsets, or ``closed``: as many
-    at once as ``[load] concurrency``, the next when one ends."""
 
-
-WORKLOAD_KEYS: dict[str, frozenset[str]] = {
-    "synthetic": frozenset(
-        {"input_tokens", "output_tokens", "prefix_tokens", "tokenizer", "limit"}
-    ),
-    "trace": frozenset({"path", "speedup", "block_size", "tokenizer", "limit"}),
-    "conversations": frozenset({"path", "max_turns", "think_time_ms", "answers", "limit"}),
-    "agent-trace": frozenset({"path", "speedup", "starts", "tokenizer", "limit"}),
-}
-"""Keys each workload source kind accepts beyond the common ones."""
-
-
-def parse_workload_keys(t: Table, kind: str, base: Path) -> WorkloadKeys:
-    """The workload keys of one ``[[sources]]`` table (only its kind's are allowed)."""
-    if kind not in WORKLOAD_KEYS:
-        return WorkloadKeys()
-    tok = t.get("tokenizer", str, None, "a path to a tokenizer.json")
-    tok_path = None if tok is None else (Path(tok) if Path(tok).is_absolute() else base / tok)
-    keys = WorkloadKeys(
-        input_tokens=parse_length(t, "input_tokens"),
-        output_tokens=parse_length(t, "output_tokens"),
-        prefix_tokens=t.integer("prefix_tokens", 0) or 0,
-        tokenizer=tok_path,
-        speedup=t.number("speedup", 1.0, strict=True) or 1.0,
-        block_size=t.integer("block_size", 512, minimum=1) or 512,
-        max_turns=t.integer("max_turns", None, minimum=1),
-        think_time_ms=t.number("think_time_ms", 0.0) or 0.0,
-        answers=t.choice("answers", "server", ANSWER_MODES),
-        starts=t.choice("starts", "recorded", SESSION_STARTS),
-    )
-    if kind == "synthetic":
-        if keys.input_tokens is None:
+    @classmethod
+    def parse(cls, t: Table, base: Path) -> SyntheticKeys:
+        """The keys of one ``kind = "synthetic"`` table."""
+        length = parse_length(t, "input_tokens")
+        if length is None:
             raise t.fail("input_tokens", "a synthetic source needs input_tokens")
-        if keys.prefix_tokens >= keys.input_tokens.min:
+        keys = cls(
+            input_tokens=length,
+            output_tokens=parse_length(t, "output_tokens"),
+            prefix_tokens=t.integer("prefix_tokens", 0) or 0,
+            tokenizer=_tokenizer(t, base),
+        )
+        if keys.prefix_tokens >= length.min:
             raise t.fail(
                 "prefix_tokens",
                 f"the shared prefix ({keys.prefix_tokens}) must be shorter than the "
-                f"shortest input ({keys.input_tokens.min})",
+                f"shortest input ({length.min})",
             )
-    return keys
+        return keys
+
+
+@dataclass(frozen=True, slots=True)
+class TraceKeys:
+    """A ``trace`` source's keys: each line sent at its recorded time."""
+
+    speedup: float = 1.0
+    """Time runs this many times faster than recorded."""
+    block_size: int = 512
+    """Tokens per ``hash_ids`` block (Mooncake's is 512)."""
+    tokenizer: Path | None = None
+
+    @classmethod
+    def parse(cls, t: Table, base: Path) -> TraceKeys:
+        """The keys of one ``kind = "trace"`` table."""
+        return cls(
+            speedup=t.number("speedup", 1.0, strict=True) or 1.0,
+            block_size=t.integer("block_size", 512, minimum=1) or 512,
+            tokenizer=_tokenizer(t, base),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKeys:
+    """A ``conversations`` source's keys: each conversation's turns in order."""
+
+    max_turns: int | None = None
+    think_time_ms: float = 0.0
+    """The pause between an answer and the next user turn."""
+    answers: str = "server"
+    """The history carries the server's answers, or the recorded ones."""
+
+    @classmethod
+    def parse(cls, t: Table, base: Path) -> ConversationKeys:
+        """The keys of one ``kind = "conversations"`` table."""
+        return cls(
+            max_turns=t.integer("max_turns", None, minimum=1),
+            think_time_ms=t.number("think_time_ms", 0.0) or 0.0,
+            answers=t.choice("answers", "server", ANSWER_MODES),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTraceKeys:
+    """An ``agent-trace`` source's keys: recorded agent sessions."""
+
+    speedup: float = 1.0
+    starts: str = "recorded"
+    """Sessions start at their recorded offsets, or ``closed``: as many at once as
+    ``[load] concurrency``, the next when one ends."""
+    tokenizer: Path | None = None
+
+    @classmethod
+    def parse(cls, t: Table, base: Path) -> AgentTraceKeys:
+        """The keys of one ``kind = "agent-trace"`` table."""
+        return cls(
+            speedup=t.number("speedup", 1.0, strict=True) or 1.0,
+            starts=t.choice("starts", "recorded", SESSION_STARTS),
+            tokenizer=_tokenizer(t, base),
+        )

@@ -12,10 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 from loadtest.config.scenario import SourceSpec
-from loadtest.config.workload_tables import WORKLOAD_KEYS
+from loadtest.config.toml_tables import Table
+from loadtest.config.workload_tables import (
+    AgentTraceKeys,
+    ConversationKeys,
+    SyntheticKeys,
+    TraceKeys,
+    own_key_names,
+)
 from loadtest.datasets.bfcl import bfcl_data_dir, load_bfcl
 from loadtest.datasets.conversations import load_conversations
 from loadtest.datasets.language import LANGUAGES
@@ -50,16 +57,39 @@ __all__ = [
 Loader = Callable[[SourceSpec, Tokenizer | None], list[Prompt]]
 
 
+class KeysType(Protocol):
+    """A workload kind's typed keys (``config.workload_tables``): a dataclass that parses
+    its own table."""
+
+    @classmethod
+    def parse(cls, t: Table, base: Path) -> object: ...
+
+
 @dataclass(frozen=True, slots=True)
 class BuiltinSource:
-    """A prompt source kind of loadtest's own (a ``SourcePlugin``)."""
+    """A prompt source kind of loadtest's own (a ``TypedSource``)."""
 
     keys: frozenset[str]
+    """Its table keys among ``SourceSpec``'s fields (its typed keys' are added)."""
     loader: Loader
     needs_path: bool = False
     reads: Callable[[SourceSpec], list[str]] | None = None
     """The stamps of the files the source reads, for the pool cache's key
     (``datasets.pool_cache``); None: not cached (its prompts are cut per endpoint)."""
+    keys_type: type[KeysType] | None = None
+    """Its typed keys, parsed from its table (``SourceSpec.own``)."""
+    required: str | None = None
+    """A list key its table must give, not empty (``prompts`` for ``inline``)."""
+
+    def __post_init__(self) -> None:
+        if self.keys_type is not None:
+            object.__setattr__(self, "keys", self.keys | own_key_names(self.keys_type))
+
+    def parse_keys(self, table: Table, base: Path) -> object:
+        """Its typed keys of one table, or None; a required list checked here."""
+        if self.required is not None and not table.strings(self.required):
+            raise table.fail(self.required, f"this source kind needs a non-empty {self.required}")
+        return None if self.keys_type is None else self.keys_type.parse(table, base)
 
     def load(self, spec: SourceSpec, tokenizer: object | None) -> list[Prompt]:
         """The source's prompts (``tokenizer``: the endpoint's ``Tokenizer``, if any)."""
@@ -67,18 +97,19 @@ class BuiltinSource:
 
 
 def _exact(spec: SourceSpec, tokenizer: Tokenizer | None) -> list[Prompt]:
-    def tok() -> Tokenizer:
-        if spec.workload.tokenizer is not None or tokenizer is None:
-            return open_tokenizer(spec.workload.tokenizer, None, None)
+    def tok(own_file: Path | None) -> Tokenizer:
+        if own_file is not None or tokenizer is None:
+            return open_tokenizer(own_file, None, None)
         return tokenizer
 
     if spec.kind == "synthetic":
-        return load_synthetic(spec, tok())
+        return load_synthetic(spec, tok(spec.own(SyntheticKeys).tokenizer))
+    own = spec.own(TraceKeys)
     assert spec.path is not None
     entries = read_trace(spec.path, spec.limit)
     needs = any(e.needs_tokenizer for e in entries)
     return trace_prompts(
-        entries, tok() if needs else None, spec.workload.block_size, str(spec.path)
+        entries, tok(own.tokenizer) if needs else None, own.block_size, str(spec.path)
     )
 
 
@@ -196,9 +227,16 @@ SHAREGPT_FILE = BuiltinSource(
     reads=_reads_path,
 )
 INLINE = BuiltinSource(
-    frozenset({"prompts"}), lambda s, _t: load_inline(s.prompts, s.category), reads=lambda _s: []
+    frozenset({"prompts"}),
+    lambda s, _t: load_inline(s.prompts, s.category),
+    reads=lambda _s: [],
+    required="prompts",
 )
-SYNTHETIC = BuiltinSource(WORKLOAD_KEYS["synthetic"], _exact)
-TRACE = BuiltinSource(WORKLOAD_KEYS["trace"], _exact, needs_path=True)
-CONVERSATIONS = BuiltinSource(WORKLOAD_KEYS["conversations"], _conversations)
-AGENT_TRACE = BuiltinSource(WORKLOAD_KEYS["agent-trace"], _sessions, needs_path=True)
+SYNTHETIC = BuiltinSource(_LIMIT, _exact, keys_type=SyntheticKeys)
+TRACE = BuiltinSource(frozenset({"path"}) | _LIMIT, _exact, needs_path=True, keys_type=TraceKeys)
+CONVERSATIONS = BuiltinSource(
+    frozenset({"path"}) | _LIMIT, _conversations, keys_type=ConversationKeys
+)
+AGENT_TRACE = BuiltinSource(
+    frozenset({"path"}) | _LIMIT, _sessions, needs_path=True, keys_type=AgentTraceKeys
+)

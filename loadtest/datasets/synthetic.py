@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 
 from loadtest.config.scenario import SourceSpec
-from loadtest.config.workload_tables import LengthSpec
+from loadtest.config.workload_tables import LengthSpec, SyntheticKeys
 from loadtest.datasets.sharegpt import load_sharegpt_rows
 from loadtest.datasets.tokenizer import Tokenizer, cut_to_tokens
 from loadtest.errors import DatasetError
@@ -74,8 +74,7 @@ def exact_prompt(tok: Tokenizer, ids: list[int], n: int, origin: str) -> str:
 
 def load_synthetic(spec: SourceSpec, tok: Tokenizer) -> list[Prompt]:
     """The prompts of a ``synthetic`` source: lengths drawn (seeded by the source)."""
-    w = spec.workload
-    assert w.input_tokens is not None
+    w = spec.own(SyntheticKeys)
     n_prompts = spec.limit or DEFAULT_SYNTHETIC_PROMPTS
     rng = random.Random(f"synthetic:{spec.category}")
     corpus = Corpus.build(tok, max(4 * w.input_tokens.max, 20_000) + _SLACK)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import cast
 
 from loadtest.config.scenario import Scenario, SourceSpec
+from loadtest.config.workload_tables import ConversationKeys
 from loadtest.datasets.conversations import Conversation
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import raise_if_cancelling
@@ -67,7 +68,7 @@ class MultiTurn(RunHook):
     async def run_unit(self, ctx: RunContext, index: int, intended_ns: int) -> float | None:
         """Run conversation ``index``; returns a Retry-After if a turn was told one."""
         conv = self._convs[index % len(self._convs)]
-        w = self._spec.workload
+        w = self._spec.own(ConversationKeys)
         turns = conv.turns if w.max_turns is None else min(conv.turns, w.max_turns)
         warmup = ctx.warming_up_at(intended_ns)
         messages: list[JsonObject] = []

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from loadtest.config.scenario import Scenario, SourceSpec
+from loadtest.config.workload_tables import own_key_names
 from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
 from loadtest.engine.hooks import HookResult, RunHook
 from loadtest.errors import DatasetError
@@ -145,19 +146,27 @@ def replay_load(
 def apply_workload_flags(
     scenario: Scenario, tokenizer: str | None = None, speedup: float | None = None
 ) -> Scenario:
-    """``--tokenizer PATH`` and ``--speedup F`` over every workload source of a scenario."""
+    """``--tokenizer PATH`` and ``--speedup F`` over every workload source of a scenario
+    (each where the source's kind cuts lengths, or is timed, and its keys hold it)."""
+    if speedup is not None and not speedup > 0:
+        raise DatasetError(f"--speedup must be a positive number, got {speedup!r}")
     sources = []
     for s in scenario.sources:
-        w = s.workload
         kind = workload_kind(s.kind)
         if tokenizer is not None and kind is not None and kind.cuts_lengths:
-            w = replace(w, tokenizer=Path(tokenizer))
+            s = _with_own_key(s, "tokenizer", Path(tokenizer))
         if speedup is not None and kind is not None and kind.timed:
-            if not speedup > 0:
-                raise DatasetError(f"--speedup must be a positive number, got {speedup!r}")
-            w = replace(w, speedup=speedup)
-        sources.append(replace(s, workload=w))
+            s = _with_own_key(s, "speedup", speedup)
+        sources.append(s)
     return replace(scenario, sources=tuple(sources))
+
+
+def _with_own_key(spec: SourceSpec, key: str, value: object) -> SourceSpec:
+    """``spec`` with its typed keys' ``key`` set to ``value``, where they have it."""
+    own = spec.own_keys
+    if own is None or key not in own_key_names(type(own)):
+        return spec
+    return replace(spec, own_keys=replace(cast(Any, own), **{key: value}))
 
 
 def is_workload(scenario: Scenario) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from loadtest.config.scenario import Scenario, SourceSpec
+from loadtest.config.workload_tables import AgentTraceKeys
 from loadtest.datasets.otel import read_agent_trace
 from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.engine.schedule import trace_offsets_ns
@@ -29,7 +30,7 @@ class AgentTrace:
 
     def needs_tokenizer(self, spec: SourceSpec) -> bool:
         """Only where a call has no captured messages (its prompt is cut to length)."""
-        if spec.workload.tokenizer is not None:
+        if spec.own(AgentTraceKeys).tokenizer is not None:
             return False
         assert spec.path is not None
         sessions = read_agent_trace(spec.path, spec.limit)
@@ -54,8 +55,9 @@ class AgentTrace:
         cut = session_prompts(every, tokenizer, str(spec.path))
         prompts = [cut[i] for i in numbers]
         n = len(sessions)
-        if spec.workload.starts == "recorded":
-            starts = trace_offsets_ns([s.offset_ns / 1e6 for s in every], spec.workload.speedup)
+        own = spec.own(AgentTraceKeys)
+        if own.starts == "recorded":
+            starts = trace_offsets_ns([s.offset_ns / 1e6 for s in every], own.speedup)
             sc = replay_load(scenario, tuple(starts[i] for i in numbers), starts[-1], 0)
         else:
             # Closed: every session once, unless the scenario names its own bound.
@@ -72,7 +74,7 @@ class AgentTrace:
 
     def plan_line(self, scenario: Scenario, spec: SourceSpec) -> str:
         assert spec.path is not None
-        w = spec.workload
+        w = spec.own(AgentTraceKeys)
         sessions = read_agent_trace(spec.path, spec.limit)
         calls = sum(len(x.calls) for x in sessions)
         span = sessions[-1].offset_ns / 1e9 / w.speedup

@@ -7,6 +7,7 @@ in every worker; each worker's own seed differs).
 from __future__ import annotations
 
 from loadtest.config.scenario import Scenario, SourceSpec
+from loadtest.config.workload_tables import ConversationKeys
 from loadtest.datasets.conversations import load_conversations
 from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.errors import DatasetError
@@ -43,7 +44,7 @@ class Conversations:
         return Workload(scenario, None, mt, (mt,), {"conversations": len(convs)})
 
     def plan_line(self, scenario: Scenario, spec: SourceSpec) -> str:
-        w = spec.workload
+        w = spec.own(ConversationKeys)
         convs = load_conversations(spec.path, spec.limit, scenario.seed)
         turns = [min(c.turns, w.max_turns or c.turns) for c in convs]
         return (

@@ -7,6 +7,7 @@ seed, as any pool is split, and tallies the lengths that came out (``workload.js
 from __future__ import annotations
 
 from loadtest.config.scenario import Scenario, SourceSpec
+from loadtest.config.workload_tables import SyntheticKeys
 from loadtest.datasets import build_pool
 from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.features.workload import LengthCheck
@@ -23,7 +24,7 @@ class Synthetic:
     cuts_lengths = True
 
     def needs_tokenizer(self, spec: SourceSpec) -> bool:
-        return spec.workload.tokenizer is None
+        return spec.own(SyntheticKeys).tokenizer is None
 
     def prepare(
         self,
@@ -39,8 +40,7 @@ class Synthetic:
         return Workload(scenario, pool, None, (LengthCheck(prompts),), counts)
 
     def plan_line(self, scenario: Scenario, spec: SourceSpec) -> str:
-        w = spec.workload
-        assert w.input_tokens is not None
+        w = spec.own(SyntheticKeys)
         out = w.output_tokens.describe() if w.output_tokens else "max_tokens"
         tok = str(w.tokenizer) if w.tokenizer else "the endpoint's /tokenize"
         return (

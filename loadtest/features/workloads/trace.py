@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadtest.config.scenario import Scenario, SourceSpec
+from loadtest.config.workload_tables import TraceKeys
 from loadtest.datasets import load_source
 from loadtest.datasets.tokenizer import Tokenizer
 from loadtest.datasets.trace import read_trace
@@ -63,7 +64,7 @@ class Trace:
     cuts_lengths = True
 
     def needs_tokenizer(self, spec: SourceSpec) -> bool:
-        return spec.workload.tokenizer is None
+        return spec.own(TraceKeys).tokenizer is None
 
     def prepare(
         self,
@@ -76,7 +77,7 @@ class Trace:
         worker, workers, _ = share
         assert spec.path is not None
         entries = read_trace(spec.path, spec.limit)
-        every = trace_offsets_ns([e.timestamp_ms for e in entries], spec.workload.speedup)
+        every = trace_offsets_ns([e.timestamp_ms for e in entries], spec.own(TraceKeys).speedup)
         lines = range(worker, len(every), workers)
         every_prompt = load_source(spec, tokenizer)
         prompts = [every_prompt[i] for i in lines]
@@ -92,12 +93,12 @@ class Trace:
     def plan_line(self, scenario: Scenario, spec: SourceSpec) -> str:
         assert spec.path is not None
         entries = read_trace(spec.path, spec.limit)
-        offsets = trace_offsets_ns([e.timestamp_ms for e in entries], spec.workload.speedup)
+        offsets = trace_offsets_ns([e.timestamp_ms for e in entries], spec.own(TraceKeys).speedup)
         span = offsets[-1] / 1e9
         rate = f"{len(entries) / span:.2f} req/s" if span > 0 else "all at once"
         return (
             f"  trace {spec.path}: {len(entries)} requests over {span:.1f} s "
-            f"(speedup {spec.workload.speedup:g}), {rate}"
+            f"(speedup {spec.own(TraceKeys).speedup:g}), {rate}"
         )
 
 
