@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from loadtest.config.sources import SourcePlugin, TypedSource
     from loadtest.config.tables import TableParser
     from loadtest.config.toml_tables import Table
+    from loadtest.engine.blocks import BlockBase
     from loadtest.engine.hooks import HookResult, RunContext, RunHook, UnitOfLoad
     from loadtest.engine.request_unit import prompt_body
     from loadtest.errors import (
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from loadtest.model.summary import Summary
     from loadtest.model.verdict import FaultVerdict, Observed
     from loadtest.registry import DISABLE_ENV, PluginInfo, Registry
-    from loadtest.report.blocks import BlockBase
     from loadtest.report.outputs import OutputFile, RunResults
 
 __all__ = [
@@ -154,7 +154,7 @@ _HOME = {
     "DISABLE_ENV": "loadtest.registry",
     "PluginInfo": "loadtest.registry",
     "Registry": "loadtest.registry",
-    "BlockBase": "loadtest.report.blocks",
+    "BlockBase": "loadtest.engine.blocks",
     "OutputFile": "loadtest.report.outputs",
     "RunResults": "loadtest.report.outputs",
     **dict.fromkeys(

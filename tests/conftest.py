@@ -226,7 +226,7 @@ async def run_against(
 def blocks(outcome: RunOutcome) -> dict[str, Any]:
     """The run's summary blocks (fault verdicts, the scraped server, agent tasks...),
     merged from the parts its hooks handed in, as the summary gets them."""
-    from loadtest.report.blocks import merge_blocks
+    from loadtest.engine.blocks import merge_blocks
 
     return merge_blocks(outcome.blocks, outcome.metrics)
 

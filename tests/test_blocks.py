@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
+from loadtest.engine.blocks import join_parts, merge_blocks, summary_blocks
 from loadtest.errors import UsageError
 from loadtest.features.agent.task_metrics import AgentMetrics
 from loadtest.measure.recorders import Metrics
-from loadtest.report.blocks import join_parts, merge_blocks, summary_blocks
 
 
 def _metrics() -> Metrics:

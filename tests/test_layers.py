@@ -93,6 +93,33 @@ def test_the_registry_sits_below_the_model(tmp_path: Path) -> None:
     assert "loadtest.registry -> loadtest.model.json" in done.stdout
 
 
+@pytest.mark.parametrize(
+    ("module", "imports", "contract"),
+    [
+        # A fault kind reaching into the agent's tasks: the features stand apart.
+        ("features/faults/kinds/cancel.py", "loadtest.features.agent.tools", "stand apart"),
+        # The agent reaching into a workload kind.
+        ("features/agent/tools.py", "loadtest.features.workloads.trace", "stand apart"),
+        # The server scrape reaching up into the fault kinds that use it.
+        ("features/scrape.py", "loadtest.features.faults.rig", "sit below"),
+    ],
+)
+def test_a_feature_reaching_into_another_breaks_its_contract(
+    tmp_path: Path, module: str, imports: str, contract: str
+) -> None:
+    tree = _copy(tmp_path)
+    path = tree / "loadtest" / module
+    path.write_text(
+        path.read_text() + f"\n\ndef _across() -> None:\n    import {imports}  # noqa\n"
+    )
+    done = _lint(tree)
+    assert done.returncode != 0
+    name = "loadtest." + module.removesuffix(".py").replace("/", ".")
+    assert f"{name} -> {imports}" in done.stdout, done.stdout[-3000:]
+    broken = done.stdout.split("Broken contracts")[1]
+    assert contract in broken
+
+
 def test_no_wrong_way_import_is_excused() -> None:
     """config reads feature tables through a registry, and the [sim] table is checked in
     the app layer, and the simulator launches without the CLI: no contract lists an

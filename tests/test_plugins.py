@@ -25,13 +25,13 @@ from loadtest._compat.plugins import group_entry_points
 from loadtest.config.arrivals import arrival_modes, arrival_process
 from loadtest.config.scenario import parse_scenario
 from loadtest.config.sources import source_kinds, source_plugin
+from loadtest.engine.blocks import OMIT, SummaryBlock, block_plugin
 from loadtest.errors import ScenarioError
 from loadtest.features.faults.kind import FaultEvent, FaultKind, fault_kind
 from loadtest.features.faults.registry import fault_kinds
 from loadtest.model.blocks import block_names, summary_type
 from loadtest.model.summary import Summary
 from loadtest.model.verdict import FaultVerdict
-from loadtest.report.blocks import OMIT, SummaryBlock, block_plugin
 from loadtest.report.outputs import COMPLETE, OutputFile, output_names, output_plugin
 from tests.conftest import read_jsonl
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loadtest.engine.blocks import block_hooks
 from loadtest.engine.gc_policy import QuietGc
 from loadtest.features.faults.load import FaultLoad, HoldChannel, HoldFlag, acts_in_load
-from loadtest.report.blocks import block_hooks
 from loadtest.report.hlog import HlogHook
 from loadtest.report.run_start import RunStartHook
 
@@ -28,7 +28,7 @@ __all__ = ["edge_hooks", "load_hooks", "rig_hooks"]
 def edge_hooks(cfg: RunConfig, prompts: dict[str, int]) -> list[RunHook]:
     """What every process of a run attaches: the start record (what a summary rebuilt
     after a kill needs), the interval log, the GC policy, and the hook of each summary
-    block that feeds itself (a plugin's: ``report.blocks``)."""
+    block that feeds itself (a plugin's: ``engine.blocks``)."""
     return [RunStartHook(cfg, prompts), HlogHook(), QuietGc(), *block_hooks(cfg.scenario)]
 
 

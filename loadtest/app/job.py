@@ -22,12 +22,13 @@ from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
 from loadtest.app.plan import RunPlan, load_prompts, plan_run, prompt_counts
 from loadtest.app.workers import run_workers, worker_configs
+from loadtest.engine.blocks import join_parts, merge_blocks
 from loadtest.engine.runner import RunConfig, RunOutcome, collect_parts
 from loadtest.features.faults.load import HoldControl
 from loadtest.features.workload import plan_lines
 from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_table, write_results
-from loadtest.report.blocks import join_parts, merge_blocks, render_blocks
+from loadtest.report.blocks import render_blocks
 from loadtest.transport.client import discover_model
 from loadtest.transport.side import SideHttp
 
@@ -217,7 +218,7 @@ def finish_run(
     show: bool = True,
 ) -> Summary:
     """Build, write and print (``show``) the summary of a run (one process, or merged
-    workers): its blocks merged from every part the run handed in (``report.blocks``)."""
+    workers): its blocks merged from every part the run handed in (``engine.blocks``)."""
     blocks = merge_blocks(outcome.blocks, outcome.metrics)
     summary = build_summary(
         run_id=cfg.run_dir.name,

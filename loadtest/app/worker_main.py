@@ -83,7 +83,7 @@ class WorkerResult:
     """A recovered worker's (``recovered_result``): the whole lines it had written."""
     blocks: dict[str, list[object]] = dataclasses.field(default_factory=dict)
     """Its hooks' parts of summary blocks, by block name (``RunOutcome.blocks``), as JSON:
-    the parent merges them with every other worker's (``report.blocks``)."""
+    the parent merges them with every other worker's (``engine.blocks``)."""
 
 
 READY, GO = "ready", "go.json"

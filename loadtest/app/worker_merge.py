@@ -4,7 +4,7 @@
 field on every line; the ``.hlog`` intervals are added interval by interval. The
 histograms themselves merge in ``loadtest.measure.merge``; the summary blocks (and the
 files that are blocks of their own, ``multiturn.json`` and ``workload.json``) from the
-parts each worker hands back in its result (``report.blocks``).
+parts each worker hands back in its result (``engine.blocks``).
 """
 
 from __future__ import annotations

@@ -49,11 +49,11 @@ from loadtest.app.worker_main import (
 )
 from loadtest.app.worker_merge import merge_files, worker_lag
 from loadtest.config.scenario import LoadSpec, Scenario
+from loadtest.engine.blocks import join_parts
 from loadtest.engine.runner import RunConfig
 from loadtest.errors import EndpointError, UsageError
 from loadtest.measure.recorders import Metrics
 from loadtest.model.summary import LostWorker, WorkerLag
-from loadtest.report.blocks import join_parts
 from loadtest.transport.sources import split_addresses
 
 if TYPE_CHECKING:

@@ -48,7 +48,7 @@ class HookResult:
 
     blocks: Mapping[str, object] = field(default_factory=dict)
     """A part of each block the hook feeds, by the block's registered name (its key in
-    summary.json: ``report.blocks``), as plain JSON data: a part may come from a worker
+    summary.json: ``engine.blocks``), as plain JSON data: a part may come from a worker
     process or a Ray task. The engine only collects them (``RunOutcome.blocks``); the
     block merges every part of a run, from every hook, worker and the coordinator."""
 

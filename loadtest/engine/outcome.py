@@ -48,5 +48,5 @@ class RunOutcome:
     interrupted: bool
     blocks: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
     """Every part of a summary block the hooks handed in (``HookResult.blocks``), by the
-    block's name, in hook order; ``report.blocks.merge_blocks`` makes the blocks (the
+    block's name, in hook order; ``engine.blocks.merge_blocks`` makes the blocks (the
     fault verdicts, the scraped server, the agent's tasks, a plugin's own...)."""

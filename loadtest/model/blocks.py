@@ -4,7 +4,7 @@ A feature's section of summary.json (``server``, ``faults``, ``agent``, a plugin
 is a *block*: one object, registered under the key it takes in the entry-point group
 ``loadtest.blocks`` (loadtest's own in its pyproject.toml, exactly as a third party's).
 The whole declaration, how a block is fed, merged over workers and printed, is
-``report.blocks.SummaryBlock``; reading and validating a summary needs only its model
+``engine.blocks.SummaryBlock``; reading and validating a summary needs only its model
 (``BlockModel``), so that is all this layer asks of it. The plugin objects are loaded on
 first use: the dynamic import is the plugin mechanism, not a dependency of this layer on
 the ones above it (as ``config.sources`` loads the data sets' kinds).

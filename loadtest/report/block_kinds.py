@@ -1,4 +1,4 @@
-"""loadtest's own summary blocks, registered as a third party's are (``report.blocks``).
+"""loadtest's own summary blocks, registered as a third party's are (``engine.blocks``).
 
 In summary.json: ``faults`` (the fault windows' verdicts, judged once, on the merged
 records, by the rig), ``server`` (the scraped ``/metrics``), ``agent`` (agent tasks,
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from loadtest.engine.blocks import BlockBase
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import AgentBlock, AgentTraceBlock, ServerBlock, Summary
 from loadtest.model.verdict import FaultVerdict
-from loadtest.report.blocks import BlockBase
 
 if TYPE_CHECKING:
     from loadtest.features.agent_trace import ReplayPart

@@ -89,5 +89,5 @@ def write_results(
     """Write the end-of-run files beside ``requests.jsonl`` and ``histograms.hlog``:
     every registered output (``outputs.write_outputs``), each atomically, and
     summary.json last: its presence means the run's files are complete. ``blocks``: the
-    run's merged summary blocks (``report.blocks``; the files of their own among them)."""
+    run's merged summary blocks (``engine.blocks``; the files of their own among them)."""
     return write_outputs(run_dir, summary, metrics, blocks=blocks)

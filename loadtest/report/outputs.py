@@ -54,7 +54,7 @@ COMPLETE = "summary"
 class RunResults:
     """What an output file is made from: the summary, the metrics behind it (the run's
     histograms; rebuilt from the files by ``loadtest summarize``) and the run's merged
-    summary blocks (``report.blocks``), those that are files of their own too."""
+    summary blocks (``engine.blocks``), those that are files of their own too."""
 
     summary: Summary
     metrics: Metrics

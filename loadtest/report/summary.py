@@ -9,6 +9,7 @@ from typing import cast
 
 from loadtest.config.arrivals import TRACE_MODE
 from loadtest.config.scenario import Scenario
+from loadtest.engine.blocks import summary_blocks
 from loadtest.measure.hdr import metric_stats
 from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, stat_of
@@ -23,7 +24,6 @@ from loadtest.model.summary import (
     Summary,
 )
 from loadtest.model.verdict import DriverHealth, SloBlock
-from loadtest.report.blocks import summary_blocks
 from loadtest.report.table import LATENCY_LABELS
 
 __all__ = [
@@ -282,7 +282,7 @@ def build_summary(
 ) -> Summary:
     """The whole summary document of a run that ended; its schema is
     ``docs/summary.schema.json``. ``blocks``: the run's merged summary blocks
-    (``report.blocks.merge_blocks``)."""
+    (``engine.blocks.merge_blocks``)."""
     head = run_head(
         scenario,
         run_id=run_id,
@@ -320,7 +320,7 @@ def summary_from_head(
     built, for a run that ended and for one rebuilt from its files after it died.
 
     ``blocks`` (merged, by name) go in under their keys, beside the empty value of each
-    registered block the run had none of (``report.blocks.summary_blocks``)."""
+    registered block the run had none of (``engine.blocks.summary_blocks``)."""
     sent = metrics.sent
     tool = metrics.tool_stats
     block = metrics_block(metrics.total)

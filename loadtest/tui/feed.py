@@ -23,11 +23,11 @@ import time
 from collections.abc import Generator
 from typing import Any, cast
 
+from loadtest.engine.blocks import merge_blocks
 from loadtest.engine.runner import Runner, RunOutcome
 from loadtest.features.faults.rig import FaultRig
 from loadtest.measure.merge import EncodedMetrics, encode_metrics_steps
 from loadtest.model.verdict import FaultVerdict
-from loadtest.report.blocks import merge_blocks
 from loadtest.report.summary import judge_run, judged_metrics
 from loadtest.tui.frame import DASH_METRICS, RunVerdicts
 from loadtest.tui.link import ABORT, PAUSE, READY, STOP, Ending, Hello, LiveState, receive, send
