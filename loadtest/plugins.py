@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from loadtest.config.scenario import Scenario
     from loadtest.config.source_spec import SourceSpec
     from loadtest.config.sources import SourcePlugin, TypedSource
+    from loadtest.config.stop_rules import RunSoFar, StopRule
     from loadtest.config.tables import TableParser
     from loadtest.config.toml_tables import Table
     from loadtest.engine.blocks import BlockBase
@@ -91,11 +92,13 @@ __all__ = [
     "RunContext",
     "RunHook",
     "RunResults",
+    "RunSoFar",
     "Scenario",
     "ScenarioError",
     "Share",
     "SourcePlugin",
     "SourceSpec",
+    "StopRule",
     "Summary",
     "Table",
     "TableParser",
@@ -118,6 +121,7 @@ GROUPS = {
     "loadtest.tables": "scenario tables, by table name (TableParser)",
     "loadtest.outputs": "files a finished run writes (OutputFile)",
     "loadtest.blocks": "summary blocks, by their key (BlockBase)",
+    "loadtest.stops": "stop rules, by the kind of a [[load.stop]] table (StopRule)",
 }
 """Every entry-point group loadtest reads, with what a plugin there must be."""
 
@@ -128,6 +132,8 @@ _HOME = {
     "SourceSpec": "loadtest.config.source_spec",
     "SourcePlugin": "loadtest.config.sources",
     "TypedSource": "loadtest.config.sources",
+    "RunSoFar": "loadtest.config.stop_rules",
+    "StopRule": "loadtest.config.stop_rules",
     "TableParser": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",
     "HookResult": "loadtest.engine.hooks",

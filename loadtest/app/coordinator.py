@@ -136,6 +136,10 @@ class CoordinatorContext:
         """Not here: bursts are sent by each worker's ``FaultLoad``."""
         self._none("load to burst")
 
+    def end_load(self, reason: str) -> None:
+        """Not here: each worker judges its own stop rules."""
+        self._none("load to end")
+
     def warming_up_at(self, ns: int) -> bool:
         """Whether ``ns`` falls in the warm-up (by time: the workers share the clock)."""
         return ns < self._t0_ns + int(self._scenario.load.warmup_s * 1e9)

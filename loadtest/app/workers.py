@@ -118,6 +118,12 @@ def split_load(load: LoadSpec, n: int, seed: int) -> list[WorkerPlan]:
             if share_r < 1:
                 raise UsageError(f"{load.requests} requests cannot be split over {n} workers")
             changes["requests"] = share_r
+        if load.stop_rules:
+            # Each worker judges its own requests against its part of each rule.
+            changes["stop_rules"] = tuple(
+                dataclasses.replace(s, settings=s.rule().share(s.settings, i, n))
+                for s in load.stop_rules
+            )
         plans.append(WorkerPlan(i, dataclasses.replace(load, **changes), seed + 7919 * i, (i, n)))
     return plans
 

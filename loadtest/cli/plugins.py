@@ -25,6 +25,7 @@ def run_plugins_command(args: argparse.Namespace) -> int:
     # Importing the modules that own the extension points makes their registries.
     import loadtest.config.arrivals
     import loadtest.config.sources
+    import loadtest.config.stop_rules
     import loadtest.config.tables
     import loadtest.features.faults.registry
     import loadtest.features.workload_kinds

@@ -18,6 +18,7 @@ from loadtest.config.feature_specs import AgentSpec, FaultPlan, SimSpec, TargetS
 from loadtest.config.slo_table import SLOSpec, parse_slo_table
 from loadtest.config.source_spec import SourceSpec
 from loadtest.config.sources import TypedSource, source_kinds, source_plugin
+from loadtest.config.stop_rules import StopRuleSpec, parse_stop_rules
 from loadtest.config.tables import TABLES, TableSlot
 from loadtest.config.toml_tables import Table, every_unknown_key
 from loadtest.config.workload_tables import own_key_names
@@ -72,6 +73,8 @@ class LoadSpec:
     worker takes its own. Empty: the kernel's choice, one address."""
     trace_offsets_ns: tuple[int, ...] = ()
     """Mode ``trace`` (set by a trace source, not in TOML): the recorded send times."""
+    stop_rules: tuple[StopRuleSpec, ...] = ()
+    """``[[load.stop]]``: rules that end the run before its bound (``config.stop_rules``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +303,7 @@ def _load(t: Table) -> LoadSpec:
         grace_s=_f(t.number("grace_s", _LOAD.grace_s)),
         keepalive=t.get("keepalive", bool, _LOAD.keepalive, "true or false"),
         source_addresses=_addresses(t),
+        stop_rules=parse_stop_rules(t),
     )
     if mode == "closed" and spec.concurrency < 1:
         raise t.fail("concurrency", "closed loop needs concurrency >= 1")

@@ -105,6 +105,12 @@ class RunContext(Protocol):
         """Send ``n`` units now, beside the schedule (a fault's burst after idling)."""
         ...
 
+    def end_load(self, reason: str) -> None:
+        """End the load as its bound would (a stop rule fired, ``reason`` says why):
+        nothing more is offered, requests in flight get the grace period. Not an
+        interruption: the run is complete up to here."""
+        ...
+
     def warming_up_at(self, ns: int) -> bool:
         """True when a unit intended at ``ns`` falls in the warm-up."""
         ...

@@ -50,6 +50,7 @@ __all__ = [
     "ServerResolution",
     "ServerTimingsBlock",
     "StatKey",
+    "StoppedBy",
     "Summary",
     "ThroughputBlock",
     "ToolCallsBlock",
@@ -340,6 +341,17 @@ class ServerTimingsBlock(TypedDict):
     acceptance_rate: float | None
 
 
+class StoppedBy(TypedDict):
+    """A stop rule that ended a process's load before its bound (``[[load.stop]]``)."""
+
+    rule: str
+    """The rule's kind (``errors``)."""
+    reason: str
+    """Why, with the figures it saw (``errors: 12 of 20 measured requests failed ...``)."""
+    fails: bool
+    """Whether its firing fails the run's gate (an error budget spent) or is a normal end."""
+
+
 class Summary(TypedDict):
     """The whole ``summary.json``; its fields are documented in the README."""
 
@@ -362,5 +374,7 @@ class Summary(TypedDict):
     server_timings: NotRequired[ServerTimingsBlock | None]
     agent: NotRequired[AgentBlock]
     agent_trace: NotRequired[AgentTraceBlock]
+    stopped: NotRequired[list[StoppedBy]]
+    """Only when a stop rule ended the load: one entry per process it ended it in."""
     rebuilt: NotRequired[RebuiltBlock]
     """Only in a summary rebuilt from the files of a run that died (``RebuiltBlock``)."""

@@ -24,17 +24,27 @@ __all__ = [
     "fault_reasons",
     "run_reasons",
     "slo_reasons",
+    "stop_reasons",
     "too_few",
 ]
 
 
 def run_reasons(summary: Summary, fail_on: FailOn | str) -> list[str]:
-    """Every reason a run exits 1: nothing measured, SLOs missed, fault windows failed."""
+    """Every reason a run exits 1: nothing measured, SLOs missed, fault windows failed,
+    a stop rule that fails the run fired."""
     return [
         *run_evidence(summary).reasons,
         *slo_reasons(summary),
         *fault_reasons(summary, fail_on),
+        *stop_reasons(summary),
     ]
+
+
+def stop_reasons(summary: Summary) -> list[str]:
+    """``stopped early (errors: 12 of 20 measured requests failed (60% >= 50%))`` for
+    each distinct reason of a stop rule that fails the run."""
+    fired = {s["reason"] for s in summary.get("stopped", []) if s["fails"]}
+    return [f"stopped early ({reason})" for reason in sorted(fired)]
 
 
 def slo_reasons(summary: Summary) -> list[str]:
