@@ -462,6 +462,59 @@ def test_a_plugin_summary_block_is_fed_merged_and_printed(
     assert res.returncode != 0 and "$.lines.ok" in res.stderr, res.stderr[-2000:]
 
 
+BUDGETED = """name = "budgeted"
+max_tokens = 8
+[[sources]]
+kind = "inline"
+prompts = ["a", "b", "c"]
+[load]
+concurrency = 4
+duration_s = 60
+[[load.stop]]
+kind = "tokens"
+budget = 400
+[sim]
+ttft_ms = 2.0
+itl_ms = 1.0
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_stop_rule_ends_the_load_in_every_process_without_failing_it(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    res, run_dir = _run(installed, tmp_path, BUDGETED, "--workers", str(workers))
+    assert res.returncode == 0, res.stderr[-3000:]  # a budget used up is a normal end
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    stopped = s["stopped"]
+    assert 1 <= len(stopped) <= workers, stopped
+    part = -(-400 // workers)  # each process reads its part of the budget
+    for fired in stopped:
+        assert fired["rule"] == "tokens" and fired["fails"] is False
+        read = int(fired["reason"].split()[1])
+        assert read >= part and f"(budget {part})" in fired["reason"], fired
+    assert not s["run"]["interrupted"] and s["run"]["duration_s"] < 60
+    assert "STOPPED EARLY" in res.stdout and "tokens: " in res.stdout
+    # Every request accounted: the ones in flight when the budget ran out too.
+    req = s["requests"]
+    assert req["sent"] == req["ok"] + req["failed"] + req["cancelled"] >= 400 // 8
+    # Its own key is checked, naming file, table and key.
+    res = _loadtest(
+        installed,
+        tmp_path,
+        "run",
+        str(_scenario_file(tmp_path, BUDGETED.replace("budget = 400", "budget = 0"))),
+        "--check",
+    )
+    assert res.returncode == 2 and "load.stop[0].budget" in res.stderr, res.stderr[-1000:]
+
+
+def _scenario_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "other.toml"
+    path.write_text(text)
+    return path
+
+
 PULSED = """name = "pulsed"
 max_tokens = 4
 seed = 3
