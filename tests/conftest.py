@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -351,3 +352,36 @@ def llama_baseline() -> Iterator[str]:
     proc, url = start("none")
     yield url
     stop(proc)
+
+
+_PLUGIN = Path(__file__).resolve().parent / "plugins" / "lines_source"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test plugin package (``tests/plugins/lines_source``) installed into a folder of
+    its own, not into the environment the suite runs in: a process sees it only where its
+    ``PYTHONPATH`` names the folder (``tests/test_plugins.py``, ``tests/test_ray.py``)."""
+    target = tmp_path_factory.mktemp("plugin-site")
+    # Built from a copy: a build leaves build/ and *.egg-info beside its sources.
+    source = tmp_path_factory.mktemp("plugin-src") / "lines_source"
+    shutil.copytree(_PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return target

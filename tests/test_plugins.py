@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -150,33 +149,6 @@ def test_the_plugin_kinds_own_rule_fails_a_window_it_was_broken_in(
     assert pause.judge(ev, entry) == ("failed", "3 requests were sent inside the pause")
     entry["detail"] = {"sent_in_pause": 0}
     assert pause.judge(ev, entry) is None  # the shared judge then
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("plugin-site")
-    # Built from a copy: a build leaves build/ and *.egg-info beside its sources.
-    source = tmp_path_factory.mktemp("plugin-src") / "lines_source"
-    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(source),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return target
 
 
 def _loadtest(

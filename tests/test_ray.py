@@ -36,17 +36,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _env() -> dict[str, str]:
-    return dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=str(ROOT))
+def _env(*paths: Path) -> dict[str, str]:
+    where = os.pathsep.join(str(p) for p in (*paths, ROOT))
+    return dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONPATH=where)
 
 
-def _ray(*args: str) -> subprocess.CompletedProcess[str]:
+def _ray(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ray.scripts.scripts", *args],
         capture_output=True,
         text=True,
         timeout=120,
-        env=_env(),
+        env=env or _env(),
     )
 
 
@@ -61,8 +62,11 @@ def _free_port(host: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def ray_head() -> Iterator[str]:
-    """A two-node cluster on loopback: a head and a second node, each on its own address."""
+def ray_head(installed: Path) -> Iterator[str]:
+    """A two-node cluster on loopback: a head and a second node, each on its own address.
+    Its nodes see the test plugin package (``tests/test_plugins.py``), as a cluster that
+    runs a third party's kinds must: a driver sees it only where a test says so."""
+    env = _env(installed)
     # Short: Ray's unix sockets live under it, and their paths may not exceed 107 bytes.
     temp = Path(tempfile.mkdtemp(prefix="lt-ray-", dir="/tmp"))
     # A free port can be taken again before Ray binds it while other jobs run ("GCS
@@ -78,6 +82,7 @@ def ray_head() -> Iterator[str]:
             "--include-dashboard=false",
             "--disable-usage-stats",
             f"--temp-dir={temp}",
+            env=env,
         )
         text = (started.stdout + started.stderr).lower()
         if started.returncode == 0 or not ("in use" in text or "bind" in text):
@@ -90,6 +95,7 @@ def ray_head() -> Iterator[str]:
             f"--node-ip-address={NODE_IP}",
             "--num-cpus=1",
             "--disable-usage-stats",
+            env=env,
         )
         assert joined.returncode == 0, joined.stderr[-2000:]
         yield f"{HEAD_IP}:{port}"
@@ -298,3 +304,97 @@ def test_a_restart_on_the_cluster_holds_the_load_in_every_task(
     # At most the 4 sessions' requests in flight at the stop (see the local test).
     assert r["failed"] + r["cancelled"] <= 4, r
     assert not (run_dir / "worker-0" / "hold").exists()
+
+
+# -- a third party's kinds on the cluster: each runs in the Ray tasks as in workers ------
+
+
+def _plugin_run(
+    ray_head: str, installed: Path, tmp_path: Path, scenario: str, *, ok: int = 0
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    sc = tmp_path / "scenario.toml"
+    sc.write_text(scenario)
+    out = tmp_path / "out"
+    argv = ["run", str(sc), "--no-tui", "--workers", "2", "--ray", ray_head, "--out", str(out)]
+    res = subprocess.run(
+        [sys.executable, "-m", "loadtest", *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=_env(installed),
+    )
+    assert res.returncode == ok, res.stderr[-3000:]
+    assert "Ray tasks at" in res.stderr
+    (run_dir,) = out.iterdir()
+    return res, run_dir
+
+
+def test_a_plugin_source_table_and_block_run_in_the_ray_tasks(
+    ray_head: str, installed: Path, tmp_path: Path
+) -> None:
+    from tests.test_plugins import LINED
+
+    (tmp_path / "prompts.txt").write_text("first\nsecond\nthird\n")
+    res, run_dir = _plugin_run(ray_head, installed, tmp_path, LINED)
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert {r["worker"] for r in rows} == {0, 1}
+    assert {r["prompt_id"] for r in rows} <= {"line-0", "line-1", "line-2"}
+    # Each task fed the plugin's block with its hook; merged once, here.
+    assert s["lines"]["sent"] == s["requests"]["sent"] == len(rows) >= 12
+    assert s["lines"]["label"] == "nightly"  # its own [lines] table reached the tasks
+    assert (run_dir / "category_counts.csv").exists()  # its output, from the merge
+    assert "lines (nightly): " in res.stdout
+
+
+def test_a_plugin_fault_kind_is_injected_in_the_ray_tasks(
+    ray_head: str, installed: Path, tmp_path: Path
+) -> None:
+    from tests.test_plugins import PAUSED
+
+    _, run_dir = _plugin_run(ray_head, installed, tmp_path, PAUSED)
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert {r["worker"] for r in rows} == {0, 1}
+    assert not [r for r in rows if 1600 <= r["sent_ms"] < 2500], "sent inside the pause"
+    (window,) = s["faults"]
+    assert window["kind"] == "pause" and window["detail"]["sent_in_pause"] == 0
+
+
+def test_a_plugin_arrival_process_is_split_over_the_ray_tasks(
+    ray_head: str, installed: Path, tmp_path: Path
+) -> None:
+    from tests.test_plugins import PULSED
+
+    _, run_dir = _plugin_run(ray_head, installed, tmp_path, PULSED)
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert len(rows) == 24 and [sum(r["worker"] == w for r in rows) for w in (0, 1)] == [12, 12]
+    intended = sorted(r["intended_ms"] for r in rows)
+    planned = [(k // 3) * 75.0 for k in range(24)]
+    assert all(abs(a - b) < 1.0 for a, b in zip(intended, planned, strict=True)), intended
+
+
+def test_a_plugin_workload_splits_itself_over_the_ray_tasks(
+    ray_head: str, installed: Path, tmp_path: Path
+) -> None:
+    from tests.test_plugins import ORDERED
+
+    (tmp_path / "prompts.txt").write_text("".join(f"question {i}\n" for i in range(11)))
+    _, run_dir = _plugin_run(ray_head, installed, tmp_path, ORDERED)
+    rows = read_jsonl(run_dir / "requests.jsonl")
+    assert sorted(r["line"] for r in rows) == list(range(11))
+    for w in (0, 1):
+        assert sorted(r["line"] for r in rows if r["worker"] == w) == list(range(w, 11, 2))
+
+
+def test_a_plugin_stop_rule_is_judged_in_each_ray_task(
+    ray_head: str, installed: Path, tmp_path: Path
+) -> None:
+    from tests.test_plugins import BUDGETED
+
+    res, run_dir = _plugin_run(ray_head, installed, tmp_path, BUDGETED)
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    assert 1 <= len(s["stopped"]) <= 2
+    assert all(f["rule"] == "tokens" and "(budget 200)" in f["reason"] for f in s["stopped"])
+    assert s["run"]["duration_s"] < 60 and "STOPPED EARLY" in res.stdout
