@@ -176,6 +176,7 @@ def side_line(label: str, side: str, summary: Summary, run_dir: Path) -> str:
     ttft = None if stats is None else stats.get("p50")
     shown = "no data" if ttft is None else f"{ttft:.1f} ms"
     notes = ["INTERRUPTED"] * summary["run"]["interrupted"]
+    notes += [f"STOPPED EARLY: {s['reason']}" for s in summary.get("stopped", [])]
     notes += [f"STOP: {why}" for why in run_evidence(summary).reasons]
     tail = "".join(f"  {n}" for n in notes)
     return f"{label} {side:<9}  {counts}  TTFT p50 {shown}{tail}  -> {run_dir}"

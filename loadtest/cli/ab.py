@@ -103,7 +103,7 @@ def run_ab_command(args: argparse.Namespace) -> int:
     from loadtest.cli.exits import closing
     from loadtest.model.summary import Summary
     from loadtest.report.compare import render_comparison
-    from loadtest.report.exit_reasons import comparison_reasons, fault_reasons
+    from loadtest.report.exit_reasons import comparison_reasons, fault_reasons, stop_reasons
 
     if args.endpoint:
         raise UsageError("ab takes --baseline URL and --candidate URL, not --endpoint")
@@ -145,7 +145,8 @@ def run_ab_command(args: argparse.Namespace) -> int:
 
     def run(options: RunOptions) -> tuple[Summary, Path, bool]:
         summary, folder, stopped = run_job(options)
-        reasons.extend(f"{options.label}: {r}" for r in fault_reasons(summary, windows))
+        judged = [*fault_reasons(summary, windows), *stop_reasons(summary)]
+        reasons.extend(f"{options.label}: {r}" for r in judged)
         return summary, folder, stopped
 
     if plan is not None:

@@ -1,9 +1,11 @@
 """loadtest's own stop rules, registered as a third party's are (``loadtest.stops``).
 
-``errors``: the run ends once a share of its measured requests has failed, after at
+``errors``: the load ends once a share of its measured requests has failed, after at
 least ``after`` of them ended (a first error is no trend). A stress run against an
 endpoint that has fallen over learns nothing more in its remaining minutes, and a CI
-gate fails sooner; the run's figures up to then are kept and judged as any run's.
+gate fails sooner; the run's figures up to then are kept and judged as any run's. Under
+``--workers`` each process judges and ends its own load (the others go on to their own
+evidence or the run's bound).
 """
 
 from __future__ import annotations

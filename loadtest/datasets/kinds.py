@@ -88,7 +88,10 @@ class BuiltinSource:
     def parse_keys(self, table: Table, base: Path) -> object:
         """Its typed keys of one table, or None; a required list checked here."""
         if self.required is not None and not table.strings(self.required):
-            raise table.fail(self.required, f"this source kind needs a non-empty {self.required}")
+            kind = table.data.get("kind")
+            raise table.fail(
+                self.required, f"a {kind} source needs a non-empty list of {self.required}"
+            )
         return None if self.keys_type is None else self.keys_type.parse(table, base)
 
     def load(self, spec: SourceSpec, tokenizer: object | None) -> list[Prompt]:

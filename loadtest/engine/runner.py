@@ -243,7 +243,9 @@ class Runner:
     # -- what the loops ask ----------------------------------------------------------------
     def take_index(self, intended_ns: int) -> int | None:
         """The next unit's index, or None when the plan has ended (then stops the run)."""
-        state = StopState(intended_ns, self._measured, self._interrupted or bool(self.ended_by))
+        state = StopState(
+            intended_ns, self._measured, self._interrupted or self.ended_by is not None
+        )
         decision = decide(self._plan, state)
         if not decision.go:
             self.stop_event.set()

@@ -148,24 +148,28 @@ def apply_workload_flags(
 ) -> Scenario:
     """``--tokenizer PATH`` and ``--speedup F`` over every workload source of a scenario
     (each where the source's kind cuts lengths, or is timed, and its keys hold it)."""
-    if speedup is not None and not speedup > 0:
-        raise DatasetError(f"--speedup must be a positive number, got {speedup!r}")
     sources = []
     for s in scenario.sources:
         kind = workload_kind(s.kind)
         if tokenizer is not None and kind is not None and kind.cuts_lengths:
-            s = _with_own_key(s, "tokenizer", Path(tokenizer))
+            s = _with_own_key(s, "tokenizer", Path(tokenizer), "--tokenizer")
         if speedup is not None and kind is not None and kind.timed:
-            s = _with_own_key(s, "speedup", speedup)
+            if not speedup > 0:
+                raise DatasetError(f"--speedup must be a positive number, got {speedup!r}")
+            s = _with_own_key(s, "speedup", speedup, "--speedup")
         sources.append(s)
     return replace(scenario, sources=tuple(sources))
 
 
-def _with_own_key(spec: SourceSpec, key: str, value: object) -> SourceSpec:
-    """``spec`` with its typed keys' ``key`` set to ``value``, where they have it."""
+def _with_own_key(spec: SourceSpec, key: str, value: object, flag: str) -> SourceSpec:
+    """``spec`` with its typed keys' ``key`` set to ``value``: a kind that declares the
+    flag applies (``timed``, ``cuts_lengths``) must hold the key in its typed keys."""
     own = spec.own_keys
     if own is None or key not in own_key_names(type(own)):
-        return spec
+        raise DatasetError(
+            f"{flag}: the {spec.kind} source kind declares that it applies, but its typed "
+            f"keys (parse_keys) have no {key!r} field to take it (docs/plugins.md)"
+        )
     return replace(spec, own_keys=replace(cast(Any, own), **{key: value}))
 
 
