@@ -99,8 +99,7 @@ class Runner:
         """True while the user has paused the load (the dashboard's ``p``)."""
         self._stop_signals = 0
         self._interrupted = False
-        self.ended_by: str | None = None
-        """Why a stop rule ended the load (``end_load``), if one did."""
+        self._load_ended = False  # a stop rule's end_load; its hook keeps the reason
         self._client: Client | None = None
         self._next_index = 0
         self._measured = 0
@@ -125,8 +124,7 @@ class Runner:
 
     def end_load(self, reason: str) -> None:
         """A stop rule fired: no more units; in-flight ones get the grace period."""
-        if self.ended_by is None:
-            self.ended_by = reason
+        self._load_ended = True
         self.stop_event.set()
 
     def on_stop_signal(self) -> None:
@@ -243,9 +241,7 @@ class Runner:
     # -- what the loops ask ----------------------------------------------------------------
     def take_index(self, intended_ns: int) -> int | None:
         """The next unit's index, or None when the plan has ended (then stops the run)."""
-        state = StopState(
-            intended_ns, self._measured, self._interrupted or self.ended_by is not None
-        )
+        state = StopState(intended_ns, self._measured, self._interrupted or self._load_ended)
         decision = decide(self._plan, state)
         if not decision.go:
             self.stop_event.set()
