@@ -30,6 +30,19 @@ else
     echo "test: no chromium (apt-get install chromium); the browser test will be skipped"
 fi
 
+# The live outputs' test scrapes a run with Debian's Prometheus and pushes to its
+# Pushgateway: installed where apt can, and then required; elsewhere the test skips.
+if ! command -v prometheus-pushgateway >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -qq prometheus prometheus-pushgateway >/dev/null 2>&1 \
+        || (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq prometheus prometheus-pushgateway >/dev/null 2>&1) \
+        || echo "test: could not install prometheus; the live outputs' test will be skipped"
+fi
+if command -v prometheus >/dev/null 2>&1 && command -v prometheus-pushgateway >/dev/null 2>&1; then
+    export LOADTEST_REQUIRE_PROMETHEUS=1
+else
+    echo "test: no prometheus (apt-get install prometheus prometheus-pushgateway); its test will be skipped"
+fi
+
 # The extras were just installed, so the tests against llama.cpp and Ray must run.
 export LOADTEST_REQUIRE_LLAMA=1 LOADTEST_REQUIRE_RAY=1 LOADTEST_REQUIRE_BFCL=1
 ruff check loadtest tests benchmarks

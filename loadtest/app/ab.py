@@ -135,7 +135,12 @@ def run_ab_many(
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
         run_dir = folder / side / f"{stamp}-{name}-{len(runs[side]) + 1:02d}"
         options = dataclasses.replace(
-            base, out=str(folder / side), run_dir=str(run_dir), record_outputs=True, label=label
+            base,
+            out=str(folder / side),
+            run_dir=str(run_dir),
+            record_outputs=True,
+            label=label,
+            live_labels=(*base.live_labels, ("side", side)),
         )
         run_dir, interrupted = run_side(sides[side], options, run)
         data = load_run(run_dir)

@@ -130,7 +130,10 @@ def run_ab_sweep(
     for i, load in enumerate(plan.steps):
         say(f"step {i + 1}/{len(plan.steps)}: {plan.kind} {load:g}")
         over = {"concurrency": int(load)} if plan.kind == "concurrency" else {"rate": load}
-        options = dataclasses.replace(base, label=step_label(plan.kind, load), **over)
+        labels = (*base.live_labels, ("step", f"{load:g}"))
+        options = dataclasses.replace(
+            base, label=step_label(plan.kind, load), live_labels=labels, **over
+        )
         step_folder = folder / f"step-{i:02d}-{load:g}"
         done, _, stopped = run_ab_many(
             options, sides, repeat, name, run, min_effect=min_effect, say=say, folder=step_folder

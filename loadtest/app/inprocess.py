@@ -71,11 +71,13 @@ def run_in_process(
     tls: ssl.SSLContext | bool,
     *,
     tui: bool,
+    live: bool = False,
 ) -> LocalRun:
     """Start the rig, build the runner and run it here, in the dashboard when ``tui``.
 
     ``prompts`` may still be loading: the rig's target, the deployment's simulator
-    processes and the prompts are waited for together.
+    processes and the prompts are waited for together. ``live``: write ``live.json``
+    once a second for the live outputs (``app.live``).
     """
 
     async def prepare() -> Runner:
@@ -117,10 +119,13 @@ def run_in_process(
     if tui:
         from loadtest.tui import DashboardProcess
 
+        live_dir = run_dir if live else None
         with DashboardProcess() as feed:
-            runner, outcome = run_here(prepare, options.uvloop, feed)
+            runner, outcome = run_here(prepare, options.uvloop, feed, live_dir=live_dir)
     else:
-        runner, outcome = run_here(prepare, options.uvloop, label=options.label)
+        runner, outcome = run_here(
+            prepare, options.uvloop, label=options.label, live_dir=run_dir if live else None
+        )
     return LocalRun(runner.config, outcome, runner.stale_retries)
 
 
@@ -169,6 +174,7 @@ def run_here(
     use_uvloop: bool,
     dashboard: DashboardFeed | None = None,
     label: str = "",
+    live_dir: Path | None = None,
 ) -> tuple[Runner, RunOutcome]:
     """Build the runner and run it in this process's event loop, to the end (``drive``),
     with Ctrl-C and SIGTERM stopping it."""
@@ -185,7 +191,7 @@ def run_here(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
         try:
-            return runner, await drive(runner, dashboard, label)
+            return runner, await drive(runner, dashboard, label, live_dir)
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
@@ -202,22 +208,33 @@ def run_here(
 
 
 async def drive(
-    runner: Runner, dashboard: DashboardFeed | None = None, label: str = ""
+    runner: Runner,
+    dashboard: DashboardFeed | None = None,
+    label: str = "",
+    live_dir: Path | None = None,
 ) -> RunOutcome:
     """Run the load with one task beside it: the ``dashboard``'s feed (its own process
-    draws), or without one a progress line every 5 s. The loop is the same either way."""
+    draws), or without one a progress line every 5 s. The loop is the same either way.
+    ``live_dir``: also write ``live.json`` there once a second (``app.live``)."""
     if dashboard is not None:
         await dashboard.open(runner)
-    side = asyncio.create_task(
-        _progress(runner, label) if dashboard is None else dashboard.serve(runner)
-    )
+    sides = [
+        asyncio.create_task(
+            _progress(runner, label) if dashboard is None else dashboard.serve(runner)
+        )
+    ]
+    if live_dir is not None:
+        from loadtest.app.live import write_live  # prometheus_client: only when asked
+
+        sides.append(asyncio.create_task(write_live(runner, live_dir)))
     try:
         log.debug("phase: load starts")
         outcome = await runner.run()
         log.debug("phase: load done")
     finally:
-        side.cancel()
-        await asyncio.gather(side, return_exceptions=True)
+        for side in sides:
+            side.cancel()
+        await asyncio.gather(*sides, return_exceptions=True)
     if dashboard is not None:
         await dashboard.finish(runner, outcome)
     return outcome

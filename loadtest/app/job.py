@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loadtest.app.console import log, say, use_tui
 from loadtest.app.coordinator import Coordinator, CoordinatorContext
@@ -31,6 +32,9 @@ from loadtest.report import build_summary, render_table, write_results
 from loadtest.report.blocks import render_blocks
 from loadtest.transport.client import discover_model
 from loadtest.transport.side import SideHttp
+
+if TYPE_CHECKING:
+    from loadtest.app.live import LiveExport
 
 __all__ = [
     "RunOptions",
@@ -95,8 +99,10 @@ def check_job(options: RunOptions, endpoint: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
-    """Run a whole job; returns the summary, the run directory and whether it was stopped."""
+def run_job(options: RunOptions, live: LiveExport | None = None) -> tuple[Summary, Path, bool]:
+    """Run a whole job; returns the summary, the run directory and whether it was stopped.
+
+    ``live``: the command's live outputs, shown this run once a second and its end."""
     plan = plan_run(options)
     options = plan.options
     for note in plan.notes:
@@ -107,10 +113,15 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
     # The prompts load in a thread while the simulator processes start: both take
     # about as long, and neither needs the other.
     loading = ThreadPoolExecutor(1, thread_name_prefix="loadtest-prompts")
+    labels = options.live_labels
+    if live is not None:
+        if options.ray:
+            say(["--ray: the live outputs show each run's final figures only"], warn=True)
+        live.watch(plan.run_dir.name, plan.scenario, deployment.endpoint, plan.run_dir, labels)
     try:
         prompts = loading.submit(load_prompts, plan.scenario)
         if plan.sharded:
-            ran = _run_workers(plan, deployment, prompts)
+            ran = _run_workers(plan, deployment, prompts, live is not None)
         else:
             ran = run_in_process(
                 plan.scenario,
@@ -120,6 +131,7 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
                 plan.run_dir,
                 plan.tls,
                 tui=use_tui(options.tui),
+                live=live is not None,
             )
     finally:
         loading.shutdown(wait=False, cancel_futures=True)
@@ -145,11 +157,18 @@ def run_job(options: RunOptions) -> tuple[Summary, Path, bool]:
         ran.stale_retries,
         show=options.print_results,
     )
+    if live is not None:
+        cfg = ran.config
+        metrics = ran.outcome.metrics
+        live.finish(cfg.run_dir.name, cfg.scenario, cfg.endpoint, metrics, summary, labels)
+        (cfg.run_dir / "live.json").unlink(missing_ok=True)  # the feed's, not a result
     log.debug("phase: results written")
     return summary, ran.config.run_dir, ran.outcome.interrupted
 
 
-def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> LocalRun:
+def _run_workers(
+    plan: RunPlan, dep: Deployment, prompts: Future[Prompts], live: bool = False
+) -> LocalRun:
     """N > 1: the model is found here once; the load runs in N workers, merged; the fault
     rig (the plan's timeline, the scrape, the managed target) runs once, here."""
     sc, options = plan.scenario, plan.options
@@ -188,7 +207,15 @@ def _run_workers(plan: RunPlan, dep: Deployment, prompts: Future[Prompts]) -> Lo
             dep.rig.on_hold = hold
 
         ran = run_workers(
-            configs, plan.run_dir, tls_spec, options.ray, dashboard, options.label, begin, hold_with
+            configs,
+            plan.run_dir,
+            tls_spec,
+            options.ray,
+            dashboard,
+            options.label,
+            begin,
+            hold_with,
+            live=live,
         )
     finally:
         coordinator.finish()

@@ -78,6 +78,8 @@ class RunOptions:
     source_addresses: tuple[str, ...] = ()
     """``--source-address``: local addresses the connections leave from, in turn, over
     the scenario's ``[load] source_addresses`` (empty: as the scenario says)."""
+    live_labels: tuple[tuple[str, str], ...] = ()
+    """Labels of this run's series in the live outputs: ``side`` (``ab``), ``step``."""
     uvloop: bool = False
     timeout: float | None = None
     """``--timeout``: the longest one request may take, send to end (``[timeouts] total_s``)."""

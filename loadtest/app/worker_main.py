@@ -294,11 +294,10 @@ async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:
 async def _progress(runner: Runner, run_dir: Path, live: bool) -> None:
     """Once a second: counters for progress lines; with ``live``, the metrics too.
 
-    ``live``: the parent shows a dashboard of all workers, built from each worker's
-    encoded histograms (``live.json``), merged as at the end of the run.
+    ``live``: the parent shows a dashboard of all workers, or feeds live outputs
+    (``app.live``), from each worker's encoded histograms (``live.json``), merged as at
+    the end of the run.
     """
-    from loadtest.measure.merge import encode_metrics
-
     while True:
         await asyncio.sleep(1.0)
         m = runner.metrics
@@ -312,12 +311,7 @@ async def _progress(runner: Runner, run_dir: Path, live: bool) -> None:
         }
         write_atomic(run_dir / "progress.json", orjson.dumps(state))
         if live:
-            snapshot = {
-                "metrics": encode_metrics(m),
-                "in_flight": runner.in_flight,
-                "measured": runner.measured,
-                "rate_history": m.rate_history[-120:],
-                "token_rate_history": m.token_rate_history[-120:],
-                "ttft_p95_history": m.ttft_p95_history[-120:],
-            }
+            from loadtest.app.live import live_snapshot
+
+            snapshot = await live_snapshot(runner)
             write_atomic(run_dir / "live.json", orjson.dumps(snapshot))

@@ -214,6 +214,7 @@ def run_workers(
     label: str = "",
     on_start_wall: Callable[[float], None] | None = None,
     hold_with: Callable[[HoldControl], None] | None = None,
+    live: bool = False,
 ) -> WorkersRun:
     """Run the workers (local processes, or Ray tasks), wait, merge.
 
@@ -222,8 +223,8 @@ def run_workers(
     ``label`` starts their progress lines (``Progress.label``); ``on_start_wall`` is
     told the workers' common start (wall clock) before they are started; ``hold_with``
     is handed how to hold the workers' load (``hold(down)``, the fault rig's
-    ``on_hold``) before the start: files for local workers, the control actor on Ray.
-    """
+    ``on_hold``) before the start: files for local workers, the control actor on Ray;
+    with ``live`` local workers write ``live.json`` for the live outputs (``app.live``)."""
     from loadtest.measure.merge import merge_metrics
 
     if ray_address is not None:
@@ -234,7 +235,7 @@ def run_workers(
     else:
         if hold_with is not None:
             hold_with(WorkerFilesHold([Path(c.run_dir) for c in configs]))
-        results, lost = _run_local(configs, tls, dashboard, label, on_start_wall)
+        results, lost = _run_local(configs, tls, dashboard, label, on_start_wall, live)
     scenario: Scenario = configs[0].scenario
     merged = merge_metrics(
         [r.metrics for r in results],
@@ -262,6 +263,7 @@ def _run_local(
     dashboard: tuple[str, str] | None = None,
     label: str = "",
     on_start_wall: Callable[[float], None] | None = None,
+    live: bool = False,
 ) -> tuple[list[WorkerResult], list[LostWorker]]:
     ctx = _start_context()
     n = len(configs)
@@ -272,7 +274,7 @@ def _run_local(
                 WorkerJob(
                     cfg,
                     tls,
-                    live=dashboard is not None,
+                    live=dashboard is not None or live,
                     index=i,
                     workers=n,
                     run_seed=configs[0].scenario.seed,  # worker 0 keeps the run's seed

@@ -13,7 +13,13 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
+from loadtest.cli.flags import (
+    add_load_flags,
+    add_output_flags,
+    add_run_flags,
+    open_live,
+    run_options,
+)
 from loadtest.cli.parser import Parser
 from loadtest.errors import UsageError
 
@@ -143,20 +149,26 @@ def run_ab_command(args: argparse.Namespace) -> int:
         return _check(base, plan, repeat, sides, budget_note, args.min_effect / 100)
     reasons: list[str] = []  # the windows of either side that fail --fail-on, by run
 
+    live = open_live(args)
+
     def run(options: RunOptions) -> tuple[Summary, Path, bool]:
-        summary, folder, stopped = run_job(options)
+        summary, folder, stopped = run_job(options, live)
         judged = [*fault_reasons(summary, windows), *stop_reasons(summary)]
         reasons.extend(f"{options.label}: {r}" for r in judged)
         return summary, folder, stopped
 
-    if plan is not None:
-        if budget_note:
-            print(budget_note)
-        args.repeat = repeat
-        return _sweep(args, base, sides, plan, point, name, run, reasons, memory, budget_note)
-    result, folder, stopped = run_ab(
-        base, sides, args.repeat, name, run, min_effect=args.min_effect / 100
-    )
+    try:
+        if plan is not None:
+            if budget_note:
+                print(budget_note)
+            args.repeat = repeat
+            return _sweep(args, base, sides, plan, point, name, run, reasons, memory, budget_note)
+        result, folder, stopped = run_ab(
+            base, sides, args.repeat, name, run, min_effect=args.min_effect / 100
+        )
+    finally:
+        if live is not None:
+            live.close()
     if "metrics" in result:
         print(render_comparison(result))
         print(f"prompt cache: {result['prompt_cache']}")

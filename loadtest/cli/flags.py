@@ -16,9 +16,18 @@ from typing import TYPE_CHECKING, Any
 from loadtest.errors import UsageError
 
 if TYPE_CHECKING:
+    from loadtest.app.live import LiveExport
     from loadtest.app.options import RunOptions
 
-__all__ = ["add_load_flags", "add_output_flags", "add_run_flags", "run_options"]
+__all__ = [
+    "add_live_flags",
+    "add_load_flags",
+    "add_output_flags",
+    "add_run_flags",
+    "live_outputs_asked",
+    "open_live",
+    "run_options",
+]
 
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
@@ -40,6 +49,41 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
         help="open loop at R requests/s (Poisson unless "
         "the scenario names another arrival process)",
     )
+
+
+def add_live_flags(p: argparse.ArgumentParser) -> None:
+    """Each registered live output kind's own flag (``--prometheus HOST:PORT``...)."""
+    from loadtest.live.outputs import LIVE_OUTPUTS
+
+    g = p.add_argument_group("live outputs (while the runs go; docs/live.md)")
+    for name in LIVE_OUTPUTS.names():
+        try:
+            kind = LIVE_OUTPUTS.load(name)
+        except UsageError as exc:
+            # One broken plugin must not break every command: its flag stays, and
+            # giving it says why it cannot be used (LiveExport.open loads it again).
+            g.add_argument(f"--{name}", dest=f"live_{name}", metavar="VALUE", help=str(exc))
+            continue
+        g.add_argument(kind.flag, dest=f"live_{name}", metavar=kind.metavar, help=kind.help)
+
+
+def live_outputs_asked(args: argparse.Namespace) -> dict[str, str]:
+    """The live outputs the flags asked for: kind name -> the flag's value."""
+    asked = {}
+    for key, value in vars(args).items():
+        if key.startswith("live_") and value is not None:
+            asked[key.removeprefix("live_")] = value
+    return asked
+
+
+def open_live(args: argparse.Namespace) -> LiveExport | None:
+    """The command's live outputs, opened (a server listening); None when none asked."""
+    asked = live_outputs_asked(args)
+    if not asked:
+        return None
+    from loadtest.app.live import LiveExport
+
+    return LiveExport.open(asked)
 
 
 def add_run_flags(p: argparse.ArgumentParser, *, fail_on_slower: bool = False) -> None:
@@ -68,6 +112,7 @@ def add_run_flags(p: argparse.ArgumentParser, *, fail_on_slower: bool = False) -
     p.add_argument("--out", default="out", help="results folder (default: out)")
     p.add_argument("--seed", type=int, help="seed of prompt choice and arrivals")
     _timeout_flags(p)
+    add_live_flags(p)
     _access_flags(p)
     p.add_argument(
         "--slo",

@@ -13,11 +13,22 @@ from loadtest.cli.catalogue import (
     add_catalogue_commands,
     run_catalogue_command,
 )
-from loadtest.cli.flags import add_load_flags, add_output_flags, add_run_flags, run_options
+from loadtest.cli.flags import (
+    add_load_flags,
+    add_output_flags,
+    add_run_flags,
+    open_live,
+    run_options,
+)
 from loadtest.cli.llama_flags import add_llama_flags, add_vllm_flags
 from loadtest.cli.logs import configure_logging
 from loadtest.cli.parser import Parser
-from loadtest.cli.plugins import add_plugins_command, run_plugins_command
+from loadtest.cli.plugins import (
+    add_grafana_command,
+    add_plugins_command,
+    run_grafana_command,
+    run_plugins_command,
+)
 from loadtest.cli.sim_flags import add_sim_flags
 from loadtest.cli.summarize import add_summarize, summarize
 from loadtest.errors import LoadtestError, ResultFileError, ScenarioError, UsageError
@@ -132,6 +143,7 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     add_vllm_flags(sub, out)
     add_catalogue_commands(sub, out)
     add_plugins_command(sub, out)
+    add_grafana_command(sub, out)
 
     if sim_flags:
         add_sim_flags(sim)
@@ -158,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve_vllm(args)
         if args.command == "plugins":
             return run_plugins_command(args)
+        if args.command == "grafana":
+            return run_grafana_command(args)
         if args.command in CATALOGUE_COMMANDS:
             return run_catalogue_command(args)
         if args.command == "compare":
@@ -219,7 +233,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.check:
         print(check_job(options))
         return EXIT_OK
-    summary, _, interrupted = run_job(options)
+    live = open_live(args)
+    try:
+        summary, _, interrupted = run_job(options, live)
+    finally:
+        if live is not None:
+            live.close()
     if interrupted:
         return EXIT_INTERRUPTED
     from loadtest.cli.exits import closing
@@ -245,10 +264,15 @@ def _sweep(args: argparse.Namespace) -> int:
     base = run_options(args)
     reasons: list[str] = []  # why each step would exit 1, named by its load
 
+    live = open_live(args)
+
     def step(load: float, out: Path) -> tuple[Summary, bool]:
         over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
-        step_options = replace(base, run_dir=str(out), print_results=False, **over)
-        summary, _, interrupted = run_job(step_options)
+        labels = (*base.live_labels, ("step", f"{load:g}"))
+        step_options = replace(
+            base, run_dir=str(out), print_results=False, live_labels=labels, **over
+        )
+        summary, _, interrupted = run_job(step_options, live)
         reasons.extend(f"{kind} {load:g}: {r}" for r in run_reasons(summary, args.fail_on))
         said, need = step_slo(summary)
         untold = any(c.get("verdict") == "inconclusive" for c in summary["slo"]["checks"])
@@ -258,7 +282,11 @@ def _sweep(args: argparse.Namespace) -> int:
         return summary, interrupted
 
     name = Path(base.scenario).stem if base.scenario else "mixed"
-    result, folder, stopped = run_sweep(plan, Path(base.out), name, step)
+    try:
+        result, folder, stopped = run_sweep(plan, Path(base.out), name, step)
+    finally:
+        if live is not None:
+            live.close()
     print(render_capacity(result))
     print(f"\ncapacity: {folder / 'capacity.csv'}")
     return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_SLO_MISSED)

@@ -7,7 +7,12 @@ import argparse
 
 from loadtest.cli.parser import Parser
 
-__all__ = ["add_plugins_command", "run_plugins_command"]
+__all__ = [
+    "add_grafana_command",
+    "add_plugins_command",
+    "run_grafana_command",
+    "run_plugins_command",
+]
 
 
 def add_plugins_command(sub: argparse._SubParsersAction[Parser], out: Parser) -> None:
@@ -20,6 +25,26 @@ def add_plugins_command(sub: argparse._SubParsersAction[Parser], out: Parser) ->
     )
 
 
+def add_grafana_command(sub: argparse._SubParsersAction[Parser], out: Parser) -> None:
+    """``loadtest grafana``: the live outputs' dashboard, on stdout."""
+    sub.add_parser(
+        "grafana",
+        parents=[out],
+        help="print the Grafana dashboard of the live figures (--prometheus) as JSON: "
+        "loadtest grafana > dashboard.json, then import it in Grafana",
+    )
+
+
+def run_grafana_command(args: argparse.Namespace) -> int:
+    """Print the dashboard's JSON model."""
+    import json
+
+    from loadtest.live.grafana import dashboard
+
+    print(json.dumps(dashboard(), indent=2))
+    return 0
+
+
 def run_plugins_command(args: argparse.Namespace) -> int:
     """Print each group's plugins; 1 when one of them cannot be loaded."""
     # Importing the modules that own the extension points makes their registries.
@@ -29,6 +54,7 @@ def run_plugins_command(args: argparse.Namespace) -> int:
     import loadtest.config.tables
     import loadtest.features.faults.registry
     import loadtest.features.workload_kinds
+    import loadtest.live.outputs
     import loadtest.model.blocks
     import loadtest.report.outputs  # noqa: F401
     from loadtest.registry import DISABLE_ENV, registries

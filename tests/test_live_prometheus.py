@@ -1,0 +1,320 @@
+"""The live outputs against a real Prometheus and a real Pushgateway (Debian's packages).
+
+Prometheus scrapes loadtest's ``--prometheus`` endpoint and the simulator (vLLM's metric
+names) every 0.5 s while a run goes; the test then asks Prometheus' HTTP API, at the
+time of the last scrape of the run, what a Grafana panel would: the exact percentiles
+equal summary.json's, ``histogram_quantile`` over the buckets lies within one bucket of
+them, the counts are equal, and every query of the shipped dashboard returns data.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadtest.live.families import BUCKETS_S
+from loadtest.live.grafana import ANNOTATION, dashboard, panel_queries
+from tests.conftest import loadtest_here, tool_source
+
+REQUIRED = os.environ.get("LOADTEST_REQUIRE_PROMETHEUS") == "1"
+PROMETHEUS = shutil.which("prometheus")
+PUSHGATEWAY = shutil.which("prometheus-pushgateway")
+
+pytestmark = pytest.mark.skipif(
+    not (PROMETHEUS and PUSHGATEWAY) and not REQUIRED,
+    reason="Debian's prometheus and prometheus-pushgateway are not installed "
+    "(scripts/test.sh installs them where apt can)",
+)
+
+SCENARIO = """
+name = "live"
+max_tokens = 24
+[[sources]]
+kind = "inline"
+category = "chat"
+prompts = ["a", "b", "c", "d"]
+[[sources]]
+kind = "jsonl"
+category = "tools"
+path = "{tools}"
+[load]
+concurrency = 4
+duration_s = {duration}
+warmup_s = 0.5
+[slo]
+ttft_ms.p95 = 5000
+itl_ms.p95 = 5000
+tpot_ms.p95 = 5000
+e2e_ms.p95 = 10000
+tool_call_ms.p95 = 10000
+[[faults.events]]
+kind = "cancel"
+name = "cancel some"
+at_s = 1.0
+duration_s = 1.5
+fraction = 0.5
+after_tokens = 2
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{what} exited ({proc.returncode})"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not listen on {port} in 30 s")
+
+
+class Stack:
+    """Prometheus, a Pushgateway and a simulator, on free loopback ports."""
+
+    def __init__(self, folder: Path) -> None:
+        self.sim, self.prom, self.gateway = _free_port(), _free_port(), _free_port()
+        self.exporters = [_free_port(), _free_port()]
+        targets = ", ".join(f'"127.0.0.1:{p}"' for p in [*self.exporters, self.sim])
+        config = folder / "prometheus.yml"
+        config.write_text(
+            "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n"
+            f"scrape_configs:\n  - job_name: loadtest\n    static_configs:\n"
+            f"      - targets: [{targets}]\n"
+            f"  - job_name: pushgateway\n    honor_labels: true\n    static_configs:\n"
+            f'      - targets: ["127.0.0.1:{self.gateway}"]\n'
+        )
+        assert PROMETHEUS and PUSHGATEWAY, "install prometheus and prometheus-pushgateway"
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "loadtest", "sim", "--port", str(self.sim), "--spec"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ),
+            subprocess.Popen(
+                [
+                    PROMETHEUS,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={folder / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{self.prom}",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ),
+            subprocess.Popen(
+                [PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{self.gateway}"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            ),
+        ]
+        for port, proc, what in zip(
+            (self.sim, self.prom, self.gateway),
+            self.procs,
+            ("sim", "prometheus", "gateway"),
+            strict=True,
+        ):
+            _wait_listening(port, proc, what)
+        # Listening is not scraping yet: wait for Prometheus' first scrape of the sim.
+        deadline = time.monotonic() + 30
+        while not self.query(f'up{{instance="127.0.0.1:{self.sim}"}} == 1', time.time()):
+            assert time.monotonic() < deadline, "Prometheus did not scrape the simulator"
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    def api(self, path: str, **params: Any) -> Any:
+        url = f"http://127.0.0.1:{self.prom}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.loads(r.read())
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str, at: float) -> list[dict[str, Any]]:
+        return list(self.api("query", query=expr, time=at)["result"])
+
+    def value(self, expr: str, at: float) -> float:
+        result = self.query(expr, at)
+        assert len(result) == 1, (expr, result)
+        return float(result[0]["value"][1])
+
+    def last_scrape(self, expr: str, since: float) -> float:
+        """When ``expr`` (a 0/1 series) was last 1: the time of the run's last scrape."""
+        deadline = time.monotonic() + 5  # a scrape is stored a moment after it is read
+        while True:
+            data = self.api("query_range", query=expr, start=since, end=time.time(), step=0.25)
+            times = [float(t) for s in data["result"] for t, v in s["values"] if float(v) == 1]
+            if times:
+                return max(times)
+            assert time.monotonic() < deadline, f"{expr}: never 1 between {since} and now"
+            time.sleep(0.25)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    s = Stack(tmp_path_factory.mktemp("prometheus"))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _run(stack: Stack, tmp: Path, *flags: str, duration: float = 4.0) -> dict[str, Any]:
+    scenario = tmp / "live.toml"
+    tools = tool_source(tmp)["path"]
+    scenario.write_text(SCENARIO.format(duration=duration, tools=tools))
+    out = tmp / "out"
+    argv = ["run", str(scenario), "--endpoint", f"http://127.0.0.1:{stack.sim}"]
+    done = loadtest_here(*argv, "--no-tui", "--out", str(out), *flags)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = out.iterdir()
+    summary: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
+    return summary
+
+
+def _bucket(v: float) -> int:
+    return bisect.bisect_left(BUCKETS_S, v)
+
+
+def _check_against_summary(stack: Stack, summary: dict[str, Any], at: float, sel: str) -> None:
+    """The scrape at ``at`` says what summary.json says."""
+    req = summary["requests"]
+    for outcome in ("ok", "failed", "cancelled"):
+        got = stack.value(f'loadtest_requests_total{{{sel}outcome="{outcome}"}}', at)
+        assert got == req[outcome], outcome
+    assert req["cancelled"] > 0  # the fault window cancelled streams: counted apart
+    for metric, name in (("ttft_ms", "ttft"), ("e2e_ms", "e2e"), ("itl_ms", "itl")):
+        stats = summary["metrics"][metric]
+        base = f"loadtest_{name}_seconds"
+        assert stack.value(f'{base}_count{{{sel}category="all"}}', at) == stats["count"]
+        for q, key in (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99")):
+            exact = stack.value(
+                f'{base}_exact{{{sel}category="all",window="run",quantile="{q}"}}', at
+            )
+            assert exact == pytest.approx(stats[key] / 1e3, abs=1e-9), (metric, key)
+            bucketed = stack.value(
+                f'histogram_quantile({q}, {base}_bucket{{{sel}category="all"}})', at
+            )
+            # Within one bucket of the exact figure: the buckets' own resolution.
+            assert abs(_bucket(bucketed) - _bucket(stats[key] / 1e3)) <= 1, (metric, key)
+    for category, block in summary["by_category"].items():
+        n = block["metrics"]["ttft_ms"]["count"]
+        assert stack.value(f'loadtest_ttft_seconds_count{{{sel}category="{category}"}}', at) == n
+
+
+def test_prometheus_scrapes_the_run_and_its_final_figures_are_the_summarys(
+    stack: Stack, tmp_path: Path
+) -> None:
+    started = time.time()
+    port = stack.exporters[0]
+    summary = _run(stack, tmp_path, "--prometheus", f"127.0.0.1:{port}")
+    sel = f'instance="127.0.0.1:{port}",'
+    end = stack.last_scrape(f'loadtest_run_phase{{{sel}phase="ended"}}', started)
+    _check_against_summary(stack, summary, end, sel)
+    # While it ran, the run was seen measuring with requests in flight, and the fault
+    # window active for a while.
+    seen = stack.api(
+        "query_range",
+        query=f"max_over_time(loadtest_in_flight_requests{{{sel[:-1]}}}[30s])",
+        start=end,
+        end=end,
+        step=1,
+    )["result"]
+    assert float(seen[0]["values"][-1][1]) > 0
+    windows = stack.api("query_range", query=ANNOTATION, start=started, end=end, step=0.25)[
+        "result"
+    ]
+    assert windows and windows[0]["metric"]["window"] == "cancel some"
+    # Every query of the shipped dashboard returns data for this run (the engine's
+    # panels from the simulator's vLLM names).
+    empty = []
+    for title, expr in panel_queries(dashboard()):
+        q = expr.replace("$category", "all").replace("$__rate_interval", "5s")
+        if not stack.query(q, end - 0.5):
+            empty.append(f"{title}: {q}")
+    assert not empty, "\n".join(empty)
+
+
+def test_workers_export_the_merged_run_and_the_gateway_gets_its_end(
+    stack: Stack, tmp_path: Path
+) -> None:
+    started = time.time()
+    port = stack.exporters[1]
+    gateway = f"http://127.0.0.1:{stack.gateway}"
+    summary = _run(
+        stack,
+        tmp_path,
+        "--workers",
+        "2",
+        "--prometheus",
+        f"127.0.0.1:{port}",
+        "--pushgateway",
+        gateway,
+    )
+    sel = f'instance="127.0.0.1:{port}",'
+    end = stack.last_scrape(f'loadtest_run_phase{{{sel}phase="ended"}}', started)
+    _check_against_summary(stack, summary, end, sel)
+    # The gateway holds the run's end, grouped by its run id; Prometheus scraped it.
+    run_id = summary["run"]["id"]
+    pushed = f'job="loadtest",run_id="{run_id}",'
+    deadline = time.monotonic() + 10
+    while not stack.query(f"loadtest_requests_total{{{pushed[:-1]}}}", time.time()):
+        assert time.monotonic() < deadline, "Prometheus never scraped the pushed run"
+        time.sleep(0.5)
+    _check_against_summary(stack, summary, time.time(), pushed)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--prometheus", "nowhere"], "--prometheus 'nowhere': give HOST:PORT"),
+        (["--pushgateway", "gateway:9091"], "--pushgateway 'gateway:9091': give the gateway's URL"),
+    ],
+)
+def test_a_wrong_live_output_is_a_usage_error(flags: list[str], said: str, tmp_path: Path) -> None:
+    done = loadtest_here("run", "--requests", "1", "--out", str(tmp_path), "--no-tui", *flags)
+    assert done.returncode == 2 and said in done.stderr
+    assert not list(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_a_port_in_use_is_named(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = loadtest_here(
+            "run",
+            "--requests",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--no-tui",
+            "--prometheus",
+            f"127.0.0.1:{port}",
+        )
+    assert done.returncode == 2
+    assert f"--prometheus 127.0.0.1:{port}: cannot listen there" in done.stderr
