@@ -65,7 +65,7 @@ kind = "cancel"
 name = "cancel some"
 at_s = 1.0
 duration_s = 1.5
-fraction = 0.5
+fraction = 1.0
 after_tokens = 2
 """
 
@@ -120,7 +120,13 @@ class Stack:
                 stderr=subprocess.DEVNULL,
             ),
             subprocess.Popen(
-                [PUSHGATEWAY, f"--web.listen-address=127.0.0.1:{self.gateway}"],
+                [
+                    PUSHGATEWAY,
+                    f"--web.listen-address=127.0.0.1:{self.gateway}",
+                    # Debian's build persists to one file in /var/lib by default: a
+                    # gateway of an earlier session would bring back its groups.
+                    f"--persistence.file={folder / 'gateway.data'}",
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             ),
@@ -318,3 +324,34 @@ def test_a_port_in_use_is_named(tmp_path: Path) -> None:
         )
     assert done.returncode == 2
     assert f"--prometheus 127.0.0.1:{port}: cannot listen there" in done.stderr
+
+
+def test_each_sweep_step_is_pushed_apart_with_its_step_label(stack: Stack, tmp_path: Path) -> None:
+    scenario = tmp_path / "live.toml"
+    scenario.write_text(SCENARIO.format(duration=1.5, tools=tool_source(tmp_path)["path"]))
+    gateway = f"http://127.0.0.1:{stack.gateway}"
+    argv = ["sweep", str(scenario), "--endpoint", f"http://127.0.0.1:{stack.sim}"]
+    done = loadtest_here(
+        *argv,
+        "--concurrency",
+        "1,2",
+        "--no-tui",
+        "--out",
+        str(tmp_path / "out"),
+        "--pushgateway",
+        gateway,
+    )
+    assert done.returncode in (0, 1), done.stderr  # 1: too few requests for the SLOs
+    steps = sorted((tmp_path / "out").glob("*/step-*/summary.json"))
+    assert len(steps) == 2
+    for path in steps:
+        summary = json.loads(path.read_text())
+        load = summary["run"]["load"]["concurrency"]
+        # The step's folder under --out: two sweeps' steps (step-00-1) stay apart.
+        run_id = path.parent.relative_to(tmp_path / "out").as_posix()
+        sel = f'job="loadtest",run_id="{run_id}",step="{load:g}",'
+        deadline = time.monotonic() + 10
+        while not stack.query(f"loadtest_requests_total{{{sel[:-1]}}}", time.time()):
+            assert time.monotonic() < deadline, f"step {load}: never pushed and scraped"
+            time.sleep(0.5)
+        _check_against_summary(stack, summary, time.time(), sel)

@@ -117,7 +117,8 @@ def run_job(options: RunOptions, live: LiveExport | None = None) -> tuple[Summar
     if live is not None:
         if options.ray:
             say(["--ray: the live outputs show each run's final figures only"], warn=True)
-        live.watch(plan.run_dir.name, plan.scenario, deployment.endpoint, plan.run_dir, labels)
+        live_id = live_run_id(plan.run_dir, options.out)
+        live.watch(live_id, plan.scenario, deployment.endpoint, plan.run_dir, labels)
     try:
         prompts = loading.submit(load_prompts, plan.scenario)
         if plan.sharded:
@@ -160,10 +161,20 @@ def run_job(options: RunOptions, live: LiveExport | None = None) -> tuple[Summar
     if live is not None:
         cfg = ran.config
         metrics = ran.outcome.metrics
-        live.finish(cfg.run_dir.name, cfg.scenario, cfg.endpoint, metrics, summary, labels)
+        live_id = live_run_id(cfg.run_dir, options.out)
+        live.finish(live_id, cfg.scenario, cfg.endpoint, metrics, summary, labels)
         (cfg.run_dir / "live.json").unlink(missing_ok=True)  # the feed's, not a result
     log.debug("phase: results written")
     return summary, ran.config.run_dir, ran.outcome.interrupted
+
+
+def live_run_id(run_dir: Path, out: str) -> str:
+    """The run's id in the live outputs: its folder under the results folder, so that a
+    sweep's step (``<sweep>/step-00-1``) or an ab's run is told from another sweep's."""
+    try:
+        return run_dir.resolve().relative_to(Path(out).resolve()).as_posix()
+    except ValueError:
+        return run_dir.name
 
 
 def _run_workers(
