@@ -34,6 +34,7 @@ from loadtest.measure.merge import EncodedMetrics, encode_metrics_steps, merge_m
 from loadtest.measure.recorders import Metrics
 from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import Summary
+from loadtest.report.summary import judged_metrics
 
 __all__ = ["LIVE_FILE", "LiveExport", "LiveFile", "live_snapshot", "origin", "write_live"]
 
@@ -78,7 +79,9 @@ async def live_snapshot(runner: Runner) -> LiveFile:
     """What ``live.json`` holds: the encoded metrics (a histogram per loop turn) and the
     counters a view needs."""
     m = runner.metrics
-    steps = encode_metrics_steps(m)
+    # Only the histograms a view reads: the exported latencies and what the SLOs and the
+    # driver's health judge (the dashboard of a --workers run reads a subset of these).
+    steps = encode_metrics_steps(m, {*EXPORTED, *judged_metrics(runner.scenario.slo)})
     while True:
         try:
             next(steps)

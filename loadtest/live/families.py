@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
+from hdrh.histogram import HdrHistogram
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -38,7 +39,9 @@ __all__ = [
     "BUCKETS_S",
     "EXPORTED",
     "PREFIX",
+    "cumulative_buckets",
     "families",
+    "loadtest_version",
     "series_name",
 ]
 
@@ -62,7 +65,20 @@ def series_name(metric: str) -> str:
     return f"{PREFIX}_{base}{corrected}_seconds"
 
 
-def _loadtest_version() -> str:
+_BOUNDS_US = np.array([b * 1e6 for b in BUCKETS_S])
+
+
+def cumulative_buckets(h: HdrHistogram) -> np.ndarray:
+    """How many of ``h``'s values are at most each of ``BUCKETS_S`` (a value counts once
+    its HDR bucket's highest equivalent value is within the bound: 0.1% resolution)."""
+    _, highest, counts = bucket_arrays(h)
+    cum = np.cumsum(counts)
+    at = np.searchsorted(highest, _BOUNDS_US, side="right")
+    below: np.ndarray = np.where(at > 0, cum[np.maximum(at - 1, 0)], 0)
+    return below
+
+
+def loadtest_version() -> str:
     try:
         return version("loadtest")
     except PackageNotFoundError:  # a checkout run without an install
@@ -89,7 +105,7 @@ def _info(view: LiveView, names: list[str], values: list[str]) -> Iterator[Metri
             "scenario": view.scenario.name,
             "seed": str(view.scenario.seed),
             "endpoint": view.endpoint,
-            "version": _loadtest_version(),
+            "version": loadtest_version(),
         },
     )
     yield info
@@ -119,7 +135,6 @@ def _latencies(
     view: LiveView, recent: Mapping[SeriesKey, Sparse], names: list[str], values: list[str]
 ) -> Iterator[Metric]:
     sets = view.sets()
-    bounds_us = np.array([b * 1e6 for b in BUCKETS_S])
     for metric in EXPORTED:
         name = series_name(metric)
         hist = HistogramMetricFamily(
@@ -139,10 +154,7 @@ def _latencies(
             stats = metric_stats(h, ms.sums[metric])
             total_s = ms.sums[metric] / 1e6
             highest, counts = recent.get((category, metric), (np.empty(0), np.empty(0)))
-            _, all_highest, all_counts = bucket_arrays(h)
-            cum = np.cumsum(all_counts)
-            at = np.searchsorted(all_highest, bounds_us, side="right")
-            below = np.where(at > 0, cum[np.maximum(at - 1, 0)], 0)
+            below = cumulative_buckets(h)
             buckets = [(repr(b), float(c)) for b, c in zip(BUCKETS_S, below, strict=True)]
             hist.add_metric(labels, [*buckets, ("+Inf", float(n))], total_s)
             keys = dict(zip([*names, "category"], labels, strict=True))

@@ -8,13 +8,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from loadtest.errors import UsageError
+from loadtest.errors import MissingExtraError, UsageError
 
 if TYPE_CHECKING:
+    from loadtest.live.otlp import OtlpSender
     from loadtest.live.prometheus import MetricsServer
     from loadtest.live.pushgateway import Pusher
 
-__all__ = ["PROMETHEUS", "PUSHGATEWAY", "PrometheusKind", "PushgatewayKind", "parse_host_port"]
+__all__ = [
+    "OTLP",
+    "PROMETHEUS",
+    "PUSHGATEWAY",
+    "OtlpKind",
+    "PrometheusKind",
+    "PushgatewayKind",
+    "parse_host_port",
+]
 
 
 def parse_host_port(value: str, flag: str) -> tuple[str, int]:
@@ -65,5 +74,31 @@ class PushgatewayKind:
         return Pusher(value)
 
 
+@dataclass(frozen=True, slots=True)
+class OtlpKind:
+    """``--otlp URL``: the figures as OpenTelemetry metrics over OTLP/HTTP (``live.otlp``)."""
+
+    flag: str = "--otlp"
+    metavar: str = "URL"
+    help: str = (
+        "send the run's figures to the OTLP/HTTP collector at URL (/v1/metrics; "
+        "protobuf) every 5 s and at each run's end, with the GenAI metric names; "
+        "needs loadtest[otlp]"
+    )
+
+    def open(self, value: str) -> OtlpSender:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageError(
+                f"{self.flag} {value!r}: give the collector's URL, e.g. http://127.0.0.1:4318"
+            )
+        try:
+            from loadtest.live.otlp import OtlpSender
+        except ImportError as exc:
+            raise MissingExtraError(f"{self.flag} ({exc.name} is missing)", "otlp") from exc
+        return OtlpSender(value)
+
+
 PROMETHEUS = PrometheusKind()
+OTLP = OtlpKind()
 PUSHGATEWAY = PushgatewayKind()
