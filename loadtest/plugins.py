@@ -1,10 +1,10 @@
 """The one module a plugin imports: every type an extension point hands it or asks of it.
 
 A package that adds a prompt source, a workload, an arrival process, a fault kind, a
-scenario table, an output file or a summary block imports from here and nowhere else in
-loadtest; these names are stable, the modules behind them may move
-(``tests/test_public_api.py`` holds the list, and the test plugin package imports only
-this module). Each extension point is an entry-point group (``GROUPS``), checked on load
+scenario table, an output file, a summary block, a stop rule or a live output imports
+from here and nowhere else in loadtest; these names are stable, the modules behind them
+may move (``tests/test_public_api.py`` holds the list, and the test plugin package
+imports only this module). Each extension point is an entry-point group (``GROUPS``), checked on load
 against its protocol; ``loadtest plugins`` lists what is installed.
 
 The names load on first use (PEP 562): a plugin that needs a ``Table`` does not pay for
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     )
     from loadtest.features.faults.registry import FaultTable
     from loadtest.features.workload_kinds import Share, Workload, WorkloadKind
+    from loadtest.live.outputs import LiveOutput, LiveOutputKind
+    from loadtest.live.view import LiveView
     from loadtest.measure.recorders import Metrics
     from loadtest.model.blocks import BlockModel
     from loadtest.model.prompt import Prompt
@@ -76,6 +78,9 @@ __all__ = [
     "FaultTable",
     "FaultVerdict",
     "HookResult",
+    "LiveOutput",
+    "LiveOutputKind",
+    "LiveView",
     "LoadPart",
     "LoadShare",
     "LoadtestError",
@@ -122,6 +127,7 @@ GROUPS = {
     "loadtest.outputs": "files a finished run writes (OutputFile)",
     "loadtest.blocks": "summary blocks, by their key (BlockBase)",
     "loadtest.stops": "stop rules, by the kind of a [[load.stop]] table (StopRule)",
+    "loadtest.live": "live outputs, each with its own flag on run, sweep and ab (LiveOutputKind)",
 }
 """Every entry-point group loadtest reads, with what a plugin there must be."""
 
@@ -133,6 +139,9 @@ _HOME = {
     "SourcePlugin": "loadtest.config.sources",
     "TypedSource": "loadtest.config.sources",
     "RunSoFar": "loadtest.config.stop_rules",
+    "LiveOutput": "loadtest.live.outputs",
+    "LiveOutputKind": "loadtest.live.outputs",
+    "LiveView": "loadtest.live.view",
     "StopRule": "loadtest.config.stop_rules",
     "TableParser": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",

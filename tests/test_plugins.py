@@ -640,3 +640,43 @@ def test_every_registry_names_an_unknown_plugin_and_what_it_knows() -> None:
         text = str(info.value)
         assert text.startswith(said + " is installed (known: "), text
         assert all(name in text for name in known), text
+
+
+VIEWED = """name = "viewed"
+max_tokens = 8
+[[sources]]
+kind = "inline"
+prompts = ["a", "b", "c"]
+[load]
+concurrency = 3
+duration_s = 3
+warmup_s = 0.5
+[sim]
+ttft_ms = 5.0
+itl_ms = 2.0
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_live_output_has_its_flag_and_sees_the_run_go_and_end(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    log = tmp_path / "views.jsonl"
+    res, run_dir = _run(
+        installed, tmp_path, VIEWED, "--workers", str(workers), "--view-log", str(log)
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    lines = [orjson.loads(line) for line in log.read_text().splitlines()]
+    *going, last = lines
+    # Seen while it went (about once a second), from every process's live.json merged...
+    assert going and any(v["phase"] == "measuring" and v["sent"] > 0 for v in going)
+    assert all(v["run"] == run_dir.name for v in lines)
+    # ...and at its end, from the run's own metrics: the summary's count.
+    assert (
+        last["phase"] == "ended" and last["sent"] == last["summary_sent"] == s["requests"]["sent"]
+    )
+    assert last["series"] > 10  # it was handed the built families too
+    # Its own check of its value, as a usage error naming its flag.
+    res = _loadtest(installed, tmp_path, "run", "--requests", "1", "--view-log", "x.txt")
+    assert res.returncode == 2 and "--view-log 'x.txt': name a .jsonl file" in res.stderr

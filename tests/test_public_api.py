@@ -66,6 +66,7 @@ def test_the_plugin_api_is_one_module_whose_every_name_resolves() -> None:
         "loadtest.config.tables",
         "loadtest.features.faults.registry",
         "loadtest.features.workload_kinds",
+        "loadtest.live.outputs",
         "loadtest.model.blocks",
         "loadtest.report.outputs",
     ):
