@@ -4,8 +4,8 @@ A package that adds a prompt source, a workload, an arrival process, a fault kin
 scenario table, an output file, a summary block, a stop rule or a live output imports
 from here and nowhere else in loadtest; these names are stable, the modules behind them
 may move (``tests/test_public_api.py`` holds the list, and the test plugin package
-imports only this module). Each extension point is an entry-point group (``GROUPS``), checked on load
-against its protocol; ``loadtest plugins`` lists what is installed.
+imports only this module). Each extension point is an entry-point group (``GROUPS``),
+checked on load against its protocol; ``loadtest plugins`` lists what is installed.
 
 The names load on first use (PEP 562): a plugin that needs a ``Table`` does not pay for
 the report's imports.

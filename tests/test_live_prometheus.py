@@ -255,6 +255,18 @@ def test_prometheus_scrapes_the_run_and_its_final_figures_are_the_summarys(
         "result"
     ]
     assert windows and windows[0]["metric"]["window"] == "cancel some"
+    # The window was judged while the run went (so far), and at its end by the run.
+    for final in ("false", "true"):
+        judged = stack.api(
+            "query_range",
+            query=f'loadtest_fault_verdict{{{sel}final="{final}"}}',
+            start=started,
+            end=end,
+            step=0.25,
+        )["result"]
+        assert judged and judged[0]["metric"]["window"] == "cancel some", final
+    (said,) = stack.query(f'loadtest_fault_verdict{{{sel}final="true"}}', end)
+    assert said["metric"]["verdict"] == summary["faults"][0]["verdict"]
     # Every query of the shipped dashboard returns data for this run (the engine's
     # panels from the simulator's vLLM names).
     empty = []

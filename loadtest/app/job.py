@@ -118,7 +118,9 @@ def run_job(options: RunOptions, live: LiveExport | None = None) -> tuple[Summar
         if options.ray:
             say(["--ray: the live outputs show each run's final figures only"], warn=True)
         live_id = live_run_id(plan.run_dir, options.out)
-        live.watch(live_id, plan.scenario, deployment.endpoint, plan.run_dir, labels)
+        live.watch(
+            live_id, plan.scenario, deployment.endpoint, plan.run_dir, labels, deployment.rig
+        )
     try:
         prompts = loading.submit(load_prompts, plan.scenario)
         if plan.sharded:

@@ -14,6 +14,7 @@ output's last figures are summary.json's.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -27,6 +28,8 @@ import orjson
 
 from loadtest.config.scenario import Scenario
 from loadtest.engine.runner import Runner
+from loadtest.features.faults.rig import FaultRig, request_rows
+from loadtest.features.faults.verdict import judge_windows
 from loadtest.live.families import EXPORTED, families
 from loadtest.live.outputs import LIVE_OUTPUTS, LiveOutput
 from loadtest.live.view import LiveView, Phase, RecentWindow
@@ -34,6 +37,7 @@ from loadtest.measure.merge import EncodedMetrics, encode_metrics_steps, merge_m
 from loadtest.measure.recorders import Metrics
 from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import Summary
+from loadtest.model.verdict import FaultVerdict
 from loadtest.report.summary import judged_metrics
 
 __all__ = ["LIVE_FILE", "LiveExport", "LiveFile", "live_snapshot", "origin", "write_live"]
@@ -42,6 +46,8 @@ log = logging.getLogger("loadtest")
 
 LIVE_FILE = "live.json"
 EVERY_S = 1.0
+JUDGE_EVERY_S = 5.0
+"""How often the fault windows are judged while a run goes: each reads requests.jsonl."""
 
 
 def origin(url: str) -> str:
@@ -67,12 +73,13 @@ class LiveFile(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class _Watched:
-    """The run a view is of."""
+    """The run a view is of, and its fault rig (in this process in every mode)."""
 
     run_id: str
     scenario: Scenario
     endpoint: str
     labels: tuple[tuple[str, str], ...]
+    rig: FaultRig | None = None
 
 
 async def live_snapshot(runner: Runner) -> LiveFile:
@@ -141,12 +148,14 @@ class LiveExport:
         endpoint: str,
         run_dir: Path,
         labels: tuple[tuple[str, str], ...] = (),
+        rig: FaultRig | None = None,
     ) -> None:
-        """Show the run in ``run_dir`` once a second until ``finish``."""
+        """Show the run in ``run_dir`` once a second until ``finish``; with its ``rig``,
+        its fault windows judged on the requests so far every ``JUDGE_EVERY_S``."""
         self._unwatch()
         self._window.clear()
         self._stop.clear()
-        base = _Watched(run_id, scenario, origin(endpoint), labels)
+        base = _Watched(run_id, scenario, origin(endpoint), labels, rig)
         self._thread = threading.Thread(
             target=self._poll, args=(run_dir, base), name="loadtest-live", daemon=True
         )
@@ -185,11 +194,20 @@ class LiveExport:
             self._thread = None
 
     def _poll(self, run_dir: Path, base: _Watched) -> None:
+        faults: tuple[FaultVerdict, ...] = ()
+        judged_at, judged_marks = float("-inf"), 0
         while not self._stop.wait(EVERY_S):
             try:
                 view = _read_view(run_dir, base)
-                if view is not None:
-                    self._show(view)
+                if view is None:
+                    continue
+                # Every JUDGE_EVERY_S, and at once when a window starts or ends.
+                marks = _window_marks(base.rig)
+                due = time.monotonic() - judged_at >= JUDGE_EVERY_S or marks != judged_marks
+                if due and view.phase == "measuring":
+                    judged_at, judged_marks = time.monotonic(), marks
+                    faults = _judge_so_far(run_dir, base.rig)
+                self._show(dataclasses.replace(view, faults=faults))
             except Exception as exc:  # the run goes on whatever an output does
                 log.warning("live outputs: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
 
@@ -203,6 +221,29 @@ class LiveExport:
                 except Exception as exc:
                     log.warning("live output %s: %s", name, exc)
             self.views += 1
+
+
+def _window_marks(rig: FaultRig | None) -> int:
+    """How many window starts and ends the rig has seen."""
+    if rig is None:
+        return 0
+    return sum(("start_s" in o) + ("end_s" in o) for o in list(rig.observed))
+
+
+def _judge_so_far(run_dir: Path, rig: FaultRig | None) -> tuple[FaultVerdict, ...]:
+    """The fault windows as the summary would judge them on the requests so far (the
+    dashboard's provisional verdicts, by the same judge); none before a window began."""
+    if rig is None or not rig.plan.events:
+        return ()
+    observed = [o.copy() for o in rig.observed]  # the rig's loop may append meanwhile
+    if not any("start_s" in o for o in observed):
+        return ()
+    rows = [
+        *request_rows(run_dir),
+        *(r for d in sorted(run_dir.glob("worker-*")) for r in request_rows(d)),
+    ]
+    samples = list(rig.scraper.samples) if rig.scraper is not None else []
+    return tuple(judge_windows(rig.plan, observed, rows, samples))
 
 
 def _read_view(run_dir: Path, base: _Watched) -> LiveView | None:

@@ -16,7 +16,7 @@ categories leaves ``all`` out), plus the view's own labels (``side``, ``step``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
@@ -270,10 +270,11 @@ def _verdicts(view: LiveView, names: list[str], values: list[str]) -> Iterator[M
         labels=[*names, "window", "kind"],
     )
     judged = {(f["name"], f["kind"]): f["verdict"] for f in _judged(view)}
+    final = "true" if view.summary is not None else "false"
     verdicts = GaugeMetricFamily(
         f"{PREFIX}_fault_verdict",
-        "1 for each judged window's verdict",
-        labels=[*names, "window", "kind", "verdict"],
+        "1 for each window's verdict: so far (final=false) or the run's (final=true)",
+        labels=[*names, "window", "kind", "verdict", "final"],
     )
     for ev in events:
         now = view.elapsed_s
@@ -282,11 +283,12 @@ def _verdicts(view: LiveView, names: list[str], values: list[str]) -> Iterator[M
             state.add_metric([*values, ev.label, ev.kind, s], float(s == at))
         start.add_metric([*values, ev.label, ev.kind], ev.at_s)
         if (ev.label, ev.kind) in judged:
-            verdicts.add_metric([*values, ev.label, ev.kind, judged[ev.label, ev.kind]], 1.0)
+            said = judged[ev.label, ev.kind]
+            verdicts.add_metric([*values, ev.label, ev.kind, said, final], 1.0)
     yield state
     yield start
     yield verdicts
 
 
-def _judged(view: LiveView) -> list[FaultVerdict]:
-    return [] if view.summary is None else view.summary.get("faults", [])
+def _judged(view: LiveView) -> Sequence[FaultVerdict]:
+    return view.faults if view.summary is None else view.summary.get("faults", [])

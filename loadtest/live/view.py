@@ -19,6 +19,7 @@ from loadtest.config.scenario import Scenario
 from loadtest.measure.hdr import bucket_arrays, target_rank
 from loadtest.measure.recorders import Metrics, MetricSet
 from loadtest.model.summary import Summary
+from loadtest.model.verdict import FaultVerdict
 
 __all__ = ["ALL", "LiveView", "Phase", "RecentWindow", "SeriesKey", "Sparse", "window_counts"]
 
@@ -52,6 +53,9 @@ class LiveView:
     """Added to every series: ``side`` (``ab``), ``step`` (``sweep``)."""
     summary: Summary | None = None
     """The run's summary: set on the last view only."""
+    faults: tuple[FaultVerdict, ...] = ()
+    """The fault windows judged on the requests so far (while the run goes; at its end
+    the summary's own verdicts stand instead)."""
 
     @property
     def measured_s(self) -> float:
