@@ -16,10 +16,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -367,3 +368,56 @@ def test_each_sweep_step_is_pushed_apart_with_its_step_label(stack: Stack, tmp_p
             assert time.monotonic() < deadline, f"step {load}: never pushed and scraped"
             time.sleep(0.5)
         _check_against_summary(stack, summary, time.time(), sel)
+
+
+def test_openmetrics_is_served_when_asked_and_parses(tmp_path: Path) -> None:
+    """A scraper that asks for OpenMetrics gets it (``Accept``), and the official parser
+    reads every scrape; the last one is the run's end, with the api label."""
+    from prometheus_client.openmetrics import parser
+
+    parse: Callable[[str], Iterator[Any]] = parser.text_string_to_metric_families
+
+    scenario = tmp_path / "om.toml"
+    scenario.write_text(
+        'name = "om"\nmax_tokens = 8\n[[sources]]\nkind = "inline"\nprompts = ["a", "b"]\n'
+        "[load]\nconcurrency = 2\nduration_s = 2\nwarmup_s = 0\n[sim]\nttft_ms = 5.0\n"
+    )
+    port = _free_port()
+    scrapes: list[str] = []
+    stop = threading.Event()
+
+    def scrape() -> None:
+        url = f"http://127.0.0.1:{port}/metrics"
+        accept = {"Accept": "application/openmetrics-text; version=1.0.0"}
+        while not stop.wait(0.3):
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=accept)) as r:
+                    assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+                    scrapes.append(r.read().decode())
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=scrape, daemon=True)
+    thread.start()
+    try:
+        done = loadtest_here(
+            "run",
+            str(scenario),
+            "--no-tui",
+            "--out",
+            str(tmp_path / "out"),
+            "--prometheus",
+            f"127.0.0.1:{port}",
+        )
+    finally:
+        stop.set()
+        thread.join()
+    assert done.returncode == 0, done.stderr
+    assert scrapes
+    for text in scrapes:
+        list(parse(text))  # raises on a malformed exposition
+    families = {f.name: f for f in parse(scrapes[-1])}
+    phase = {s.labels["phase"]: s.value for s in families["loadtest_run_phase"].samples}
+    assert phase["ended"] == 1
+    ttft = [s for s in families["loadtest_ttft_seconds"].samples if s.name.endswith("_count")]
+    assert {s.labels["api"] for s in ttft} == {"chat"}

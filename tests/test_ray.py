@@ -310,12 +310,19 @@ def test_a_restart_on_the_cluster_holds_the_load_in_every_task(
 
 
 def _plugin_run(
-    ray_head: str, installed: Path, tmp_path: Path, scenario: str, *, ok: int = 0
+    ray_head: str,
+    installed: Path,
+    tmp_path: Path,
+    scenario: str,
+    *,
+    ok: int = 0,
+    flags: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     sc = tmp_path / "scenario.toml"
     sc.write_text(scenario)
     out = tmp_path / "out"
     argv = ["run", str(sc), "--no-tui", "--workers", "2", "--ray", ray_head, "--out", str(out)]
+    argv += flags
     res = subprocess.run(
         [sys.executable, "-m", "loadtest", *argv],
         cwd=tmp_path,
@@ -398,3 +405,18 @@ def test_a_plugin_stop_rule_is_judged_in_each_ray_task(
     assert 1 <= len(s["stopped"]) <= 2
     assert all(f["rule"] == "tokens" and "(budget 200)" in f["reason"] for f in s["stopped"])
     assert s["run"]["duration_s"] < 60 and "STOPPED EARLY" in res.stdout
+
+
+def test_a_live_output_sees_the_ray_tasks_run_as_it_goes(
+    ray_head: str, installed: Path, tmp_path: Path
+) -> None:
+    """Each task hands its live.json to the control actor; the parent writes them into
+    the tasks' folders here, where the live outputs read them (a plugin's, here)."""
+    from tests.test_plugins import VIEWED
+
+    log = tmp_path / "views.jsonl"
+    _, run_dir = _plugin_run(ray_head, installed, tmp_path, VIEWED, flags=("--view-log", str(log)))
+    s = orjson.loads((run_dir / "summary.json").read_bytes())
+    *going, last = [orjson.loads(line) for line in log.read_text().splitlines()]
+    assert any(v["phase"] == "measuring" and v["sent"] > 0 for v in going), going
+    assert last["phase"] == "ended" and last["sent"] == s["requests"]["sent"]

@@ -115,8 +115,6 @@ def run_job(options: RunOptions, live: LiveExport | None = None) -> tuple[Summar
     loading = ThreadPoolExecutor(1, thread_name_prefix="loadtest-prompts")
     labels = options.live_labels
     if live is not None:
-        if options.ray:
-            say(["--ray: the live outputs show each run's final figures only"], warn=True)
         live_id = live_run_id(plan.run_dir, options.out)
         live.watch(
             live_id, plan.scenario, deployment.endpoint, plan.run_dir, labels, deployment.rig

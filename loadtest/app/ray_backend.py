@@ -98,6 +98,16 @@ class _Hold:
             self._open = False
 
 
+def _write_lives(configs: list[RunConfig], lives: dict[int, bytes]) -> None:
+    """Each task's last ``live.json``, into its folder here (``app.live`` reads them)."""
+    from loadtest.model.atomic import write_atomic
+
+    for i, data in lives.items():
+        folder = Path(configs[i].run_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(folder / "live.json", data)
+
+
 def run_on_ray(
     configs: list[RunConfig],
     tls: tuple[str | None, bool],
@@ -105,8 +115,12 @@ def run_on_ray(
     on_first_stop: Callable[[], None],
     on_start_wall: Callable[[float], None] | None = None,
     hold_with: Callable[[HoldControl], None] | None = None,
+    live: bool = False,
 ) -> list[WorkerResult]:
     """Run one Ray task per config; returns their results, files written locally.
+
+    ``live``: each task hands its ``live.json`` to the control actor once a second, and
+    it is written into the task's ``worker-<i>/`` here, where the live outputs read it.
 
     ``hold_with`` is handed the hold (``HoldControl``), which sets the control actor's
     hold flag that every task looks at every 20 ms (``HoldFlag``) and counts the tasks
@@ -140,6 +154,13 @@ def run_on_ray(
                 self.start_wall: float | None = None
                 self.down = False
                 self.holding_tasks: set[int] = set()
+                self.live_states: dict[int, bytes] = {}
+
+            def live(self, task: int, data: bytes) -> None:
+                self.live_states[task] = data
+
+            def lives(self) -> dict[int, bytes]:
+                return self.live_states
 
             def hold(self, down: bool) -> None:
                 self.down = down
@@ -189,11 +210,15 @@ def run_on_ray(
             def ack(holds: bool) -> None:
                 ray.get(control.ack.remote(job.index, holds))
 
+            def publish(data: bytes) -> None:
+                control.live.remote(job.index, data)  # no wait: the next second replaces it
+
             return worker_run(
                 job,
                 start,
                 lambda: ray.get(control.count.remote()),
                 HoldChannel(lambda: bool(ray.get(control.held.remote())), ack),
+                publish if job.live else None,
             )
 
         control = Control.remote()  # type: ignore[attr-defined]
@@ -207,6 +232,7 @@ def run_on_ray(
                     cfg,
                     tls,
                     ship_files=True,
+                    live=live,
                     index=i,
                     workers=n,
                     run_seed=configs[0].scenario.seed,  # worker 0 keeps the run's seed
@@ -237,6 +263,8 @@ def run_on_ray(
             pending = list(refs)
             while pending:
                 _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
+                if live:
+                    _write_lives(configs, ray.get(control.lives.remote()))
         finally:
             for s, h in old.items():
                 signal.signal(s, h)

@@ -149,6 +149,7 @@ def worker_run(
     start: Callable[[], float],
     stop_count: Callable[[], int] | None = None,
     hold_line: HoldChannel | None = None,
+    publish_live: Callable[[bytes], None] | None = None,
 ) -> WorkerResult:
     """Run one worker's share; returns its result (see the module docstring).
 
@@ -178,7 +179,7 @@ def worker_run(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, runner.on_stop_signal)
         runner.start_gate = lambda: asyncio.to_thread(start)
-        tasks = [asyncio.create_task(_progress(runner, run_dir, job.live))]
+        tasks = [asyncio.create_task(_progress(runner, run_dir, job.live, publish_live))]
         if stop_count is not None:
             tasks.append(asyncio.create_task(_poll_stop(runner, stop_count)))
         try:
@@ -291,12 +292,17 @@ async def _poll_stop(runner: Runner, stop_count: Callable[[], int]) -> None:
             runner.on_stop_signal()
 
 
-async def _progress(runner: Runner, run_dir: Path, live: bool) -> None:
+async def _progress(
+    runner: Runner,
+    run_dir: Path,
+    live: bool,
+    publish: Callable[[bytes], None] | None = None,
+) -> None:
     """Once a second: counters for progress lines; with ``live``, the metrics too.
 
     ``live``: the parent shows a dashboard of all workers, or feeds live outputs
     (``app.live``), from each worker's encoded histograms (``live.json``), merged as at
-    the end of the run.
+    the end of the run; ``publish`` also hands it on (a Ray task, to the control actor).
     """
     while True:
         await asyncio.sleep(1.0)
@@ -313,5 +319,7 @@ async def _progress(runner: Runner, run_dir: Path, live: bool) -> None:
         if live:
             from loadtest.app.live import live_snapshot
 
-            snapshot = await live_snapshot(runner)
-            write_atomic(run_dir / "live.json", orjson.dumps(snapshot))
+            data = orjson.dumps(await live_snapshot(runner))
+            write_atomic(run_dir / "live.json", data)
+            if publish is not None:  # a Ray task: its folder is not the parent's
+                publish(data)

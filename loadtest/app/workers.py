@@ -224,13 +224,13 @@ def run_workers(
     told the workers' common start (wall clock) before they are started; ``hold_with``
     is handed how to hold the workers' load (``hold(down)``, the fault rig's
     ``on_hold``) before the start: files for local workers, the control actor on Ray;
-    with ``live`` local workers write ``live.json`` for the live outputs (``app.live``)."""
+    with ``live`` each worker's ``live.json`` is in its folder here (``app.live``)."""
     from loadtest.measure.merge import merge_metrics
 
     if ray_address is not None:
         from loadtest.app.ray_backend import run_on_ray
 
-        results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall, hold_with)
+        results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall, hold_with, live)
         lost: list[LostWorker] = []  # a lost Ray task fails the run (ray.get raises)
     else:
         if hold_with is not None:

@@ -10,8 +10,9 @@ corrected twin ``x_ms_corrected``: ``loadtest_x_corrected_seconds``) twice over:
   computes them, over the run (``window="run"``, equal to summary.json's at the end)
   and over the last 10 s (``window="10s"``).
 
-Every series has the label ``category`` (``all``: the whole mix, so a sum over
-categories leaves ``all`` out), plus the view's own labels (``side``, ``step``).
+Every latency series has the labels ``api`` (the scenario's: ``chat``, ``completions``,
+``responses``) and ``category`` (``all``: the whole mix, so a sum over categories leaves
+``all`` out); every series has the view's own labels (``side``, ``step``).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def _latencies(
         hist = HistogramMetricFamily(
             name,
             f"{metric} of measured requests (HDR counts on log buckets)",
-            labels=[*names, "category"],
+            labels=[*names, "api", "category"],
         )
         exact = Metric(
             f"{name}_exact", f"{metric}: the HDR histogram's exact percentiles", "summary"
@@ -150,32 +151,28 @@ def _latencies(
             n = h.get_total_count()
             if not n:
                 continue
-            labels = [*values, category]
+            labels = [*values, view.scenario.api, category]
             stats = metric_stats(h, ms.sums[metric])
             total_s = ms.sums[metric] / 1e6
             highest, counts = recent.get((category, metric), (np.empty(0), np.empty(0)))
             below = cumulative_buckets(h)
             buckets = [(repr(b), float(c)) for b, c in zip(BUCKETS_S, below, strict=True)]
             hist.add_metric(labels, [*buckets, ("+Inf", float(n))], total_s)
-            keys = dict(zip([*names, "category"], labels, strict=True))
+            keys = dict(zip([*names, "api", "category"], labels, strict=True))
+            # OpenMetrics wants each labelset's samples together: the run's, then the 10 s.
+            run = {**keys, "window": "run"}
             for q, key in _QUANTILES:
                 v = stats.get(key)
-                exact.add_sample(
-                    f"{name}_exact",
-                    {**keys, "window": "run", "quantile": q},
-                    round(float(v) / 1e3, 9) if isinstance(v, (int, float)) else float("nan"),
-                )
+                p = round(float(v) / 1e3, 9) if isinstance(v, int | float) else float("nan")
+                exact.add_sample(f"{name}_exact", {**run, "quantile": q}, p)
+            exact.add_sample(f"{name}_exact_count", run, float(n))
+            exact.add_sample(f"{name}_exact_sum", run, total_s)
+            recent_keys = {**keys, "window": "10s"}
+            for q, _ in _QUANTILES:
                 w = sparse_percentile((highest, counts), float(q) * 100)
-                exact.add_sample(
-                    f"{name}_exact",
-                    {**keys, "window": "10s", "quantile": q},
-                    w / 1e6 if w is not None else float("nan"),
-                )
-            exact.add_sample(f"{name}_exact_count", {**keys, "window": "run"}, float(n))
-            exact.add_sample(f"{name}_exact_sum", {**keys, "window": "run"}, total_s)
-            exact.add_sample(
-                f"{name}_exact_count", {**keys, "window": "10s"}, float(np.sum(counts))
-            )
+                p = w / 1e6 if w is not None else float("nan")
+                exact.add_sample(f"{name}_exact", {**recent_keys, "quantile": q}, p)
+            exact.add_sample(f"{name}_exact_count", recent_keys, float(np.sum(counts)))
         if hist.samples:
             yield hist
             yield exact
