@@ -242,6 +242,8 @@ def _judge_so_far(run_dir: Path, rig: FaultRig | None) -> tuple[FaultVerdict, ..
         *request_rows(run_dir),
         *(r for d in sorted(run_dir.glob("worker-*")) for r in request_rows(d)),
     ]
+    if not rows:  # none written here yet (a Ray task ships its lines at its end)
+        return ()
     samples = list(rig.scraper.samples) if rig.scraper is not None else []
     return tuple(judge_windows(rig.plan, observed, rows, samples))
 
