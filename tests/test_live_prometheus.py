@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -72,9 +73,23 @@ after_tokens = 2
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the kernel's ephemeral range: a port the kernel handed out
+    (bind to 0) and released can be taken again as the local end of any outgoing
+    connection (Prometheus' own scrapes) before the process meant for it binds it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port below the ephemeral range")
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -166,7 +181,10 @@ class Stack:
 
     def value(self, expr: str, at: float) -> float:
         result = self.query(expr, at)
-        assert len(result) == 1, (expr, result)
+        if len(result) != 1:  # say what was there at that time
+            there = self.query('{__name__=~"loadtest_(run_phase|ttft_seconds_exact)"}', at)
+            seen = [(r["metric"], r["value"]) for r in there]
+            raise AssertionError(f"{expr} at {at}: {result}; there: {seen}")
         return float(result[0]["value"][1])
 
     def last_scrape(self, expr: str, since: float) -> float:
@@ -226,8 +244,15 @@ def _check_against_summary(stack: Stack, summary: dict[str, Any], at: float, sel
             bucketed = stack.value(
                 f'histogram_quantile({q}, {base}_bucket{{{sel}category="all"}})', at
             )
-            # Within one bucket of the exact figure: the buckets' own resolution.
-            assert abs(_bucket(bucketed) - _bucket(stats[key] / 1e3)) <= 1, (metric, key)
+            # Within one bucket of the exact figure (the buckets' own resolution) where
+            # values are dense. histogram_quantile takes the bucket of the value at rank
+            # ceil(q n), the exact figure the value at rank round(q n): in a sparse tail
+            # (a p99 of some 150 values) the next value up can be buckets away (CI saw
+            # an exact p99 of 45 ms and 64 ms from the buckets); never below, never past
+            # the slowest value's bucket.
+            low = _bucket(stats[key] / 1e3)
+            top = low + 1 if key != "p99" else max(low + 1, _bucket(stats["max"] / 1e3))
+            assert low - 1 <= _bucket(bucketed) <= top, (metric, key, bucketed, stats)
     for category, block in summary["by_category"].items():
         n = block["metrics"]["ttft_ms"]["count"]
         assert stack.value(f'loadtest_ttft_seconds_count{{{sel}category="{category}"}}', at) == n

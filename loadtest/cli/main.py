@@ -5,13 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import fields, replace
+from dataclasses import fields
 
 from loadtest.cli.ab import add_ab, run_ab_command
 from loadtest.cli.catalogue import (
     CATALOGUE_COMMANDS,
     add_catalogue_commands,
     run_catalogue_command,
+)
+from loadtest.cli.exits import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SLO_MISSED,
+    EXIT_USAGE,
 )
 from loadtest.cli.flags import (
     add_load_flags,
@@ -34,10 +41,6 @@ from loadtest.cli.summarize import add_summarize, summarize
 from loadtest.errors import LoadtestError, ResultFileError, ScenarioError, UsageError
 
 __all__ = ["main"]
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-EXIT_SLO_MISSED = 1
-"""A completed run that missed an SLO: 1, as CI gates expect of a failed check."""
 
 
 def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
@@ -74,6 +77,29 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     steps = sweep.add_mutually_exclusive_group(required=True)
     steps.add_argument("--concurrency", metavar="N,N,...", help="closed-loop steps, e.g. 1,2,4,8")
     steps.add_argument("--rates", metavar="R,R,...", help="open-loop steps in requests/s")
+    steps.add_argument(
+        "--search",
+        metavar="KIND=LO..HI",
+        help="search for the largest load meeting every SLO instead of a grid: "
+        "concurrency=1..256 or rate=0.5..64 (docs/capacity-and-ab.md)",
+    )
+    sweep.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.10,
+        help="--search: stop when the bracket is within this fraction (default 0.10; "
+        "a concurrency stops at one step)",
+    )
+    sweep.add_argument(
+        "--budget",
+        type=int,
+        default=16,
+        metavar="RUNS",
+        help="--search: the most runs it may make (default 16)",
+    )
+    sweep.add_argument(
+        "--resume", metavar="FOLDER", help="--search: go on with a search stopped in FOLDER"
+    )
     sweep.add_argument(
         "--knee-tolerance",
         type=float,
@@ -177,7 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "compare":
             return _compare(args)
         if args.command == "sweep":
-            return _sweep(args)
+            from loadtest.cli.sweep import run_sweep_command
+
+            return run_sweep_command(args)
         if args.command == "ab":
             return run_ab_command(args)
         if args.command == "view":
@@ -246,50 +274,6 @@ def _run(args: argparse.Namespace) -> int:
 
     # Nothing measured (a CI gate must not pass on it), an SLO missed, a window failed.
     return closing(run_reasons(summary, args.fail_on), EXIT_SLO_MISSED)
-
-
-def _sweep(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from loadtest.app.job import run_job
-    from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep, step_slo
-    from loadtest.cli.exits import closing
-    from loadtest.model.summary import Summary
-    from loadtest.report.exit_reasons import run_reasons
-
-    kind = "concurrency" if args.concurrency else "rate"
-    plan = SweepPlan(
-        kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
-    )
-    base = run_options(args)
-    reasons: list[str] = []  # why each step would exit 1, named by its load
-
-    live = open_live(args)
-
-    def step(load: float, out: Path) -> tuple[Summary, bool]:
-        over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
-        labels = (*base.live_labels, ("step", f"{load:g}"))
-        step_options = replace(
-            base, run_dir=str(out), print_results=False, live_labels=labels, **over
-        )
-        summary, _, interrupted = run_job(step_options, live)
-        reasons.extend(f"{kind} {load:g}: {r}" for r in run_reasons(summary, args.fail_on))
-        said, need = step_slo(summary)
-        untold = any(c.get("verdict") == "inconclusive" for c in summary["slo"]["checks"])
-        if said == "too few" and not untold:  # run_reasons names an untold check itself
-            ok = summary["requests"].get("measured_ok", summary["requests"]["ok"])
-            reasons.append(f"{kind} {load:g}: too few requests for the SLOs ({ok}, need {need})")
-        return summary, interrupted
-
-    name = Path(base.scenario).stem if base.scenario else "mixed"
-    try:
-        result, folder, stopped = run_sweep(plan, Path(base.out), name, step)
-    finally:
-        if live is not None:
-            live.close()
-    print(render_capacity(result))
-    print(f"\ncapacity: {folder / 'capacity.csv'}")
-    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_SLO_MISSED)
 
 
 def _compare(args: argparse.Namespace) -> int:

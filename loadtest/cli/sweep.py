@@ -1,0 +1,106 @@
+"""``loadtest sweep``: one run per load step (a grid), or the capacity search (``--search``)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from loadtest.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_MISSED
+from loadtest.cli.flags import open_live, run_options
+from loadtest.errors import UsageError
+
+__all__ = ["run_sweep_command"]
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    """``loadtest sweep``: a grid of load steps, or the capacity search (``--search``)."""
+    from pathlib import Path
+
+    from loadtest.app.job import run_job
+    from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep, step_slo
+    from loadtest.cli.exits import closing
+    from loadtest.model.summary import Summary
+    from loadtest.report.exit_reasons import run_reasons
+
+    if args.search:
+        return _search(args)
+    if args.resume:
+        raise UsageError("--resume goes on with a --search: give --search too")
+    kind = "concurrency" if args.concurrency else "rate"
+    plan = SweepPlan(
+        kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
+    )
+    base = run_options(args)
+    reasons: list[str] = []  # why each step would exit 1, named by its load
+
+    live = open_live(args)
+
+    def step(load: float, out: Path) -> tuple[Summary, bool]:
+        over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
+        labels = (*base.live_labels, ("step", f"{load:g}"))
+        step_options = replace(
+            base, run_dir=str(out), print_results=False, live_labels=labels, **over
+        )
+        summary, _, interrupted = run_job(step_options, live)
+        reasons.extend(f"{kind} {load:g}: {r}" for r in run_reasons(summary, args.fail_on))
+        said, need = step_slo(summary)
+        untold = any(c.get("verdict") == "inconclusive" for c in summary["slo"]["checks"])
+        if said == "too few" and not untold:  # run_reasons names an untold check itself
+            ok = summary["requests"].get("measured_ok", summary["requests"]["ok"])
+            reasons.append(f"{kind} {load:g}: too few requests for the SLOs ({ok}, need {need})")
+        return summary, interrupted
+
+    name = Path(base.scenario).stem if base.scenario else "mixed"
+    try:
+        result, folder, stopped = run_sweep(plan, Path(base.out), name, step)
+    finally:
+        if live is not None:
+            live.close()
+    print(render_capacity(result))
+    print(f"\ncapacity: {folder / 'capacity.csv'}")
+    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_SLO_MISSED)
+
+
+def _search(args: argparse.Namespace) -> int:
+    """``sweep --search``: the capacity search (``app.capacity_search``)."""
+    from pathlib import Path
+
+    from loadtest.app.capacity_search import run_search
+    from loadtest.app.job import run_job
+    from loadtest.app.search_plan import SearchSpec, parse_search
+    from loadtest.model.summary import Summary
+
+    kind, lo, hi = parse_search(args.search)
+    if not 0 < args.tolerance < 1:
+        raise UsageError(f"--tolerance {args.tolerance:g}: give a fraction, e.g. 0.1")
+    if args.budget < 2:
+        raise UsageError(f"--budget {args.budget}: a search needs at least 2 runs")
+    resume = Path(args.resume) if args.resume else None
+    if resume is not None and not (resume / "capacity.json").exists():
+        raise UsageError(f"--resume {resume}: no capacity.json of a search there")
+    spec = SearchSpec(kind, lo, hi, args.tolerance, args.budget)
+    base = run_options(args)
+    live = open_live(args)
+
+    def point(load: float, out: Path) -> tuple[Summary, bool]:
+        over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
+        labels = (*base.live_labels, ("step", f"{load:g}"))
+        options = replace(base, run_dir=str(out), print_results=False, live_labels=labels, **over)
+        summary, _, interrupted = run_job(options, live)
+        return summary, interrupted
+
+    name = Path(base.scenario).stem if base.scenario else "mixed"
+    try:
+        result, folder, stopped = run_search(spec, Path(base.out), name, point, resume=resume)
+    finally:
+        if live is not None:
+            live.close()
+    print(f"\n{result['answer']} ({result['runs']} runs)")
+    print(f"search: {folder / 'capacity.json'}")
+    if stopped:
+        return EXIT_INTERRUPTED
+    # An answer is a closed bracket, or the range's top met; anything else (the bottom
+    # failed, the budget ran out first, a point could not tell) must not pass a gate.
+    b = result["bracket"]
+    answered = b["closed"] or (b["passes"] is not None and b["passes"] >= spec.hi)
+    return EXIT_OK if answered else EXIT_SLO_MISSED
