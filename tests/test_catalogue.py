@@ -17,6 +17,7 @@ import pytest
 
 from loadtest.config.slo_table import SLO_METRICS
 from loadtest.model.comparison import Comparison
+from loadtest.model.search import SearchResult
 from loadtest.model.stats import StatKey
 from loadtest.model.sweep import CapacityResult
 from loadtest.model.verdict import FaultVerdict
@@ -46,7 +47,10 @@ def _schema(file: str) -> dict[str, object]:
     if file in published:
         data: dict[str, object] = orjson.loads((ROOT / "docs" / published[file]).read_bytes())
         return data
-    return msgspec.json.schema(CapacityResult if file == "capacity.json" else Comparison)
+    if file == "capacity.json":  # a grid's steps, or a search's points (sweep --search)
+        (grid, search), defs = msgspec.json.schema_components([CapacityResult, SearchResult])
+        return {"anyOf": [grid, search], "$defs": defs}
+    return msgspec.json.schema(Comparison)
 
 
 @pytest.mark.parametrize("file", FILES)

@@ -12,18 +12,7 @@ from collections.abc import Sequence
 
 from loadtest.report.exit_reasons import exit_line
 
-__all__ = [
-    "EXIT_ERROR",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_SLO_MISSED",
-    "EXIT_USAGE",
-    "closing",
-]
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-EXIT_SLO_MISSED = 1
-"""A completed run that missed an SLO: 1, as CI gates expect of a failed check."""
+__all__ = ["closing"]
 
 
 def closing(reasons: Sequence[str], code: int) -> int:

@@ -13,7 +13,7 @@ from loadtest.cli.catalogue import (
     add_catalogue_commands,
     run_catalogue_command,
 )
-from loadtest.cli.exits import (
+from loadtest.cli.codes import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,

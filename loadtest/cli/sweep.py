@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from loadtest.cli.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_MISSED
+from loadtest.cli.codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_MISSED
 from loadtest.cli.flags import open_live, run_options
 from loadtest.errors import UsageError
 
