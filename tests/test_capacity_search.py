@@ -67,6 +67,12 @@ def test_the_search_finds_the_designed_capacity_and_confirms_its_edges(tmp_path:
     # Every point is a whole run in its own folder.
     for p in result["points"]:
         assert (folder / p["run"] / "summary.json").exists()
+    # The report draws it: the answer, a row per point, the margins' plot.
+    done = loadtest_here("report", str(folder))
+    assert done.returncode == 0, done.stderr
+    page = (folder / "report.html").read_text()
+    assert "Capacity search" in page and "fails from 4" in page
+    assert page.count("confirming the bracket") == 2 and "data:image/png;base64" in page
 
 
 def test_a_search_cut_short_resumes_to_the_same_answer(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from loadtest.errors import ResultFileError
 from loadtest.model.blocks import summary_type
 from loadtest.model.decision import Decision
 from loadtest.model.json import JsonObject
+from loadtest.model.search import SearchResult
 from loadtest.model.summary import RunStart, Summary
 from loadtest.model.sweep import CapacityResult
 
@@ -33,6 +34,7 @@ __all__ = [
     "load_capacity",
     "load_decision",
     "load_run_start",
+    "load_search",
     "load_summary",
     "parse_summary",
     "run_requests",
@@ -81,6 +83,12 @@ def load_capacity(path: str | Path) -> CapacityResult:
     """Read and validate a sweep's ``capacity.json``."""
     p = Path(path)
     return _parse(_read(p, "capacity table"), CapacityResult, str(p), "capacity table")
+
+
+def load_search(path: str | Path) -> SearchResult:
+    """Read and validate a capacity search's ``capacity.json`` (``sweep --search``)."""
+    p = Path(path)
+    return _parse(_read(p, "capacity search"), SearchResult, str(p), "capacity search")
 
 
 def load_decision(path: str | Path) -> Decision:

@@ -16,7 +16,7 @@ import orjson
 
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
-from loadtest.model.io import load_capacity, load_decision, load_summary
+from loadtest.model.io import load_capacity, load_decision, load_search, load_summary
 from loadtest.model.json import JsonObject
 from loadtest.model.summary import MetricStats, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, best_load_text, knee_text
@@ -185,6 +185,14 @@ def _sweep_section(page: Page, folder: Path, result: CapacityResult) -> None:
     page.plot(percentile_figure(hists, "ttft_ms"), "ttft-percentiles", "TTFT per step")
 
 
+def _is_search(path: Path) -> bool:
+    """A search's capacity.json (points) rather than a grid's (steps)."""
+    try:
+        return "search" in _load(path)
+    except UsageError:
+        return False  # load_capacity says what is wrong with it
+
+
 def write_report(path: str | Path, out: str | Path | None = None) -> Path:
     """Write ``report.html`` for the run, sweep or comparison folder ``path``."""
     folder = Path(path)
@@ -195,6 +203,12 @@ def write_report(path: str | Path, out: str | Path | None = None) -> Path:
         title = f"Decision across load: {folder.name}"
         page = Page(folder, title)
         decision_section(page, load_decision(folder))
+    elif (folder / "capacity.json").exists() and _is_search(folder / "capacity.json"):
+        from loadtest.report.search_html import search_section
+
+        title = f"Capacity search: {folder.name}"
+        page = Page(folder, title)
+        search_section(page, folder, load_search(folder / "capacity.json"))
     elif (folder / "capacity.json").exists():
         result = load_capacity(folder / "capacity.json")
         title = f"Capacity sweep: {folder.name}"
