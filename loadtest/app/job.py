@@ -113,11 +113,15 @@ def run_job(options: RunOptions, live: LiveExport | None = None) -> tuple[Summar
     # The prompts load in a thread while the simulator processes start: both take
     # about as long, and neither needs the other.
     loading = ThreadPoolExecutor(1, thread_name_prefix="loadtest-prompts")
-    labels = options.live_labels
     if live is not None:
         live_id = live_run_id(plan.run_dir, options.out)
         live.watch(
-            live_id, plan.scenario, deployment.endpoint, plan.run_dir, labels, deployment.rig
+            live_id,
+            plan.scenario,
+            deployment.endpoint,
+            plan.run_dir,
+            options.live_labels,
+            deployment.rig,
         )
     try:
         prompts = loading.submit(load_prompts, plan.scenario)
@@ -159,11 +163,8 @@ def run_job(options: RunOptions, live: LiveExport | None = None) -> tuple[Summar
         show=options.print_results,
     )
     if live is not None:
-        cfg = ran.config
-        metrics = ran.outcome.metrics
-        live_id = live_run_id(cfg.run_dir, options.out)
-        live.finish(live_id, cfg.scenario, cfg.endpoint, metrics, summary, labels)
-        (cfg.run_dir / "live.json").unlink(missing_ok=True)  # the feed's, not a result
+        live.finish(ran.outcome.metrics, summary)
+        (ran.config.run_dir / "live.json").unlink(missing_ok=True)  # the feed's, not a result
     log.debug("phase: results written")
     return summary, ran.config.run_dir, ran.outcome.interrupted
 

@@ -124,8 +124,7 @@ class LiveExport:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.views = 0
-        """Views shown so far, over every run."""
+        self._run: _Watched | None = None
 
     @classmethod
     def open(cls, asked: Mapping[str, str]) -> LiveExport | None:
@@ -155,26 +154,29 @@ class LiveExport:
         self._unwatch()
         self._window.clear()
         self._stop.clear()
-        base = _Watched(run_id, scenario, origin(endpoint), labels, rig)
+        base = self._run = _Watched(run_id, scenario, origin(endpoint), labels, rig)
         self._thread = threading.Thread(
             target=self._poll, args=(run_dir, base), name="loadtest-live", daemon=True
         )
         self._thread.start()
 
-    def finish(
-        self,
-        run_id: str,
-        scenario: Scenario,
-        endpoint: str,
-        metrics: Metrics,
-        summary: Summary,
-        labels: tuple[tuple[str, str], ...] = (),
-    ) -> None:
-        """The run's last view, from its final ``metrics`` and ``summary``."""
+    def finish(self, metrics: Metrics, summary: Summary) -> None:
+        """The watched run's last view, from its final ``metrics`` and ``summary``."""
         self._unwatch()
+        run = self._run
+        if run is None:
+            return
         elapsed = float(summary["run"]["duration_s"])
         view = LiveView(
-            run_id, scenario, origin(endpoint), metrics, 0, elapsed, "ended", labels, summary
+            run.run_id,
+            run.scenario,
+            run.endpoint,
+            metrics,
+            0,
+            elapsed,
+            "ended",
+            run.labels,
+            summary,
         )
         self._show(view)
 
@@ -220,7 +222,6 @@ class LiveExport:
                     out.show(view, built)
                 except Exception as exc:
                     log.warning("live output %s: %s", name, exc)
-            self.views += 1
 
 
 def _window_marks(rig: FaultRig | None) -> int:

@@ -226,10 +226,10 @@ def _counts(view: LiveView, names: list[str], values: list[str]) -> Iterator[Met
 def _verdicts(view: LiveView, names: list[str], values: list[str]) -> Iterator[Metric]:
     """The SLOs met so far (the summary's own at the end), the driver's health, and the
     fault timeline with each window's verdict once the run has judged it."""
-    driver, slo = judge_run(view.metrics, view.scenario.slo, view.measured_s)
-    if view.summary is not None:  # the run's own verdicts, as summary.json says them
-        slo = view.summary["slo"]
-        driver = view.summary.get("driver", driver)
+    if view.summary is not None and "driver" in view.summary:
+        slo, driver = view.summary["slo"], view.summary["driver"]  # the run's own verdicts
+    else:
+        driver, slo = judge_run(view.metrics, view.scenario.slo, view.measured_s)
     met = GaugeMetricFamily(
         f"{PREFIX}_slo_met",
         "1 met, 0 missed, per SLO (so far while the run goes)",

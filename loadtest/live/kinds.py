@@ -22,6 +22,7 @@ __all__ = [
     "OtlpKind",
     "PrometheusKind",
     "PushgatewayKind",
+    "check_url",
     "parse_host_port",
 ]
 
@@ -32,6 +33,13 @@ def parse_host_port(value: str, flag: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or int(port) > 65535:
         raise UsageError(f"{flag} {value!r}: give HOST:PORT, e.g. 127.0.0.1:9464")
     return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def check_url(value: str, flag: str, what: str) -> None:
+    """``UsageError`` naming ``flag`` unless ``value`` is an http(s) URL with a host."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"{flag} {value!r}: give {what}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +72,7 @@ class PushgatewayKind:
     )
 
     def open(self, value: str) -> Pusher:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise UsageError(
-                f"{self.flag} {value!r}: give the gateway's URL, e.g. http://127.0.0.1:9091"
-            )
+        check_url(value, self.flag, "the gateway's URL, e.g. http://127.0.0.1:9091")
         from loadtest.live.pushgateway import Pusher
 
         return Pusher(value)
@@ -87,11 +91,7 @@ class OtlpKind:
     )
 
     def open(self, value: str) -> OtlpSender:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise UsageError(
-                f"{self.flag} {value!r}: give the collector's URL, e.g. http://127.0.0.1:4318"
-            )
+        check_url(value, self.flag, "the collector's URL, e.g. http://127.0.0.1:4318")
         try:
             from loadtest.live.otlp import OtlpSender
         except ImportError as exc:
