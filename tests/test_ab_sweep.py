@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
@@ -136,6 +137,20 @@ LOADED = SimConfig(
 )
 
 
+@contextmanager
+def designed_crossover() -> Iterator[tuple[str, str]]:
+    """A plain simulator and a speculative deployment of the designed crossover's
+    settings: (baseline URL, candidate URL)."""
+    plain, spec = SimProcess(LOADED), SpecDeployment(LOADED)
+    try:
+        baseline = plain.start()
+        candidate, _ = spec.start()
+        yield baseline, candidate
+    finally:
+        plain.stop()
+        spec.stop()
+
+
 def test_a_designed_crossover_lies_inside_the_reported_bracket(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -147,17 +162,11 @@ def test_a_designed_crossover_lies_inside_the_reported_bracket(
     assert m == pytest.approx(tokens_per_verify_step(ACCEPT, K))
     assert designed == pytest.approx(crossover_batch(ACCEPT, K, VERIFY, SHARE))
     assert 4 < designed < 5  # 4.6: the model says 0.54x plain at 1, 1.15x at 8
-    plain, spec = SimProcess(LOADED), SpecDeployment(LOADED)
-    try:
-        baseline = plain.start()
-        candidate, _ = spec.start()
-        out = tmp_path / "out"
+    out = tmp_path / "out"
+    with designed_crossover() as (baseline, candidate):
         argv = ["ab", str(scenario(tmp_path, "duration_s = 2.5", 32)), "--out", str(out)]
         argv += ["--baseline", baseline, "--candidate", candidate, "--repeat", "2"]
         code = main([*argv, "--sweep", "concurrency=1,8", "--fail-on", "slower"])
-    finally:
-        plain.stop()
-        spec.stop()
     captured = capsys.readouterr()
     print(captured.out[captured.out.index("decision:") :])  # the table, for -s
     d = only_decision(out)

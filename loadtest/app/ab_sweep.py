@@ -36,11 +36,13 @@ from loadtest.report.decision import METRIC_LABELS, RunSamples, Step, decide
 
 __all__ = [
     "AbSweepPlan",
+    "StepRun",
     "gate",
     "parse_operating_point",
     "parse_sweep",
     "run_ab_sweep",
     "run_samples",
+    "run_step",
     "step_label",
 ]
 
@@ -129,45 +131,26 @@ def run_ab_sweep(
     stopped = False
     for i, load in enumerate(plan.steps):
         say(f"step {i + 1}/{len(plan.steps)}: {plan.kind} {load:g}")
-        over = {"concurrency": int(load)} if plan.kind == "concurrency" else {"rate": load}
-        labels = (*base.live_labels, ("step", f"{load:g}"))
-        options = dataclasses.replace(
-            base, label=step_label(plan.kind, load), live_labels=labels, **over
+        done = run_step(
+            base,
+            sides,
+            plan.kind,
+            load,
+            folder / f"step-{i:02d}-{load:g}",
+            repeat,
+            name,
+            run,
+            min_effect=min_effect,
+            say=say,
+            memory=memory,
         )
-        step_folder = folder / f"step-{i:02d}-{load:g}"
-        done, _, stopped = run_ab_many(
-            options, sides, repeat, name, run, min_effect=min_effect, say=say, folder=step_folder
-        )
-        judged = [(side, c) for side, c in done.items() if "metrics" in c]
-        if not judged:
+        stopped = done.stopped
+        if done.step is None:
             break  # stopped before both sides had a run: nothing to decide at this load
-        blocked: list[str] = []
-        for side, c in judged:
-            assert "metrics" in c  # a Comparison, not AbStopped
-            compared.append((load, c))
-            why = _blocked(c)
-            if why:
-                blocked.append(why if len(done) == 1 else f"{letter(side)}: {why}")
-        loaded = {side: _side_runs(step_folder / side) for side in done}
-        base_runs = _side_runs(step_folder / "baseline")
-        for side, runs in (("baseline", base_runs), *loaded.items()):
-            if memory is not None:
-                deployed = [r.deployment for r in runs]
-                fitted.append(side_memory(load, side, sides[side].given, deployed, memory[1]))
-        candidates = {side: [run_samples(r) for r in runs] for side, runs in loaded.items()}
-        for side, runs in loaded.items():
-            accepted.append(side_acceptance(load, sides[side].draft_max, [_steps(r) for r in runs]))
-        draft = {sides[s].draft_max or 0: runs for s, runs in candidates.items()}
-        steps.append(
-            Step(
-                load,
-                [run_samples(r) for r in base_runs],
-                candidates.get("candidate", []),
-                str(step_folder),
-                "; ".join(blocked) or None,
-                draft if "candidate" not in candidates else {},
-            )
-        )
+        steps.append(done.step)
+        compared += done.compared
+        accepted += done.accepted
+        fitted += done.fitted
         if stopped:
             break
     decision = decide(
@@ -183,6 +166,74 @@ def run_ab_sweep(
         decision["memory"] = memory_budget(memory[0], memory[1], fitted)
     write_decision(folder, decision)
     return decision, compared, folder, stopped
+
+
+@dataclass(frozen=True, slots=True)
+class StepRun:
+    """One load step's ab as the decision reads it, and what its runs measured."""
+
+    step: Step | None
+    """None: stopped before both sides had a run, nothing to decide at this load."""
+    compared: list[tuple[float, Comparison]]
+    accepted: list[SideAcceptance]
+    fitted: list[SideMemory]
+    stopped: bool
+
+
+def run_step(
+    base: RunOptions,
+    sides: dict[str, Side],
+    kind: str,
+    load: float,
+    step_folder: Path,
+    repeat: int,
+    name: str,
+    run: RunFn,
+    *,
+    min_effect: float = MIN_EFFECT,
+    say: Callable[[str], None] = print,
+    memory: tuple[str, float] | None = None,
+) -> StepRun:
+    """A whole ``ab`` at one load into ``step_folder``, read back for the decision."""
+    over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
+    labels = (*base.live_labels, ("step", f"{load:g}"))
+    options = dataclasses.replace(base, label=step_label(kind, load), live_labels=labels, **over)
+    done, _, stopped = run_ab_many(
+        options, sides, repeat, name, run, min_effect=min_effect, say=say, folder=step_folder
+    )
+    judged = [(side, c) for side, c in done.items() if "metrics" in c]
+    if not judged:
+        return StepRun(None, [], [], [], stopped)
+    compared: list[tuple[float, Comparison]] = []
+    blocked: list[str] = []
+    for side, c in judged:
+        assert "metrics" in c  # a Comparison, not AbStopped
+        compared.append((load, c))
+        why = _blocked(c)
+        if why:
+            blocked.append(why if len(done) == 1 else f"{letter(side)}: {why}")
+    loaded = {side: _side_runs(step_folder / side) for side in done}
+    base_runs = _side_runs(step_folder / "baseline")
+    fitted: list[SideMemory] = []
+    for side, runs in (("baseline", base_runs), *loaded.items()):
+        if memory is not None:
+            deployed = [r.deployment for r in runs]
+            fitted.append(side_memory(load, side, sides[side].given, deployed, memory[1]))
+    candidates = {side: [run_samples(r) for r in runs] for side, runs in loaded.items()}
+    accepted = [
+        side_acceptance(load, sides[side].draft_max, [_steps(r) for r in runs])
+        for side, runs in loaded.items()
+    ]
+    draft = {sides[s].draft_max or 0: runs for s, runs in candidates.items()}
+    step = Step(
+        load,
+        [run_samples(r) for r in base_runs],
+        candidates.get("candidate", []),
+        str(step_folder),
+        "; ".join(blocked) or None,
+        draft if "candidate" not in candidates else {},
+    )
+    return StepRun(step, compared, accepted, fitted, stopped)
 
 
 def draft_setting(sides: dict[str, Side]) -> str:

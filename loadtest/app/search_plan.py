@@ -35,6 +35,7 @@ __all__ = [
     "Decision",
     "Point",
     "SearchSpec",
+    "between",
     "bracket",
     "margin_fit",
     "next_load",
@@ -173,7 +174,7 @@ def margin_fit(points: Sequence[Point]) -> list[MarginFit]:
     return fits
 
 
-def _between(spec: SearchSpec, a: float, b: float) -> float:
+def between(spec: SearchSpec, a: float, b: float) -> float:
     """The next load between a pass ``a`` and a fail ``b``: their geometric mean."""
     mid = math.sqrt(a * b)
     if spec.whole:
@@ -203,7 +204,7 @@ def next_load(spec: SearchSpec, points: Sequence[Point]) -> Decision:
             return Decision(None, f"{spec.kind} {spec.lo:g}, the range's bottom, fails")
         return Decision(spec.lo, "probing down to the range's bottom")
     if not b.closed(spec):
-        mid = _between(spec, b.passes, b.fails)
+        mid = between(spec, b.passes, b.fails)
         return Decision(mid, f"bisecting between {b.passes:g} (met) and {b.fails:g} (missed)")
     for edge in (b.passes, b.fails):
         if sum(p.load == edge for p in points) < 2:

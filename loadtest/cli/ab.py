@@ -8,11 +8,18 @@ the plan of either and sends nothing. Only parsing and printing here.
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loadtest.cli.ab_search import (
+    add_search_flags,
+    decided,
+    run_search,
+    search_check,
+    search_spec,
+)
+from loadtest.cli.codes import EXIT_GATE, EXIT_INTERRUPTED
 from loadtest.cli.flags import (
     add_load_flags,
     add_output_flags,
@@ -29,8 +36,6 @@ if TYPE_CHECKING:
     from loadtest.app.options import RunOptions
 
 __all__ = ["EXIT_GATE", "add_ab", "run_ab_command"]
-
-EXIT_GATE, EXIT_INTERRUPTED = 1, 130
 
 
 def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -69,6 +74,7 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
         help="an ab at every load step, e.g. concurrency=1,2,4,8 or rate=5,10,20, then the "
         "decision per category (decision.json)",
     )
+    add_search_flags(ab)
     ab.add_argument(
         "--draft-max",
         metavar="K,K,...",
@@ -116,13 +122,14 @@ def run_ab_command(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
     plan: AbSweepPlan | None = parse_sweep(args.sweep) if args.sweep else None
+    spec = search_spec(args)
     point = None
     if args.operating_point is not None:
         if plan is None or args.fail_on != "slower":
             raise UsageError("--operating-point needs --sweep and --fail-on slower")
         point = parse_operating_point(args.operating_point, plan)
-    if args.fail_on == "slower" and plan is None:
-        raise UsageError("--fail-on slower judges a sweep's decision: give --sweep too")
+    if args.fail_on == "slower" and plan is None and spec is None:
+        raise UsageError("--fail-on slower judges a sweep's decision: give --sweep or --search")
     # Fault windows are gated as by default when --fail-on is taken by the sweep's gate.
     windows = "failed" if args.fail_on == "slower" else args.fail_on
     temperature = None if args.keep_sampling else 0.0
@@ -145,6 +152,12 @@ def run_ab_command(args: argparse.Namespace) -> int:
 
         memory = (args.memory_budget, parse_memory(args.memory_budget))
     repeat, budget_note = _budgeted(args, base, plan, len(sides))
+    if args.check and spec is not None:
+        from loadtest.app.job import check_job
+
+        print(check_job(base, endpoint="the sides below"))
+        print("\n".join(search_check(spec, repeat, len(sides))))
+        return 0
     if args.check:
         return _check(base, plan, repeat, sides, budget_note, args.min_effect / 100)
     reasons: list[str] = []  # the windows of either side that fail --fail-on, by run
@@ -158,6 +171,8 @@ def run_ab_command(args: argparse.Namespace) -> int:
         return summary, folder, stopped
 
     try:
+        if spec is not None:
+            return run_search(args, spec, base, sides, name, run, reasons)
         if plan is not None:
             if budget_note:
                 print(budget_note)
@@ -189,27 +204,14 @@ def _sweep(
     memory: tuple[str, float] | None,
     budget_note: str | None,
 ) -> int:
-    from loadtest.app.ab_sweep import gate, run_ab_sweep, write_decision
-    from loadtest.cli.exits import closing
-    from loadtest.report.decision_render import render_decision
-    from loadtest.report.exit_reasons import comparison_reasons
+    from loadtest.app.ab_sweep import run_ab_sweep
 
     decision, compared, folder, stopped = run_ab_sweep(
         base, sides, plan, args.repeat, name, run, min_effect=args.min_effect / 100, memory=memory
     )
     if budget_note:
         decision["budget"] = budget_note
-    write_decision(folder, decision)
-    if args.fail_on == "slower":
-        decision["gate"] = gate(decision, "slower", point)
-        write_decision(folder, decision)
-        reasons += decision["gate"]["reasons"]
-    for load, c in compared:
-        reasons += [f"{decision['kind']} {load:g}: {r}" for r in comparison_reasons(c)]
-    print(render_decision(decision))
-    print(f"\ndecision: {folder / 'decision.json'}")
-    sys.stdout.flush()
-    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_GATE)
+    return decided(args.fail_on, point, (decision, compared, folder, stopped), reasons)
 
 
 def _per_run(base: RunOptions) -> tuple[float | None, str]:

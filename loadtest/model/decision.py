@@ -16,6 +16,7 @@ from typing import Literal, NotRequired, TypedDict
 
 __all__ = [
     "CELL_VERDICTS",
+    "AbSearch",
     "AcceptanceInterval",
     "Bracket",
     "CellVerdict",
@@ -29,6 +30,8 @@ __all__ = [
     "DraftSweep",
     "MemoryBudget",
     "RunAcceptance",
+    "SearchCrossover",
+    "SearchProbe",
     "SideAcceptance",
     "SideMemory",
     "StepCall",
@@ -243,6 +246,45 @@ class MemoryBudget(TypedDict):
     sides: list[SideMemory]
 
 
+class SearchProbe(TypedDict):
+    """One step of ``ab --search``, in the order run."""
+
+    load: float
+    plan: str
+    """Why the plan chose this load (probing up, bisecting a category's bracket)."""
+    alpha: float
+    """The level its tests were judged at: its share of the search's alpha."""
+
+
+class SearchCrossover(TypedDict):
+    """Where one category's candidate stops paying, as the search found it."""
+
+    category: str
+    pays_to: float | None
+    """The highest load where the candidate was faster, by a monotone fit of the steps."""
+    stops_from: float | None
+    """The lowest tested load above it where it was not faster."""
+    closed: bool
+    """One step wide (concurrency) or within the tolerance (rate)."""
+    text: str
+
+
+class AbSearch(TypedDict):
+    """``ab --search KIND=LO..HI``: the plan, its error control and its answers."""
+
+    kind: str
+    lo: float
+    hi: float
+    tolerance: float
+    max_steps: int
+    alpha_per_step: float
+    spending: str
+    """How the search's alpha was spent over its steps, in words."""
+    probes: list[SearchProbe]
+    crossovers: list[SearchCrossover]
+    stopped_because: str
+
+
 class Decision(TypedDict):
     """The whole ``decision.json``."""
 
@@ -271,3 +313,5 @@ class Decision(TypedDict):
     budget: NotRequired[str]
     """``--budget``: what it did to the repeats, in words."""
     gate: NotRequired[DecisionGate]
+    search: NotRequired[AbSearch]
+    """``ab --search``: the steps in the order the plan chose them, and the answers."""

@@ -89,10 +89,10 @@ class Step:
     """With ``--draft-max``: the candidate's runs per draft length (``candidate`` unused)."""
 
 
-def resamples_for(family: int, floor: int = 2000) -> int:
+def resamples_for(family: int, floor: int = 2000, alpha: float = ALPHA) -> int:
     """Bootstrap resamples such that the smallest p-value (2 / (R + 1)), adjusted over a
-    family of ``family`` tests, is at most half of ``ALPHA``."""
-    return max(floor, math.ceil(4 * family / ALPHA))
+    family of ``family`` tests, is at most half of ``alpha``."""
+    return max(floor, math.ceil(4 * family / alpha))
 
 
 def _rule(steps: Sequence[Step], category: str) -> tuple[str, tuple[str, ...]]:
@@ -126,12 +126,19 @@ def decide(
     interrupted: bool = False,
     resamples: int | None = None,
     draft_setting: str = "draft length",
+    alphas: Sequence[float] | None = None,
 ) -> Decision:
     """The decision over ``steps`` (in load order): rows, cells, brackets (pure).
 
     With draft lengths (``Step.draft``), every K is a candidate judged against the
     baseline, one row per category per K, and the pair tests that pick the best K
-    (``draft_choice``) join the same Holm family."""
+    (``draft_choice``) join the same Holm family.
+
+    ``alphas`` (one per step, ``ab --search``): each step is its own Holm family at its
+    own level, the levels summing to at most ``ALPHA`` over the search (alpha spending),
+    instead of one family over the whole sweep at ``ALPHA``. No draft lengths then."""
+    if alphas is not None and (len(alphas) != len(steps) or any(s.draft for s in steps)):
+        raise ValueError("alphas: one level per step, and no draft lengths")
     arms = sorted({k for s in steps for k, _ in _arms(s)}, key=lambda k: -1 if k is None else k)
     categories = sorted(
         {
@@ -150,8 +157,12 @@ def decide(
     live = [s for s in steps if s.blocked is None]
     drafts = [k for k in arms if k is not None]
     pairs_planned = len(categories) * max(len(drafts) - 1, 0) * len(live)
-    family = sum(len(m) for *_, m in rows) * len(live) + pairs_planned
-    r = resamples or resamples_for(family)
+    per_step = sum(len(m) for *_, m in rows)
+    family = per_step * len(live) + pairs_planned
+    if alphas is None:
+        r = resamples or resamples_for(family)
+    else:
+        r = resamples or resamples_for(per_step, alpha=min(alphas, default=ALPHA))
     tests: dict[tuple[int, int, str], Test] = {}
     for i, s in enumerate(steps):
         by_arm = dict(_arms(s))
@@ -175,14 +186,21 @@ def decide(
     flat: dict[tuple[object, ...], Test] = {key: t for key, t in tests.items()}
     flat.update({("pair", *key): t for key, t in pairs.items()})
     keys = [key for key, t in flat.items() if t.p_value is not None]
-    adjusted = dict(zip(keys, holm([flat[key].p_value or 0.0 for key in keys]), strict=True))
+    families = (
+        [keys] if alphas is None else [[k for k in keys if k[0] == i] for i in range(len(steps))]
+    )
+    adjusted: dict[tuple[object, ...], float] = {}
+    for family_keys in families:
+        p_values = holm([flat[key].p_value or 0.0 for key in family_keys])
+        adjusted.update(zip(family_keys, p_values, strict=True))
+    levels = [ALPHA] * len(steps) if alphas is None else list(alphas)
     out_rows: list[DecisionRow] = []
     for j, (k, cat, rule, metrics) in enumerate(rows):
         calls: list[StepCall] = []
         for i, s in enumerate(steps):
             cells = []
             for m in metrics:
-                cell = judged(tests[i, j, m], adjusted.get((i, j, m)))
+                cell = judged(tests[i, j, m], adjusted.get((i, j, m)), levels[i])
                 cell["metric"] = m
                 cells.append(cell)
             calls.append({"load": s.load, "verdict": joint(cells), "cells": cells})

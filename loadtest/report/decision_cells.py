@@ -100,8 +100,9 @@ def goodput_test(a: Sequence[RunSamples], b: Sequence[RunSamples], effect: float
     )
 
 
-def judged(t: Test, p_holm: float | None) -> DecisionCell:
-    """The cell as written: called faster/slower only past Holm, interval and threshold."""
+def judged(t: Test, p_holm: float | None, alpha: float = ALPHA) -> DecisionCell:
+    """The cell as written: called faster/slower only past Holm at ``alpha``, the
+    interval and the threshold."""
     verdict, why = t.verdict, t.why
     if (
         t.a
@@ -111,7 +112,7 @@ def judged(t: Test, p_holm: float | None) -> DecisionCell:
         and t.high is not None
     ):
         called = (
-            p_holm < ALPHA and (t.low > 0 or t.high < 0) and abs(t.diff) >= t.threshold * abs(t.a)
+            p_holm < alpha and (t.low > 0 or t.high < 0) and abs(t.diff) >= t.threshold * abs(t.a)
         )
         worse = (t.diff > 0) == t.lower_is_better
         verdict = ("slower" if worse else "faster") if called else "no difference"

@@ -101,6 +101,25 @@ def row_label(row: DecisionRow, width: int | None = None) -> str:
     return (name if len(name) <= room else name[: max(room - 1, 1)] + "~") + suffix
 
 
+def search_lines(d: Decision) -> list[str]:
+    """``ab --search``: the steps in the order run, why each, and each category's answer."""
+    search = d.get("search")
+    if search is None:
+        return []
+    kind = search["kind"]
+    lines = ["", f"search, {kind} {search['lo']:g}..{search['hi']:g}, steps in the order run:"]
+    for i, probe in enumerate(search["probes"]):
+        lines.append(f"  {i + 1}. {kind} {probe['load']:g}: {probe['plan']}")
+    lines.append(f"  stopped: {search['stopped_because']}")
+    lines.append(f"  error control: {search['spending']}")
+    lines.append("answer:")
+    for c in search["crossovers"]:
+        lines.append(f"  {c['category']}: {c['text']}")
+    if not search["crossovers"]:
+        lines.append("  not exercised: no step was judged")
+    return lines
+
+
 def render_decision(d: Decision) -> str:
     """The decision table, the brackets and, where gated, the gate."""
     kind = d["kind"]
@@ -108,8 +127,13 @@ def render_decision(d: Decision) -> str:
     lines = [
         f"decision: candidate against baseline, per category, {kind} "
         + ", ".join(f"{load:g}" for load in d["loads"]),
-        f"  effect = (B - A) / A in %, [95% interval]; called faster/SLOWER with Holm over "
-        f"{d['family_size']} tests of the sweep and |effect| >= {d['min_effect']:.0%}"
+        "  effect = (B - A) / A in %, [95% interval]; called faster/SLOWER with Holm over "
+        + (
+            f"{d['family_size']} tests of the sweep"
+            if "search" not in d
+            else "each step's tests at the step's share of alpha (below)"
+        )
+        + f" and |effect| >= {d['min_effect']:.0%}"
         + (
             f" (asked {d['min_effect_asked']:.0%}, one run a side)"
             if d["min_effect"] != d["min_effect_asked"]
@@ -153,6 +177,7 @@ def render_decision(d: Decision) -> str:
             lines.append(f"  {kind} {pick['load']:g}, {pick['category']}: {pick['text']}")
         if not draft["picks"]:
             lines.append("  not exercised (no step where two Ks could be compared)")
+    lines += search_lines(d)
     lines += acceptance_lines(d)
     lines += memory_lines(d)
     if d.get("budget"):
