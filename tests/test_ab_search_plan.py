@@ -163,3 +163,18 @@ def test_a_category_that_cannot_be_told_ends_its_search_saying_so() -> None:
     assert next_ab_load(spec, probes).load is None
     probes = [Probe(1, {"chat": "cannot tell"})]
     assert next_ab_load(spec, probes).why == "every category's answer is found"
+
+
+def test_where_the_gain_ends_abruptly_the_bracket_holds_it_in_every_seeded_search() -> None:
+    """Faster by 30% below 4, identical from 4: a "faster" at 4 or above would be a
+    false call pushing the bracket up, each at most 5% / 6 a step."""
+    spec = SearchSpec("concurrency", 1, 64, budget=6)
+    found = []
+    for seed in range(10):
+        d, _ = _search(spec, lambda load: -0.3 if load < 4 else 0.0, seed=2000 + seed, n=30)
+        search = d.get("search")
+        assert search is not None
+        (chat,) = [c for c in search["crossovers"] if c["category"] == "chat"]
+        found.append((chat["pays_to"], chat["stops_from"], len(search["probes"])))
+    # Measured over 20 seeds: (3, 4) in 4 steps (1, 2, 4, 3) every time.
+    assert all(f == (3, 4, 4) for f in found), found
