@@ -45,6 +45,9 @@ def point_of(load: float, summary: Summary) -> Point:
         for c in summary["slo"]["checks"]
         if (value := c["value"]) is not None and c["limit"] > 0
     )
+    saturated = [s["reason"] for s in summary.get("stopped", []) if s["rule"] == "saturated"]
+    if saturated:  # ended early: the endpoint could not keep up, whatever the SLOs say
+        return Point(load, "fail", margins, saturated[0])
     if said == "met":
         return Point(load, "pass", margins)
     if said in ("missed", "not sustained"):  # a load the endpoint could not take fails

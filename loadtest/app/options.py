@@ -78,6 +78,8 @@ class RunOptions:
     source_addresses: tuple[str, ...] = ()
     """``--source-address``: local addresses the connections leave from, in turn, over
     the scenario's ``[load] source_addresses`` (empty: as the scenario says)."""
+    stop_saturated: bool = False
+    """``--stop-saturated``: add a ``saturated`` stop rule where the scenario has none."""
     live_labels: tuple[tuple[str, str], ...] = ()
     """Labels of this run's series in the live outputs: ``side`` (``ab``), ``step``."""
     uvloop: bool = False
@@ -206,6 +208,14 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
         base = SLOSpec() if "none" in o.slo else sc.slo
         extra = tuple(t for text in o.slo if text != "none" for t in parse_slo_flag(text))
         sc = dataclasses.replace(sc, slo=base.merged(extra))
+    if o.stop_saturated and not any(r.kind == "saturated" for r in sc.load.stop_rules):
+        from loadtest.config.stop_rules import StopRuleSpec
+        from loadtest.config.stop_saturated import DEFAULT
+
+        rule = StopRuleSpec("saturated", DEFAULT)
+        sc = dataclasses.replace(
+            sc, load=dataclasses.replace(sc.load, stop_rules=(*sc.load.stop_rules, rule))
+        )
     if o.sim_speculative is not None:
         sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, speculative=o.sim_speculative))
     if o.sim_spec_k is not None:

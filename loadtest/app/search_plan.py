@@ -68,7 +68,7 @@ class Point:
     margins: tuple[tuple[str, float], ...] = ()
     """(SLO, its value over its limit) of the checks that had a value: > 1 missed."""
     why: str = ""
-    """For ``cannot tell``: why (too few requests, not sustained)."""
+    """For ``cannot tell``: why (too few requests); for a saturated fail: the evidence."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,6 +133,13 @@ def add_run_flags(p: argparse.ArgumentParser, *, fail_on_slower: bool = False) -
         + slower
         * fail_on_slower,
     )
+    p.add_argument(
+        "--stop-saturated",
+        action="store_true",
+        help="end the load early, failing it, when the endpoint cannot keep up: requests in "
+        "flight and TTFT from the intended send both climbing steadily over 10 s (a "
+        "[[load.stop]] rule of kind saturated; on by default in sweep --search rate=...)",
+    )
     p.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
     p.add_argument(
         "--source-address",
@@ -252,6 +259,7 @@ def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
         insecure=args.insecure,
         slo=tuple(args.slo),
         record_chunks=args.record_chunks,
+        stop_saturated=args.stop_saturated,
         record_outputs=args.record_outputs,
         keepalive=not args.no_keepalive,
         source_addresses=tuple(a for text in args.source_address for a in text.split(",")),

@@ -79,7 +79,8 @@ def _search(args: argparse.Namespace) -> int:
     if resume is not None and not (resume / "capacity.json").exists():
         raise UsageError(f"--resume {resume}: no capacity.json of a search there")
     spec = SearchSpec(kind, lo, hi, args.tolerance, args.budget)
-    base = run_options(args)
+    # An open loop past capacity only grows its queue: such a point ends early, a fail.
+    base = run_options(args, stop_saturated=args.stop_saturated or kind == "rate")
     live = open_live(args)
 
     def point(load: float, out: Path) -> tuple[Summary, bool]:

@@ -13,13 +13,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from loadtest.config.toml_tables import Table
 from loadtest.errors import UsageError
 from loadtest.registry import Registry
 
-__all__ = ["STOP_RULES", "RunSoFar", "StopRule", "StopRuleSpec", "parse_stop_rules"]
+__all__ = [
+    "STOP_RULES",
+    "RunSoFar",
+    "StopRule",
+    "StopRuleSpec",
+    "TrendSample",
+    "parse_stop_rules",
+]
+
+
+class TrendSample(NamedTuple):
+    """One measured request as it ended: when, the requests then in flight, and its
+    time to first token from its intended send (None: no first token)."""
+
+    end_s: float
+    """Seconds since the measured window began."""
+    in_flight: int
+    ttft_ms: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +51,8 @@ class RunSoFar:
     failed: int
     output_tokens: int
     """Output tokens of the measured ok requests."""
+    recent: Sequence[TrendSample] = ()
+    """The last minute's measured requests, oldest first: a view to read now, not keep."""
 
 
 @runtime_checkable

@@ -10,11 +10,12 @@ makes the run exit 1 (``report.exit_reasons``).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
 from loadtest.config.scenario import Scenario
-from loadtest.config.stop_rules import RunSoFar, StopRule
+from loadtest.config.stop_rules import RunSoFar, StopRule, TrendSample
 from loadtest.engine.blocks import BlockBase
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.model.record import RequestRecord
@@ -23,6 +24,8 @@ from loadtest.model.summary import StoppedBy, Summary
 __all__ = ["STOPPED", "StopRulesHook"]
 
 BLOCK = "stopped"
+RECENT_S = 60.0
+"""How far back ``RunSoFar.recent`` reaches: the longest trend window a rule may fit."""
 
 
 class StopRulesHook(RunHook):
@@ -36,6 +39,7 @@ class StopRulesHook(RunHook):
         self._warmup_end_ns = 0
         self._ended = self._ok = self._failed = self._tokens = 0
         self._fired: StoppedBy | None = None
+        self._recent: deque[TrendSample] = deque()
 
     async def on_start(self, ctx: RunContext) -> None:
         self._ctx = ctx
@@ -50,12 +54,19 @@ class StopRulesHook(RunHook):
             self._tokens += rec.output_tokens
         elif rec.outcome == "failed":
             self._failed += 1
+        elapsed_s = max(0, rec.end_ns - self._warmup_end_ns) / 1e9
+        first = rec.first_token_ns
+        ttft_ms = None if first is None else (first - rec.intended_ns) / 1e6
+        self._recent.append(TrendSample(elapsed_s, self._ctx.in_flight, ttft_ms))
+        while self._recent[0].end_s < elapsed_s - RECENT_S:
+            self._recent.popleft()
         seen = RunSoFar(
-            elapsed_s=max(0, rec.end_ns - self._warmup_end_ns) / 1e9,
+            elapsed_s=elapsed_s,
             ended=self._ended,
             ok=self._ok,
             failed=self._failed,
             output_tokens=self._tokens,
+            recent=self._recent,
         )
         for kind, rule, settings in self._rules:
             reason = rule.reached(settings, seen)

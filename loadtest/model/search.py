@@ -30,7 +30,7 @@ class SearchPoint(TypedDict):
     outcome: Outcome
     margins: list[SloMargin]
     why: str
-    """For ``cannot tell``: why."""
+    """For ``cannot tell``: why; for a point stopped as saturated: its evidence."""
     plan: str
     """Why the plan chose this load (probing, bisecting, confirming an edge)."""
     run: str
