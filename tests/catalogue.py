@@ -31,7 +31,13 @@ from loadtest.model.stats import StatKey
 ROOT = Path(__file__).resolve().parent.parent
 METRICS_MD = ROOT / "docs" / "metrics.md"
 
-FILES = ("summary.json", "capacity.json", "comparison.json", "decision.json")
+FILES = (
+    "summary.json",
+    "capacity.json",
+    "comparison.json",
+    "decision.json",
+    "server-sweep.json",
+)
 """The result files the catalogue covers, each a table of its own."""
 COLUMNS = ("path", "printed as", "unit", "source", "window", "resolution", "definition")
 NAME_COLUMNS = ("metric", "printed as", "unit", "source", "window", "resolution", "definition")

@@ -87,6 +87,8 @@ class Side:
     """``sim:spec`` with ``--draft-max``: the simulator's draft length for this side."""
     draft_max: int | None = None
     """The draft length this side was given by ``--draft-max`` (None: its default)."""
+    sim_settings: tuple[tuple[str, float | int], ...] = ()
+    """A ``sim:`` side's settings over the scenario's ``[sim]`` (``--server-sweep``)."""
 
     @property
     def url(self) -> str | None:
@@ -204,7 +206,11 @@ def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
     """
     if side.sim_speculative is not None:
         sim = dataclasses.replace(
-            options, endpoint=None, sim_speculative=side.sim_speculative, sim_spec_k=side.sim_spec_k
+            options,
+            endpoint=None,
+            sim_speculative=side.sim_speculative,
+            sim_spec_k=side.sim_spec_k,
+            sim_settings=side.sim_settings,
         )
         _, run_dir, stopped = run(sim)
         return run_dir, stopped

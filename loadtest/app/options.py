@@ -97,6 +97,8 @@ class RunOptions:
     """The built-in simulator speculates (``[sim] speculative``); ``ab``'s ``sim:`` sides."""
     sim_spec_k: int | None = None
     """The built-in simulator's draft length (``[sim] spec_k``); ``ab --draft-max``."""
+    sim_settings: tuple[tuple[str, float | int], ...] = ()
+    """Settings of the built-in simulator over ``[sim]``'s (``ab --server-sweep``)."""
 
 
 def default_scenario_path() -> Path:
@@ -218,6 +220,9 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
         )
     if o.sim_speculative is not None:
         sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, speculative=o.sim_speculative))
+    if o.sim_settings:
+        settings = {**sc.sim.settings, **dict(o.sim_settings)}
+        sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, settings=settings))
     if o.sim_spec_k is not None:
         settings = {**sc.sim.settings, "spec_k": o.sim_spec_k}
         sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, settings=settings))

@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loadtest.cli.ab_search import (
-    add_search_flags,
-    decided,
-    run_search,
-    search_check,
-    search_spec,
-)
+from loadtest.cli.ab_search import add_search_flags, search_check, search_spec, shown
+from loadtest.cli.ab_server import add_server_flags, server_spec, server_sweep
 from loadtest.cli.codes import EXIT_GATE, EXIT_INTERRUPTED
 from loadtest.cli.flags import (
     add_load_flags,
@@ -34,6 +30,8 @@ if TYPE_CHECKING:
     from loadtest.app.ab_sides import RunFn, Side
     from loadtest.app.ab_sweep import AbSweepPlan
     from loadtest.app.options import RunOptions
+    from loadtest.app.search_plan import SearchSpec
+    from loadtest.model.decision import Decision
 
 __all__ = ["EXIT_GATE", "add_ab", "run_ab_command"]
 
@@ -75,6 +73,7 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
         "decision per category (decision.json)",
     )
     add_search_flags(ab)
+    add_server_flags(ab)
     ab.add_argument(
         "--draft-max",
         metavar="K,K,...",
@@ -152,6 +151,10 @@ def run_ab_command(args: argparse.Namespace) -> int:
 
         memory = (args.memory_budget, parse_memory(args.memory_budget))
     repeat, budget_note = _budgeted(args, base, plan, len(sides))
+    servers = server_spec(args, sides)
+    if args.check and servers is not None:
+        listed = ", ".join(f"{v:g}" for v in servers.values)
+        print(f"server sweep: {servers.name} = {listed}, a fresh server per run; once per value:")
     if args.check and spec is not None:
         from loadtest.app.job import check_job
 
@@ -171,13 +174,16 @@ def run_ab_command(args: argparse.Namespace) -> int:
         return summary, folder, stopped
 
     try:
-        if spec is not None:
-            return run_search(args, spec, base, sides, name, run, reasons)
-        if plan is not None:
+        if spec is not None or plan is not None:
             if budget_note:
                 print(budget_note)
             args.repeat = repeat
-            return _sweep(args, base, sides, plan, point, name, run, reasons, memory, budget_note)
+            decision = Decided(args, spec, plan, point, name, run, reasons, memory, budget_note)
+            if servers is not None:
+                stopped = server_sweep(servers, sides, base, name, decision.at)
+            else:
+                stopped = decision.at(sides, base)[1]
+            return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_GATE)
         result, folder, stopped = run_ab(
             base, sides, args.repeat, name, run, min_effect=args.min_effect / 100
         )
@@ -192,26 +198,47 @@ def run_ab_command(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_GATE)
 
 
-def _sweep(
-    args: argparse.Namespace,
-    base: RunOptions,
-    sides: dict[str, Side],
-    plan: AbSweepPlan,
-    point: float | None,
-    name: str,
-    run: RunFn,
-    reasons: list[str],
-    memory: tuple[str, float] | None,
-    budget_note: str | None,
-) -> int:
-    from loadtest.app.ab_sweep import run_ab_sweep
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A sweep or a search, run on given sides and shown: once, or once per server
+    setting (``--server-sweep``)."""
 
-    decision, compared, folder, stopped = run_ab_sweep(
-        base, sides, plan, args.repeat, name, run, min_effect=args.min_effect / 100, memory=memory
-    )
-    if budget_note:
-        decision["budget"] = budget_note
-    return decided(args.fail_on, point, (decision, compared, folder, stopped), reasons)
+    args: argparse.Namespace
+    spec: SearchSpec | None
+    plan: AbSweepPlan | None
+    point: float | None
+    name: str
+    run: RunFn
+    reasons: list[str]
+    memory: tuple[str, float] | None
+    budget_note: str | None
+
+    def at(self, sides: dict[str, Side], base: RunOptions) -> tuple[Decision, bool]:
+        """The decision on ``sides`` with ``base``'s options, shown; and if stopped."""
+        from loadtest.app.ab_search import run_ab_search
+        from loadtest.app.ab_sweep import run_ab_sweep
+
+        effect = self.args.min_effect / 100
+        repeat = self.args.repeat
+        if self.spec is not None:
+            done = run_ab_search(
+                base, sides, self.spec, repeat, self.name, self.run, min_effect=effect
+            )
+        else:
+            assert self.plan is not None
+            done = run_ab_sweep(
+                base,
+                sides,
+                self.plan,
+                repeat,
+                self.name,
+                self.run,
+                min_effect=effect,
+                memory=self.memory,
+            )
+            if self.budget_note:
+                done[0]["budget"] = self.budget_note
+        return shown(self.args.fail_on, self.point, done, self.reasons)
 
 
 def _per_run(base: RunOptions) -> tuple[float | None, str]:

@@ -12,13 +12,11 @@ from loadtest.errors import UsageError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from loadtest.app.ab_sides import RunFn, Side
-    from loadtest.app.options import RunOptions
     from loadtest.app.search_plan import SearchSpec
     from loadtest.model.comparison import Comparison
     from loadtest.model.decision import Decision
 
-__all__ = ["add_search_flags", "decided", "run_search", "search_check", "search_spec"]
+__all__ = ["add_search_flags", "search_check", "search_spec", "shown"]
 
 SWEEP_ONLY = ("sweep", "draft_max", "budget", "memory_budget", "operating_point")
 
@@ -78,35 +76,15 @@ def search_check(spec: SearchSpec, repeat: int, sides: int) -> list[str]:
     ]
 
 
-def run_search(
-    args: argparse.Namespace,
-    spec: SearchSpec,
-    base: RunOptions,
-    sides: dict[str, Side],
-    name: str,
-    run: RunFn,
-    reasons: list[str],
-) -> int:
-    """The search, its decision printed, its gate, the exit code."""
-    from loadtest.app.ab_search import run_ab_search
-
-    done = run_ab_search(
-        base, sides, spec, args.repeat, name, run, min_effect=args.min_effect / 100
-    )
-    return decided(args.fail_on, None, done, reasons)
-
-
-def decided(
+def shown(
     fail_on: str,
     point: float | None,
     done: tuple[Decision, list[tuple[float, Comparison]], Path, bool],
     reasons: list[str],
-) -> int:
-    """A sweep's or a search's decision: gated (``--fail-on slower``), written, printed,
-    and the exit code from it and every step's comparison."""
+) -> tuple[Decision, bool]:
+    """A sweep's or a search's decision: gated (``--fail-on slower``), written and
+    printed; its reasons, and every step's comparison's, added to ``reasons``."""
     from loadtest.app.ab_sweep import gate, write_decision
-    from loadtest.cli.codes import EXIT_GATE, EXIT_INTERRUPTED
-    from loadtest.cli.exits import closing
     from loadtest.report.decision_render import render_decision
     from loadtest.report.exit_reasons import comparison_reasons
 
@@ -120,4 +98,4 @@ def decided(
     print(render_decision(decision))
     print(f"\ndecision: {folder / 'decision.json'}")
     sys.stdout.flush()
-    return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_GATE)
+    return decision, stopped

@@ -1,0 +1,199 @@
+"""``ab --server-sweep NAME=V,V,...``: a server setting as a dimension of the decision.
+
+For each value, every side ``ab`` starts (``llama:``, ``vllm:``, ``sim:``) is started with
+the setting at that value, and a whole ``ab --sweep`` or ``ab --search`` runs on them
+into ``OUT/<time>-server-sweep-<name>/<setting>=<value>/``: one decision per value, so
+a user sees how the load where speculation stops paying moves with, say, llama.cpp's
+slots or vLLM's batch size. Every run of a managed side already starts a fresh server
+(a cold engine, an empty prompt cache): nothing is carried from one setting, or one
+run, to the next. ``server-sweep.json`` beside the values holds, per value, each
+category's answer and what the setting cost: the sides' cold starts and memory, from
+each run's ``deployment.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadtest.app.ab_sides import Side
+from loadtest.errors import UsageError
+from loadtest.model.atomic import write_atomic
+from loadtest.model.decision import Decision
+from loadtest.model.server_sweep import ServerSetting, ServerSide, ServerSweepResult
+from loadtest.report.compare import load_runs
+
+__all__ = [
+    "LLAMA_SETTINGS",
+    "VLLM_SETTINGS",
+    "ServerSweep",
+    "parse_server_sweep",
+    "render_server_sweep",
+    "run_server_sweep",
+    "with_setting",
+]
+
+LLAMA_SETTINGS = ("parallel", "threads", "ctx_per_slot")
+"""llama.cpp settings a sweep may vary (the draft length has ``--draft-max``)."""
+VLLM_SETTINGS = ("max_num_seqs", "max_model_len", "num_speculative_tokens", "kv_cache_gb")
+RESULT = "server-sweep.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSweep:
+    """``--server-sweep NAME=V,V,...``: one setting, its values in the order given."""
+
+    name: str
+    values: tuple[float, ...]
+
+    def label(self, value: float) -> str:
+        return f"{self.name}={value:g}"
+
+
+def parse_server_sweep(text: str) -> ServerSweep:
+    """``parallel=1,2,4``; ``UsageError`` naming ``--server-sweep``."""
+    name, eq, values = text.partition("=")
+    name = name.strip().replace("-", "_")
+    try:
+        parsed = tuple(float(v) for v in values.split(",") if v.strip())
+    except ValueError:
+        parsed = ()
+    if not eq or not name or not parsed or len(set(parsed)) != len(parsed):
+        raise UsageError(
+            f"--server-sweep {text!r}: expected SETTING=V,V,... with distinct numbers "
+            "(e.g. parallel=1,2,4 or max_num_seqs=4,8,16)"
+        )
+    return ServerSweep(name, parsed)
+
+
+def _whole(sweep: ServerSweep, value: float) -> int:
+    if value != int(value) or value < 1:
+        raise UsageError(f"--server-sweep {sweep.label(value)}: a whole number >= 1")
+    return int(value)
+
+
+def with_setting(side: Side, sweep: ServerSweep, value: float) -> Side:
+    """``side`` started with the setting at ``value``; ``UsageError`` when ``side`` is not
+    one ab starts, or its engine has no such setting."""
+    name = sweep.name
+    if side.llama is not None:
+        if name not in LLAMA_SETTINGS:
+            raise UsageError(
+                f"--server-sweep {name}: llama.cpp sides take {', '.join(LLAMA_SETTINGS)}"
+            )
+        whole: Any = _whole(sweep, value)  # a field named at run time: checked just below
+        llama = dataclasses.replace(side.llama, **{name: whole})
+        llama.check()
+        return dataclasses.replace(side, llama=llama)
+    if side.vllm is not None:
+        if name not in VLLM_SETTINGS:
+            raise UsageError(f"--server-sweep {name}: vLLM sides take {', '.join(VLLM_SETTINGS)}")
+        number: Any = value if name == "kv_cache_gb" else _whole(sweep, value)
+        vllm = dataclasses.replace(side.vllm, **{name: number})
+        vllm.check()
+        return dataclasses.replace(side, vllm=vllm)
+    if side.sim_speculative is not None:
+        from loadtest.sim.model import SimConfig
+
+        fields = {f.name: f for f in dataclasses.fields(SimConfig)}
+        default = getattr(SimConfig(), name, None) if name in fields else None
+        if not isinstance(default, int | float) or isinstance(default, bool):
+            raise UsageError(f"--server-sweep {name}: not a numeric simulator setting")
+        setting: Any = float(value) if isinstance(default, float) else _whole(sweep, value)
+        dataclasses.replace(SimConfig(), **{name: setting}).check()
+        return dataclasses.replace(side, sim_settings=(*side.sim_settings, (name, setting)))
+    raise UsageError(
+        f"--server-sweep: {side.given or 'the built-in simulator'!r} is not a deployment ab "
+        "starts (llama:..., vllm:..., sim:...): its server's settings are not loadtest's"
+    )
+
+
+def _costs(decision: Decision, sides: dict[str, Side]) -> list[ServerSide]:
+    """What each side's runs under this setting cost, from their ``deployment.json``."""
+    out: list[ServerSide] = []
+    for side, given in sides.items():
+        folders = [Path(s["folder"]) / side for s in decision["steps"]]
+        runs = [r for f in folders if f.is_dir() for r in load_runs(f)]
+        costs = [r.deployment for r in runs if r.deployment is not None]
+        ready = [c["ready_s"] for c in costs]
+        first = [c["first_token_s"] for c in costs if c["first_token_s"] is not None]
+        out.append(
+            {
+                "side": given.given or side,
+                "runs": len(runs),
+                "ready_s": round(statistics.median(ready), 3) if ready else None,
+                "first_token_s": round(statistics.median(first), 3) if first else None,
+                "rss_peak_mib": max((c["rss_peak_mib"] for c in costs), default=None),
+            }
+        )
+    return out
+
+
+def _answers(decision: Decision) -> list[str]:
+    search = decision.get("search")
+    if search is not None:
+        return [f"{c['category']}: {c['text']}" for c in search["crossovers"]]
+    return [f"{row['category']}: {row['bracket']['text']}" for row in decision["rows"]]
+
+
+DecideAt = Callable[[dict[str, Side], str, tuple[tuple[str, str], ...]], tuple[Decision, bool]]
+"""Run the whole ab sweep or search on these sides into this ``--out``, with these live
+labels: (its decision, whether Ctrl-C stopped it)."""
+
+
+def run_server_sweep(
+    sweep: ServerSweep,
+    sides: dict[str, Side],
+    out: Path,
+    name: str,
+    decide_at: DecideAt,
+    labels: tuple[tuple[str, str], ...] = (),
+    say: Callable[[str], None] = print,
+) -> tuple[ServerSweepResult, Path, bool]:
+    """Every value's sweep or search; returns (server-sweep.json's content, folder,
+    stopped). The sides are checked for every value before anything runs."""
+    made = {v: {k: with_setting(s, sweep, v) for k, s in sides.items()} for v in sweep.values}
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+    folder = out / f"{stamp}-server-sweep-{name}"
+    result: ServerSweepResult = {"setting": sweep.name, "values": [], "interrupted": False}
+    stopped = False
+    for value, at in made.items():
+        say(f"server setting {sweep.label(value)}")
+        where = folder / sweep.label(value)
+        decision, stopped = decide_at(at, str(where), (*labels, ("server", sweep.label(value))))
+        setting: ServerSetting = {
+            "value": value,
+            "folder": str(where),
+            "answers": _answers(decision),
+            "sides": _costs(decision, at),
+        }
+        result["values"].append(setting)
+        result["interrupted"] = stopped
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(folder / RESULT, orjson.dumps(result, option=orjson.OPT_INDENT_2))
+        if stopped:
+            break
+    return result, folder, stopped
+
+
+def render_server_sweep(result: ServerSweepResult) -> str:
+    """Per value: each category's answer, and what the sides cost to start and hold."""
+    lines = [f"server setting {result['setting']}: where the candidate stops paying"]
+    for s in result["values"]:
+        lines.append(f"  {result['setting']}={s['value']:g}:")
+        lines += [f"    {a}" for a in s["answers"]]
+        for side in s["sides"]:
+            ready = "-" if side["ready_s"] is None else f"{side['ready_s']:.2f} s"
+            peak = "-" if side["rss_peak_mib"] is None else f"{side['rss_peak_mib']:.0f} MiB"
+            lines.append(
+                f"    {side['side']}: {side['runs']} runs, cold start to ready {ready} "
+                f"(median), peak memory {peak}"
+            )
+    return "\n".join(lines)
