@@ -13,7 +13,7 @@ from typing import Any
 from loadtest.model.json import JsonObject
 from loadtest.protocol.schema import fitting_enum
 
-__all__ = ["WORDS", "fake_arguments", "padded"]
+__all__ = ["WORDS", "fake_arguments", "padded", "tool_results"]
 
 WORDS = (
     "the",
@@ -116,3 +116,20 @@ def padded(word: str, size: int) -> str:
     if size <= 0 or not word:
         return word
     return (word * (size // len(word) + 1))[:size]
+
+
+def tool_results(request: JsonObject) -> int:
+    """Tool results since the last user message, not counting rejections.
+
+    A rejection is the error loadtest sends back for an invalid call (a JSON object with
+    an ``error`` key): the model is asked to call again, not to move on.
+    """
+    n = 0
+    for m in reversed(request.get("messages") or ()):
+        if not isinstance(m, dict) or m.get("role") == "user":
+            break
+        if m.get("role") == "tool":
+            content = m.get("content")
+            if not (isinstance(content, str) and content.startswith('{"error"')):
+                n += 1
+    return n

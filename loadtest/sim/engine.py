@@ -34,7 +34,18 @@ _perf = time.perf_counter_ns
 
 
 class _Sequence:
-    __slots__ = ("accept_p", "event", "kv", "parked", "ready", "rng", "total", "truth")
+    __slots__ = (
+        "accept_p",
+        "event",
+        "kv",
+        "parked",
+        "ready",
+        "rng",
+        "think",
+        "think_p",
+        "total",
+        "truth",
+    )
 
     def __init__(
         self, total: int, accept_p: float, rng: random.Random, truth: Truth | None
@@ -49,6 +60,10 @@ class _Sequence:
         self.kv: KvStream | None = None
         self.parked = False
         """Preempted: out of the batch until admitted again and recomputed."""
+        self.think = 0
+        self.think_p = accept_p
+        """Its first ``think`` tokens are reasoning, drafted with acceptance ``think_p``
+        (a step is judged by the part its first token is in)."""
 
 
 class StepEngine:
@@ -129,6 +144,7 @@ class StepEngine:
         seed: int,
         truth: Truth | None = None,
         kv: KvStream | None = None,
+        think: tuple[int, float] = (0, 0.0),
     ) -> AsyncGenerator[int, None]:
         """Yield how many of ``total`` tokens are ready, each time more are.
 
@@ -136,8 +152,10 @@ class StepEngine:
         early (a cancelled request) takes the sequence out of the batch at once. With a
         ``kv`` stream, each step needs room for the tokens it may give; a sequence
         preempted leaves the batch until it is admitted again and has recomputed.
+        ``think`` is the think segment's tokens and their acceptance.
         """
         seq = _Sequence(total, accept_p, random.Random(seed), truth)
+        seq.think, seq.think_p = think
         if kv is not None:
             seq.kv = kv
             kv.lease.on_preempt.append(lambda: self._park(seq))
@@ -226,7 +244,8 @@ class StepEngine:
                     continue  # cancelled during the step
                 n = 1
                 if speculate:
-                    p = 0.0 if collapsed else seq.accept_p
+                    p = seq.think_p if seq.ready < seq.think else seq.accept_p
+                    p = 0.0 if collapsed else p
                     accepted = accepted_tokens(seq.rng, p, k)
                     self.draft_tokens += k
                     self.accepted_tokens += accepted

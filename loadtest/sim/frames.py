@@ -7,6 +7,7 @@ Built once per response where they can be (``chunk_frame``), so a token costs on
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import orjson
 from aiohttp import web
@@ -20,6 +21,9 @@ __all__ = [
     "final_chunk",
     "finish",
     "llama_timings",
+    "reasoning_frame",
+    "reasoning_message",
+    "text_frame",
     "tool_first_chunk",
     "tool_head",
     "usage",
@@ -41,6 +45,8 @@ def usage(plan: ResponsePlan) -> JsonObject:
     }
     if plan.cached_tokens is not None:
         out["prompt_tokens_details"] = {"cached_tokens": plan.cached_tokens}
+    if plan.reasoning_reported is not None:
+        out["completion_tokens_details"] = {"reasoning_tokens": plan.reasoning_reported}
     return out
 
 
@@ -76,24 +82,65 @@ def tool_head(plan: ResponsePlan, rid: str) -> JsonObject:
     return {"index": 0, "id": f"call_{plan.call_key}", "type": "function"}
 
 
-def chunk_frame(rid: str, model: str, chat: bool, plan: ResponsePlan) -> tuple[bytes, bytes]:
-    """The bytes around each piece's JSON string, built once per response."""
-    created = int(time.time())
+def _delta_head(rid: str, model: str) -> str:
+    return (
+        f'data: {{"id":"{rid}","object":"chat.completion.chunk","created":{int(time.time())},'
+        f'"model":"{model}","choices":[{{"index":0,"delta":'
+    )
+
+
+def text_frame(rid: str, model: str, chat: bool) -> tuple[bytes, bytes]:
+    """The bytes around a text piece's JSON string (``content``, or a completion's
+    ``text``), built once per response."""
     if not chat:
         head = (
-            f'data: {{"id":"{rid}","object":"text_completion","created":{created},'
+            f'data: {{"id":"{rid}","object":"text_completion","created":{int(time.time())},'
             f'"model":"{model}","choices":[{{"index":0,"text":'
         )
         return head.encode(), b',"finish_reason":null}]}\n\n'
-    head = (
-        f'data: {{"id":"{rid}","object":"chat.completion.chunk","created":{created},'
-        f'"model":"{model}","choices":[{{"index":0,"delta":'
-    )
-    if plan.tool_name is not None:
-        return (head + '{"tool_calls":[{"index":0,"function":{"arguments":').encode(), (
-            b'}}]},"finish_reason":null}]}\n\n'
-        )
-    return (head + '{"content":').encode(), b'},"finish_reason":null}]}\n\n'
+    return (_delta_head(rid, model) + '{"content":').encode(), b'},"finish_reason":null}]}\n\n'
+
+
+def chunk_frame(rid: str, model: str, chat: bool, plan: ResponsePlan) -> tuple[bytes, bytes]:
+    """The bytes around each answer piece's JSON string, built once per response."""
+    if chat and plan.tool_name is not None:
+        head = _delta_head(rid, model) + '{"tool_calls":[{"index":0,"function":{"arguments":'
+        return head.encode(), b'}}]},"finish_reason":null}]}\n\n'
+    return text_frame(rid, model, chat)
+
+
+_REASONING_FIELDS = {
+    "vllm": ("reasoning", "reasoning_content"),
+    "reasoning": ("reasoning",),
+    "llama": ("reasoning_content",),
+}
+
+
+def reasoning_frame(rid: str, model: str, chat: bool, fmt: str) -> Callable[[bytes], bytes]:
+    """Frames a think piece's JSON string as ``fmt`` streams it (``sim.reasoning``): in
+    the reasoning field(s) of a chat delta, or as plain text where no parser splits it
+    out (``think-tags``, and the completions API, which has no reasoning field)."""
+    fields = _REASONING_FIELDS.get(fmt) if chat else None
+    if fields is None:
+        head, tail = text_frame(rid, model, chat)
+        return lambda piece: head + piece + tail
+    start = (_delta_head(rid, model) + "{").encode()
+    end = b'},"finish_reason":null}]}\n\n'
+    keys = [f'"{name}":'.encode() for name in fields]
+    if len(keys) == 1:
+        return lambda piece: start + keys[0] + piece + end
+    return lambda piece: start + keys[0] + piece + b"," + keys[1] + piece + end
+
+
+def reasoning_message(plan: ResponsePlan, fmt: str, message: JsonObject) -> None:
+    """Put a whole answer's think segment into ``message`` as ``fmt`` would (the content
+    keeps it, tags and all, with ``think-tags``)."""
+    split = plan.reasoning_pieces
+    if not split or fmt == "think-tags":
+        return
+    think = "".join(plan.pieces[:split])
+    for name in _REASONING_FIELDS[fmt]:
+        message[name] = think
 
 
 def tool_first_chunk(rid: str, model: str, plan: ResponsePlan) -> bytes:

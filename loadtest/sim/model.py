@@ -19,7 +19,8 @@ import orjson
 from loadtest.errors import UsageError
 from loadtest.model.json import JsonObject
 from loadtest.sim.arguments import WORDS as _WORDS
-from loadtest.sim.arguments import fake_arguments, padded
+from loadtest.sim.arguments import fake_arguments, padded, tool_results
+from loadtest.sim.reasoning import check_reasoning, plan_think
 from loadtest.sim.tokenize import count_prompt_tokens
 
 __all__ = ["ResponsePlan", "SimConfig", "Truth", "fake_arguments", "plan_response"]
@@ -169,6 +170,18 @@ class SimConfig:
     leak_on_disconnect_s: float = 0.0
     """Fault for testing the tester: keep a cancelled request's slot (and its count in
     ``running``) this many seconds after the client went away (0 = free it at once)."""
+    reasoning_tokens: int = 0
+    """Mean length of a think segment before each answer (0 = no reasoning)."""
+    reasoning_sigma: float = 0.5
+    """Log-normal spread of the think segment's length (0 = always the mean)."""
+    accept_reasoning: float = 0.7
+    """Per-token draft acceptance in the think segment (the answer keeps its category's)."""
+    reasoning_format: str = "vllm"
+    """How the think segment is streamed: ``vllm`` (``reasoning`` and the older
+    ``reasoning_content``), ``reasoning``, ``llama`` (``reasoning_content``) or
+    ``think-tags`` (raw ``<think>`` tags in the content, no reasoning parser)."""
+    reasoning_usage: str = "sent"
+    """Usage's ``reasoning_tokens``: ``sent``, ``none`` or ``wrong`` (half, a bug)."""
 
     def check(self) -> None:
         """Raise ``UsageError`` naming the first setting out of range."""
@@ -195,18 +208,11 @@ class SimConfig:
             raise UsageError(f"sim prefill_stall must be between 0 and 1, not {self.prefill_stall}")
         if self.prefill_chunk_tokens < 0:
             raise UsageError("sim prefill_chunk_tokens must not be negative")
+        check_reasoning(self)
         if self.spec_k < 1:
             raise UsageError(f"sim spec_k must be at least 1, not {self.spec_k}")
-        for name in (
-            "ttft_ms",
-            "itl_ms",
-            "pace_sigma",
-            "pace_period_ms",
-            "draft_timeout_ms",
-            "load_s",
-            "cold_start_ms",
-            "piece_bytes",
-        ):
+        times = ("ttft_ms", "itl_ms", "pace_sigma", "pace_period_ms", "draft_timeout_ms")
+        for name in (*times, "load_s", "cold_start_ms", "piece_bytes"):
             if getattr(self, name) < 0:
                 raise UsageError(f"sim {name} must not be negative")
 
@@ -238,6 +244,10 @@ class ResponsePlan:
     call_key: str = ""
     """Names the tool call (``call_<key>``): from the request's bytes, not its arrival
     order, so that a conversation that carries the id back is the same every run."""
+    reasoning_pieces: int = 0
+    reasoning_reported: int | None = None
+    """The first ``reasoning_pieces`` are the think segment (``sim.reasoning``), and
+    its usage reports ``reasoning_reported`` of them (None: left out)."""
 
     @property
     def completion_tokens(self) -> int:
@@ -275,6 +285,12 @@ class Truth:
     """The client address the request came from (a driver's ``--source-address``)."""
     preemptions: int = 0
     """Times it was evicted for KV room (``kv_tokens``) and recomputed."""
+    reasoning_tokens: int = 0
+    reasoning_start_ns: int | None = None
+    reasoning_end_ns: int | None = None
+    answer_start_ns: int | None = None
+    """The think segment's pieces, when its first and last were written, and when the
+    answer's first was (the first token's time, without reasoning)."""
 
 
 def _rng_for(seed: int, body: bytes) -> random.Random:
@@ -333,7 +349,18 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         pieces = (*pieces[:-1], (" " if len(pieces) > 1 else "") + "diverged")
     offsets = []
     t = ttft_ms
-    for _ in pieces:
+    think = None
+    if cfg.reasoning_tokens > 0:
+        # Its own draw (seed + 3): the answer stays as it was without reasoning.
+        think = plan_think(_rng_for(cfg.seed + 3, key_body), cfg, max_tokens - 1)
+        if tool_name is None:  # max_tokens holds the reasoning and the answer
+            pieces = pieces[: max(1, max_tokens - len(think.pieces))]
+            n = len(think.pieces) + len(pieces)
+        for gap in think.gaps_ms:
+            offsets.append(int(t * 1e6))
+            t += gap
+        pieces = think.pieces + pieces
+    for _ in pieces[len(offsets) :]:
         offsets.append(int(t * 1e6))
         t += _lognormal(rng, cfg.itl_ms, cfg.itl_sigma)
     disconnect = len(pieces) // 2 if rng.random() < cfg.disconnect_rate else None
@@ -353,6 +380,8 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         disconnect_after=disconnect,
         max_tokens=max_tokens,
         call_key=call_key,
+        reasoning_pieces=0 if think is None else len(think.pieces),
+        reasoning_reported=None if think is None else think.reported,
     )
 
 
@@ -369,20 +398,3 @@ def _fewest_tokens(cfg: SimConfig, request: JsonObject, max_tokens: int) -> int:
     if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0:
         low = max(low, min(asked, max_tokens))
     return low
-
-
-def tool_results(request: JsonObject) -> int:
-    """Tool results since the last user message, not counting rejections.
-
-    A rejection is the error loadtest sends back for an invalid call (a JSON object with
-    an ``error`` key): the model is asked to call again, not to move on.
-    """
-    n = 0
-    for m in reversed(request.get("messages") or ()):
-        if not isinstance(m, dict) or m.get("role") == "user":
-            break
-        if m.get("role") == "tool":
-            content = m.get("content")
-            if not (isinstance(content, str) and content.startswith('{"error"')):
-                n += 1
-    return n

@@ -179,6 +179,7 @@ class SimServer:
             received_ns=received,
             completion_tokens=plan.completion_tokens,
             category=infer_category(req),
+            reasoning_tokens=plan.reasoning_pieces,
             peer=request.remote or "",
         )
         self.truth.append(truth)
@@ -242,10 +243,12 @@ class SimServer:
                 shape = StreamShape(rid, self.config.model, api, include_usage, steps)
                 shape.timings = self.config.flavour == "llama"
                 shape.stats = self.stats
+                shape.reasoning_format = self.config.reasoning_format
                 async with contextlib.aclosing(source):  # closed before the lease goes
                     return await stream_response(request, plan, shape, truth, source)
             first_ns = received + ttft
-            return await whole_response(plan, rid, self.config.model, api, first_ns, truth)
+            fmt = self.config.reasoning_format
+            return await whole_response(plan, rid, self.config.model, api, first_ns, truth, fmt)
         except (ConnectionResetError, asyncio.CancelledError):
             self._gone(truth)
             if self.config.leak_cancelled or self.config.leak_on_disconnect_s > 0:
@@ -332,7 +335,8 @@ class SimServer:
         rid = truth.id.encode()
         seed = int.from_bytes(hashlib.blake2b(rid, digest_size=8).digest(), "little")
         accept = self._accept(truth.category)
-        steps = self.engine.decode(plan.completion_tokens, accept, seed, truth, kv)
+        think = (plan.reasoning_pieces, self.config.accept_reasoning)
+        steps = self.engine.decode(plan.completion_tokens, accept, seed, truth, kv, think)
         async with contextlib.aclosing(steps):  # its sequence out of the batch when closed
             async for j in steps:
                 yield j

@@ -6,6 +6,9 @@ plain model's source (``timed``) hands out pieces already due together, written 
 not by one syscall per chunk. A speculative step's source yields once per verify step:
 its accepted tokens go out either ``joined`` (one chunk carrying them all, as vLLM and
 SGLang stream) or as a ``burst`` of one-token chunks written back to back (llama.cpp).
+A think segment's pieces are framed as its ``reasoning_format`` says
+(``sim.reasoning``); a step that ends it and begins the answer is written as two chunks,
+one a part, in one write.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from loadtest.sim.frames import (
     final_chunk,
     finish,
     llama_timings,
+    reasoning_frame,
+    reasoning_message,
     tool_first_chunk,
     tool_head,
     usage,
@@ -31,7 +36,14 @@ from loadtest.sim.frames import (
 from loadtest.sim.kv import KvStream
 from loadtest.sim.load import BatchLoad
 from loadtest.sim.model import ResponsePlan, Truth
-from loadtest.sim.responses import closing, delta_frame, opening, response_object
+from loadtest.sim.responses import (
+    answer_opening,
+    closing,
+    delta_frame,
+    opening,
+    response_object,
+    think_frame,
+)
 from loadtest.sim.vllm_stats import VllmStats
 
 __all__ = ["StreamShape", "sleep_until", "stream_response", "timed", "whole_response"]
@@ -95,25 +107,31 @@ async def timed(
 
 
 async def whole_response(
-    plan: ResponsePlan, rid: str, model: str, api: str, first_ns: int, truth: Truth
+    plan: ResponsePlan, rid: str, model: str, api: str, first_ns: int, truth: Truth, fmt: str
 ) -> web.Response:
-    """The non-streamed answer, sent when its last token would have been."""
+    """The non-streamed answer, sent when its last token would have been (its think
+    segment, if any, framed as ``fmt``, the ``reasoning_format``, says)."""
     end = first_ns + plan.token_offsets_ns[-1] - plan.ttft_ns
     await sleep_until(end)
     truth.first_token_written_ns = _perf()
+    _parts_written(truth, plan, truth.first_token_written_ns, 0, plan.completion_tokens)
     truth.tokens_written = truth.steps = plan.completion_tokens
+    split = plan.reasoning_pieces if fmt != "think-tags" else 0
     if api == "responses":
-        whole = orjson.dumps(response_object(plan, rid, model, True))
+        whole = orjson.dumps(response_object(plan, rid, model, True, split > 0))
         return web.Response(body=whole, content_type="application/json")
     if api == "chat":
         message: JsonObject = {"role": "assistant", "content": None}
+        reasoning_message(plan, fmt, message)
         if plan.tool_name is not None:
             message["tool_calls"] = [
                 tool_head(plan, rid)
                 | {"function": {"name": plan.tool_name, "arguments": plan.tool_arguments}}
             ]
+            if not split and plan.reasoning_pieces:  # think-tags: the content holds them
+                message["content"] = "".join(plan.pieces[: plan.reasoning_pieces])
         else:
-            message["content"] = "".join(plan.pieces)
+            message["content"] = "".join(plan.pieces[split:])
         choice: JsonObject = {"index": 0, "message": message, "finish_reason": finish(plan)}
         obj = "chat.completion"
     else:
@@ -133,7 +151,16 @@ async def whole_response(
 class StreamShape:
     """How one stream is framed: who it is, and how a step's tokens are chunked."""
 
-    __slots__ = ("api", "include_usage", "model", "rid", "stats", "steps", "timings")
+    __slots__ = (
+        "api",
+        "include_usage",
+        "model",
+        "reasoning_format",
+        "rid",
+        "stats",
+        "steps",
+        "timings",
+    )
 
     def __init__(
         self, rid: str, model: str, api: str, include_usage: bool, steps: str | None
@@ -150,6 +177,8 @@ class StreamShape:
         """End with llama.cpp's ``timings`` (the ``llama`` flavour)."""
         self.stats: VllmStats | None = None
         """Told of each write, to observe its first token and gaps as vLLM does."""
+        self.reasoning_format = "vllm"
+        """How the plan's think segment is framed (``sim.reasoning``)."""
 
 
 async def stream_response(
@@ -166,13 +195,21 @@ async def stream_response(
     await resp.prepare(request)
     rid, model, api = shape.rid, shape.model, shape.api
     chat = api == "chat"
+    split = plan.reasoning_pieces
+    # A server without a reasoning parser streams the think segment as answer text.
+    parsed = split > 0 and shape.reasoning_format != "think-tags"
     # The API decides the frames once per response; the loop below is the same for all.
     if api == "responses":
-        head, tail = delta_frame(rid, plan)
-        first = opening(plan, rid, model)
+        head, tail = delta_frame(rid, plan, parsed)
+        first = opening(plan, rid, model, parsed)
+        answer_first = answer_opening(plan, rid, parsed)
+        think_head, think_tail = think_frame(rid)
+        think = (lambda piece: think_head + piece + think_tail) if parsed else None
     else:
         head, tail = chunk_frame(rid, model, chat, plan)
-        first = tool_first_chunk(rid, model, plan) if plan.tool_name is not None else b""
+        first = b""
+        answer_first = tool_first_chunk(rid, model, plan) if plan.tool_name is not None else b""
+        think = reasoning_frame(rid, model, chat, shape.reasoning_format) if split else None
     pieces = plan.pieces
     stop = len(pieces) if plan.disconnect_after is None else plan.disconnect_after
     joined = shape.steps == "joined"
@@ -185,12 +222,23 @@ async def stream_response(
         parts = []
         if i == 0 and first:
             parts.append(first)
-        if joined:
-            parts.append(head + orjson.dumps("".join(pieces[i:j])) + tail)
-        else:
-            parts += [head + orjson.dumps(pieces[x]) + tail for x in range(i, j)]
+        if i < split and think is not None:  # the think segment's pieces of this step
+            if joined:
+                parts.append(think(orjson.dumps("".join(pieces[i : min(j, split)]))))
+            else:
+                parts += [think(orjson.dumps(pieces[x])) for x in range(i, min(j, split))]
+        if j > split:  # the answer's
+            if i <= split and answer_first:
+                parts.append(answer_first)
+            a = max(i, split)
+            if joined:
+                parts.append(head + orjson.dumps("".join(pieces[a:j])) + tail)
+            else:
+                parts += [head + orjson.dumps(pieces[x]) + tail for x in range(a, j)]
+        now = _perf()
         if i == 0:
-            truth.first_token_written_ns = _perf()
+            truth.first_token_written_ns = now
+        _parts_written(truth, plan, now, i, j)
         if burst:
             for part in parts:  # one write per chunk, back to back, as llama.cpp sends
                 await resp.write(part)
@@ -211,7 +259,8 @@ async def stream_response(
             request.transport.close()
         return resp
     if api == "responses":
-        await resp.write(closing(plan, rid, model))  # usage is always in response.completed
+        # usage is always in response.completed
+        await resp.write(closing(plan, rid, model, parsed))
         await resp.write_eof()
         return resp
     timings = llama_timings(plan, truth, _perf()) if shape.timings else None
@@ -222,3 +271,15 @@ async def stream_response(
     await resp.write(end + b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
+
+
+def _parts_written(truth: Truth, plan: ResponsePlan, now_ns: int, i: int, j: int) -> None:
+    """Note when the think segment began and ended, and the answer began, for a write of
+    pieces ``i`` to ``j`` (``/sim/truth``): the first token's time, without reasoning."""
+    split = plan.reasoning_pieces
+    if i == 0 and split:
+        truth.reasoning_start_ns = now_ns
+    if i < split <= j:
+        truth.reasoning_end_ns = now_ns
+    if i <= split < j:
+        truth.answer_start_ns = now_ns
