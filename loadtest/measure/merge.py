@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Generator, Sequence
-from typing import TypedDict, TypeVar, cast
+from typing import NotRequired, TypedDict, TypeVar, cast
 
 from hdrh.histogram import HdrHistogram
 
+from loadtest.measure.reasoning import EncodedReasoning, ReasoningTally
 from loadtest.measure.recorders import Metrics, MetricSet
 
 __all__ = [
@@ -87,6 +88,7 @@ class EncodedMetrics(TypedDict):
     last_end_ns: int | None
     goodput_limits: dict[str, float]
     server_timings: EncodedTimings
+    reasoning: NotRequired[EncodedReasoning]
 
 
 def encode_set(ms: MetricSet) -> EncodedSet:
@@ -160,7 +162,27 @@ def encode_metrics_steps(
             "overhead": encode_hist(st._overhead),
             "prompt": encode_hist(st._prompt),
         },
+        "reasoning": _encode_reasoning(m.reasoning),
     }
+
+
+def _encode_reasoning(t: ReasoningTally) -> EncodedReasoning:
+    return {
+        "counts": dict(t.counts),
+        "splits": dict(t.splits),
+        "hists": {n: encode_hist(h) for n, h in t.hists.items() if h.get_total_count()},
+        "sums": dict(t.sums),
+    }
+
+
+def _merge_reasoning(t: ReasoningTally, data: EncodedReasoning) -> None:
+    for k, n in data["counts"].items():
+        t.counts[k] += n
+    t.splits.update(Counter(data["splits"]))
+    for k, text in data["hists"].items():
+        t.hists[k].add(decode_hist(text))
+    for k, v in data["sums"].items():
+        t.sums[k] += v
 
 
 def merge_metrics(parts: Sequence[EncodedMetrics], *, closed_loop: bool, t0_ns: int) -> Metrics:
@@ -186,4 +208,6 @@ def merge_metrics(parts: Sequence[EncodedMetrics], *, closed_loop: bool, t0_ns: 
             setattr(st, k, getattr(st, k) + timings["fields"][k])
         st._overhead.add(decode_hist(timings["overhead"]))
         st._prompt.add(decode_hist(timings["prompt"]))
+        if "reasoning" in p:  # absent from the parts of a version before it
+            _merge_reasoning(m.reasoning, p["reasoning"])
     return m

@@ -34,6 +34,7 @@ from loadtest.measure.hdr import (
     record_corrected_many,
     record_many,
 )
+from loadtest.measure.reasoning import ReasoningTally
 from loadtest.measure.slo import meets
 from loadtest.measure.timings import ServerTimings
 from loadtest.model.record import CORRECTED, METRICS, RequestRecord, line_ns
@@ -246,6 +247,7 @@ class Metrics:
         self._e2e_n = 0
         self.tool_stats: Counter[str] = Counter()
         self.server_timings = ServerTimings()
+        self.reasoning = ReasoningTally()
         self.last_end_ns: int | None = None
         self.measure_start_ns: int | None = None
         self._gaps: list[int] = []
@@ -281,6 +283,7 @@ class Metrics:
         if rec.outcome != "ok":
             return
         self.measured_ok += 1
+        self.reasoning.add(rec)
         self.kernel_stamped += rec.arrival_clock == "kernel"
         self.output_tokens += rec.output_tokens
         self.interval_tokens += rec.output_tokens
@@ -312,12 +315,11 @@ class Metrics:
             ms.record("client_lag_ms", rec.client_lag_ns / 1e3)
         ms.record("e2e_ms", (rec.end_ns - origin_raw) / 1e3)
         self._corrected(ms, "e2e_ms", rec.end_ns, origin_raw, origin_cor, expected)
-        if rec.first_token_ns is not None:
-            ms.record("ttft_ms", (rec.first_token_ns - origin_raw) / 1e3)
-            self._corrected(ms, "ttft_ms", rec.first_token_ns, origin_raw, origin_cor, expected)
-        if rec.tool_call_ns is not None:
-            ms.record("tool_call_ms", (rec.tool_call_ns - origin_raw) / 1e3)
-            self._corrected(ms, "tool_call_ms", rec.tool_call_ns, origin_raw, origin_cor, expected)
+        marks = (rec.first_token_ns, rec.first_answer_ns, rec.tool_call_ns)
+        for name, at in zip(("ttft_ms", "ttfa_ms", "tool_call_ms"), marks, strict=True):
+            if at is not None:
+                ms.record(name, (at - origin_raw) / 1e3)
+                self._corrected(ms, name, at, origin_raw, origin_cor, expected)
         tpot = rec.tpot_ns
         if tpot is not None:
             ms.record("tpot_ms", tpot / 1e3)
@@ -348,11 +350,8 @@ class Metrics:
             ms.record(f"{name}_corrected", (at - cor) / 1e3)
 
     def roll(self, seconds: float) -> MetricSet:
-        """Close the current interval: merge it into the totals and return it.
-
-        The caller writes the returned set to the interval log; recording goes on into
-        a fresh set.
-        """
+        """Close the current interval: merge it into the totals and return it (for the
+        caller to write to the interval log); recording goes on into a fresh set."""
         done = self.interval
         self.total.add(done)
         self.rate_history.append(self.interval_ok / seconds if seconds > 0 else 0.0)

@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from loadtest.model.reasoning import ReasoningSplit
+
 __all__ = ["CORRECTED", "ERROR_CLASSES", "METRICS", "OUTCOMES", "RequestRecord", "line_ns"]
 
 METRICS = (
     "ttft_ms",
+    "ttfa_ms",
     "itl_ms",
     "tpot_ms",
     "e2e_ms",
@@ -17,7 +20,7 @@ METRICS = (
     "client_lag_ms",
 )
 """The latencies measured from each request's record, in ms (see README, "What is measured")."""
-CORRECTED = ("ttft_ms", "e2e_ms", "tool_call_ms")
+CORRECTED = ("ttft_ms", "ttfa_ms", "e2e_ms", "tool_call_ms")
 """Metrics measured from the send time, which therefore have a ``*_corrected`` twin."""
 
 OUTCOMES = ("ok", "failed", "cancelled")
@@ -100,11 +103,29 @@ class RequestRecord:
     """What stamped the response's arrivals: ``kernel`` (the socket's receive stamps,
     immune to the driver's delays), ``loop`` (when the event loop received the bytes)
     or ``reader`` (when loadtest read them); None before any response."""
+    reasoning: ReasoningSplit | None = None
+    """The reasoning before the answer (None: none seen, the split ``none``)."""
 
     @property
     def ttft_ns(self) -> int | None:
         """Time to first token from the actual send."""
         return None if self.first_token_ns is None else self.first_token_ns - self.sent_ns
+
+    @property
+    def first_answer_ns(self) -> int | None:
+        """The first answer token after any reasoning (the first token without any)."""
+        return self.first_token_ns if self.reasoning is None else self.reasoning.answer_ns
+
+    @property
+    def ttfa_ns(self) -> int | None:
+        """Time to the first answer token from the actual send (TTFT without reasoning)."""
+        first = self.first_answer_ns
+        return None if first is None else first - self.sent_ns
+
+    @property
+    def reasoning_tokens(self) -> int:
+        """Tokens of the reasoning (0 without any)."""
+        return 0 if self.reasoning is None else self.reasoning.tokens
 
     @property
     def tpot_ns(self) -> float | None:
@@ -164,6 +185,7 @@ class RequestRecord:
             "arrival_clock": self.arrival_clock,
             "write_ms": dur(None if self.written_ns is None else self.written_ns - self.sent_ns),
             "ttft_ms": dur(self.ttft_ns),
+            "ttfa_ms": dur(self.ttfa_ns),
             "e2e_ms": dur(self.end_ns - self.sent_ns),
             "tpot_ms": dur(self.tpot_ns),
             "chunks": self.chunks,
@@ -171,6 +193,14 @@ class RequestRecord:
             "token_steps": self.token_steps,
             "step_tokens": list(self.step_tokens),
             "output_tokens": self.output_tokens,
+            "reasoning_split": "none" if self.reasoning is None else self.reasoning.way,
+            "reasoning_tokens": self.reasoning_tokens,
+            "answer_tokens": max(0, self.output_tokens - self.reasoning_tokens),
+            **(
+                {}
+                if self.reasoning is None
+                else self.reasoning.to_json(self.sent_ns, self.last_token_ns)
+            ),
             "tokens_estimated": self.tokens_estimated,
             "prompt_tokens": self.prompt_tokens,
             "prompt_chars": self.prompt_chars,
@@ -255,6 +285,7 @@ class RequestRecord:
             written_ns=None if row.get("write_ms") is None else sent + _ns(row["write_ms"]),
             client_lag_ns=None if row.get("client_lag_ms") is None else _ns(row["client_lag_ms"]),
             arrival_clock=row.get("arrival_clock"),
+            reasoning=ReasoningSplit.from_json(row, sent),
         )
 
 

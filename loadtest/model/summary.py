@@ -21,6 +21,7 @@ from loadtest.model.agent_blocks import (
     AgentTraceSession,
     AgentTraceSplit,
 )
+from loadtest.model.reasoning import ReasoningBlock
 from loadtest.model.stats import MetricStats, Outcome, Percentiles, StatKey
 from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
 
@@ -372,6 +373,8 @@ class Summary(TypedDict):
     faults: NotRequired[list[FaultVerdict]]
     server: NotRequired[ServerBlock | None]
     server_timings: NotRequired[ServerTimingsBlock | None]
+    reasoning: NotRequired[ReasoningBlock]
+    """Only where a measured request reasoned before its answer."""
     agent: NotRequired[AgentBlock]
     agent_trace: NotRequired[AgentTraceBlock]
     stopped: NotRequired[list[StoppedBy]]

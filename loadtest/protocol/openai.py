@@ -20,6 +20,7 @@ from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
 from loadtest.protocol.chunks import CHUNK_DECODER, Chunk, decode_chunk
 from loadtest.protocol.payload import build_payload, messages_to_text
+from loadtest.protocol.reasoning import ThinkSplit
 from loadtest.protocol.sse import Event
 
 __all__ = [
@@ -74,6 +75,7 @@ class StreamReader:
         "done",
         "finish_reason",
         "response_id",
+        "split",
         "steps",
         "timings",
         "token_chunk_ns",
@@ -101,6 +103,8 @@ class StreamReader:
         """Longest the client took to read bytes it had already received (set by the
         client, which knows both times; None until the body is read)."""
         self._calls: dict[int, list[Any]] = {}
+        self.split = ThinkSplit()
+        """Which token chunks were reasoning and which the answer (``protocol.reasoning``)."""
 
     # -- streaming ---------------------------------------------------------------------
     def on_event(self, event: Event, now_ns: int) -> None:
@@ -148,13 +152,20 @@ class StreamReader:
         tokens = 0  # text chunks taken here, not yet stamped
         chars = 0
         keep = self._text
+        split = self.split
         raw: list[bytes] | None = None
         for i, c in enumerate(chunks):
             if c.usage is None and c.timings is None and c.error is UNSET and c.choices:
                 choice = c.choices[0]
                 delta = choice.delta
-                text = delta.content if delta is not None else None
-                if text and not delta.tool_calls and not choice.finish_reason:  # type: ignore[union-attr]
+                # Until the answer has begun, content may hold think tags: _take_typed.
+                text = delta.content if delta is not None and not split.scanning else None
+                if (
+                    text
+                    and delta is not None
+                    and not (delta.tool_calls or delta.reasoning or delta.reasoning_content)
+                    and not choice.finish_reason
+                ):
                     if self.response_id is None:
                         self.response_id = c.id
                     chars += len(text)
@@ -204,10 +215,11 @@ class StreamReader:
             return False  # an error object: ``_take`` raises the server's message
         choice = choices[0] if choices else None
         delta = choice.delta if choice is not None else None
-        text = None
+        text = think = None
         if delta is not None:
-            text = delta.content or delta.reasoning_content or delta.reasoning
-            if not text and not delta.tool_calls and choice is not None and choice.text:
+            text = delta.content
+            think = delta.reasoning_content or delta.reasoning
+            if not (text or think or delta.tool_calls) and choice is not None and choice.text:
                 return False  # an empty-looking delta beside legacy text: see _take
         elif choice is not None:
             text = choice.text
@@ -221,12 +233,7 @@ class StreamReader:
             return True
         if choice.finish_reason:
             self.finish_reason = choice.finish_reason
-        carried = False
-        if text:
-            self.content_chars += len(text)
-            if self._text is not None:
-                self._text.append(text)
-            carried = True
+        carried = self._carry(text, think, now_ns)
         if delta is not None and delta.tool_calls:
             self._take_calls(delta.tool_calls, now_ns)
             carried = True
@@ -262,16 +269,16 @@ class StreamReader:
         if fr:
             self.finish_reason = str(fr)
         delta = choice.get("delta" if streamed else "message")
-        carried = False
         if delta:
             if type(delta) is not dict:
                 delta = _obj(delta, "delta" if streamed else "message")
-            text = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-            if text:
-                self.content_chars += len(text if type(text) is str else _str(text, "content"))
-                if self._text is not None:
-                    self._text.append(text)
-                carried = True
+            text = delta.get("content")
+            think = delta.get("reasoning_content") or delta.get("reasoning")
+            carried = self._carry(
+                text if not text or type(text) is str else _str(text, "content"),
+                think if not think or type(think) is str else _str(think, "reasoning"),
+                now_ns,
+            )
             calls = delta.get("tool_calls")
             if calls:
                 if not isinstance(calls, list):
@@ -280,11 +287,7 @@ class StreamReader:
                 carried = True
         else:
             text = choice.get("text")  # legacy completions
-            if text:
-                self.content_chars += len(_str(text, "text"))
-                if self._text is not None:
-                    self._text.append(text)
-                carried = True
+            carried = self._carry(_str(text, "text") if text else None, None, now_ns)
         if carried:
             # One comparison per chunk: a chunk close behind the last one belongs to
             # the same step (llama.cpp streams a verify step as a burst of chunks).
@@ -293,7 +296,26 @@ class StreamReader:
             self._last_ns = now_ns
             self.token_chunk_ns.append(now_ns)
 
+    def _carry(self, text: str | None, think: str | None, now_ns: int) -> bool:
+        """Take a chunk's answer ``text`` and reasoning ``think`` (before its stamp):
+        True when it carried either."""
+        split = self.split
+        if think:
+            self.content_chars += len(think)
+            if self._text is not None:
+                self._text.append(think)
+            split.reasoning(think, now_ns)
+        if text:
+            self.content_chars += len(text)
+            if self._text is not None:
+                self._text.append(text)
+            if split.scanning:
+                split.content(text, now_ns, len(self.token_chunk_ns))
+        return bool(text or think)
+
     def _take_calls(self, calls: list[Any], now_ns: int) -> None:
+        if self.split.scanning:
+            self.split.call(len(self.token_chunk_ns))
         for pos, raw in enumerate(calls):
             call = _obj(raw, "tool_calls entry")
             index = call.get("index", pos)

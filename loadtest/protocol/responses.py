@@ -36,13 +36,9 @@ from loadtest.protocol.sse import Event
 __all__ = ["ResponsesReader", "new_reader"]
 
 _DONE = b"[DONE]"
-_TEXT_DELTAS = frozenset(
-    {
-        "response.output_text.delta",
-        "response.reasoning_text.delta",
-        "response.reasoning_summary_text.delta",
-        "response.refusal.delta",
-    }
+_TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+_THINK_DELTAS = frozenset(
+    {"response.reasoning_text.delta", "response.reasoning_summary_text.delta"}
 )
 _ENDS = frozenset({"response.completed", "response.incomplete"})
 
@@ -87,13 +83,15 @@ class ResponsesReader(StreamReader):
         kind = obj.get("type")
         if not isinstance(kind, str):
             kind = event.event
-        if kind in _TEXT_DELTAS:
+        if kind in _TEXT_DELTAS or kind in _THINK_DELTAS:
             delta = obj.get("delta")
             if delta:
-                self._add_text(_str(delta, "delta"), now_ns)
+                self._add_text(_str(delta, "delta"), now_ns, think=kind in _THINK_DELTAS)
         elif kind == "response.function_call_arguments.delta":
             delta = obj.get("delta")
             if delta:
+                if self.split.scanning:
+                    self.split.call(len(self.token_chunk_ns))
                 slot = self._slot(obj, None, now_ns)
                 slot[1] += _str(delta, "arguments delta")
                 slot[3] = now_ns
@@ -148,7 +146,8 @@ class ResponsesReader(StreamReader):
                 for part in parts:
                     text = _obj(part, "content part").get("text")
                     if text:
-                        self._add_text(_str(text, "text"), now_ns, stamp=False)
+                        think = kind == "reasoning"
+                        self._add_text(_str(text, "text"), now_ns, stamp=False, think=think)
         if self.content_chars or self._calls:
             self._stamp(now_ns)
         self.steps = 0  # a whole body shows no verify steps (tokens_per_step skips it)
@@ -162,10 +161,9 @@ class ResponsesReader(StreamReader):
         self._last_ns = now_ns
         self.token_chunk_ns.append(now_ns)
 
-    def _add_text(self, text: str, now_ns: int, *, stamp: bool = True) -> None:
-        self.content_chars += len(text)
-        if self._text is not None:
-            self._text.append(text)
+    def _add_text(self, text: str, now_ns: int, *, stamp: bool = True, think: bool = False) -> None:
+        # A whole body's one stamp comes after its text: it is chunk 0 all the same.
+        self._carry(None if think else text, text if think else None, now_ns)
         if stamp:
             self._stamp(now_ns)
 

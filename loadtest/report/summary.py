@@ -393,6 +393,8 @@ def summary_from_head(
         "slo": slo,
         "server_timings": metrics.server_timings.summary(),
     }
+    if (reasoning := metrics.reasoning.summary()) is not None:
+        summary["reasoning"] = reasoning
     # A block's key and type are its plugin's (``model.blocks.summary_type``).
     cast(dict[str, object], summary).update(summary_blocks(blocks or {}))
     return summary

@@ -171,6 +171,7 @@ FigureKey = Literal[
 _ROWS = (
     ("TTFT", "ttft_ms"),
     ("TTFT (corrected)", "ttft_ms_corrected"),
+    ("time to first answer", "ttfa_ms"),
     ("inter-chunk gap", "itl_ms"),
     ("time per output token", "tpot_ms"),
     ("end-to-end", "e2e_ms"),
@@ -234,6 +235,7 @@ def render_table(summary: Summary) -> str:
         f"output tokens/s over {run['measured_s']:.1f} s"
     )
     lines += _chunk_lines(summary["tokens_per_chunk"])
+    lines += _reasoning_lines(summary)
     lines += _tool_call_lines(summary)
     head = f"{'latency (ms)':<{_LABEL}}" + "".join(f"{c:>{_CELL}}" for c in _COLS)
     lines += ["", head, "-" * len(head)]
@@ -242,6 +244,9 @@ def render_table(summary: Summary) -> str:
         stats = metrics.get(key)
         if not stats or not stats["count"]:
             continue
+        if key == "ttfa_ms" and "reasoning" not in summary:
+            continue  # without reasoning it is TTFT, one row above
+
         cells = f"{stats['count']:>{_CELL}}" + "".join(_cell(stats.get(c, 0.0)) for c in _COLS[1:])
         lines.append(f"{label:<{_LABEL}}{cells}")
     note = corrected_counts_note(metrics)
@@ -279,6 +284,23 @@ def _chunk_lines(tpc: MetricStats) -> list[str]:
         why = "(under 1: some chunks held no token of the server's count, e.g. a tool name)"
         return packed([line, why])
     return [line]
+
+
+def _reasoning_lines(summary: Summary) -> list[str]:
+    """How many answers came after reasoning, how it was told apart, and its size."""
+    block = summary.get("reasoning")
+    if block is None:
+        return []
+    ways = ", ".join(f"{way} {n}" for way, n in block["splits"].items() if n)
+    tokens, held = block["tokens_per_request"], block["reasoning_ms"]
+    parts = [
+        f"reasoning: {block['with_reasoning']}/{block['requests']} answers ({ways})",
+        f"tokens p50 {tokens.get('p50', 0):.0f}",
+        f"reasoning ms p50 {held.get('p50', 0):.1f} p99 {held.get('p99', 0):.1f}",
+    ]
+    if block["tokens_disagree"]:
+        parts.append(f"usage's reasoning_tokens impossible in {block['tokens_disagree']}")
+    return packed(parts, "  ")
 
 
 def _tool_call_lines(summary: Summary) -> list[str]:

@@ -15,8 +15,8 @@ lockstep, speculative) then times them as any other, and the writers frame them 
   without a reasoning parser streams it; each tag comes in two pieces, cut inside the
   tag, as a tokenizer without think tokens splits it.
 
-The Responses API always gets reasoning events (``response.reasoning_text.delta``),
-but with ``think-tags``, whose reasoning is answer text to the server.
+The Responses API always gets a reasoning item and its events
+(``response.reasoning_text.delta``), whatever the format: its reasoning is typed.
 """
 
 from __future__ import annotations

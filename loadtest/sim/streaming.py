@@ -116,7 +116,7 @@ async def whole_response(
     truth.first_token_written_ns = _perf()
     _parts_written(truth, plan, truth.first_token_written_ns, 0, plan.completion_tokens)
     truth.tokens_written = truth.steps = plan.completion_tokens
-    split = plan.reasoning_pieces if fmt != "think-tags" else 0
+    split = plan.reasoning_pieces if fmt != "think-tags" or api == "responses" else 0
     if api == "responses":
         whole = orjson.dumps(response_object(plan, rid, model, True, split > 0))
         return web.Response(body=whole, content_type="application/json")
@@ -196,8 +196,9 @@ async def stream_response(
     rid, model, api = shape.rid, shape.model, shape.api
     chat = api == "chat"
     split = plan.reasoning_pieces
-    # A server without a reasoning parser streams the think segment as answer text.
-    parsed = split > 0 and shape.reasoning_format != "think-tags"
+    # A server without a reasoning parser streams the think segment as answer text; the
+    # Responses API has reasoning items of its own.
+    parsed = split > 0 and (api == "responses" or shape.reasoning_format != "think-tags")
     # The API decides the frames once per response; the loop below is the same for all.
     if api == "responses":
         head, tail = delta_frame(rid, plan, parsed)

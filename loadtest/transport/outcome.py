@@ -18,6 +18,7 @@ import aiohttp
 from loadtest.errors import ProtocolError
 from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
+from loadtest.model.reasoning import ReasoningSplit
 from loadtest.model.record import RequestRecord
 from loadtest.protocol.openai import STEP_GAP_NS, ServerError, StreamReader
 from loadtest.protocol.validate import ToolValidator
@@ -60,6 +61,7 @@ class _StreamFields(TypedDict):
     finish_reason: str | None
     response_id: str | None
     server_timings: JsonObject | None
+    reasoning: ReasoningSplit | None
 
 
 class _Judged(TypedDict, total=False):
@@ -162,6 +164,7 @@ def _stream_fields(reader: StreamReader, first_byte: int | None) -> _StreamField
         "finish_reason": reader.finish_reason,
         "response_id": reader.response_id,
         "server_timings": reader.timings,
+        "reasoning": reader.split.result(chunk_ns, reader.usage, reader.output_tokens()[0]),
     }
 
 
