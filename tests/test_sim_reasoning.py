@@ -110,7 +110,8 @@ async def test_each_parts_times_match_the_truth(
     }
     # Both ends read late by the same few µs typically: the span is the server's.
     assert statistics.median(spans) < 5.0, spans
-    print(way, api, {k: round(statistics.median(v), 3) for k, v in delays.items()})
+    figures = {k: round(statistics.median(v), 3) for k, v in delays.items()}
+    print(way, api, figures, "span", round(statistics.median(spans), 3), round(max(spans), 3))
     block = out.metrics.reasoning.summary()
     assert block is not None
     assert block["with_reasoning"] == block["requests"] == REQUESTS
@@ -211,3 +212,13 @@ async def test_speculation_can_pay_in_the_reasoning_only(
         # The first token is the prefill's; every later step gives 5 reasoning tokens.
         assert split.chunks <= 1 + -(-(split.tokens - 1) // 5) + 1, (split.tokens, split.chunks)
         assert split.answer_chunks == answer  # one token a step
+
+
+async def test_a_time_to_first_answer_slo_counts_in_goodput(tmp_path: Path) -> None:
+    # TTFT is ~20 ms; the answer comes ~8 gaps of 10 ms later: a 50 ms limit on TTFA
+    # holds TTFT's requests but not the answers, so goodput must see TTFA, not TTFT.
+    slo = {"ttfa_ms": {"p95": 50.0}, "ttft_ms": {"p95": 50.0}}
+    ids, _, out = await _run(REASONING, tmp_path, slo=slo)
+    ttfa = [r.ttfa_ns for r in ids.values() if r.ttfa_ns is not None]
+    within = sum(ns <= 50e6 for ns in ttfa)
+    assert within < REQUESTS and out.metrics.goodput == within

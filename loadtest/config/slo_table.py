@@ -31,7 +31,7 @@ SLO_METRICS = (
     "task_ms",
 )
 SLO_STATS = ("mean", "p50", "p90", "p95", "p99", "p999", "max")
-PER_REQUEST_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "tool_call_ms")
+PER_REQUEST_METRICS = ("ttft_ms", "ttfa_ms", "tpot_ms", "e2e_ms", "tool_call_ms")
 _LEGACY = {"ttft_p99_ms": "ttft_ms", "tpot_p99_ms": "tpot_ms", "e2e_p99_ms": "e2e_ms"}
 
 

@@ -124,10 +124,13 @@ def request_values(rec: RequestRecord) -> dict[str, float | None]:
     """The per-request latencies goodput checks, in milliseconds."""
     tool = None if rec.tool_call_ns is None else (rec.tool_call_ns - rec.sent_ns) / 1e6
     tool_c = None if rec.tool_call_ns is None else (rec.tool_call_ns - rec.intended_ns) / 1e6
-    ttft = rec.ttft_ns
+    ttft, ttfa = rec.ttft_ns, rec.ttfa_ns
     tpot = rec.tpot_ns
+    answer = rec.first_answer_ns
     return {
         "ttft_ms": None if ttft is None else ttft / 1e6,
+        "ttfa_ms": None if ttfa is None else ttfa / 1e6,
+        "ttfa_ms_corrected": None if answer is None else (answer - rec.intended_ns) / 1e6,
         "tpot_ms": None if tpot is None else tpot / 1e6,
         "e2e_ms": (rec.end_ns - rec.sent_ns) / 1e6,
         "tool_call_ms": tool,

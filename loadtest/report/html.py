@@ -32,7 +32,7 @@ from loadtest.report.plots import (
 )
 from loadtest.report.rebuild import is_run_folder, summary_of
 from loadtest.report.run_notes import corrected_counts_note
-from loadtest.report.table import LATENCY_ORDER
+from loadtest.report.table import ANSWER_METRICS, LATENCY_ORDER
 
 __all__ = ["latency_order", "write_report"]
 
@@ -91,7 +91,8 @@ def _run_section(page: Page, folder: Path, summary: Summary) -> None:
         )
     )
     metrics = summary["metrics"]
-    rows = [(m, *(metrics[m].get(k) for k in _STATS)) for m in latency_order(metrics)]
+    order = latency_order(metrics, reasoned="reasoning" in summary)
+    rows = [(m, *(metrics[m].get(k) for k in _STATS)) for m in order]
     page.add("<h2>Latency (ms)</h2>" + table(("metric", *_STATS), rows))
     note = corrected_counts_note(metrics)
     if note:
@@ -129,12 +130,14 @@ def _run_section(page: Page, folder: Path, summary: Summary) -> None:
                 page.plot(fig, f"{m}-percentiles", m)
 
 
-def latency_order(metrics: Mapping[str, MetricStats]) -> list[str]:
+def latency_order(metrics: Mapping[str, MetricStats], reasoned: bool = True) -> list[str]:
     """The metrics with values, as the printed table orders them (TTFT first, the
-    driver's lags last); any it does not name after those, by name."""
+    driver's lags last); any it does not name after those, by name. The time to first
+    answer only where a request ``reasoned`` (it is TTFT's otherwise)."""
     known = [m for m in LATENCY_ORDER if m in metrics]
     rest = sorted(m for m in metrics if m not in LATENCY_ORDER)
-    return [m for m in (*known, *rest) if metrics[m]["count"]]
+    hidden = () if reasoned else ANSWER_METRICS
+    return [m for m in (*known, *rest) if metrics[m]["count"] and m not in hidden]
 
 
 def _sweep_section(page: Page, folder: Path, result: CapacityResult) -> None:

@@ -19,6 +19,7 @@ from loadtest.report.run_notes import corrected_counts_note, served_by_simulator
 from loadtest.report.server_lines import server_lines
 
 __all__ = [
+    "ANSWER_METRICS",
     "LATENCY_LABELS",
     "LATENCY_ORDER",
     "WIDTH",
@@ -188,6 +189,7 @@ LATENCY_LABELS = {key: label for label, key in _ROWS}
 """The latency metrics in the order a reader asks about them: the first token, the gaps
 between tokens, the whole answer, tool calls, then the driver's own lags (the printed
 table and the HTML report both)."""
+ANSWER_METRICS = ("ttfa_ms", "ttfa_ms_corrected")  # TTFT's values where nothing reasoned
 _COLS: tuple[StatKey, ...] = ("count", "p50", "p90", "p99", "p999", "max")
 _LABEL, _CELL = 25, 9
 """Column widths: the longest row label, and a cell (25 + 6 x 9 = 79 columns)."""
@@ -244,8 +246,8 @@ def render_table(summary: Summary) -> str:
         stats = metrics.get(key)
         if not stats or not stats["count"]:
             continue
-        if key == "ttfa_ms" and "reasoning" not in summary:
-            continue  # without reasoning it is TTFT, one row above
+        if key in ANSWER_METRICS and "reasoning" not in summary:
+            continue
 
         cells = f"{stats['count']:>{_CELL}}" + "".join(_cell(stats.get(c, 0.0)) for c in _COLS[1:])
         lines.append(f"{label:<{_LABEL}}{cells}")
