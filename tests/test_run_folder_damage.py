@@ -46,6 +46,8 @@ HGRM = tuple(
         "tokens_per_chunk",
         "tokens_per_step",
         "tpot_ms",
+        "ttfa_ms",  # time to the first answer token: ttft's own where nothing reasoned
+        "ttfa_ms_corrected",
         "ttft_ms",
         "ttft_ms_corrected",
     )
