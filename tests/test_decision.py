@@ -191,3 +191,31 @@ def test_enough_resamples_for_the_family() -> None:
     # 50 tests: 2 / (R + 1) x 50 must stay under 5%.
     r = resamples_for(50)
     assert 2 / (r + 1) * 50 <= 0.025
+
+
+def test_a_reasoning_category_decides_on_the_first_answer_token_and_the_answer() -> None:
+    """Most of the baseline's requests reasoned: TTFA and the answer's own time decide,
+    so a candidate that speeds the reasoning up and slows the answer down is said to
+    disagree with itself (cannot tell), with both parts on the lines."""
+    rng = np.random.default_rng(5)
+
+    def run(think: float, answer: float) -> RunSamples:
+        ttfa = rng.lognormal(np.log(think), 0.05, 40)
+        ans = rng.lognormal(np.log(answer), 0.05, 40)
+        values = {"e2e_ms": ttfa + ans, "tpot_ms": ans / 20, "ttfa_ms": ttfa, "answer_ms": ans}
+        return RunSamples({"think": values}, {"think": 40}, None)
+
+    steps = [
+        Step(1, [run(100, 200) for _ in range(2)], [run(60, 200) for _ in range(2)]),
+        Step(2, [run(100, 200) for _ in range(2)], [run(60, 300) for _ in range(2)]),
+    ]
+    d = decide("concurrency", steps, repeat=2, resamples=2000)
+    (row,) = [r for r in d["rows"] if r["category"] == "think"]
+    assert row["rule"] == "reasoning" and row["deciding"] == ["ttfa_ms", "answer_ms"]
+    first, second = row["steps"]
+    assert [c["verdict"] for c in first["cells"]] == ["faster", "no difference"]
+    assert first["verdict"] == "faster"
+    assert [c["verdict"] for c in second["cells"]] == ["faster", "slower"]
+    assert second["verdict"] == "cannot tell"
+    text = render_decision(d)
+    assert "  TTFA " in text and "  answer " in text

@@ -22,6 +22,8 @@ __all__ = [
     "LineJson",
     "MetricLines",
     "OwnDivergence",
+    "PartLine",
+    "PartsComparison",
     "SessionSavings",
     "SessionSide",
     "SideJson",
@@ -239,6 +241,41 @@ class SessionSavings(TypedDict):
     """Why the verdict is what it is, in a sentence."""
 
 
+class PartLine(TypedDict):
+    """One part of the requests that reasoned (``reasoning`` or ``answer``), B against A."""
+
+    part: str
+    metric: str
+    """``reasoning_ms`` (first reasoning chunk to first answer token) or ``answer_ms``."""
+    a: float | None
+    """The median duration of the part (ms) over the side's requests that reasoned."""
+    b: float | None
+    effect: float | None
+    """(B - A) / A of the medians."""
+    effect_low: float | None
+    effect_high: float | None
+    p_value: float | None
+    p_holm: float | None
+    """Holm over the parts."""
+    verdict: str
+    tokens_per_step_a: float | None
+    """The part's tokens over the stream chunks that carried them (a verify step is a
+    chunk): what a draft did to it."""
+    tokens_per_step_b: float | None
+
+
+class PartsComparison(TypedDict):
+    """Reasoning models: what the candidate did to the reasoning and to the answer."""
+
+    requests_a: int
+    """Measured ok requests that reasoned, over the side's runs."""
+    requests_b: int
+    parts: list[PartLine]
+    pays_in: list[str]
+    """The parts called faster."""
+    text: str
+
+
 class Comparison(TypedDict):
     """The whole ``comparison.json``; ``ab`` adds its own keys (``repeat``...)."""
 
@@ -256,6 +293,8 @@ class Comparison(TypedDict):
     equivalence: Equivalence | None
     agent_trace: NotRequired[SessionSavings]
     """Both or either side replayed agent sessions (``agent-trace``): what B saved."""
+    reasoning: NotRequired[PartsComparison]
+    """Either side's requests reasoned: the candidate's effect on each part."""
     memory_added: NotRequired[float | None]
     """B's steady RSS over A's, minus 1 (the share a draft adds); None unless both measured."""
     repeat: NotRequired[int]

@@ -58,6 +58,7 @@ from loadtest.report.compare_figures import (
     side_figures,
     spread,
 )
+from loadtest.report.compare_parts import PartSamples, compare_parts
 from loadtest.report.compare_render import line_verdict, render_comparison
 from loadtest.report.compare_sessions import session_savings
 from loadtest.report.equivalence import equivalence
@@ -76,6 +77,9 @@ __all__ = [
 ]
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "tool_call_ms")
+PART_METRICS = ("ttfa_ms", "answer_ms")
+"""Per category, of the requests that reasoned only: time to the first answer token and
+the answer's own duration (``ab --sweep`` decides a reasoning category on them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,8 @@ class RunData:
     trace_calls: dict[str, list[float]] = field(default_factory=dict)
     """Per replayed call (``trace_id#call``, ``agent-trace``), its model time (ms) in
     each replay: the pairs of ``compare_sessions``."""
+    parts: PartSamples = field(default_factory=PartSamples)
+    """The requests that reasoned: each part's durations and tokens a step."""
 
 
 def _deployment(folder: Path) -> DeploymentRun | None:
@@ -173,6 +179,7 @@ def load_run(run_dir: str | Path) -> RunData:
     per_cat: dict[str, dict[str, list[float]]] = {}
     steps = StepRecords()
     trace_calls: dict[str, list[float]] = {}
+    parts = PartSamples()
     for row in _rows(folder):
         if row.get("warmup"):
             continue
@@ -197,12 +204,20 @@ def load_run(run_dir: str | Path) -> RunData:
             trace_calls.setdefault(f"{row['trace_id']}#{row.get('call')}", []).append(
                 float(row["e2e_ms"])
             )
-        cat_values = per_cat.setdefault(str(row.get("category")), {m: [] for m in METRICS})
+        parts.add(row)
+        cat_values = per_cat.setdefault(
+            str(row.get("category")), {m: [] for m in (*METRICS, *PART_METRICS)}
+        )
         for m in METRICS:
             v = row.get(m)
             if isinstance(v, int | float):
                 values[m].append(float(v))
                 cat_values[m].append(float(v))
+        if row.get("reasoning_split") in ("field", "think-tags"):
+            for m in PART_METRICS:  # a reasoning category's deciding metrics
+                v = row.get(m)
+                if isinstance(v, int | float):
+                    cat_values[m].append(float(v))
         digest = row.get("output_sha256")
         if isinstance(digest, str):
             pid = str(row.get("prompt_id"))
@@ -226,6 +241,7 @@ def load_run(run_dir: str | Path) -> RunData:
         {c: len(vs["e2e_ms"]) for c, vs in per_cat.items()},
         steps,
         trace_calls,
+        parts,
     )
 
 
@@ -323,6 +339,9 @@ def compare_runs(
     )
     if savings is not None:
         result["agent_trace"] = savings
+    parts = compare_parts([r.parts for r in a], [r.parts for r in b], effect, resamples)
+    if parts is not None:
+        result["reasoning"] = parts
     if len(a) > 1 or len(b) > 1:
         result["spread"] = {side: _spread_json(runs) for side, runs in (("a", a), ("b", b))}
     return result

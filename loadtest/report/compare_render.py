@@ -21,6 +21,7 @@ from loadtest.model.comparison import (
 from loadtest.report.acceptance import TOLERANCE
 from loadtest.report.acceptance_time import positions_said
 from loadtest.report.compare_figures import SIDE_FIELDS
+from loadtest.report.compare_parts import render_parts
 from loadtest.report.compare_sessions import render_savings
 
 __all__ = [
@@ -248,6 +249,9 @@ def render_comparison(c: Comparison) -> str:
     if savings is not None:
         lines += render_savings(savings, c["confounded"])
     lines += _latency_lines(c)
+    parts = c.get("reasoning")
+    if parts is not None:
+        lines += ["", *render_parts(parts)]
     if len(a["runs"]) < 2 or len(b["runs"]) < 2:
         # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
         # flagged in 8% of one-run comparisons at 2%, 2% with the one-run bar.

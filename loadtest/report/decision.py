@@ -8,8 +8,11 @@ category, at each load? The metric follows the category:
 - **tool calls** (a category where at least half of the baseline's completed requests
   made a valid tool call, agent sessions' included): the median time to a valid tool
   call;
-- **text** (code, reasoning, multilingual, any other): median end-to-end time, then
-  median TPOT;
+- **reasoning** (a category where at least half of the baseline's completed requests
+  reasoned before answering, and no tool calls decide it): the median time to the
+  first answer token, then the answer's own median duration: the two parts a user
+  waits through, so the verdict lines show both;
+- **text** (code, multilingual, any other): median end-to-end time, then median TPOT;
 - **whole mix**: goodput per second under the scenario's per-request SLOs, from each
   run's own value (``summary.json``): goodput is a rate of a whole run, not a value per
   request, so its test is Welch's t-test on the runs' values (two or more a side;
@@ -70,7 +73,15 @@ MIX = "whole mix"
 """The row of goodput: it is a figure of the whole run, not of one category."""
 TOOL_METRICS = ("tool_call_ms",)
 TEXT_METRICS = ("e2e_ms", "tpot_ms")
-METRIC_LABELS = {"tool_call_ms": "tool call", "e2e_ms": "e2e", "tpot_ms": "TPOT", GOODPUT: "good/s"}
+REASONING_METRICS = ("ttfa_ms", "answer_ms")
+METRIC_LABELS = {
+    "tool_call_ms": "tool call",
+    "e2e_ms": "e2e",
+    "tpot_ms": "TPOT",
+    "ttfa_ms": "TTFA",
+    "answer_ms": "answer",
+    GOODPUT: "good/s",
+}
 TOOL_SHARE = 0.5
 """A category is decided on time to a valid tool call when at least this share of the
 baseline's completed requests in it made one."""
@@ -96,13 +107,17 @@ def resamples_for(family: int, floor: int = 2000, alpha: float = ALPHA) -> int:
 
 
 def _rule(steps: Sequence[Step], category: str) -> tuple[str, tuple[str, ...]]:
-    calls = ok = 0
+    calls = ok = reasoned = 0
     for s in steps:
         for r in s.baseline:
+            values = r.by_category.get(category, {})
             ok += r.ok.get(category, 0)
-            calls += r.by_category.get(category, {}).get("tool_call_ms", np.empty(0)).size
+            calls += values.get("tool_call_ms", np.empty(0)).size
+            reasoned += values.get("ttfa_ms", np.empty(0)).size  # requests that reasoned
     if ok and calls >= TOOL_SHARE * ok:
         return "tool calls", TOOL_METRICS
+    if ok and reasoned >= TOOL_SHARE * ok:
+        return "reasoning", REASONING_METRICS
     return "text", TEXT_METRICS
 
 
@@ -243,7 +258,8 @@ def decide(
         "min_effect_asked": min_effect,
         "family": (
             "Holm-Bonferroni over every tested cell of the sweep: each step x each "
-            "category's deciding metrics (time to a valid tool call; e2e and TPOT) x the "
+            "category's deciding metrics (time to a valid tool call; TTFA and answer; e2e "
+            "and TPOT) x the "
             f"whole mix's goodput{against}; {len(keys)} tests of {family} planned"
         ),
         "family_size": len(keys),
