@@ -222,3 +222,30 @@ async def test_a_time_to_first_answer_slo_counts_in_goodput(tmp_path: Path) -> N
     ttfa = [r.ttfa_ns for r in ids.values() if r.ttfa_ns is not None]
     within = sum(ns <= 50e6 for ns in ttfa)
     assert within < REQUESTS and out.metrics.goodput == within
+
+
+@pytest.mark.parametrize(
+    ("sampling", "api", "scale"),
+    [
+        ({"reasoning_effort": "low"}, "chat", 0.5),
+        ({"reasoning_effort": "high"}, "chat", 2.0),
+        ({"reasoning": {"effort": "high"}}, "responses", 2.0),
+        ({"chat_template_kwargs": {"enable_thinking": False}}, "chat", 0.0),
+    ],
+)
+async def test_reasoning_controls_pass_through_and_move_the_think_segment(
+    tmp_path: Path, sampling: dict[str, Any], api: str, scale: float
+) -> None:
+    """The scenario's sampling is sent as-is, so a reasoning control reaches the server;
+    the simulator reasons as much as the effort asks (its truth counts the pieces)."""
+    cfg = replace(REASONING, reasoning_tokens=12, reasoning_sigma=0.0)
+    plain, plain_truth, _ = await _run(cfg, tmp_path / "plain", api=api)
+    ids, truth, _ = await _run(cfg, tmp_path / "asked", api=api, sampling=sampling)
+    asked = [truth[i]["reasoning_tokens"] for i in ids]
+    base = [plain_truth[i]["reasoning_tokens"] for i in plain]
+    assert set(base) == {12}, base
+    assert set(asked) == {round(12 * scale)}, asked
+    if scale == 0:  # no think segment: the split is none and TTFA is TTFT
+        assert all(r.reasoning is None and r.ttfa_ns == r.ttft_ns for r in ids.values())
+    else:
+        assert all(r.reasoning is not None for r in ids.values())

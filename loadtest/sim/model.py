@@ -20,7 +20,7 @@ from loadtest.errors import UsageError
 from loadtest.model.json import JsonObject
 from loadtest.sim.arguments import WORDS as _WORDS
 from loadtest.sim.arguments import fake_arguments, padded, tool_results
-from loadtest.sim.reasoning import check_reasoning, plan_think
+from loadtest.sim.reasoning import check_reasoning, effort_scale, plan_think
 from loadtest.sim.tokenize import count_prompt_tokens
 
 __all__ = ["ResponsePlan", "SimConfig", "Truth", "fake_arguments", "plan_response"]
@@ -350,9 +350,10 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
     offsets = []
     t = ttft_ms
     think = None
-    if cfg.reasoning_tokens > 0:
+    scale = effort_scale(request) if cfg.reasoning_tokens > 0 else 0.0
+    if scale > 0:
         # Its own draw (seed + 3): the answer stays as it was without reasoning.
-        think = plan_think(_rng_for(cfg.seed + 3, key_body), cfg, max_tokens - 1)
+        think = plan_think(_rng_for(cfg.seed + 3, key_body), cfg, max_tokens - 1, scale)
         if tool_name is None:  # max_tokens holds the reasoning and the answer
             pieces = pieces[: max(1, max_tokens - len(think.pieces))]
             n = len(think.pieces) + len(pieces)

@@ -17,12 +17,19 @@ lockstep, speculative) then times them as any other, and the writers frame them 
 
 The Responses API always gets a reasoning item and its events
 (``response.reasoning_text.delta``), whatever the format: its reasoning is typed.
+
+A request's reasoning controls move the segment as a reasoning model's would
+(``effort_scale``): ``reasoning_effort`` (chat) or ``reasoning.effort`` (Responses API)
+scales its mean length (``none`` 0, ``minimal`` 0.25, ``low`` 0.5, ``medium`` 1,
+``high`` 2), and ``chat_template_kwargs.enable_thinking = false`` (vLLM's, for Qwen 3
+and the like) turns it off.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,6 +42,7 @@ __all__ = [
     "ReasoningSettings",
     "ThinkPlan",
     "check_reasoning",
+    "effort_scale",
     "plan_think",
 ]
 
@@ -43,6 +51,22 @@ USAGE_MODES = ("sent", "none", "wrong")
 OPEN_TAG = ("<thi", "nk>\n")
 CLOSE_TAG = ("\n</thi", "nk>\n\n")
 """Each tag as two pieces cut inside it: a client must join pieces to find it."""
+
+
+EFFORT_SCALE = {"none": 0.0, "minimal": 0.25, "low": 0.5, "medium": 1.0, "high": 2.0}
+"""How much a reasoning effort scales the segment's mean length (unknown efforts: 1)."""
+
+
+def effort_scale(request: Mapping[str, object]) -> float:
+    """The request's reasoning controls as a factor on the mean think length."""
+    kwargs = request.get("chat_template_kwargs")
+    if isinstance(kwargs, Mapping) and kwargs.get("enable_thinking") is False:
+        return 0.0
+    effort = request.get("reasoning_effort")
+    reasoning = request.get("reasoning")
+    if effort is None and isinstance(reasoning, Mapping):
+        effort = reasoning.get("effort")
+    return EFFORT_SCALE.get(effort, 1.0) if isinstance(effort, str) else 1.0
 
 
 class ReasoningSettings(Protocol):
@@ -90,11 +114,13 @@ def check_reasoning(cfg: ReasoningSettings) -> None:
         raise UsageError(f"sim accept_reasoning must be between 0 and 1, not {accept}")
 
 
-def plan_think(rng: random.Random, cfg: ReasoningSettings, room: int) -> ThinkPlan:
-    """Draw one think segment of about ``reasoning_tokens`` (log-normal), at most
-    ``room`` pieces, each gap drawn as the answer's are (``itl_ms``, ``itl_sigma``)."""
+def plan_think(
+    rng: random.Random, cfg: ReasoningSettings, room: int, scale: float = 1.0
+) -> ThinkPlan:
+    """Draw one think segment of about ``reasoning_tokens`` x ``scale`` (log-normal), at
+    most ``room`` pieces, each gap drawn as the answer's are (``itl_ms``, ``itl_sigma``)."""
     tags = cfg.reasoning_format == "think-tags"
-    mean_tokens, sigma = cfg.reasoning_tokens, cfg.reasoning_sigma
+    mean_tokens, sigma = cfg.reasoning_tokens * scale, cfg.reasoning_sigma
     drawn = mean_tokens * math.exp(rng.gauss(0.0, sigma)) if sigma > 0 else mean_tokens
     words = max(1, min(round(drawn), room - (4 if tags else 0)))
     body = [("" if i == 0 else " ") + WORDS[rng.randrange(len(WORDS))] for i in range(words)]

@@ -68,6 +68,8 @@ def as_chat(req: JsonObject) -> JsonObject:
     out: JsonObject = {"messages": messages, "stream": bool(req.get("stream"))}
     if req.get("max_output_tokens"):
         out["max_tokens"] = req["max_output_tokens"]
+    if isinstance(req.get("reasoning"), dict):
+        out["reasoning"] = req["reasoning"]  # its effort moves the think segment
     tools = req.get("tools")
     if isinstance(tools, list) and tools:
         out["tools"] = [
