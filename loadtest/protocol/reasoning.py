@@ -139,7 +139,11 @@ class ThinkSplit:
         total = len(chunk_ns)
         alone = total - len(times)  # chunks of the answer alone (a shared one is in times)
         sent = usage is not None and isinstance(usage.get("completion_tokens"), int)
-        counted = round(tokens * len(times) / total) if sent and total else len(times)
+        # A token a chunk, but for an end token usage counts and no chunk carries: the
+        # chunks are the count. More tokens than that came several a chunk (a verify
+        # step): shared out over the chunks.
+        several = sent and total and tokens > total + 1
+        counted = round(tokens * len(times) / total) if several else len(times)
         reported = reported_reasoning(usage)
         # Every chunk carries a token of its own: the bounds no right count can break.
         disagree = reported is not None and (
