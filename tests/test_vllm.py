@@ -245,3 +245,47 @@ def test_vllms_prefix_cache_is_noticed_by_compare(vllm_url: str, tmp_path: Path)
     printed = " ".join(done.stdout.split())
     assert "the prompt cache served" in printed, printed[-3000:]
     assert "(vLLM's counters): TTFT differs by cache state" in printed
+
+
+THINK_GRAMMAR = r"""root ::= "<think>" thought "</think>" answer
+thought ::= [a-zA-Z ,]{20,120}
+answer ::= [a-zA-Z ,.]{5,60}"""
+
+
+def test_a_think_block_in_content_is_split_on_vllm(vllm_url: str, tmp_path: Path) -> None:
+    """#47 on real vLLM: Gemma 3 270M has no ``<think>`` token, so vLLM's think-tag
+    reasoning parsers (``deepseek_r1``, ``qwen3``...) refuse its tokenizer at start
+    ("could not locate think start/end tokens in the tokenizer!"); a grammar through
+    structured outputs makes it write the tags in ``content``, as a server without a
+    parser streams them. The split must find them across chunks (the tags come a
+    character or two a token), and where n-gram speculation packs several tokens into
+    a chunk, share the reasoning's tokens out as the server's own count says."""
+    sampling = 'structured_outputs = {grammar = """' + THINK_GRAMMAR + '"""}\n'
+    prompt = "Name a fruit. Think first."
+    scenario = _scenario(tmp_path, "think", [_chat(prompt)], "requests = 3", sampling)
+    scenario.write_text(scenario.read_text().replace("max_tokens = 24", "max_tokens = 96"))
+    run_dir, _ = _run(vllm_url, scenario, tmp_path / "out")
+    whole = _post(
+        vllm_url,
+        "/v1/chat/completions",
+        {
+            "model": SERVED_NAME,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": 96,
+            "temperature": 0.0,
+            "structured_outputs": {"grammar": THINK_GRAMMAR},
+            "logprobs": True,
+        },
+    )
+    tokens = [t["token"] for t in whole["choices"][0]["logprobs"]["content"]]
+    ends = [i for i in range(1, len(tokens) + 1) if "</think>" in "".join(tokens[:i])]
+    think = ends[0] if ends else 0  # the token that closes the think block
+    assert think and whole["choices"][0]["message"]["reasoning"] is None
+    for row in read_jsonl(run_dir / "requests.jsonl"):
+        assert row["outcome"] == "ok" and row["reasoning_split"] == "think-tags", row
+        assert row["output_tokens"] == len(tokens)
+        assert row["reasoning_chunks"] >= 7 and row["answer_chunks"] >= 1  # <, t, hi, n, k, >
+        assert row["ttfa_ms"] > row["ttft_ms"]
+        assert row["reasoning_tokens_reported"] is None  # no parser, no usage count
+        # Shared out over the chunks (several tokens a chunk): near the server's count.
+        assert abs(row["reasoning_tokens"] - think) <= 0.3 * think, (row, think)
