@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,9 +22,10 @@ from loadtest.datasets.otel import RecordedSession, read_agent_trace
 from loadtest.datasets.tokenizer import EndpointTokenizer
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.errors import DatasetError, ScenarioError
+from loadtest.features.session_tally import tally_lines
 from loadtest.features.workload import needs_tokenizer, plan_lines, prepare_workload
 from loadtest.model.summary import AgentTraceBlock
-from loadtest.report.table import render_agent_trace
+from loadtest.report.agent_trace_render import render_agent_trace
 from loadtest.sim import InProcessSim
 from loadtest.sim.model import SimConfig
 from tests.conftest import blocks, make_scenario, read_jsonl
@@ -317,3 +319,40 @@ async def test_a_fresh_recording_by_the_official_instrumentation_replays(
     assert all(c.messages is not None for c in sessions[0].calls)
     block = await _replay(trace_scenario(out, speedup=4.0), SLOW, tmp_path / "run")
     assert (block["completed"], block["calls"]) == (3, 12)
+
+
+async def test_a_reasoning_model_gives_the_session_split_its_reasoning_share(
+    tmp_path: Path,
+) -> None:
+    """#47: each call's reasoning (first reasoning token to first answer token) is part
+    of its decode; the session split says how much, and so does a rebuild of the run
+    from its lines alone (``tally_lines``)."""
+    think = replace(SLOW, reasoning_tokens=6, reasoning_sigma=0.0)
+    block = await _replay(trace_scenario(FIXTURE), think, tmp_path / "run")
+    total = block["total"]
+    assert total is not None and block["completed"] == 3
+    lines = read_jsonl(tmp_path / "run" / "requests.jsonl")
+    assert all(x["reasoning_split"] == "field" for x in lines)
+    # The sum of the calls' reasoning, inside their decode, as its share of the sessions.
+    reasoning = total.get("reasoning_ms")
+    assert reasoning is not None
+    assert reasoning == pytest.approx(sum(x["reasoning_ms"] for x in lines), abs=0.01)
+    assert 0 < reasoning < total["decode_ms"]
+    share = block.get("reasoning_share")
+    assert share == pytest.approx(reasoning / total["session_ms"], abs=1e-4)
+    # Six tokens of ~8 ms before each answer: at least 5 gaps a call, 12 calls.
+    assert reasoning > 12 * 5 * 8 * 0.5
+    for row in block["sessions"]:
+        assert 0 < row.get("reasoning_ms", 0) < row["decode_ms"]
+    rebuilt = tally_lines(lines).tally.block()
+    assert rebuilt.get("reasoning_share") == share
+    text = render_agent_trace(block)
+    assert "    of which reasoning" in text and "reasoning holds " in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+async def test_without_reasoning_the_split_has_no_reasoning_part(tmp_path: Path) -> None:
+    block = await _replay(trace_scenario(FIXTURE), FAST, tmp_path / "run")
+    assert block["total"] is not None and "reasoning_ms" not in block["total"]
+    assert "reasoning_share" not in block
+    assert "reasoning" not in render_agent_trace(block)

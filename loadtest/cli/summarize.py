@@ -51,7 +51,7 @@ def summarize(folder: str) -> int:
     write_results(path, rebuilt.summary, rebuilt.metrics)
     print(render_table(rebuilt.summary))
     if "agent_trace" in rebuilt.summary:
-        from loadtest.report.table import render_agent_trace
+        from loadtest.report.agent_trace_render import render_agent_trace
 
         print(render_agent_trace(rebuilt.summary["agent_trace"]))
     print(f"\nsummary: {path / 'summary.json'}")

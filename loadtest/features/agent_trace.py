@@ -112,7 +112,7 @@ class SessionReplay(RunHook):
         session, prompts = self._sessions[k], self._prompts[k]
         warmup = ctx.warming_up_at(intended_ns)
         at = intended_ns
-        ttft = decode = tools = lag = 0
+        ttft = decode = tools = lag = reasoning = 0
         end = intended_ns
         where = {"session": self._numbers[k]}  # its place in the whole trace (workers)
         for n, (call, prompt) in enumerate(zip(session.calls, prompts, strict=True)):
@@ -140,6 +140,7 @@ class SessionReplay(RunHook):
             first = rec.first_token_ns if rec.first_token_ns is not None else rec.end_ns
             ttft += first - rec.sent_ns
             decode += rec.end_ns - first
+            reasoning += rec.reasoning.reasoning_ns if rec.reasoning is not None else 0
             end = rec.end_ns
         if not warmup:
             self.tally.record(
@@ -154,6 +155,7 @@ class SessionReplay(RunHook):
                     recorded_model_ns=session.model_ns,
                     gap_lag_ns_max=lag,
                     end_ns=end - ctx.t0_ns,
+                    reasoning_ns=reasoning,
                 )
             )
         return None

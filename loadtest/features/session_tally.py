@@ -54,6 +54,8 @@ class SessionTimes:
     """When its last call ended, ns from the run's start: the order sessions are listed in,
     one process's or merged over workers (each worker's from its own start; they start
     together), as a rebuild lists them from the lines' ``end_ms``."""
+    reasoning_ns: int = 0
+    """Of ``decode_ns``: each call's first reasoning token to its first answer token."""
 
     @property
     def other_ns(self) -> int:
@@ -69,7 +71,8 @@ class ReplayPart(TypedDict):
     failed: int
     calls: int
     sums: list[int]
-    """Session, TTFT, decode, tools and recorded time (ns), over completed sessions."""
+    """Session, TTFT, decode, tools, recorded and reasoning time (ns), over completed
+    sessions."""
     recorded_model: int
     lag_max: int | None
     listed: list[list[int | str]]
@@ -86,7 +89,7 @@ class ReplayTally:
     completed: int = 0
     failed: int = 0
     calls: int = 0
-    sums: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    sums: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0, 0])
     recorded_model: int = 0
     lag_max: int | None = None
     listed: list[SessionTimes] = field(default_factory=list)
@@ -95,7 +98,8 @@ class ReplayTally:
         """One completed measured session."""
         self.completed += 1
         self.calls += t.calls
-        for i, v in enumerate((t.session_ns, t.ttft_ns, t.decode_ns, t.tools_ns, t.recorded_ns)):
+        parts = (t.session_ns, t.ttft_ns, t.decode_ns, t.tools_ns, t.recorded_ns, t.reasoning_ns)
+        for i, v in enumerate(parts):
             self.sums[i] += v
         self.recorded_model += t.recorded_model_ns
         self.lag_max = max(self.lag_max or 0, t.gap_lag_ns_max)
@@ -147,10 +151,12 @@ class ReplayTally:
 
     def block(self) -> AgentTraceBlock:
         """The ``agent_trace`` section of summary.json."""
-        session, ttft, decode, tools, recorded = self.sums
+        session, ttft, decode, tools, recorded, reasoning = self.sums
         done = self.completed > 0 and session > 0
         total: AgentTraceSplit | None = (
-            _split(session, ttft, decode, tools, session - ttft - decode - tools) if done else None
+            _split(session, ttft, decode, tools, session - ttft - decode - tools, reasoning)
+            if done
+            else None
         )
         rec_tools = tools  # the replay waits the recorded tool time, as it was
         rec_block: AgentTraceRecorded | None = (
@@ -163,7 +169,7 @@ class ReplayTally:
             if done
             else None
         )
-        return {
+        block: AgentTraceBlock = {
             "sessions_in_trace": self.sessions_in_trace,
             "replayed": self.completed + self.failed,
             "completed": self.completed,
@@ -177,6 +183,9 @@ class ReplayTally:
             "sessions": [_row(t) for t in self.listed],
             "sessions_listed": len(self.listed),
         }
+        if done and reasoning:
+            block["reasoning_share"] = round(reasoning / session, 4)
+        return block
 
 
 def merge_replays(parts: Sequence[ReplayPart]) -> AgentTraceBlock:
@@ -189,10 +198,7 @@ def merge_replays(parts: Sequence[ReplayPart]) -> AgentTraceBlock:
 
 def _decoded(row: list[int | str]) -> SessionTimes:
     trace_id, *ns = row
-    calls, session, ttft, decode, tools, recorded, model, lag, end = (int(v) for v in ns)
-    return SessionTimes(
-        str(trace_id), calls, session, ttft, decode, tools, recorded, model, lag, end
-    )
+    return SessionTimes(str(trace_id), *(int(v) for v in ns))
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,8 +253,9 @@ def tally_lines(rows: Iterable[JsonObject]) -> LineTally:
 
 
 def _times(lines: list[JsonObject]) -> SessionTimes:
-    ttft = decode = lag = 0
+    ttft = decode = lag = reasoning = 0
     for r in lines:
+        reasoning += _ns(r.get("reasoning_ms"))
         sent, end = _ns(r.get("sent_ms")), _ns(r.get("end_ms"))
         first = _ns(r["first_token_ms"]) if r.get("first_token_ms") is not None else end
         ttft += first - sent
@@ -266,6 +273,7 @@ def _times(lines: list[JsonObject]) -> SessionTimes:
         recorded_model_ns=recorded_model,
         gap_lag_ns_max=lag,
         end_ns=_ns(lines[-1]["end_ms"]),
+        reasoning_ns=reasoning,
     )
 
 
@@ -273,19 +281,24 @@ def _ms(ns: int) -> float:
     return round(ns / 1e6, 3)
 
 
-def _split(session: int, ttft: int, decode: int, tools: int, other: int) -> AgentTraceSplit:
-    return {
+def _split(
+    session: int, ttft: int, decode: int, tools: int, other: int, reasoning: int
+) -> AgentTraceSplit:
+    split: AgentTraceSplit = {
         "session_ms": _ms(session),
         "ttft_ms": _ms(ttft),
         "decode_ms": _ms(decode),
         "tools_ms": _ms(tools),
         "other_ms": _ms(other),
     }
+    if reasoning:
+        split["reasoning_ms"] = _ms(reasoning)
+    return split
 
 
 def _row(t: SessionTimes) -> AgentTraceSession:
     return {
-        **_split(t.session_ns, t.ttft_ns, t.decode_ns, t.tools_ns, t.other_ns),
+        **_split(t.session_ns, t.ttft_ns, t.decode_ns, t.tools_ns, t.other_ns, t.reasoning_ns),
         "trace_id": t.trace_id,
         "calls": t.calls,
         "recorded_session_ms": _ms(t.recorded_ns),

@@ -67,6 +67,9 @@ class AgentTraceSplit(TypedDict):
     """The recorded tool runs (``execute_tool`` spans) between calls, replayed as waits."""
     other_ms: float
     """The rest: the agent's own recorded work between calls, and the driver's lag."""
+    reasoning_ms: NotRequired[float]
+    """Of ``decode_ms``: from each call's first reasoning token to its first answer token
+    (present when a call reasoned, #47)."""
 
 
 class AgentTraceRecorded(TypedDict):
@@ -108,6 +111,9 @@ class AgentTraceBlock(TypedDict):
     """decode_ms / session_ms: the most any decode speedup (speculation) can save."""
     generation_share: float | None
     """(ttft_ms + decode_ms) / session_ms: the most a faster model can save."""
+    reasoning_share: NotRequired[float]
+    """reasoning_ms / session_ms, when a call reasoned: the wait a draft that predicts
+    the reasoning can shorten."""
     gap_lag_ms_max: float | None
     sessions: list[AgentTraceSession]
     """The first ``sessions_listed`` completed sessions, in the order they ended."""

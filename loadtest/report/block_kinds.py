@@ -96,7 +96,7 @@ class _AgentTrace(BlockBase):
         return merge_replays(parts)
 
     def render(self, block: AgentTraceBlock, summary: Summary) -> str | None:
-        from loadtest.report.table import render_agent_trace
+        from loadtest.report.agent_trace_render import render_agent_trace
 
         return render_agent_trace(block)
 

@@ -349,8 +349,7 @@ def plan_response(cfg: SimConfig, body: bytes, request: JsonObject) -> ResponseP
         pieces = (*pieces[:-1], (" " if len(pieces) > 1 else "") + "diverged")
     offsets = []
     t = ttft_ms
-    think = None
-    scale = effort_scale(request) if cfg.reasoning_tokens > 0 else 0.0
+    think, scale = None, effort_scale(request) if cfg.reasoning_tokens > 0 else 0.0
     if scale > 0:
         # Its own draw (seed + 3): the answer stays as it was without reasoning.
         think = plan_think(_rng_for(cfg.seed + 3, key_body), cfg, max_tokens - 1, scale)
