@@ -79,8 +79,10 @@ async def test_sessions_take_the_known_number_of_steps(tmp_path: Path) -> None:
     assert agent["time_to_valid_call_ms"]["count"] == sum(len(t["valid_call_ms"]) for t in tasks)
     assert agent["steps"]["count"] == 8 and agent["validity_rate"] == 1.0
     shares = agent["time_shares"]
-    assert set(shares) == {"queue", "network", "generation", "validation", "retry", "tool"}
+    parts = {"queue", "network", "reasoning", "generation", "validation", "retry", "tool"}
+    assert set(shares) == parts
     assert shares["retry"] == {"p50": 0.0, "p95": 0.0}  # nothing was retried
+    assert shares["reasoning"] == {"p50": 0.0, "p95": 0.0}  # nor reasoned
     assert shares["tool"]["p50"] > 0 and shares["generation"]["p50"] > 0
     assert agent["by_category"]["recorded"]["completed"] == 8
 
@@ -248,3 +250,32 @@ def test_bfcl_multi_turn_tasks_carry_turns_tools_and_expected_names() -> None:
     names = {tool["function"]["name"] for tool in t.tools}
     assert set(t.expected[0]) <= names
     assert call_name("mv(source='a', destination='b')") == "mv"
+
+
+async def test_a_reasoning_model_splits_the_time_to_a_valid_call(tmp_path: Path) -> None:
+    """#47: a model that reasons before its tool call: each request's span between the
+    first byte and the first answer token (the call) is ``reasoning``, the rest of its
+    generation is the call itself; the spans still add up to the task time, and the
+    summary's shares carry the reasoning part."""
+    cfg = SimConfig(ttft_ms=3.0, itl_ms=2.0, agent_steps=2, reasoning_tokens=8)
+    outcome, tasks, _ = await _run(cfg, {"tool": "fixed", "tool_ms": 2}, tmp_path, 4)
+    events = json.loads((tmp_path / "trace.json").read_text())
+    task_events = {e["tid"]: e for e in events if e.get("cat") == "task"}
+    for tid, task in task_events.items():
+        spans = sorted(
+            (e for e in events if e.get("tid") == tid and e.get("cat") not in ("task", None)),
+            key=lambda s: s["ts"],
+        )
+        names = [s["cat"] for s in spans]
+        # Every request: queue, network, reasoning, generation, validation; then tools.
+        assert names.count("reasoning") == names.count("generation") >= 1, names
+        for a, b in itertools.pairwise(spans):
+            assert b["ts"] == pytest.approx(a["ts"] + a["dur"], abs=0.01)
+        assert sum(s["dur"] for s in spans) == pytest.approx(task["dur"], abs=0.01)
+        # Eight tokens ~2 ms apart before each call: the reasoning span holds them.
+        assert all(s["dur"] >= 7 * 2 * 1000 * 0.5 for s in spans if s["cat"] == "reasoning")
+    agent = blocks(outcome)["agent"]
+    assert isinstance(agent, dict)
+    shares = agent["time_shares"]
+    assert shares["reasoning"]["p50"] > 0.1, shares
+    assert all(t["shares"]["reasoning"] > 0 for t in tasks if t["outcome"] == "completed")

@@ -183,7 +183,7 @@ def test_an_agents_block_fits_80_columns_with_many_errors() -> None:
         "expected_match_rate": 0.42,
         "time_shares": {
             p: {"p50": 0.123, "p95": 0.456}
-            for p in ("queue", "network", "generation", "validation", "retry", "tool")
+            for p in ("queue", "network", "reasoning", "generation", "validation", "retry", "tool")
         },
     }
     block = cast(AgentBlock, agent)

@@ -119,7 +119,11 @@ def render_agent(agent: AgentBlock, *, simulated: bool = False) -> str:
     if shares:
         lines += packed(
             ["share of task time (p50/p95):"]
-            + [f"{p} {v.get('p50', 0):.1%}/{v.get('p95', 0):.1%}" for p, v in shares.items()]
+            + [
+                f"{p} {v.get('p50', 0):.1%}/{v.get('p95', 0):.1%}"
+                for p, v in shares.items()
+                if p != "reasoning" or v.get("p95", 0) > 0  # a model that never reasoned
+            ]
         )
     return fit(lines)
 

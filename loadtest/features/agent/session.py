@@ -9,8 +9,10 @@ API-neutral ``tool_calls`` and ``text``.
 
 Spans partition the task's time with no gap: for each request, ``queue`` (intended to
 sent), ``network`` (sent to the first byte: connection, upload, prefill and queueing in
-the server), ``generation`` (first byte to the end of the response), ``validation``
-(the end to when loadtest had judged it); then ``tool`` for each tool call. A request
+the server), ``reasoning`` (for a model that reasoned: the first byte to its first
+answer token, #47), ``generation`` (to the end of the response: the call itself),
+``validation`` (the end to when loadtest had judged it); then ``tool`` for each tool
+call. A request
 whose call was invalid and re-asked has its spans in the ``retry`` part. The parts
 therefore add up to the task time exactly.
 """
@@ -33,7 +35,7 @@ from loadtest.protocol.openai import StreamReader, ToolCall
 
 __all__ = ["PARTS", "Span", "TaskLine", "TaskRecord", "ToolError", "run_task"]
 
-PARTS = ("queue", "network", "generation", "validation", "retry", "tool")
+PARTS = ("queue", "network", "reasoning", "generation", "validation", "retry", "tool")
 _perf = time.perf_counter_ns
 
 Ask = Callable[[list[JsonObject], int], Awaitable[tuple[RequestRecord, StreamReader]]]
@@ -146,7 +148,11 @@ class TaskRecord:
 def _request_spans(rec: RequestRecord, judged_ns: int, step: int, attempt: int) -> list[Span]:
     first = rec.first_byte_ns if rec.first_byte_ns is not None else rec.end_ns
     edges = [rec.intended_ns, rec.sent_ns, first, rec.end_ns, judged_ns]
-    names = ("queue", "network", "generation", "validation")
+    names: tuple[str, ...] = ("queue", "network", "generation", "validation")
+    answer = rec.reasoning.answer_ns if rec.reasoning is not None else None
+    if answer is not None and first <= answer <= rec.end_ns:
+        edges = [rec.intended_ns, rec.sent_ns, first, answer, rec.end_ns, judged_ns]
+        names = ("queue", "network", "reasoning", "generation", "validation")
     return [
         Span(name, name, a, max(a, b), step, attempt)
         for name, a, b in zip(names, edges, edges[1:], strict=False)
