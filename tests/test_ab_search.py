@@ -52,6 +52,10 @@ def test_the_search_brackets_where_speculation_stops_paying(
         assert len(list((step / "baseline").iterdir())) == 2
     assert "search, concurrency 1..8, steps in the order run:" in printed
     assert f"  chat: {chat['text']}" in printed
+    # The folder's report shows the search as the terminal does.
+    assert main(["report", str(folder)]) == 0
+    page = (folder / "report.html").read_text()
+    assert "<h2>The search</h2>" in page and "error control: alpha 0.05 spent" in page
 
 
 def test_search_flags_are_checked_and_check_prints_the_plan(

@@ -20,6 +20,7 @@ from loadtest.report.decision_render import (
     cell_text,
     memory_lines,
     row_label,
+    search_lines,
 )
 from loadtest.report.plots import decision_figure
 
@@ -91,6 +92,9 @@ def decision_section(page: Page, d: Decision) -> None:
             "on the time to a correct action against each other K, in the same Holm "
             f"family.</p><ul>{picks or '<li>not exercised</li>'}</ul>"
         )
+    searched = [line for line in search_lines(d) if line]
+    if searched:  # ab --search: the steps in the order run, the error control, the answer
+        page.add(f"<h2>The search</h2><pre>{html.escape(chr(10).join(searched))}</pre>")
     said_costs = [line for line in (*acceptance_lines(d), *memory_lines(d)) if line]
     if said_costs:
         # The terminal's lines as they are: one wording of acceptance and memory.
