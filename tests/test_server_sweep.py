@@ -101,7 +101,51 @@ def test_the_flag_needs_a_sweep_or_search(
 ) -> None:
     argv = ["ab", str(_scenario(tmp_path)), "--baseline", "sim:none", "--candidate", "sim:spec"]
     assert main([*argv, "--server-sweep", "max_running=2,4", "--check"]) == 2
-    assert "--server-sweep runs a --sweep or a --search per setting" in capsys.readouterr().err
+    assert "--server-sweep runs a --sweep or a --search per value" in capsys.readouterr().err
     argv += ["--search", "concurrency=1..8", "--server-sweep", "max_running=2,4", "--check"]
     assert main(argv) == 0
-    assert "server sweep: max_running = 2, 4, a fresh server per run" in capsys.readouterr().out
+    assert "server setting sweep: max_running = 2, 4, a fresh server per run" in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_request_field_is_a_dimension_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--sampling-sweep reasoning_effort=low,high``: every request of both sides carries
+    the value; the simulator reasons 0.5x and 2x its mean, so the decision of each value
+    judges a reasoning category on TTFA, and the baseline's TTFA moves with the effort."""
+    path = tmp_path / "effort.toml"
+    prompts = ", ".join(f'"question {i}"' for i in range(10))
+    path.write_text(
+        'name = "effort"\nmax_tokens = 96\n'
+        f'[[sources]]\nkind = "inline"\ncategory = "think"\nprompts = [{prompts}]\n'
+        "[load]\nconcurrency = 1\nrequests = 12\nwarmup_s = 0\n"
+        "[sim]\nttft_ms = 5.0\nitl_ms = 3.0\nttft_sigma = 0.05\nitl_sigma = 0.05\n"
+        "min_output_fraction = 1.0\nreasoning_tokens = 16\nreasoning_sigma = 0.0\n"
+    )
+    out = tmp_path / "out"
+    argv = ["ab", str(path), "--baseline", "sim:none", "--candidate", "sim:spec", "--out"]
+    argv += [str(out), "--sweep", "concurrency=1", "--repeat", "2"]
+    code = main([*argv, "--sampling-sweep", "reasoning_effort=low,high"])
+    printed = capsys.readouterr().out
+    assert code in (0, 1), printed
+    (folder,) = out.iterdir()
+    result: ServerSweepResult = orjson.loads((folder / "server-sweep.json").read_bytes())
+    assert result["setting"] == "reasoning_effort" and result["request"] is True
+    ttfa = {}
+    for setting in result["values"]:
+        (sweep_folder,) = Path(setting["folder"]).iterdir()
+        d = load_decision(sweep_folder)
+        (row,) = [r for r in d["rows"] if r["category"] == "think"]
+        assert row["rule"] == "reasoning" and row["deciding"] == ["ttfa_ms", "answer_ms"]
+        median = row["steps"][0]["cells"][0]["a"]
+        assert median is not None
+        ttfa[setting["value"]] = median
+        for runs in Path(d["steps"][0]["folder"], "baseline").iterdir():
+            lines = (runs / "requests.jsonl").read_bytes().splitlines()
+            tokens = {orjson.loads(x)["reasoning_tokens"] for x in lines}
+            assert tokens == {8 if setting["value"] == "low" else 32}, tokens
+    # 8 against 32 reasoning tokens ~3 ms apart before the first answer token.
+    assert ttfa["high"] > 2.5 * ttfa["low"], ttfa
+    assert "request field reasoning_effort: where the candidate stops paying" in printed

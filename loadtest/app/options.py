@@ -97,6 +97,8 @@ class RunOptions:
     """The built-in simulator speculates (``[sim] speculative``); ``ab``'s ``sim:`` sides."""
     sim_spec_k: int | None = None
     """The built-in simulator's draft length (``[sim] spec_k``); ``ab --draft-max``."""
+    sampling: tuple[tuple[str, str | float | bool], ...] = ()
+    """Request fields over the scenario's ``[sampling]`` (``ab --sampling-sweep``)."""
     sim_settings: tuple[tuple[str, float | int], ...] = ()
     """Settings of the built-in simulator over ``[sim]``'s (``ab --server-sweep``)."""
 
@@ -220,6 +222,8 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
         )
     if o.sim_speculative is not None:
         sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, speculative=o.sim_speculative))
+    if o.sampling:
+        sc = dataclasses.replace(sc, sampling={**sc.sampling, **dict(o.sampling)})
     if o.sim_settings:
         settings = {**sc.sim.settings, **dict(o.sim_settings)}
         sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, settings=settings))

@@ -34,6 +34,7 @@ __all__ = [
     "LLAMA_SETTINGS",
     "VLLM_SETTINGS",
     "ServerSweep",
+    "parse_sampling_sweep",
     "parse_server_sweep",
     "render_server_sweep",
     "run_server_sweep",
@@ -48,13 +49,17 @@ RESULT = "server-sweep.json"
 
 @dataclass(frozen=True, slots=True)
 class ServerSweep:
-    """``--server-sweep NAME=V,V,...``: one setting, its values in the order given."""
+    """``--server-sweep NAME=V,V,...`` (a server setting) or ``--sampling-sweep`` (a
+    request field, ``request``): one setting, its values in the order given."""
 
     name: str
-    values: tuple[float, ...]
+    values: tuple[float | str | bool, ...]
+    request: bool = False
+    """A field of every request (``reasoning_effort``), not a setting of the servers."""
 
-    def label(self, value: float) -> str:
-        return f"{self.name}={value:g}"
+    def label(self, value: float | str | bool) -> str:
+        said = f"{value:g}" if isinstance(value, float) else str(value).lower()
+        return f"{self.name}={said}"
 
 
 def parse_server_sweep(text: str) -> ServerSweep:
@@ -73,16 +78,48 @@ def parse_server_sweep(text: str) -> ServerSweep:
     return ServerSweep(name, parsed)
 
 
+def parse_sampling_sweep(text: str) -> ServerSweep:
+    """``reasoning_effort=low,medium,high``: a request field and its values (numbers,
+    ``true``/``false`` or words); ``UsageError`` naming ``--sampling-sweep``."""
+    from loadtest.config.scenario import RESERVED_SAMPLING
+
+    name, eq, values = text.partition("=")
+    name = name.strip()
+    words = [v.strip() for v in values.split(",") if v.strip()]
+    if not eq or not name or not words or len(set(words)) != len(words):
+        raise UsageError(
+            f"--sampling-sweep {text!r}: expected FIELD=V,V,... with distinct values "
+            "(e.g. reasoning_effort=low,medium,high)"
+        )
+    if name in RESERVED_SAMPLING:
+        raise UsageError(f"--sampling-sweep {name}: set by loadtest; use its own flag")
+    return ServerSweep(name, tuple(_scalar(w) for w in words), request=True)
+
+
+def _scalar(word: str) -> float | str | bool:
+    if word in ("true", "false"):
+        return word == "true"
+    try:
+        return float(word)
+    except ValueError:
+        return word
+
+
 def _whole(sweep: ServerSweep, value: float) -> int:
     if value != int(value) or value < 1:
         raise UsageError(f"--server-sweep {sweep.label(value)}: a whole number >= 1")
     return int(value)
 
 
-def with_setting(side: Side, sweep: ServerSweep, value: float) -> Side:
+def with_setting(side: Side, sweep: ServerSweep, value: float | str | bool) -> Side:
     """``side`` started with the setting at ``value``; ``UsageError`` when ``side`` is not
-    one ab starts, or its engine has no such setting."""
+    one ab starts, or its engine has no such setting. A request field leaves it as is."""
     name = sweep.name
+    if sweep.request:
+        return side
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"--server-sweep {sweep.label(value)}: a number")
+    value = float(value)
     if side.llama is not None:
         if name not in LLAMA_SETTINGS:
             raise UsageError(
@@ -143,9 +180,16 @@ def _answers(decision: Decision) -> list[str]:
     return [f"{row['category']}: {row['bracket']['text']}" for row in decision["rows"]]
 
 
-DecideAt = Callable[[dict[str, Side], str, tuple[tuple[str, str], ...]], tuple[Decision, bool]]
-"""Run the whole ab sweep or search on these sides into this ``--out``, with these live
-labels: (its decision, whether Ctrl-C stopped it)."""
+DecideAt = Callable[
+    [float | str | bool, dict[str, Side], str, tuple[tuple[str, str], ...]],
+    tuple[Decision, bool],
+]
+"""Run the whole ab sweep or search at this value, on these sides, into this ``--out``,
+with these live labels: (its decision, whether Ctrl-C stopped it)."""
+
+
+def _kind(request: bool) -> str:
+    return "request field" if request else "server setting"
 
 
 def run_server_sweep(
@@ -162,12 +206,18 @@ def run_server_sweep(
     made = {v: {k: with_setting(s, sweep, v) for k, s in sides.items()} for v in sweep.values}
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
     folder = out / f"{stamp}-server-sweep-{name}"
-    result: ServerSweepResult = {"setting": sweep.name, "values": [], "interrupted": False}
+    result: ServerSweepResult = {
+        "setting": sweep.name,
+        "request": sweep.request,
+        "values": [],
+        "interrupted": False,
+    }
     stopped = False
     for value, at in made.items():
-        say(f"server setting {sweep.label(value)}")
+        say(f"{_kind(sweep.request)} {sweep.label(value)}")
         where = folder / sweep.label(value)
-        decision, stopped = decide_at(at, str(where), (*labels, ("server", sweep.label(value))))
+        label = ("sampling" if sweep.request else "server", sweep.label(value))
+        decision, stopped = decide_at(value, at, str(where), (*labels, label))
         setting: ServerSetting = {
             "value": value,
             "folder": str(where),
@@ -185,9 +235,12 @@ def run_server_sweep(
 
 def render_server_sweep(result: ServerSweepResult) -> str:
     """Per value: each category's answer, and what the sides cost to start and hold."""
-    lines = [f"server setting {result['setting']}: where the candidate stops paying"]
+    name = result["setting"]
+    lines = [f"{_kind(result['request'])} {name}: where the candidate stops paying"]
     for s in result["values"]:
-        lines.append(f"  {result['setting']}={s['value']:g}:")
+        value = s["value"]
+        said = f"{value:g}" if isinstance(value, float) else str(value).lower()
+        lines.append(f"  {name}={said}:")
         lines += [f"    {a}" for a in s["answers"]]
         for side in s["sides"]:
             ready = "-" if side["ready_s"] is None else f"{side['ready_s']:.2f} s"

@@ -153,8 +153,9 @@ def run_ab_command(args: argparse.Namespace) -> int:
     repeat, budget_note = _budgeted(args, base, plan, len(sides))
     servers = server_spec(args, sides)
     if args.check and servers is not None:
-        listed = ", ".join(f"{v:g}" for v in servers.values)
-        print(f"server sweep: {servers.name} = {listed}, a fresh server per run; once per value:")
+        listed = ", ".join(servers.label(v).split("=", 1)[1] for v in servers.values)
+        kind = "request field" if servers.request else "server setting"
+        print(f"{kind} sweep: {servers.name} = {listed}, a fresh server per run; once per value:")
     if args.check and spec is not None:
         from loadtest.app.job import check_job
 

@@ -25,6 +25,7 @@ from loadtest.config.workload_tables import own_key_names
 from loadtest.errors import DatasetError, ScenarioError
 
 __all__ = [
+    "RESERVED_SAMPLING",
     "LoadSpec",
     "Scenario",
     "SourceSpec",
@@ -32,6 +33,12 @@ __all__ = [
     "load_scenario",
     "parse_scenario",
 ]
+
+RESERVED_SAMPLING = (
+    *("model", "messages", "prompt", "stream", "max_tokens", "tools"),
+    *("input", "max_output_tokens"),  # the Responses API's names for the same things
+)
+"""Request keys loadtest sets itself: never taken from ``[sampling]`` or a flag."""
 
 DEFAULT_DURATION_S = 30.0
 """The measured duration of a run whose scenario and flags name no bound."""
@@ -178,9 +185,7 @@ def _parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None) -> S
     description = top.get("description", str, "", "a string")
     record_prompts = top.get("record_prompts", bool, False, "true or false")
     sampling = dict(top.get("sampling", dict, {}, "a table of sampling fields"))
-    reserved_keys = ("model", "messages", "prompt", "stream", "max_tokens", "tools")
-    # The Responses API's names for the same things are loadtest's to set too.
-    for reserved in (*reserved_keys, "input", "max_output_tokens"):
+    for reserved in RESERVED_SAMPLING:
         if reserved in sampling:
             raise ScenarioError(
                 path, f"sampling.{reserved}", "is set by loadtest; use the top-level key"

@@ -1,4 +1,5 @@
-"""``server-sweep.json`` of ``ab --server-sweep``: a decision per server setting."""
+"""``server-sweep.json`` of ``ab --server-sweep`` or ``--sampling-sweep``: a decision per
+value of a server setting or of a request field."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class ServerSide(TypedDict):
 class ServerSetting(TypedDict):
     """One value of the setting: its sweep's or search's folder, answers and costs."""
 
-    value: float
+    value: float | str | bool
     folder: str
     answers: list[str]
     """Per category, where the candidate stops paying, as its decision says it."""
@@ -32,6 +33,9 @@ class ServerSetting(TypedDict):
 
 class ServerSweepResult(TypedDict):
     setting: str
-    """The server setting varied (``parallel``, ``max_num_seqs``, a simulator setting)."""
+    """The setting varied (``parallel``, ``max_num_seqs``, a simulator setting, or a
+    request field such as ``reasoning_effort``)."""
+    request: bool
+    """A field of every request (``--sampling-sweep``), not a server setting."""
     values: list[ServerSetting]
     interrupted: bool
