@@ -109,12 +109,9 @@ def test_the_flag_needs_a_sweep_or_search(
     )
 
 
-def test_a_request_field_is_a_dimension_too(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``--sampling-sweep reasoning_effort=low,high``: every request of both sides carries
-    the value; the simulator reasons 0.5x and 2x its mean, so the decision of each value
-    judges a reasoning category on TTFA, and the baseline's TTFA moves with the effort."""
+def effort_scenario(tmp_path: Path) -> Path:
+    """One category (``think``) of prompts, 12 requests, on the built-in simulator
+    reasoning 16 tokens (at medium effort) ~3 ms apart before each answer."""
     path = tmp_path / "effort.toml"
     prompts = ", ".join(f'"question {i}"' for i in range(10))
     path.write_text(
@@ -124,6 +121,16 @@ def test_a_request_field_is_a_dimension_too(
         "[sim]\nttft_ms = 5.0\nitl_ms = 3.0\nttft_sigma = 0.05\nitl_sigma = 0.05\n"
         "min_output_fraction = 1.0\nreasoning_tokens = 16\nreasoning_sigma = 0.0\n"
     )
+    return path
+
+
+def test_a_request_field_is_a_dimension_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--sampling-sweep reasoning_effort=low,high``: every request of both sides carries
+    the value; the simulator reasons 0.5x and 2x its mean, so the decision of each value
+    judges a reasoning category on TTFA, and the baseline's TTFA moves with the effort."""
+    path = effort_scenario(tmp_path)
     out = tmp_path / "out"
     argv = ["ab", str(path), "--baseline", "sim:none", "--candidate", "sim:spec", "--out"]
     argv += [str(out), "--sweep", "concurrency=1", "--repeat", "2"]

@@ -12,6 +12,7 @@ from loadtest.app.sweep import best_load, find_knee, knee_in_range, parse_steps,
 from loadtest.cli.main import main
 from loadtest.errors import UsageError
 from loadtest.model.sweep import CapacityResult, SweepStep
+from tests.test_server_sweep import effort_scenario
 
 
 def _row(load: float, e2e: float | None, met: bool = True) -> SweepStep:
@@ -247,3 +248,35 @@ def test_a_rate_its_in_flight_cap_cannot_send_is_not_sustained_and_not_named(
     assert "an in-flight cap of 2" in steps[1]["not_sustained"]
     assert "highest rate meeting the SLOs: 2 (rate 20 was not sustained: half its" in text
     assert "NOT SUSTAINED" in text
+
+
+def test_a_grid_runs_once_per_value_of_a_request_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sweep --sampling-sweep reasoning_effort=low,high``: every request of a value's
+    grid carries it; the built-in simulator reasons 0.5x and 2x its mean of 16 tokens,
+    so the time to an answer moves with the effort, step by step."""
+    path = effort_scenario(tmp_path)
+    out = tmp_path / "out"
+    argv = ["sweep", str(path), "--concurrency", "1,2", "--out", str(out), "--no-tui"]
+    assert main([*argv, "--sampling-sweep", "reasoning_effort=low,high"]) == 0
+    printed = capsys.readouterr().out
+    (outer,) = out.iterdir()
+    assert outer.name.endswith("-sampling-sweep-effort")
+    assert sorted(p.name for p in outer.iterdir()) == [
+        "reasoning_effort=high",
+        "reasoning_effort=low",
+    ]
+    ttfa: dict[str, list[float]] = {}
+    for value, tokens in (("low", 8), ("high", 32)):
+        (grid,) = (outer / f"reasoning_effort={value}").iterdir()
+        assert (grid / "capacity.csv").exists()
+        for step in sorted(p for p in grid.iterdir() if p.is_dir()):
+            summary = orjson.loads((step / "summary.json").read_bytes())
+            said = summary["reasoning"]["tokens_per_request"]["p50"]
+            assert said == pytest.approx(tokens, abs=1)
+            ttfa.setdefault(value, []).append(summary["metrics"]["ttfa_ms"]["p50"])
+    assert all(h > 2.5 * lo for h, lo in zip(ttfa["high"], ttfa["low"], strict=True)), ttfa
+    assert printed.count("capacity: ") == 2 and "request field reasoning_effort=high" in printed
+    search = ["sweep", str(path), "--search", "concurrency=1..4"]
+    assert main([*search, "--sampling-sweep", "reasoning_effort=low"]) == 2

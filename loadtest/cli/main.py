@@ -101,6 +101,12 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
         "--resume", metavar="FOLDER", help="--search: go on with a search stopped in FOLDER"
     )
     sweep.add_argument(
+        "--sampling-sweep",
+        metavar="FIELD=V,V,...",
+        help="the grid once per value of a request field, e.g. "
+        "reasoning_effort=low,medium,high (as [sampling] sends it)",
+    )
+    sweep.add_argument(
         "--knee-tolerance",
         type=float,
         default=0.5,

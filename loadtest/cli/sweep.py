@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from loadtest.cli.codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO_MISSED
 from loadtest.cli.flags import open_live, run_options
 from loadtest.errors import UsageError
+
+if TYPE_CHECKING:
+    from loadtest.app.server_sweep import ServerSweep
 
 __all__ = ["run_sweep_command"]
 
@@ -23,6 +28,10 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     from loadtest.report.exit_reasons import run_reasons
 
     if args.search:
+        if args.sampling_sweep:
+            raise UsageError(
+                "--sampling-sweep runs a grid per value: give --concurrency or --rates"
+            )
         return _search(args)
     if args.resume:
         raise UsageError("--resume goes on with a --search: give --search too")
@@ -30,8 +39,9 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     plan = SweepPlan(
         kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
     )
-    base = run_options(args)
+    run_base = base = run_options(args)
     reasons: list[str] = []  # why each step would exit 1, named by its load
+    at = ""  # with --sampling-sweep, the value the grid now runs at (``base`` carries it)
 
     live = open_live(args)
 
@@ -42,23 +52,50 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             base, run_dir=str(out), print_results=False, live_labels=labels, **over
         )
         summary, _, interrupted = run_job(step_options, live)
-        reasons.extend(f"{kind} {load:g}: {r}" for r in run_reasons(summary, args.fail_on))
+        where = f"{at}{kind} {load:g}"
+        reasons.extend(f"{where}: {r}" for r in run_reasons(summary, args.fail_on))
         said, need = step_slo(summary)
         untold = any(c.get("verdict") == "inconclusive" for c in summary["slo"]["checks"])
         if said == "too few" and not untold:  # run_reasons names an untold check itself
             ok = summary["requests"].get("measured_ok", summary["requests"]["ok"])
-            reasons.append(f"{kind} {load:g}: too few requests for the SLOs ({ok}, need {need})")
+            reasons.append(f"{where}: too few requests for the SLOs ({ok}, need {need})")
         return summary, interrupted
 
     name = Path(base.scenario).stem if base.scenario else "mixed"
+    dimension = _dimension(args)
+    values = dimension.values if dimension is not None else (None,)
+    outer = Path(base.out)
+    if dimension is not None:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+        outer = outer / f"{stamp}-sampling-sweep-{name}"
+    stopped = False
     try:
-        result, folder, stopped = run_sweep(plan, Path(base.out), name, step)
+        for value in values:
+            if dimension is not None and value is not None:
+                label = dimension.label(value)
+                at = f"{label}, "
+                print(f"request field {label}")
+                sampling = (*run_base.sampling, (dimension.name, value))
+                base = replace(run_base, sampling=sampling)
+                out = outer / label
+            else:
+                out = outer
+            result, folder, stopped = run_sweep(plan, out, name, step)
+            print(render_capacity(result))
+            print(f"\ncapacity: {folder / 'capacity.csv'}")
+            if stopped:
+                break
     finally:
         if live is not None:
             live.close()
-    print(render_capacity(result))
-    print(f"\ncapacity: {folder / 'capacity.csv'}")
     return EXIT_INTERRUPTED if stopped else closing(reasons, EXIT_SLO_MISSED)
+
+
+def _dimension(args: argparse.Namespace) -> ServerSweep | None:
+    """``--sampling-sweep``: the request field the grid is run once per value of."""
+    from loadtest.app.server_sweep import parse_sampling_sweep
+
+    return parse_sampling_sweep(args.sampling_sweep) if args.sampling_sweep else None
 
 
 def _search(args: argparse.Namespace) -> int:
