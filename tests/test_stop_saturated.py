@@ -24,6 +24,7 @@ from loadtest.config.stop_saturated import (
     SATURATED,
     SaturationSettings,
     fitted_rise,
+    ticked,
 )
 from loadtest.errors import ScenarioError
 from loadtest.model.io import run_requests
@@ -33,7 +34,8 @@ WINDOW = SaturationSettings(window_s=3.0, rise=0.5)
 
 
 def _seen(samples: list[TrendSample]) -> RunSoFar:
-    n = len(samples) - len(samples) % 8  # the rule judges every 8th request
+    # The rule judges when a request ends in a new half second: cut the samples there.
+    n = max(i + 1 for i in range(1, len(samples)) if ticked(samples[: i + 1]))
     samples = samples[:n]
     return RunSoFar(samples[-1].end_s, n, n, 0, 0, samples)
 

@@ -18,6 +18,7 @@ the fitted lines), and completions per second against the arrivals they fell beh
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,15 +28,17 @@ import numpy as np
 from loadtest.config.stop_rules import RunSoFar, TrendSample
 from loadtest.config.toml_tables import Table
 
-__all__ = ["DEFAULT", "SATURATED", "SaturationSettings", "fitted_rise"]
+__all__ = ["DEFAULT", "SATURATED", "SaturationSettings", "fitted_rise", "ticked"]
 
 T_MIN = 5.0
 """Standard errors a slope must clear: a steady climb, not noise (t >= 5)."""
 MIN_QUEUE = 4.0
 """The fewest extra requests in flight over the window that count as a growing queue."""
 MIN_SAMPLES = 20
-EVERY = 8
-"""Judged at every 8th measured request: a fit over the window costs more than a count."""
+TICK_S = 0.5
+"""Judged when a request's end crosses a new half second of measured load: at most twice
+a second, whatever the rate (a fit over the window costs more than a count, and at
+1,000 req/s a window holds 10,000 requests)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +73,22 @@ def fitted_rise(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     return start, end, (math.inf if se == 0 else slope / se)
 
 
+def ticked(recent: Sequence[TrendSample]) -> bool:
+    """The last request ended in a new ``TICK_S`` of measured load: judge now."""
+    if len(recent) < 2:
+        return False
+    return int(recent[-1].end_s / TICK_S) != int(recent[-2].end_s / TICK_S)
+
+
 def _window(recent: Sequence[TrendSample], window_s: float) -> list[TrendSample]:
+    """The requests of the trailing window, walked back from the newest only as far as
+    the window reaches (``recent`` holds a minute)."""
     if not recent:
         return []
-    last = recent[-1].end_s
-    return [s for s in recent if s.end_s >= last - window_s]
+    start = recent[-1].end_s - window_s
+    out = list(itertools.takewhile(lambda s: s.end_s >= start, reversed(recent)))
+    out.reverse()
+    return out
 
 
 class Saturated:
@@ -94,7 +108,7 @@ class Saturated:
         return settings  # each process's own queue and latencies show the same trend
 
     def reached(self, settings: SaturationSettings, seen: RunSoFar) -> str | None:
-        if seen.ended % EVERY or seen.elapsed_s < settings.window_s:
+        if seen.elapsed_s < settings.window_s or not ticked(seen.recent):
             return None
         window = _window(seen.recent, settings.window_s)
         timed = [s for s in window if s.ttft_ms is not None]
