@@ -1,10 +1,10 @@
 """The one module a plugin imports: every type an extension point hands it or asks of it.
 
 A package that adds a prompt source, a workload, an arrival process, a fault kind, a
-scenario table, an output file, a summary block, a stop rule or a live output imports
-from here and nowhere else in loadtest; these names are stable, the modules behind them
-may move (``tests/test_public_api.py`` holds the list, and the test plugin package
-imports only this module). Each extension point is an entry-point group (``GROUPS``),
+scenario table, an output file, a summary block, a stop rule, a live output or a sweep
+dimension imports from here and nowhere else in loadtest; these names are stable, the
+modules behind them may move (``tests/test_public_api.py`` holds the list, and the test
+plugin package imports only this module). Each extension point is an entry-point group (``GROUPS``),
 checked on load against its protocol; ``loadtest plugins`` lists what is installed.
 
 The names load on first use (PEP 562): a plugin that needs a ``Table`` does not pay for
@@ -19,6 +19,7 @@ from loadtest._compat.lazy import lazy_names
 
 if TYPE_CHECKING:
     from loadtest.config.arrivals import ArrivalProcess, Param
+    from loadtest.config.dimensions import SweepDimension
     from loadtest.config.scenario import Scenario
     from loadtest.config.source_spec import SourceSpec
     from loadtest.config.sources import SourcePlugin, TypedSource
@@ -105,6 +106,7 @@ __all__ = [
     "SourceSpec",
     "StopRule",
     "Summary",
+    "SweepDimension",
     "Table",
     "TableParser",
     "TypedSource",
@@ -128,6 +130,7 @@ GROUPS = {
     "loadtest.blocks": "summary blocks, by their key (BlockBase)",
     "loadtest.stops": "stop rules, by the kind of a [[load.stop]] table (StopRule)",
     "loadtest.live": "live outputs, each with its own flag on run, sweep and ab (LiveOutputKind)",
+    "loadtest.dimensions": "sweep dimensions: NAME in --sweep/--search NAME=... (SweepDimension)",
 }
 """Every entry-point group loadtest reads, with what a plugin there must be."""
 
@@ -143,6 +146,7 @@ _HOME = {
     "LiveOutputKind": "loadtest.live.outputs",
     "LiveView": "loadtest.live.view",
     "StopRule": "loadtest.config.stop_rules",
+    "SweepDimension": "loadtest.config.dimensions",
     "TableParser": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",
     "HookResult": "loadtest.engine.hooks",

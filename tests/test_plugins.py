@@ -680,3 +680,148 @@ def test_a_plugin_live_output_has_its_flag_and_sees_the_run_go_and_end(
     # Its own check of its value, as a usage error naming its flag.
     res = _loadtest(installed, tmp_path, "run", "--requests", "1", "--view-log", "x.txt")
     assert res.returncode == 2 and "--view-log 'x.txt': name a .jsonl file" in res.stderr
+
+
+_DASHBOARD = """
+import asyncio, socket, sys, time
+from pathlib import Path
+from loadtest.app.inprocess import drive
+from loadtest.config.scenario import load_scenario
+from loadtest.datasets import build_pool
+from loadtest.engine.blocks import block_hooks
+from loadtest.engine.runner import RunConfig, Runner
+from loadtest.sim import InProcessSim, SimConfig
+from loadtest.tui import Dashboard, DashboardFeed
+from loadtest.tui.sources import ReplaySource
+
+async def live(run_dir: Path) -> None:
+    sc = load_scenario(sys.argv[1])
+    pool, _ = build_pool(sc)
+    async with InProcessSim(SimConfig(ttft_ms=5.0, itl_ms=5.0)) as sim:
+        config = RunConfig(scenario=sc, endpoint=sim.url, model="sim-llm", run_dir=run_dir)
+        runner = Runner(config, pool, hooks=block_hooks(sc))  # as every run attaches them
+        run_end, dashboard_end = socket.socketpair()
+        app, feed = Dashboard(link=dashboard_end), DashboardFeed(run_end, 0.1)
+        async with app.run_test(size=(120, 48)) as pilot:
+            run = asyncio.create_task(drive(runner, feed))
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                f = app.last_frame
+                if f is not None and f.phase == "measuring" and f.panels and f.ok > 0:
+                    break
+                await pilot.pause(0.05)
+            f = app.last_frame
+            assert f is not None
+            print("LIVE", f.phase, f.ok, list(f.panels))
+            print("SHOWN", app.query_one("#blocks").display)
+            await pilot.press("q")
+            outcome = await run
+        f = app.last_frame
+        print("ENDED", f.phase, list(f.panels))
+        print("SENT", outcome.metrics.sent, outcome.metrics.outcomes["ok"])
+
+async def replay(run_dir: Path) -> None:
+    app = Dashboard(ReplaySource(run_dir))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.5)
+        print("REPLAY", list(app.last_frame.panels))
+        print("SCREEN", "lines: " in app.export_screenshot().replace("&#160;", " "))
+
+asyncio.run(live(Path(sys.argv[2])))
+asyncio.run(replay(Path(sys.argv[3])))
+"""
+
+
+def test_a_plugin_summary_blocks_panel_is_on_the_dashboard_live_and_in_a_replay(
+    installed: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "prompts.txt").write_text("first\nsecond\nthird\n")
+    res, finished = _run(installed, tmp_path, LINED)  # a finished run's folder to replay
+    assert res.returncode == 0, res.stderr[-3000:]
+    sc = tmp_path / "lined.toml"
+    sc.write_text(LINED[: LINED.index("[load]")] + "[load]\nconcurrency = 2\nduration_s = 30\n")
+    live_dir = tmp_path / "live"
+    live_dir.mkdir()
+    res = _python(installed, tmp_path, _DASHBOARD, str(sc), str(live_dir), str(finished))
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = {line.split(" ", 1)[0]: line for line in res.stdout.splitlines()}
+    # While the run goes: the panel from the hook's parts so far, merged in the
+    # dashboard's process by the plugin's own merge.
+    assert lines["LIVE"].startswith("LIVE measuring "), res.stdout
+    assert "'lines: " in lines["LIVE"] and "busiest line " in lines["LIVE"], res.stdout
+    assert lines["SHOWN"] == "SHOWN True"
+    # The last frame is the run's end: every request the run accounted.
+    _, sent, ok = lines["SENT"].split()
+    assert lines["ENDED"].startswith("ENDED ended "), res.stdout
+    assert f"lines: {ok}/{sent} ok, " in lines["ENDED"], res.stdout
+    # The replay of a finished folder shows the block of its summary.json.
+    block = orjson.loads((finished / "summary.json").read_bytes())["lines"]
+    final = f"lines: {block['ok']}/{block['sent']} ok, {block['output_tokens']} tokens"
+    assert final in lines["REPLAY"] and lines["SCREEN"] == "SCREEN True", res.stdout
+
+
+ANSWERED = """name = "answered"
+max_tokens = 200
+seed = 4
+[[sources]]
+kind = "inline"
+prompts = ["a", "b", "c"]
+[load]
+concurrency = 2
+requests = 12
+[sim]
+ttft_ms = 2.0
+itl_ms = 1.0
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_sweep_dimension_sets_each_steps_scenario_in_every_process(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    sc = tmp_path / "answered.toml"
+    sc.write_text(ANSWERED)
+    out = tmp_path / "out"
+    flags = ["--workers", str(workers)] if workers > 1 else []
+    res = _loadtest(
+        installed,
+        tmp_path,
+        "sweep",
+        str(sc),
+        "--sweep",
+        "answer_tokens=3,24",
+        "--no-tui",
+        "--out",
+        str(out),
+        *flags,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "step 1/2: answer_tokens 3" in res.stdout and "step 2/2: answer_tokens 24" in res.stdout
+    (folder,) = out.iterdir()
+    capacity = orjson.loads((folder / "capacity.json").read_bytes())
+    assert capacity["kind"] == "answer_tokens"
+    assert [row["load"] for row in capacity["steps"]] == [3, 24]
+    for step, asked in (("step-00-3", 3), ("step-01-24", 24)):
+        rows = read_jsonl(folder / step / "requests.jsonl")
+        ok = [r for r in rows if r["outcome"] == "ok"]
+        assert len(rows) == 12 and len(ok) == 12, step
+        # Every request of the step asked for the step's value, in every process: the
+        # simulator's answers stop at it (the scenario's 200 gave 154-184 tokens).
+        lengths = [r["output_tokens"] for r in ok]
+        assert max(lengths) <= asked and (asked == 3 or max(lengths) > 3), (step, lengths)
+        assert {r.get("worker", 0) for r in rows} == set(range(workers))
+    # A value the dimension refuses is named by the plugin, before any load.
+    res = _loadtest(
+        installed,
+        tmp_path,
+        "sweep",
+        str(sc),
+        "--sweep",
+        "answer_tokens=40000",
+        "--no-tui",
+        "--out",
+        str(tmp_path / "refused"),
+    )
+    assert res.returncode == 2 and "answer_tokens 40000: at most 32768" in res.stderr
+    res = _loadtest(installed, tmp_path, "sweep", str(sc), "--sweep", "answer_tokens=2.5")
+    assert res.returncode == 2 and "'2.5' is not a whole number" in res.stderr

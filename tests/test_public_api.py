@@ -62,6 +62,7 @@ def test_the_plugin_api_is_one_module_whose_every_name_resolves() -> None:
 
     for module in (
         "loadtest.config.arrivals",
+        "loadtest.config.dimensions",
         "loadtest.config.sources",
         "loadtest.config.tables",
         "loadtest.features.faults.registry",

@@ -317,11 +317,12 @@ def _plugin_run(
     *,
     ok: int = 0,
     flags: tuple[str, ...] = (),
+    command: str = "run",
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     sc = tmp_path / "scenario.toml"
     sc.write_text(scenario)
     out = tmp_path / "out"
-    argv = ["run", str(sc), "--no-tui", "--workers", "2", "--ray", ray_head, "--out", str(out)]
+    argv = [command, str(sc), "--no-tui", "--workers", "2", "--ray", ray_head, "--out", str(out)]
     argv += flags
     res = subprocess.run(
         [sys.executable, "-m", "loadtest", *argv],
@@ -420,3 +421,16 @@ def test_a_live_output_sees_the_ray_tasks_run_as_it_goes(
     *going, last = [orjson.loads(line) for line in log.read_text().splitlines()]
     assert any(v["phase"] == "measuring" and v["sent"] > 0 for v in going), going
     assert last["phase"] == "ended" and last["sent"] == s["requests"]["sent"]
+
+
+def test_a_plugin_sweep_dimension_sets_the_step_in_the_ray_tasks(
+    ray_head: str, installed: Path, tmp_path: Path
+) -> None:
+    from tests.test_plugins import ANSWERED
+
+    flags = ("--sweep", "answer_tokens=3")
+    _, folder = _plugin_run(ray_head, installed, tmp_path, ANSWERED, flags=flags, command="sweep")
+    rows = read_jsonl(folder / "step-00-3" / "requests.jsonl")
+    assert {r["worker"] for r in rows} == {0, 1} and len(rows) == 12
+    # Each task ran the step's scenario: answers of at most 3 tokens, not the 200 asked.
+    assert max(r["output_tokens"] for r in rows if r["outcome"] == "ok") <= 3

@@ -75,6 +75,9 @@ def test_ab_names_the_part_where_speculation_pays(
     assert (by[pays]["tokens_per_step_b"] or 0) > 2.5, by[pays]
     assert by[costs]["tokens_per_step_b"] == pytest.approx(1.0, abs=0.1)  # the boundary step
     effect = by[pays]["effect"]
-    assert effect is not None and -0.8 < effect < -0.2, by[pays]
+    # Designed about -45% (3 ms a token against ~1.6 a token in steps of ~3.4); a busy
+    # machine adds the same client delay to both sides and shrank it to -0.197 once (a
+    # load average of 6 on 2 cores): the bound is the sign and a fifth of the design.
+    assert effect is not None and -0.8 < effect < -0.1, by[pays]
     assert f"speculation pays in {pays} ({costs} slower)" in printed
     assert "reasoning, by part (A 32, B 32 requests reasoned; medians" in printed

@@ -555,7 +555,8 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
     sc = make_scenario(
         {"mode": "closed", "concurrency": 4, "duration_s": 7},
         max_tokens=48,
-        slo={"ttft_ms": {"p95": 60000.0}, "tpot_ms": {"p99": 0.001}, "error_rate": 0.5},
+        # A p95 (20 values told): a p99 needs 100, which a busy machine's 7 s may not give.
+        slo={"ttft_ms": {"p95": 60000.0}, "tpot_ms": {"p95": 0.001}, "error_rate": 0.5},
         faults={"events": [{"kind": "draft_down", "at_s": 2, "duration_s": 3}]},
     )
     pool, counts = build_pool(sc)
@@ -601,7 +602,7 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
     assert [c["met"] for c in on_disk["slo"]["checks"]] == [True, False, True]
     assert "driver" in on_disk and last.verdicts.driver == on_disk["driver"]
     text = render_verdicts(last)
-    assert "tpot_ms.p99 <= 0.001" in text and "MISSED" in text and "so far" not in text
+    assert "tpot_ms.p95 <= 0.001" in text and "MISSED" in text and "so far" not in text
     # While the run went on: no verdict or count before the window opened, and the
     # provisional ones said so.
     early = [f for f in frames if f.faults and f.faults[0].state == "upcoming"]

@@ -23,6 +23,7 @@ from loadtest.app.ab import letter, run_ab_many
 from loadtest.app.ab_costs import memory_budget, side_memory
 from loadtest.app.ab_sides import RunFn, Side
 from loadtest.app.options import RunOptions
+from loadtest.config.dimensions import known_dimensions, parse_values
 from loadtest.errors import UsageError
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.atomic import write_atomic
@@ -46,33 +47,28 @@ __all__ = [
     "step_label",
 ]
 
-KINDS = ("concurrency", "rate")
-
 
 @dataclass(frozen=True, slots=True)
 class AbSweepPlan:
-    """The loads of a paired sweep: closed-loop concurrencies or open-loop rates."""
+    """The loads of a paired sweep: the values of one sweep dimension, in order."""
 
     kind: str
     steps: tuple[float, ...]
 
 
 def parse_sweep(text: str) -> AbSweepPlan:
-    """``concurrency=1,2,4,8`` or ``rate=5,10,20``; ``UsageError`` naming ``--sweep``."""
-    from loadtest.app.sweep import parse_steps
-
+    """``concurrency=1,2,4,8``, ``rate=5,10,20`` or ``NAME=V,V,...`` of a registered sweep
+    dimension (``config.dimensions``); ``UsageError`` naming ``--sweep``."""
     kind, eq, values = text.partition("=")
     kind = kind.strip()
-    if not eq or kind not in KINDS:
+    known = known_dimensions()
+    if not eq or kind not in known:
         raise UsageError(
             f"--sweep {text!r}: expected concurrency=N,N,... or rate=R,R,... "
-            "(e.g. --sweep concurrency=1,2,4,8)"
+            f"(e.g. --sweep concurrency=1,2,4,8), or NAME=V,V,... of a sweep dimension "
+            f"(known: {', '.join(known)})"
         )
-    try:
-        return AbSweepPlan(kind, parse_steps(values, kind))
-    except UsageError as exc:
-        flag = "--concurrency" if kind == "concurrency" else "--rates"
-        raise UsageError(str(exc).replace(f"{flag} ", f"--sweep {kind}=", 1)) from None
+    return AbSweepPlan(kind, parse_values(values, f"--sweep {text}", known[kind]))
 
 
 def parse_operating_point(text: str, plan: AbSweepPlan) -> float:
@@ -195,9 +191,13 @@ def run_step(
     memory: tuple[str, float] | None = None,
 ) -> StepRun:
     """A whole ``ab`` at one load into ``step_folder``, read back for the decision."""
-    over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
     labels = (*base.live_labels, ("step", f"{load:g}"))
-    options = dataclasses.replace(base, label=step_label(kind, load), live_labels=labels, **over)
+    options = dataclasses.replace(
+        base,
+        label=step_label(kind, load),
+        live_labels=labels,
+        steps=(*base.steps, (kind, load)),
+    )
     done, _, stopped = run_ab_many(
         options, sides, repeat, name, run, min_effect=min_effect, say=say, folder=step_folder
     )

@@ -14,6 +14,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loadtest.config.dimensions import DIMENSIONS, closed_at, open_at
 from loadtest.config.scenario import LoadSpec, Scenario, TimeoutSpec, load_scenario
 from loadtest.config.shipped import resolve_scenario_path
 from loadtest.errors import UsageError
@@ -101,6 +102,9 @@ class RunOptions:
     """Request fields over the scenario's ``[sampling]`` (``ab --sampling-sweep``)."""
     sim_settings: tuple[tuple[str, float | int], ...] = ()
     """Settings of the built-in simulator over ``[sim]``'s (``ab --server-sweep``)."""
+    steps: tuple[tuple[str, float], ...] = ()
+    """A sweep's or a search's step: (sweep dimension, value), applied last, in order
+    (``config.dimensions``)."""
 
 
 def default_scenario_path() -> Path:
@@ -142,13 +146,11 @@ def _load(load: LoadSpec, o: RunOptions) -> LoadSpec:
     if o.rate is not None:
         if o.rate <= 0:
             raise UsageError("--rate must be positive")
-        mode = load.mode if load.mode != "closed" else "poisson"
-        # The scenario's concurrency stays as the open loop's in-flight cap (as documented).
-        load = dataclasses.replace(load, mode=mode, rate=o.rate)
+        load = open_at(load, o.rate)
     elif o.concurrency is not None:
         if o.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
-        load = dataclasses.replace(load, mode="closed", concurrency=o.concurrency, arrival=())
+        load = closed_at(load, o.concurrency)
     if o.duration is not None:
         if o.duration <= 0:
             raise UsageError("--duration must be positive")
@@ -230,6 +232,8 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     if o.sim_spec_k is not None:
         settings = {**sc.sim.settings, "spec_k": o.sim_spec_k}
         sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, settings=settings))
+    for name, value in o.steps:  # a sweep's step is the last word
+        sc = DIMENSIONS.load(name).apply(sc, value)
     return sc
 
 

@@ -21,7 +21,7 @@ where it crosses 1 estimates the boundary inside the bracket.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,20 +43,27 @@ __all__ = [
 ]
 
 
+_BUILT_IN: Mapping[str, bool] = {"concurrency": True, "rate": False}
+"""loadtest's own dimensions and whether their steps are whole numbers."""
+
+
 @dataclass(frozen=True, slots=True)
 class SearchSpec:
     """What to search: ``kind`` over [``lo``, ``hi``], to ``tolerance``, in ``budget`` runs."""
 
     kind: str
-    """``concurrency`` (whole numbers, closed loop) or ``rate`` (open loop)."""
+    """A sweep dimension: ``concurrency`` (whole numbers, closed loop), ``rate`` (open
+    loop) or a plugin's (``config.dimensions``)."""
     lo: float
     hi: float
     tolerance: float = 0.10
     budget: int = 16
+    whole_steps: bool | None = None
+    """Whether a step is a whole number; None: as ``kind`` is ``concurrency``."""
 
     @property
     def whole(self) -> bool:
-        return self.kind == "concurrency"
+        return self.kind == "concurrency" if self.whole_steps is None else self.whole_steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,20 +107,23 @@ class Decision:
     why: str
 
 
-def parse_search(text: str) -> tuple[str, float, float]:
-    """``concurrency=1..256`` or ``rate=0.5..40`` into (kind, lo, hi)."""
+def parse_search(text: str, known: Mapping[str, bool] = _BUILT_IN) -> tuple[str, float, float]:
+    """``concurrency=1..256``, ``rate=0.5..40`` or ``NAME=LO..HI`` of a dimension in
+    ``known`` (name: whether its steps are whole numbers) into (kind, lo, hi)."""
     kind, sep, span = text.partition("=")
     lo_text, dots, hi_text = span.partition("..")
-    if kind not in ("concurrency", "rate") or not sep or not dots:
-        raise UsageError(f"--search {text}: give concurrency=LO..HI or rate=LO..HI")
+    if kind not in known or not sep or not dots:
+        others = sorted(set(known) - set(_BUILT_IN))
+        also = f" (or NAME=LO..HI of a sweep dimension: {', '.join(others)})" if others else ""
+        raise UsageError(f"--search {text}: give concurrency=LO..HI or rate=LO..HI{also}")
     try:
         lo, hi = float(lo_text), float(hi_text)
     except ValueError:
         raise UsageError(f"--search {text}: LO and HI must be numbers") from None
     if not (0 < lo < hi) or not math.isfinite(hi):
         raise UsageError(f"--search {text}: need 0 < LO < HI")
-    if kind == "concurrency" and (lo != int(lo) or hi != int(hi)):
-        raise UsageError(f"--search {text}: a concurrency is a whole number")
+    if known[kind] and (lo != int(lo) or hi != int(hi)):
+        raise UsageError(f"--search {text}: a {kind} is a whole number")
     return kind, lo, hi
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.errors import UsageError
+from loadtest.config.dimensions import parse_values
 from loadtest.measure.slo import requests_to_judge
 from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import ServerBlock, StatKey, Summary
@@ -60,21 +60,7 @@ class SweepPlan:
 def parse_steps(text: str, kind: str) -> tuple[float, ...]:
     """``1,2,4,8`` into increasing numbers; ``UsageError`` naming the flag and the bad item."""
     flag = "--concurrency" if kind == "concurrency" else "--rates"
-    steps = []
-    for part in text.split(","):
-        item = part.strip()
-        try:
-            v = float(item)
-        except ValueError:
-            raise UsageError(f"{flag} {text}: {item!r} is not a number") from None
-        if not v > 0 or v != v or v == float("inf"):
-            raise UsageError(f"{flag} {text}: every step must be a positive number, not {item!r}")
-        if kind == "concurrency" and v != int(v):
-            raise UsageError(f"{flag} {text}: {item!r} is not a whole number")
-        steps.append(v)
-    if sorted(steps) != steps or len(set(steps)) != len(steps):
-        raise UsageError(f"{flag} {text}: steps must increase")
-    return tuple(steps)
+    return parse_values(text, f"{flag} {text}", whole=kind == "concurrency")
 
 
 def capacity_rows(loads: Sequence[float], summaries: Sequence[Summary]) -> list[SweepStep]:

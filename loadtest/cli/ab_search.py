@@ -49,18 +49,20 @@ def add_search_flags(ab: Parser) -> None:
 def search_spec(args: argparse.Namespace) -> SearchSpec | None:
     """The search asked for, or None; ``UsageError`` naming a flag it cannot go with."""
     from loadtest.app.search_plan import SearchSpec, parse_search
+    from loadtest.config.dimensions import known_dimensions
 
     if args.search is None:
         return None
     given = [f"--{a.replace('_', '-')}" for a in SWEEP_ONLY if getattr(args, a) is not None]
     if given:
         raise UsageError(f"--search chooses its own loads: it does not go with {', '.join(given)}")
-    kind, lo, hi = parse_search(args.search)
+    known = known_dimensions()
+    kind, lo, hi = parse_search(args.search, known)
     if not 0 < args.tolerance < 1:
         raise UsageError(f"--tolerance {args.tolerance:g}: give a fraction, e.g. 0.1")
     if args.max_steps < 2:
         raise UsageError(f"--max-steps {args.max_steps}: a search needs at least 2 steps")
-    return SearchSpec(kind, lo, hi, args.tolerance, args.max_steps)
+    return SearchSpec(kind, lo, hi, args.tolerance, args.max_steps, whole_steps=known[kind])
 
 
 def search_check(spec: SearchSpec, repeat: int, sides: int) -> list[str]:

@@ -78,10 +78,17 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     steps.add_argument("--concurrency", metavar="N,N,...", help="closed-loop steps, e.g. 1,2,4,8")
     steps.add_argument("--rates", metavar="R,R,...", help="open-loop steps in requests/s")
     steps.add_argument(
+        "--sweep",
+        metavar="NAME=V,V,...",
+        help="steps of any sweep dimension, e.g. concurrency=1,2,4 or a plugin's "
+        "(loadtest plugins lists them)",
+    )
+    steps.add_argument(
         "--search",
         metavar="KIND=LO..HI",
         help="search for the largest load meeting every SLO instead of a grid: "
-        "concurrency=1..256 or rate=0.5..64 (docs/capacity-and-ab.md)",
+        "concurrency=1..256, rate=0.5..64 or a sweep dimension's NAME=LO..HI "
+        "(docs/capacity-and-ab.md)",
     )
     sweep.add_argument(
         "--tolerance",

@@ -21,6 +21,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     """``loadtest sweep``: a grid of load steps, or the capacity search (``--search``)."""
     from pathlib import Path
 
+    from loadtest.app.ab_sweep import parse_sweep
     from loadtest.app.job import run_job
     from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep, step_slo
     from loadtest.cli.exits import closing
@@ -35,21 +36,28 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         return _search(args)
     if args.resume:
         raise UsageError("--resume goes on with a --search: give --search too")
-    kind = "concurrency" if args.concurrency else "rate"
-    plan = SweepPlan(
-        kind, parse_steps(args.concurrency or args.rates, kind), max(0.0, args.knee_tolerance)
-    )
-    run_base = base = run_options(args)
+    if args.sweep:
+        planned = parse_sweep(args.sweep)
+        kind, loads = planned.kind, planned.steps
+    else:
+        kind = "concurrency" if args.concurrency else "rate"
+        loads = parse_steps(args.concurrency or args.rates, kind)
+    plan = SweepPlan(kind, loads, max(0.0, args.knee_tolerance))
+    # --concurrency here lists the steps: each step's value is applied as a dimension.
+    run_base = base = run_options(args, concurrency=None)
     reasons: list[str] = []  # why each step would exit 1, named by its load
     at = ""  # with --sampling-sweep, the value the grid now runs at (``base`` carries it)
 
     live = open_live(args)
 
     def step(load: float, out: Path) -> tuple[Summary, bool]:
-        over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
         labels = (*base.live_labels, ("step", f"{load:g}"))
         step_options = replace(
-            base, run_dir=str(out), print_results=False, live_labels=labels, **over
+            base,
+            run_dir=str(out),
+            print_results=False,
+            live_labels=labels,
+            steps=(*base.steps, (kind, load)),
         )
         summary, _, interrupted = run_job(step_options, live)
         where = f"{at}{kind} {load:g}"
@@ -105,9 +113,11 @@ def _search(args: argparse.Namespace) -> int:
     from loadtest.app.capacity_search import run_search
     from loadtest.app.job import run_job
     from loadtest.app.search_plan import SearchSpec, parse_search
+    from loadtest.config.dimensions import DIMENSIONS, known_dimensions
     from loadtest.model.summary import Summary
 
-    kind, lo, hi = parse_search(args.search)
+    known = known_dimensions()
+    kind, lo, hi = parse_search(args.search, known)
     if not 0 < args.tolerance < 1:
         raise UsageError(f"--tolerance {args.tolerance:g}: give a fraction, e.g. 0.1")
     if args.budget < 2:
@@ -115,15 +125,18 @@ def _search(args: argparse.Namespace) -> int:
     resume = Path(args.resume) if args.resume else None
     if resume is not None and not (resume / "capacity.json").exists():
         raise UsageError(f"--resume {resume}: no capacity.json of a search there")
-    spec = SearchSpec(kind, lo, hi, args.tolerance, args.budget)
+    spec = SearchSpec(kind, lo, hi, args.tolerance, args.budget, whole_steps=known[kind])
     # An open loop past capacity only grows its queue: such a point ends early, a fail.
-    base = run_options(args, stop_saturated=args.stop_saturated or kind == "rate")
+    open_loop = DIMENSIONS.load(kind).open_loop
+    base = run_options(args, stop_saturated=args.stop_saturated or open_loop)
     live = open_live(args)
 
     def point(load: float, out: Path) -> tuple[Summary, bool]:
-        over = {"concurrency": int(load)} if kind == "concurrency" else {"rate": load}
         labels = (*base.live_labels, ("step", f"{load:g}"))
-        options = replace(base, run_dir=str(out), print_results=False, live_labels=labels, **over)
+        steps = (*base.steps, (kind, load))
+        options = replace(
+            base, run_dir=str(out), print_results=False, live_labels=labels, steps=steps
+        )
         summary, _, interrupted = run_job(options, live)
         return summary, interrupted
 

@@ -17,7 +17,9 @@ loadtest's own exactly as a third party's) and declares:
 - ``empty``: summary.json's value where no part came (``OMIT``: no key at all);
 - ``in_summary``: False for a block written as a file of its own by an output plugin
   (``multiturn.json``, ``workload.json``), which reads it from ``RunResults.blocks``;
-- ``render(block, summary)``: its section of the printed report (None: none).
+- ``render(block, summary)``: its section of the printed report (None: none);
+- ``panel(block)``: its panel on the dashboard (None: none), from the parts its hooks
+  hand out while the run goes (``RunHook.live_parts``) or from summary.json in a replay.
 
 ``BlockBase`` has a default for each: a block overrides what differs.
 """
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 import msgspec
 import orjson
@@ -46,6 +48,7 @@ __all__ = [
     "BlockBase",
     "SummaryBlock",
     "block_hooks",
+    "block_panels",
     "block_plugin",
     "join_parts",
     "merge_blocks",
@@ -95,6 +98,12 @@ class SummaryBlock(Protocol):
         """Its section of the printed report, after the table; None: none."""
         ...
 
+    def panel(self, block: Any) -> str | None:
+        """Its panel on the dashboard: a few short lines of the block merged so far (a
+        live run, from its hooks' ``RunHook.live_parts``) or at the end (a replay);
+        None: no panel."""
+        ...
+
 
 class BlockBase:
     """Defaults of a block: in summary.json, no key without a part, no hook of its own,
@@ -115,6 +124,10 @@ class BlockBase:
 
     def render(self, block: Any, summary: Summary) -> str | None:
         """None: not printed."""
+        return None
+
+    def panel(self, block: Any) -> str | None:
+        """None: no panel on the dashboard."""
         return None
 
 
@@ -195,3 +208,26 @@ def summary_blocks(merged: Mapping[str, object]) -> dict[str, object]:
         elif plugin.empty is not OMIT:
             out[name] = _as_json(name, plugin.empty)  # a copy: the same [] in every summary
     return out
+
+
+def block_panels(blocks: Mapping[str, object], metrics: Metrics | None = None) -> tuple[str, ...]:
+    """The dashboard's panels of ``blocks`` (a block's value by name; with ``metrics``,
+    its parts so far, merged here first), in the registry's order. A block whose merge or
+    panel fails shows why in its place: the dashboard is not where a plugin's bug may end
+    the view of a run."""
+    panels = []
+    for name in block_names():
+        if name not in blocks:
+            continue
+        plugin = block_plugin(name)
+        try:
+            value = blocks[name]
+            if metrics is not None:
+                parts = [_as_json(name, p) for p in cast(Sequence[object], value)]
+                value = plugin.merge(parts, metrics) if parts else None
+            text = plugin.panel(value) if value is not None else None
+        except Exception as exc:  # a plugin's own bug, named in its panel
+            text = f"{name}: no panel ({type(exc).__name__}: {exc})"
+        if text:
+            panels.append(text)
+    return tuple(panels)

@@ -159,6 +159,12 @@ class RunHook:
         """What goes into the run's outcome (after every file was closed)."""
         return HookResult()
 
+    def live_parts(self) -> Mapping[str, object]:
+        """Its blocks' parts so far, by block name, for the dashboard's panels
+        (``SummaryBlock.panel``); taken at most twice a second, so it must be cheap and
+        plain JSON data. Empty: no panel while the run goes."""
+        return {}
+
 
 class UnitOfLoad(Protocol):
     """What one scheduled unit runs instead of one request (an agent task)."""

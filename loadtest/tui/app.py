@@ -69,6 +69,7 @@ _ONLY_IN: dict[str, tuple[str, ...]] = {
 }
 """The actions that apply in some modes only; the others apply in all."""
 _COLS = ("count", "p50", "p90", "p99", "max")
+_TITLES = {"#faults": "faults", "#verdicts": "SLOs", "#server": "server", "#blocks": "blocks"}
 _SERIES = (("req", "requests/s"), ("tok", "output tokens/s"), ("ttft", "TTFT p95 (ms)"))
 """The sparklines: their widget ids and labels."""
 _SETTLE_S = 5.0
@@ -114,6 +115,8 @@ class Dashboard(App[None]):
     #side { width: 2fr; min-width: 40; height: auto; }
     #verdicts { height: auto; max-height: 6; border-top: round $accent; padding: 0 1; }
     #server { height: auto; max-height: 3; border-top: round $accent; padding: 0 1; }
+    #blocks { height: auto; max-height: 4; border-top: round $accent; padding: 0 1; }
+    #blocks { display: none; } #blocks.shown { display: block; }
     #help { height: auto; display: none; background: $panel; padding: 0 1; }
     #help.shown { display: block; }
     .-short #latency, .-short #counts, .-short #series, .-short #histogram {
@@ -183,7 +186,7 @@ class Dashboard(App[None]):
         self._shown: dict[str, object] = {}
 
     def compose(self) -> ComposeResult:
-        """Header, percentiles and counters, series and histogram, faults, server."""
+        """Header, percentiles and counters, series and histogram, faults, server, blocks."""
         yield Static("starting...", id="header")
         yield Static("", id="notice", markup=False)
         yield Static(KEYS_HELP[self.mode], id="help")
@@ -203,6 +206,7 @@ class Dashboard(App[None]):
                 with Vertical(id="side"):
                     yield Static("", id="verdicts")
                     yield Static("", id="server")
+                    yield Static("", id="blocks", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -214,7 +218,7 @@ class Dashboard(App[None]):
             table.add_column(f"{col:>6}", key=col, width=7)
         for m in DASH_METRICS:
             table.add_row(m, *("-" for _ in _COLS), key=m)
-        for wid, title in (("#faults", "faults"), ("#verdicts", "SLOs"), ("#server", "server")):
+        for wid, title in _TITLES.items():
             self.query_one(wid, Static).border_title = title
         if self._link is not None:
             self.run_worker(self._follow(self._link), exclusive=True, name="loadtest-live")
@@ -303,6 +307,8 @@ class Dashboard(App[None]):
         self._text("#faults", render_faults(f))
         self._text("#verdicts", render_verdicts(f))
         self._text("#server", render_server(f))
+        self.query_one("#blocks", Static).set_class(bool(f.panels), "shown")
+        self._text("#blocks", "\n".join(f.panels))
 
     def _changed(self, key: str, value: object) -> bool:
         if self._shown.get(key) == value:
@@ -385,9 +391,7 @@ class Dashboard(App[None]):
     def _folder(self) -> Path:
         if self.live is not None:
             return self.live.hello.run_dir
-        if self.replay is not None:
-            return self.replay.folder
-        return Path(".")
+        return self.replay.folder if self.replay is not None else Path(".")
 
 
 def view_run(run_dir: str | Path) -> None:

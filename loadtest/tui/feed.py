@@ -24,7 +24,7 @@ from collections.abc import Generator
 from typing import Any, cast
 
 from loadtest.engine.blocks import merge_blocks
-from loadtest.engine.runner import Runner, RunOutcome
+from loadtest.engine.runner import Runner, RunOutcome, collect_parts
 from loadtest.features.faults.rig import FaultRig
 from loadtest.measure.merge import EncodedMetrics, encode_metrics_steps
 from loadtest.model.verdict import FaultVerdict
@@ -199,6 +199,7 @@ class DashboardFeed:
             metrics=metrics,
             samples=tuple(samples),
             observed=tuple(o.copy() for o in rig.observed) if rig is not None else (),
+            blocks=collect_parts(h.live_parts() for h in r.hooks),
             ending=ending,
         )
 

@@ -112,6 +112,8 @@ class Frame:
     ttft_p95: tuple[float, ...] = ()
     faults: tuple[FaultRow, ...] = ()
     server: JsonObject | None = None
+    panels: tuple[str, ...] = ()
+    """The summary blocks' panels (``SummaryBlock.panel``), in the registry's order."""
     verdicts: RunVerdicts | None = None
     run_rate: tuple[float, float] | None = None
     """A finished run's requests and output tokens per measured second: its last frame

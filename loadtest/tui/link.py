@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -92,6 +92,8 @@ class LiveState:
     """The scraper's samples taken since the last state."""
     observed: tuple[Observed, ...] = ()
     """What the fault rig observed of each window so far."""
+    blocks: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    """Each summary block's parts so far (``RunHook.live_parts``), for its panel."""
     ending: Ending | None = None
 
 

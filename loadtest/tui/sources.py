@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import TypedDict, cast
 
 import numpy as np
 import orjson
 from hdrh.histogram import HdrHistogram
 
 from loadtest.config.scenario import Scenario
+from loadtest.engine.blocks import block_panels
 from loadtest.errors import ResultFileError, UsageError
 from loadtest.features.faults.rig import request_rows
 from loadtest.features.faults.verdict import after_span_s, judge_windows
@@ -114,6 +116,7 @@ class LiveSource:
         self._verdicts: RunVerdicts | None = None
         self._judged_at: float | None = None
         self._final = False
+        self._panels: tuple[str, ...] = ()
 
     def update(self, state: LiveState) -> None:
         """Take the run's latest state."""
@@ -124,6 +127,7 @@ class LiveSource:
         self._metrics.outcomes = Counter(state.outcomes)
         self._metrics.errors = Counter(state.errors)
         self._samples.extend(state.samples)
+        self._panels = block_panels(state.blocks, self._metrics)
         if state.ending is not None:
             self._faults = state.ending.faults
             self._verdicts = state.ending.verdicts
@@ -152,6 +156,7 @@ class LiveSource:
             ttft_p95=series(s.ttft_p95_history),
             faults=self._fault_rows(s.elapsed_s),
             server=_server_view(self._samples[-2:]),
+            panels=self._panels,
             verdicts=self._verdicts,
         )
 
@@ -299,6 +304,8 @@ class ReplaySource:
             faults=self._faults(t),
             server=_server_view([s for s in self.samples if s.get("t_s", 0) <= t][-2:]),
             verdicts=self._verdicts(),
+            # The blocks as the run ended them: summary.json has no earlier values.
+            panels=block_panels(cast(Mapping[str, object], self.summary)) if last else (),
             run_rate=(put["requests_per_s"], put["output_tokens_per_s"]) if last else None,
             fault_note=self._fault_note(),
             notice=REBUILT_NOTE if "rebuilt" in self.summary else None,

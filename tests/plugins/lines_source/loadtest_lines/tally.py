@@ -3,7 +3,8 @@ source sent, each prompt's count and the answers' tokens.
 
 It declares its typed model (in the schema and checked on read), the hook that feeds it
 in every process that sends load, how the processes' parts merge (counts summed) and
-its line of the printed report. It also owns a scenario table of its own, ``[lines]``
+its line of the printed report and its panel on the dashboard (live, from the
+hook's parts so far, and in a replay). It also owns a scenario table of its own, ``[lines]``
 (``label``: a name the block and its line carry), parsed by ``lines_table`` and read back
 with ``scenario.table("lines")``. Nothing here is part of loadtest: it uses only the
 plugin interface a third party sees (docs/plugins.md).
@@ -78,14 +79,20 @@ class _Count(RunHook):
             self.tokens += rec.output_tokens
 
     def result(self, run_dir: Path) -> HookResult:
-        part: LinesPart = {
+        return HookResult(blocks={"lines": self._part()})
+
+    def live_parts(self) -> dict[str, LinesPart]:
+        # The dashboard's panel while the run goes: the same part, so far.
+        return {"lines": self._part()}
+
+    def _part(self) -> LinesPart:
+        return {
             "sent": self.sent,
             "ok": self.ok,
             "output_tokens": self.tokens,
-            "by_prompt": self.by_prompt,
+            "by_prompt": dict(self.by_prompt),
             "label": self.label,
         }
-        return HookResult(blocks={"lines": part})
 
 
 class Lines(BlockBase):
@@ -118,6 +125,13 @@ class Lines(BlockBase):
         return (
             f"lines{named}: {block['ok']}/{block['sent']} ok over {len(block['by_prompt'])} lines, "
             f"{block['output_tokens']} output tokens"
+        )
+
+    def panel(self, block: LinesTally) -> str | None:
+        busiest = max(block["by_prompt"].items(), key=lambda kv: kv[1], default=("-", 0))
+        return (
+            f"lines: {block['ok']}/{block['sent']} ok, {block['output_tokens']} tokens\n"
+            f"busiest line {busiest[0]} ({busiest[1]} sent)"
         )
 
 
