@@ -1,11 +1,12 @@
 """The one module a plugin imports: every type an extension point hands it or asks of it.
 
 A package that adds a prompt source, a workload, an arrival process, a fault kind, a
-scenario table, an output file, a summary block, a stop rule, a live output or a sweep
-dimension imports from here and nowhere else in loadtest; these names are stable, the
-modules behind them may move (``tests/test_public_api.py`` holds the list, and the test
-plugin package imports only this module). Each extension point is an entry-point group (``GROUPS``),
-checked on load against its protocol; ``loadtest plugins`` lists what is installed.
+scenario table, an output file, a summary block, a stop rule, a live output, a sweep
+dimension or an ``ab`` side type imports from here and nowhere else in loadtest; these
+names are stable, the modules behind them may move (``tests/test_public_api.py`` holds
+the list, and the test plugin package imports only this module). Each extension point is
+an entry-point group (``GROUPS``), checked on load against its protocol; ``loadtest
+plugins`` lists what is installed.
 
 The names load on first use (PEP 562): a plugin that needs a ``Table`` does not pay for
 the report's imports.
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 from loadtest._compat.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from loadtest.app.side_types import Launch, SideType
     from loadtest.config.arrivals import ArrivalProcess, Param
     from loadtest.config.dimensions import SweepDimension
     from loadtest.config.scenario import Scenario
@@ -79,6 +81,7 @@ __all__ = [
     "FaultTable",
     "FaultVerdict",
     "HookResult",
+    "Launch",
     "LiveOutput",
     "LiveOutputKind",
     "LiveView",
@@ -102,6 +105,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "Share",
+    "SideType",
     "SourcePlugin",
     "SourceSpec",
     "StopRule",
@@ -131,6 +135,7 @@ GROUPS = {
     "loadtest.stops": "stop rules, by the kind of a [[load.stop]] table (StopRule)",
     "loadtest.live": "live outputs, each with its own flag on run, sweep and ab (LiveOutputKind)",
     "loadtest.dimensions": "sweep dimensions: NAME in --sweep/--search NAME=... (SweepDimension)",
+    "loadtest.sides": "ab side types: NAME in --baseline/--candidate NAME:MODE (SideType)",
 }
 """Every entry-point group loadtest reads, with what a plugin there must be."""
 
@@ -147,6 +152,8 @@ _HOME = {
     "LiveView": "loadtest.live.view",
     "StopRule": "loadtest.config.stop_rules",
     "SweepDimension": "loadtest.config.dimensions",
+    "Launch": "loadtest.app.side_types",
+    "SideType": "loadtest.app.side_types",
     "TableParser": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",
     "HookResult": "loadtest.engine.hooks",

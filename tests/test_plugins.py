@@ -825,3 +825,39 @@ def test_a_plugin_sweep_dimension_sets_each_steps_scenario_in_every_process(
     assert res.returncode == 2 and "answer_tokens 40000: at most 32768" in res.stderr
     res = _loadtest(installed, tmp_path, "sweep", str(sc), "--sweep", "answer_tokens=2.5")
     assert res.returncode == 2 and "'2.5' is not a whole number" in res.stderr
+
+
+# ANSWERED's load, served by the side type's own server processes (no [sim] table).
+SIDED = ANSWERED[: ANSWERED.index("[sim]")].replace("max_tokens = 200", "max_tokens = 16")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_plugin_side_type_is_started_measured_and_stopped_for_every_run(
+    installed: Path, tmp_path: Path, workers: int
+) -> None:
+    sc = tmp_path / "sided.toml"
+    sc.write_text(SIDED)
+    out = tmp_path / "out"
+    flags = ["--workers", str(workers)] if workers > 1 else []
+    argv = ["ab", str(sc), "--baseline", "simproc:slow", "--candidate", "simproc:fast"]
+    res = _loadtest(installed, tmp_path, *argv, "--repeat", "1", "--out", str(out), *flags)
+    assert res.returncode in (0, 1), res.stderr[-3000:]  # 1: a verdict, never a crash
+    (folder,) = out.iterdir()
+    c = orjson.loads((folder / "comparison.json").read_bytes())
+    for side, given in (("a", "simproc:slow"), ("b", "simproc:fast")):
+        # loadtest started the plugin's server for the run, timed its start, sampled its
+        # memory and stopped it: the same record as for llama.cpp and vLLM.
+        cost = c[side]["deployment_cost"]
+        assert cost["deployment"] == given and cost["starts"] == 1, cost
+        assert 0 < cost["ready_s"] <= cost["first_token_s"] < 60, cost
+        assert 10 < cost["rss_steady_mib"] <= cost["rss_peak_mib"], cost
+    # 8 ms a token against 1: the candidate's TPOT is far lower, as the plugin set it up.
+    tpot = c["metrics"]["tpot_ms"]["percentiles"]["p50"]
+    assert tpot["b"] < tpot["a"] / 3, tpot
+    assert "a simulator process's start" in _loadtest(installed, tmp_path, *argv, "--check").stdout
+    # A mode the plugin does not know is its own message, with the flag named; a NAME
+    # no side type has is named with those installed.
+    bad = _loadtest(installed, tmp_path, "ab", "--candidate", "simproc:medium", "--check")
+    assert bad.returncode == 2 and "--candidate 'simproc:medium': a simproc side is" in bad.stderr
+    bad = _loadtest(installed, tmp_path, "ab", "--candidate", "simpr:fast", "--check")
+    assert bad.returncode == 2 and "known: llama, simproc, vllm" in bad.stderr, bad.stderr

@@ -315,7 +315,7 @@ def _plugin_run(
     tmp_path: Path,
     scenario: str,
     *,
-    ok: int = 0,
+    ok: int | tuple[int, ...] = 0,
     flags: tuple[str, ...] = (),
     command: str = "run",
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -332,7 +332,7 @@ def _plugin_run(
         timeout=240,
         env=_env(installed),
     )
-    assert res.returncode == ok, res.stderr[-3000:]
+    assert res.returncode in ((ok,) if isinstance(ok, int) else ok), res.stderr[-3000:]
     assert "Ray tasks at" in res.stderr
     (run_dir,) = out.iterdir()
     return res, run_dir
@@ -434,3 +434,21 @@ def test_a_plugin_sweep_dimension_sets_the_step_in_the_ray_tasks(
     assert {r["worker"] for r in rows} == {0, 1} and len(rows) == 12
     # Each task ran the step's scenario: answers of at most 3 tokens, not the 200 asked.
     assert max(r["output_tokens"] for r in rows if r["outcome"] == "ok") <= 3
+
+
+def test_a_plugin_side_type_serves_the_ray_tasks(
+    ray_head: str, installed: Path, tmp_path: Path
+) -> None:
+    from tests.test_plugins import SIDED
+
+    flags = ("--baseline", "simproc:slow", "--candidate", "simproc:fast", "--repeat", "1")
+    # 0 or 1: a verdict of ab's (never a crash)
+    _, folder = _plugin_run(
+        ray_head, installed, tmp_path, SIDED, flags=flags, command="ab", ok=(0, 1)
+    )
+    c = orjson.loads((folder / "comparison.json").read_bytes())
+    for side in ("a", "b"):  # started here, loaded by both tasks, stopped after the run
+        assert c[side]["deployment_cost"]["starts"] == 1, c[side]
+    for run_dir in (folder / "baseline").iterdir():
+        rows = read_jsonl(run_dir / "requests.jsonl")
+        assert {r["worker"] for r in rows} == {0, 1} and len(rows) == 12

@@ -34,18 +34,10 @@ import orjson
 import psutil
 
 from loadtest.app.deployment import free_port
-from loadtest.app.llama import (
-    MODEL_ALIAS,
-    SPEC_MODES,
-    LlamaOptions,
-    draft_path,
-    ensure_model,
-    llama_command,
-)
+from loadtest.app.llama import LlamaOptions
 from loadtest.app.options import RunOptions
-from loadtest.app.vllm import SERVED_NAME as VLLM_NAME
-from loadtest.app.vllm import SPEC_MODES as VLLM_MODES
-from loadtest.app.vllm import VllmOptions, ensure_folder, vllm_command
+from loadtest.app.side_types import SIDE_TYPES
+from loadtest.app.vllm import VllmOptions
 from loadtest.errors import UsageError
 from loadtest.features.deployment_cost import EnergyMeter, RssSampler, measure_cold_start
 from loadtest.model.atomic import write_atomic
@@ -53,9 +45,7 @@ from loadtest.model.comparison import DeploymentRun
 from loadtest.model.summary import Summary
 
 __all__ = [
-    "MANAGED_PREFIX",
     "SIM_PREFIX",
-    "VLLM_PREFIX",
     "RunFn",
     "Side",
     "draft_sides",
@@ -65,8 +55,6 @@ __all__ = [
     "stop_process",
 ]
 
-MANAGED_PREFIX = "llama:"
-VLLM_PREFIX = "vllm:"
 SIM_PREFIX = "sim:"
 SIM_MODES = ("none", "spec")
 MIB = 1024 * 1024
@@ -76,11 +64,14 @@ RunFn = Callable[[RunOptions], tuple[Summary, Path, bool]]
 
 @dataclass(frozen=True, slots=True)
 class Side:
-    """One side as given: a URL (None: the built-in simulator), or a managed deployment."""
+    """One side as given: a URL (None: the built-in simulator), a ``sim:`` side, or a
+    deployment of a side type (``kind``: ``llama``, ``vllm`` or a plugin's)."""
 
     given: str | None
-    llama: LlamaOptions | None = None
-    vllm: VllmOptions | None = None
+    kind: str | None = None
+    """The side type's name (``app.side_types``); None: a URL or the simulator."""
+    settings: object = None
+    """What the side type read from its MODE (``LlamaOptions`` for ``llama:``...)."""
     sim_speculative: bool | None = None
     """``sim:none`` (False) or ``sim:spec`` (True); None: not a ``sim:`` side."""
     sim_spec_k: int | None = None
@@ -97,53 +88,44 @@ class Side:
 
     @property
     def managed(self) -> bool:
-        """A side loadtest starts for each of its runs (llama.cpp, vLLM or ``sim:``)."""
-        return self.llama is not None or self.vllm is not None or self.sim_speculative is not None
+        """A side loadtest starts for each of its runs (a side type's, or ``sim:``)."""
+        return self.kind is not None or self.sim_speculative is not None
 
+    @property
+    def llama(self) -> LlamaOptions | None:
+        """A ``llama:`` side's options."""
+        return self.settings if isinstance(self.settings, LlamaOptions) else None
 
-def _mode(
-    text: str, flag: str, prefix: str, modes: tuple[str, ...], numbered: str, what: str
-) -> tuple[str, int | None]:
-    """``prefix``MODE or ``prefix``NUMBERED:N: the mode and N (None when not given)."""
-    parts = text[len(prefix) :].split(":")
-    spec = parts[0]
-    if spec not in modes or len(parts) > 2 or (len(parts) == 2 and spec != numbered):
-        raise UsageError(
-            f"{flag} {text!r}: a managed side is {prefix}{'|'.join(modes)} "
-            f"or {prefix}{numbered}:{what}"
-        )
-    if len(parts) == 1:
-        return spec, None
-    try:
-        return spec, int(parts[1])
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: {what.split()[0]} must be a whole number") from None
+    @property
+    def vllm(self) -> VllmOptions | None:
+        """A ``vllm:`` side's options."""
+        return self.settings if isinstance(self.settings, VllmOptions) else None
 
 
 def parse_side(text: str | None, flag: str) -> Side:
-    """``--baseline``/``--candidate``: a URL, ``llama:MODE[:LAYERS]``, ``vllm:MODE[:K]`` or
-    ``sim:none|spec``."""
+    """``--baseline``/``--candidate``: a URL, ``sim:none|spec``, or ``NAME:MODE`` of an ab
+    side type (``llama:MODE[:LAYERS]``, ``vllm:MODE[:K]``, a plugin's)."""
     if text is not None and text.startswith(SIM_PREFIX):
         mode = text[len(SIM_PREFIX) :]
         if mode not in SIM_MODES:
             raise UsageError(f"{flag} {text!r}: a simulator side is sim:none or sim:spec")
         return Side(text, sim_speculative=mode == "spec")
-    if text is not None and text.startswith(VLLM_PREFIX):
-        spec, k = _mode(text, flag, VLLM_PREFIX, VLLM_MODES, "ngram", "K (tokens per step)")
-        vopts = VllmOptions(spec=spec)
-        if k is not None:
-            vopts = dataclasses.replace(vopts, num_speculative_tokens=k)
-        vopts.check()
-        return Side(text, vllm=vopts)
-    if text is None or not text.startswith(MANAGED_PREFIX):
-        return Side(text)
-    what = "LAYERS (blocks the early-exit draft keeps)"
-    spec, layers = _mode(text, flag, MANAGED_PREFIX, SPEC_MODES, "draft", what)
-    opts = LlamaOptions(spec=spec)
-    if layers is not None:
-        opts = dataclasses.replace(opts, draft_layers=layers)
-    opts.check()
-    return Side(text, opts)
+    name, colon, mode = (text or "").partition(":")
+    if not colon or name in ("http", "https"):
+        return Side(text)  # a URL (checked as any endpoint), or None: the simulator
+    if name not in SIDE_TYPES:
+        off = SIDE_TYPES.turned_off(name)
+        raise UsageError(
+            f"{flag} {text!r}: {off}"
+            if off
+            else f"{flag} {text!r}: give a URL "
+            f"(http://HOST:PORT), sim:none|sim:spec, or NAME:MODE of an ab side type "
+            f"(known: {', '.join(SIDE_TYPES.names()) or 'none'})"
+        )
+    try:
+        return Side(text, name, SIDE_TYPES.load(name).parse(mode, str(text)))
+    except UsageError as exc:
+        raise UsageError(f"{flag} {exc}") from None
 
 
 def parse_draft_values(text: str) -> tuple[int, ...]:
@@ -164,7 +146,7 @@ def draft_sides(side: Side, values: tuple[int, ...]) -> dict[str, Side]:
     by someone else, and a side without speculation has no draft."""
     if side.llama is not None and side.llama.spec != "none":
         made = {
-            k: dataclasses.replace(side, llama=dataclasses.replace(side.llama, draft_max=k))
+            k: dataclasses.replace(side, settings=dataclasses.replace(side.llama, draft_max=k))
             for k in values
         }
     elif side.sim_speculative:
@@ -214,29 +196,18 @@ def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
         )
         _, run_dir, stopped = run(sim)
         return run_dir, stopped
-    if side.vllm is not None:
-        vopts = dataclasses.replace(side.vllm, port=free_port())
-        # Convert the model (once, cached) before the clock starts: it is not a cold start.
-        ensure_folder()
-        cmd, url, name, grace = (
-            vllm_command(vopts),
-            f"http://{vopts.host}:{vopts.port}",
-            VLLM_NAME,
-            60.0,
-        )
-    elif side.llama is not None:
-        opts = dataclasses.replace(side.llama, port=free_port())
-        # Build the draft file (once, cached) before the clock starts: not a cold start.
-        draft_path(opts, ensure_model())
-        cmd, url, name, grace = (
-            llama_command(opts),
-            f"http://{opts.host}:{opts.port}",
-            MODEL_ALIAS,
-            15.0,
-        )
-    else:
+    if side.kind is None:
         _, run_dir, stopped = run(dataclasses.replace(options, endpoint=side.url))
         return run_dir, stopped
+    host = "127.0.0.1"
+    port = free_port(host)
+    launch = SIDE_TYPES.load(side.kind).launch(side.settings, host, port)
+    cmd, url, name, grace = (
+        list(launch.command),
+        f"http://{host}:{port}",
+        launch.model,
+        launch.stop_grace_s,
+    )
     cold, proc = asyncio.run(measure_cold_start(cmd, url, name, timeout_s=600.0))
     try:
         rss = RssSampler(proc.pid).start()

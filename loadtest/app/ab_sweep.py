@@ -324,12 +324,13 @@ def plan_lines(
         + ("candidate " if len(sides) == 2 else "candidates ")
         + ", ".join(sides[1:]),
     ]
+    plus = f", plus at each run's start {' and '.join(starts)}" if starts else ""
     if per_run_s is None:
-        lines.append(f"  expected time: not known before a first run (each run is {bound})")
+        lines.append(f"  expected time: not known before a first run (each run is {bound}){plus}")
     else:
         total = runs * per_run_s
         lines.append(
             f"  expected time: {runs} runs x {per_run_s:g} s ({bound}) = {total / 60:.1f} min"
-            + (f", plus at each run's start {' and '.join(starts)}" if starts else "")
+            + plus
         )
     return lines

@@ -128,14 +128,14 @@ def with_setting(side: Side, sweep: ServerSweep, value: float | str | bool) -> S
         whole: Any = _whole(sweep, value)  # a field named at run time: checked just below
         llama = dataclasses.replace(side.llama, **{name: whole})
         llama.check()
-        return dataclasses.replace(side, llama=llama)
+        return dataclasses.replace(side, settings=llama)
     if side.vllm is not None:
         if name not in VLLM_SETTINGS:
             raise UsageError(f"--server-sweep {name}: vLLM sides take {', '.join(VLLM_SETTINGS)}")
         number: Any = value if name == "kv_cache_gb" else _whole(sweep, value)
         vllm = dataclasses.replace(side.vllm, **{name: number})
         vllm.check()
-        return dataclasses.replace(side, vllm=vllm)
+        return dataclasses.replace(side, settings=vllm)
     if side.sim_speculative is not None:
         from loadtest.sim.model import SimConfig
 

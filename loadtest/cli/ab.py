@@ -270,11 +270,9 @@ def _budgeted(
 
 def _start_cost(side: Side) -> str:
     """What a managed side pays before each of its runs."""
-    if side.llama is not None:
-        return "llama.cpp's cold start"
-    if side.vllm is not None:
-        return "vLLM's start (a minute or more on the CPU)"
-    return "the simulator's start"
+    from loadtest.app.side_types import SIDE_TYPES
+
+    return SIDE_TYPES.load(side.kind).start_cost if side.kind else "the simulator's start"
 
 
 def _check(

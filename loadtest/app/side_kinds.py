@@ -1,0 +1,88 @@
+"""loadtest's own ``ab`` side types, registered as a third party's are (``loadtest.sides``).
+
+``llama:none|ngram|self|draft[:LAYERS]``: llama.cpp as ``serve-llama`` starts it (the
+model, and an early-exit draft, built once before the clock); ``vllm:none|ngram[:K]``:
+real vLLM as ``serve-vllm`` starts it, K tokens proposed per step (the model converted
+once before the clock).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from loadtest.app.llama import (
+    MODEL_ALIAS,
+    SPEC_MODES,
+    LlamaOptions,
+    draft_path,
+    ensure_model,
+    llama_command,
+)
+from loadtest.app.side_types import Launch
+from loadtest.app.vllm import SERVED_NAME, VllmOptions, ensure_folder, vllm_command
+from loadtest.app.vllm import SPEC_MODES as VLLM_MODES
+from loadtest.errors import UsageError
+
+__all__ = ["LLAMA", "VLLM"]
+
+
+def _mode(
+    given: str, mode: str, modes: tuple[str, ...], numbered: str, what: str
+) -> tuple[str, int | None]:
+    """MODE or NUMBERED:N: the mode and N (None when not given)."""
+    prefix = given[: len(given) - len(mode)]
+    parts = mode.split(":")
+    spec = parts[0]
+    if spec not in modes or len(parts) > 2 or (len(parts) == 2 and spec != numbered):
+        raise UsageError(
+            f"{given!r}: a managed side is {prefix}{'|'.join(modes)} or {prefix}{numbered}:{what}"
+        )
+    if len(parts) == 1:
+        return spec, None
+    try:
+        return spec, int(parts[1])
+    except ValueError:
+        raise UsageError(f"{given!r}: {what.split()[0]} must be a whole number") from None
+
+
+class _Llama:
+    """``llama:``: llama.cpp, stopped and started again for every run."""
+
+    start_cost = "llama.cpp's cold start"
+
+    def parse(self, mode: str, given: str) -> LlamaOptions:
+        what = "LAYERS (blocks the early-exit draft keeps)"
+        spec, layers = _mode(given, mode, SPEC_MODES, "draft", what)
+        opts = LlamaOptions(spec=spec)
+        if layers is not None:
+            opts = dataclasses.replace(opts, draft_layers=layers)
+        opts.check()
+        return opts
+
+    def launch(self, settings: LlamaOptions, host: str, port: int) -> Launch:
+        opts = dataclasses.replace(settings, host=host, port=port)
+        draft_path(opts, ensure_model())  # built once, cached: not a cold start
+        return Launch(tuple(llama_command(opts)), MODEL_ALIAS, 15.0)
+
+
+class _Vllm:
+    """``vllm:``: real vLLM, stopped and started again for every run."""
+
+    start_cost = "vLLM's start (a minute or more on the CPU)"
+
+    def parse(self, mode: str, given: str) -> VllmOptions:
+        spec, k = _mode(given, mode, VLLM_MODES, "ngram", "K (tokens per step)")
+        opts = VllmOptions(spec=spec)
+        if k is not None:
+            opts = dataclasses.replace(opts, num_speculative_tokens=k)
+        opts.check()
+        return opts
+
+    def launch(self, settings: VllmOptions, host: str, port: int) -> Launch:
+        ensure_folder()  # the model converted once, cached: not a cold start
+        opts = dataclasses.replace(settings, host=host, port=port)
+        return Launch(tuple(vllm_command(opts)), SERVED_NAME, 60.0)
+
+
+LLAMA = _Llama()
+VLLM = _Vllm()
