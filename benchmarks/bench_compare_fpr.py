@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from loadtest.app.job import RunOptions, run_job
+from loadtest.app.run.job import RunOptions, run_job
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.report.compare import compare_runs, load_run
 from loadtest.sim import SimConfig, SimProcess

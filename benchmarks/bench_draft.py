@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from loadtest.app.llama import MODEL_ALIAS, LlamaOptions, llama_command
+from loadtest.app.engines.llama import MODEL_ALIAS, LlamaOptions, llama_command
 from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner

@@ -62,7 +62,7 @@ import psutil
 
 from benchmarks.llama_overhead_report import CLIENTS, Sample, report
 from loadtest._compat import kernel_stamps
-from loadtest.app.llama import MODEL_ALIAS, LlamaOptions, _params, ensure_model
+from loadtest.app.engines.llama import MODEL_ALIAS, LlamaOptions, _params, ensure_model
 from loadtest.config.scenario import Scenario, TimeoutSpec, load_scenario
 from loadtest.datasets import build_pool
 from loadtest.engine.request_unit import prompt_body

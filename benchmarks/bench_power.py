@@ -14,7 +14,7 @@ smallest ``d`` called faster in at least 19 trials of 20. The true effect of eac
 configuration on the median e2e is measured from all its runs (TTFT does not shrink,
 so it is a little less than ``d``).
 
-It also prints the spreads ``app.ab_costs`` uses for ``--check``: how much a whole
+It also prints the spreads ``app.ab.costs`` uses for ``--check``: how much a whole
 run's median moves between runs of one configuration beyond the sampling noise of its
 requests (run-to-run), and the median within-run log-spread of a request's e2e.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loadtest.app.job import RunOptions, run_job
+from loadtest.app.run.job import RunOptions, run_job
 from loadtest.measure.stats import MIN_EFFECT, practical_effect
 from loadtest.report.compare import load_run
 from loadtest.report.decision_cells import RunSamples, judged, latency_test

@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.app.inprocess import run_here
+from loadtest.app.process.inprocess import run_here
 from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets import PromptPool, build_pool
 from loadtest.engine.gc_policy import QuietGc

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.app.llama import MODEL_ALIAS, LlamaOptions, llama_command
+from loadtest.app.engines.llama import MODEL_ALIAS, LlamaOptions, llama_command
 from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.datasets.conversations import load_conversations
 from loadtest.engine.runner import RunConfig, Runner

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from loadtest._compat.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from loadtest.app.side_types import Launch, SideType
+    from loadtest.app.ab.side_types import Launch, SideType
     from loadtest.config.arrivals import ArrivalProcess, Param
     from loadtest.config.dimensions import SweepDimension
     from loadtest.config.scenario import Scenario
@@ -152,8 +152,8 @@ _HOME = {
     "LiveView": "loadtest.live.view",
     "StopRule": "loadtest.config.stop_rules",
     "SweepDimension": "loadtest.config.dimensions",
-    "Launch": "loadtest.app.side_types",
-    "SideType": "loadtest.app.side_types",
+    "Launch": "loadtest.app.ab.side_types",
+    "SideType": "loadtest.app.ab.side_types",
     "TableParser": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",
     "HookResult": "loadtest.engine.hooks",

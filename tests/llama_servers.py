@@ -17,9 +17,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from loadtest.app.ab_sides import stop_process as stop
+from loadtest.app.ab.sides import stop_process as stop
 from loadtest.app.deployment import free_port
-from loadtest.app.llama import LlamaOptions, llama_command
+from loadtest.app.engines.llama import LlamaOptions, llama_command
 
 __all__ = ["free_port", "require_llama_extra", "start", "stop", "wait_ready"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.app.ab_costs import (
+from loadtest.app.ab.costs import (
     memory_budget,
     parse_duration,
     parse_memory,

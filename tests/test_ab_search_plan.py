@@ -1,4 +1,4 @@
-"""``ab --search``'s plan and error control from seeded draws (``app.ab_search_plan``).
+"""``ab --search``'s plan and error control from seeded draws (``app.ab.search_plan``).
 
 Pure: each step's runs are drawn at the load the plan asks for, as ``test_decision.py``
 draws a grid's, and go through the same ``search_loop`` and ``decide`` the command
@@ -15,8 +15,8 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from loadtest.app.ab_search_plan import Probe, alpha_per_step, next_ab_load, search_loop
-from loadtest.app.search_plan import SearchSpec
+from loadtest.app.ab.search_plan import Probe, alpha_per_step, next_ab_load, search_loop
+from loadtest.app.capacity.search_plan import SearchSpec
 from loadtest.model.decision import Decision
 from loadtest.model.io import decision_schema_bytes
 from loadtest.report.decision import RunSamples, Step

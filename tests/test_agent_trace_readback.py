@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.app.export_trace import FORMATS, export_trace
+from loadtest.app.run.export_trace import FORMATS, export_trace
 from loadtest.cli.main import main
 from loadtest.datasets.otel import read_agent_trace
 from loadtest.errors import UsageError

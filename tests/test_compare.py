@@ -10,10 +10,10 @@ from typing import cast
 import orjson
 import pytest
 
-from loadtest.app.ab import ab_order
-from loadtest.app.ab_sides import Side, parse_side
-from loadtest.app.llama import LlamaOptions
-from loadtest.app.vllm import VllmOptions
+from loadtest.app.ab.runs import ab_order
+from loadtest.app.ab.sides import Side, parse_side
+from loadtest.app.engines.llama import LlamaOptions
+from loadtest.app.engines.vllm import VllmOptions
 from loadtest.cli.main import main
 from loadtest.errors import ResultFileError, UsageError
 from loadtest.model.comparison import Comparison

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.app.console import Progress
+from loadtest.app.process.console import Progress
 from loadtest.cli.main import main
 
 _NOTHING_DONE = Progress(

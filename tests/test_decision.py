@@ -9,7 +9,7 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from loadtest.app.ab_sweep import AbSweepPlan, gate, parse_operating_point, parse_sweep
+from loadtest.app.ab.sweep import AbSweepPlan, gate, parse_operating_point, parse_sweep
 from loadtest.errors import UsageError
 from loadtest.measure.stats import holm
 from loadtest.model.io import decision_schema_bytes

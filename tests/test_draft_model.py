@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from loadtest.app.llama import LlamaOptions, draft_path
+from loadtest.app.engines.llama import LlamaOptions, draft_path
 from loadtest.errors import UsageError
 
 gguf = pytest.importorskip("gguf")
@@ -26,13 +26,13 @@ except ImportError:
 
 from gguf import GGUFReader  # noqa: E402
 
-from loadtest.app.draft_model import (  # noqa: E402
+from loadtest.app.engines.draft_model import (  # noqa: E402
     DEFAULT_DRAFT_LAYERS,
     block_count,
     build_early_exit,
     ensure_early_exit,
 )
-from loadtest.app.llama import ensure_model  # noqa: E402
+from loadtest.app.engines.llama import ensure_model  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -132,7 +132,7 @@ def test_draft_options_are_checked() -> None:
 
 def test_the_draft_defaults_are_llama_cpps_own() -> None:
     xllamacpp = pytest.importorskip("xllamacpp")
-    from loadtest.app.llama import DRAFT_MAX, DRAFT_MIN, DRAFT_P_MIN
+    from loadtest.app.engines.llama import DRAFT_MAX, DRAFT_MIN, DRAFT_P_MIN
 
     d = xllamacpp.CommonParams().speculative.draft
     assert (d.n_max, d.n_min, d.p_min) == (DRAFT_MAX, DRAFT_MIN, pytest.approx(DRAFT_P_MIN))

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.app.coordinator import WorkerFilesHold
-from loadtest.app.worker_main import HOLD_ACK, local_hold_line
+from loadtest.app.scale.coordinator import WorkerFilesHold
+from loadtest.app.scale.worker_main import HOLD_ACK, local_hold_line
 from loadtest.features.faults import rig as rig_module
 from loadtest.features.faults.load import HoldFlag
 from loadtest.features.faults.plan import FaultPlan

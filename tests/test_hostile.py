@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.app.job import RunOptions, run_job
+from loadtest.app.run.job import RunOptions, run_job
 from loadtest.datasets.tokenizer import EndpointTokenizer
 from loadtest.errors import DatasetError
 from loadtest.model.summary import Summary

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.app.job import RunOptions, run_job
+from loadtest.app.run.job import RunOptions, run_job
 from loadtest.errors import EndpointError
 from loadtest.features.deployment_cost import measure_cold_start
 from loadtest.features.faults.plan import TargetSpec

@@ -102,6 +102,13 @@ def test_the_registry_sits_below_the_model(tmp_path: Path) -> None:
         ("features/agent/tools.py", "loadtest.features.workloads.trace", "stand apart"),
         # The server scrape reaching up into the fault kinds that use it.
         ("features/scrape.py", "loadtest.features.faults.rig", "sit below"),
+        # The application layer by use case: an engine reaching up into ab's sides, a
+        # worker into the run that starts it, one process into its scale-out, a sweep
+        # into ab.
+        ("app/engines/llama.py", "loadtest.app.ab.sides", "by use case"),
+        ("app/scale/worker_main.py", "loadtest.app.run.job", "by use case"),
+        ("app/process/inprocess.py", "loadtest.app.scale.workers", "by use case"),
+        ("app/capacity/sweep.py", "loadtest.app.ab.sweep", "by use case"),
     ],
 )
 def test_a_feature_reaching_into_another_breaks_its_contract(

@@ -15,7 +15,7 @@ import aiohttp
 import orjson
 import pytest
 
-from loadtest.app.llama import (
+from loadtest.app.engines.llama import (
     MODEL_ALIAS,
     LlamaOptions,
     _params,

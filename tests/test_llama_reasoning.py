@@ -20,7 +20,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from loadtest.app.llama import MODEL_ALIAS
+from loadtest.app.engines.llama import MODEL_ALIAS
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner
 from tests.conftest import make_scenario, read_jsonl

@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.app.job import finish_run
-from loadtest.app.llama import MODEL_ALIAS
+from loadtest.app.engines.llama import MODEL_ALIAS
+from loadtest.app.run.job import finish_run
 from loadtest.config.scenario import Scenario
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.features.multiturn import MultiTurn

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.app.job import finish_run
+from loadtest.app.run.job import finish_run
 from loadtest.config.scenario import Scenario
 from loadtest.datasets.conversations import load_conversations, parse_conversation
 from loadtest.engine.runner import RunConfig, Runner

@@ -685,7 +685,7 @@ def test_a_plugin_live_output_has_its_flag_and_sees_the_run_go_and_end(
 _DASHBOARD = """
 import asyncio, socket, sys, time
 from pathlib import Path
-from loadtest.app.inprocess import drive
+from loadtest.app.process.inprocess import drive
 from loadtest.config.scenario import load_scenario
 from loadtest.datasets import build_pool
 from loadtest.engine.blocks import block_hooks

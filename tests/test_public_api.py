@@ -61,7 +61,7 @@ def test_the_plugin_api_is_one_module_whose_every_name_resolves() -> None:
     import loadtest.cli.plugins  # noqa: F401 - makes no registry; the command imports them
 
     for module in (
-        "loadtest.app.side_types",
+        "loadtest.app.ab.side_types",
         "loadtest.config.arrivals",
         "loadtest.config.dimensions",
         "loadtest.config.sources",

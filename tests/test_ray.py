@@ -122,7 +122,7 @@ def _driver_addresses(address: str) -> set[str]:
 
 
 def test_loopback_clusters_keep_the_driver_on_loopback(caplog: pytest.LogCaptureFixture) -> None:
-    from loadtest.app.ray_backend import _loopback_node
+    from loadtest.app.scale.ray_backend import _loopback_node
 
     assert _loopback_node("127.0.0.2:6379") == "127.0.0.2"
     assert _loopback_node("10.1.2.3:6379") is None

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from loadtest.app.search_plan import (
+from loadtest.app.capacity.search_plan import (
     Point,
     SearchSpec,
     bracket,

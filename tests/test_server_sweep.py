@@ -13,8 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadtest.app.ab_sides import parse_side
-from loadtest.app.server_sweep import parse_server_sweep, with_setting
+from loadtest.app.ab.server_sweep import parse_server_sweep, with_setting
+from loadtest.app.ab.sides import parse_side
 from loadtest.cli.main import main
 from loadtest.errors import UsageError
 from loadtest.model.io import load_decision

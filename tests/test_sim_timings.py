@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from loadtest.app.job import RunOptions, run_job
+from loadtest.app.run.job import RunOptions, run_job
 from loadtest.report.compare import compare_runs, load_run
 from loadtest.sim import InProcessSim, SimConfig, SimProcess
 from tests.conftest import read_jsonl

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from loadtest.app.options import RunOptions, apply_overrides
-from loadtest.app.workers import split_load
+from loadtest.app.scale.workers import split_load
 from loadtest.config.scenario import LoadSpec
 from loadtest.errors import ScenarioError, UsageError
 from loadtest.sim import InProcessSim, SimProcess

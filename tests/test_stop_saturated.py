@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 import pytest
 
-from loadtest.app.capacity_search import point_of
+from loadtest.app.capacity.search import point_of
 from loadtest.cli.main import main
 from loadtest.config.scenario import parse_scenario
 from loadtest.config.stop_rules import RunSoFar, TrendSample

@@ -8,7 +8,13 @@ from typing import cast
 import orjson
 import pytest
 
-from loadtest.app.sweep import best_load, find_knee, knee_in_range, parse_steps, render_capacity
+from loadtest.app.capacity.sweep import (
+    best_load,
+    find_knee,
+    knee_in_range,
+    parse_steps,
+    render_capacity,
+)
 from loadtest.cli.main import main
 from loadtest.errors import UsageError
 from loadtest.model.sweep import CapacityResult, SweepStep

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadtest.app.job import finish_run
+from loadtest.app.run.job import finish_run
 from loadtest.config.scenario import Scenario
 from loadtest.config.workload_tables import LengthSpec, SyntheticKeys
 from loadtest.datasets.synthetic import load_synthetic

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadtest.app.export_trace import trace_lines
 from loadtest.app.options import RunOptions, apply_overrides
+from loadtest.app.run.export_trace import trace_lines
 from loadtest.cli.main import main
 from loadtest.config.scenario import Scenario, load_scenario
 from loadtest.config.workload_tables import TraceKeys

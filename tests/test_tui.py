@@ -22,7 +22,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
-from loadtest.app.inprocess import drive, run_here
+from loadtest.app.process.inprocess import drive, run_here
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.measure.recorders import new_histogram
@@ -544,7 +544,7 @@ def test_percentiles_read_from_the_counts_equal_hdrhs_own() -> None:
 async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Path) -> None:
     """A fault window under the dashboard: its verdicts, counts (fallbacks as ints), SLO
     checks and busy flag equal summary.json's; nothing shows before the window opens."""
-    from loadtest.app.job import finish_run
+    from loadtest.app.run.job import finish_run
     from loadtest.features.faults.proxy import FaultProxy
     from loadtest.features.faults.rig import FaultRig
     from loadtest.model.io import load_summary

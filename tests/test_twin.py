@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from loadtest.app.job import RunOptions, run_job
-from loadtest.app.twin import fit_profile, fit_runs
-from loadtest.app.twin_runs import RunPoint
+from loadtest.app.engines.twin import fit_profile, fit_runs
+from loadtest.app.engines.twin_runs import RunPoint
+from loadtest.app.run.job import RunOptions, run_job
 from loadtest.config.scenario import load_scenario
 from loadtest.errors import ScenarioError
 from loadtest.sim import SimConfig, SimProcess

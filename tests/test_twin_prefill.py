@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from loadtest.app.twin_prefill import Window, prefill_line, stall_share
+from loadtest.app.engines.twin_prefill import Window, prefill_line, stall_share
 
 STEP = {1: 14.0, 2: 50.0}
 """The fitted step by streams decoding: llama.cpp's here was 13 ms alone, ~50 with two."""

@@ -22,7 +22,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtest.app.vllm import SERVED_NAME
+from loadtest.app.engines.vllm import SERVED_NAME
 from loadtest.features.scrape import parse_metrics
 from tests.conftest import read_jsonl
 from tests.vllm_servers import require_vllm_extra, vllm_server

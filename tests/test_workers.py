@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadtest.app.workers import split_load
+from loadtest.app.scale.workers import split_load
 from loadtest.config.scenario import LoadSpec
 from loadtest.errors import UsageError
 from loadtest.measure.merge import encode_metrics, merge_metrics

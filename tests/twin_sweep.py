@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from loadtest.app.job import RunOptions, run_job
-from loadtest.app.llama import MODEL_ALIAS
-from loadtest.app.twin import fit_profile
+from loadtest.app.engines.llama import MODEL_ALIAS
+from loadtest.app.engines.twin import fit_profile
+from loadtest.app.run.job import RunOptions, run_job
 from loadtest.sim import SimConfig, SimProcess
 from loadtest.sim.profile import Settings, with_profile
 from tests.conftest import read_jsonl

@@ -18,9 +18,9 @@ from typing import IO
 import pytest
 
 from loadtest._compat.orphans import die_with_parent
-from loadtest.app.ab_sides import stop_process
+from loadtest.app.ab.sides import stop_process
 from loadtest.app.deployment import free_port
-from loadtest.app.vllm import VllmOptions, vllm_available, vllm_command
+from loadtest.app.engines.vllm import VllmOptions, vllm_available, vllm_command
 
 __all__ = ["READY_S", "require_vllm_extra", "vllm_server"]
 

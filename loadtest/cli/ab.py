@@ -1,7 +1,7 @@
 """``loadtest ab``: its flags and its dispatch, with or without ``--sweep``.
 
-Without ``--sweep`` one ``ab`` at the scenario's own load (``app.ab``); with it an
-``ab`` at every step and the decision over them (``app.ab_sweep``). ``--check`` prints
+Without ``--sweep`` one ``ab`` at the scenario's own load (``app.ab.runs``); with it an
+``ab`` at every step and the decision over them (``app.ab.sweep``). ``--check`` prints
 the plan of either and sends nothing. Only parsing and printing here.
 """
 
@@ -27,10 +27,10 @@ from loadtest.cli.parser import Parser
 from loadtest.errors import UsageError
 
 if TYPE_CHECKING:
-    from loadtest.app.ab_sides import RunFn, Side
-    from loadtest.app.ab_sweep import AbSweepPlan
+    from loadtest.app.ab.sides import RunFn, Side
+    from loadtest.app.ab.sweep import AbSweepPlan
+    from loadtest.app.capacity.search_plan import SearchSpec
     from loadtest.app.options import RunOptions
-    from loadtest.app.search_plan import SearchSpec
     from loadtest.model.decision import Decision
 
 __all__ = ["EXIT_GATE", "add_ab", "run_ab_command"]
@@ -107,10 +107,10 @@ def add_ab(sub: argparse._SubParsersAction[Parser]) -> None:
 
 def run_ab_command(args: argparse.Namespace) -> int:
     """``loadtest ab``: the runs, the comparison (or the decision), the exit code."""
-    from loadtest.app.ab import run_ab
-    from loadtest.app.ab_sides import draft_sides, parse_draft_values, parse_side
-    from loadtest.app.ab_sweep import parse_operating_point, parse_sweep
-    from loadtest.app.job import run_job
+    from loadtest.app.ab.runs import run_ab
+    from loadtest.app.ab.sides import draft_sides, parse_draft_values, parse_side
+    from loadtest.app.ab.sweep import parse_operating_point, parse_sweep
+    from loadtest.app.run.job import run_job
     from loadtest.cli.exits import closing
     from loadtest.model.summary import Summary
     from loadtest.report.compare import render_comparison
@@ -147,7 +147,7 @@ def run_ab_command(args: argparse.Namespace) -> int:
         raise UsageError("--memory-budget and --budget judge a sweep: give --sweep too")
     memory = None
     if args.memory_budget:
-        from loadtest.app.ab_costs import parse_memory
+        from loadtest.app.ab.costs import parse_memory
 
         memory = (args.memory_budget, parse_memory(args.memory_budget))
     repeat, budget_note = _budgeted(args, base, plan, len(sides))
@@ -157,7 +157,7 @@ def run_ab_command(args: argparse.Namespace) -> int:
         kind = "request field" if servers.request else "server setting"
         print(f"{kind} sweep: {servers.name} = {listed}, a fresh server per run; once per value:")
     if args.check and spec is not None:
-        from loadtest.app.job import check_job
+        from loadtest.app.run.job import check_job
 
         print(check_job(base, endpoint="the sides below"))
         print("\n".join(search_check(spec, repeat, len(sides))))
@@ -216,8 +216,8 @@ class Decided:
 
     def at(self, sides: dict[str, Side], base: RunOptions) -> tuple[Decision, bool]:
         """The decision on ``sides`` with ``base``'s options, shown; and if stopped."""
-        from loadtest.app.ab_search import run_ab_search
-        from loadtest.app.ab_sweep import run_ab_sweep
+        from loadtest.app.ab.search import run_ab_search
+        from loadtest.app.ab.sweep import run_ab_sweep
 
         effect = self.args.min_effect / 100
         repeat = self.args.repeat
@@ -244,7 +244,7 @@ class Decided:
 
 def _per_run(base: RunOptions) -> tuple[float | None, str]:
     """How long one run takes (None for a request-bound scenario), and its bound in words."""
-    from loadtest.app.plan import plan_run
+    from loadtest.app.run.plan import plan_run
 
     load = plan_run(base).scenario.load
     per_run = None if load.duration_s is None else load.warmup_s + load.duration_s
@@ -261,7 +261,7 @@ def _budgeted(
 ) -> tuple[int, str | None]:
     if not args.budget or plan is None:
         return args.repeat, None
-    from loadtest.app.ab_costs import parse_duration, trim_repeats
+    from loadtest.app.ab.costs import parse_duration, trim_repeats
 
     seconds = parse_duration(args.budget)
     per_run, _ = _per_run(base)
@@ -270,7 +270,7 @@ def _budgeted(
 
 def _start_cost(side: Side) -> str:
     """What a managed side pays before each of its runs."""
-    from loadtest.app.side_types import SIDE_TYPES
+    from loadtest.app.ab.side_types import SIDE_TYPES
 
     return SIDE_TYPES.load(side.kind).start_cost if side.kind else "the simulator's start"
 
@@ -283,10 +283,10 @@ def _check(
     budget_note: str | None,
     min_effect: float,
 ) -> int:
-    from loadtest.app.ab_costs import requests_per_cell
-    from loadtest.app.ab_sweep import AbSweepPlan, plan_lines
-    from loadtest.app.job import check_job
-    from loadtest.app.plan import plan_run
+    from loadtest.app.ab.costs import requests_per_cell
+    from loadtest.app.ab.sweep import AbSweepPlan, plan_lines
+    from loadtest.app.run.job import check_job
+    from loadtest.app.run.plan import plan_run
     from loadtest.measure.stats import practical_effect
 
     scenario = plan_run(base).scenario

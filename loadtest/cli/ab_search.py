@@ -12,7 +12,7 @@ from loadtest.errors import UsageError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from loadtest.app.search_plan import SearchSpec
+    from loadtest.app.capacity.search_plan import SearchSpec
     from loadtest.model.comparison import Comparison
     from loadtest.model.decision import Decision
 
@@ -48,7 +48,7 @@ def add_search_flags(ab: Parser) -> None:
 
 def search_spec(args: argparse.Namespace) -> SearchSpec | None:
     """The search asked for, or None; ``UsageError`` naming a flag it cannot go with."""
-    from loadtest.app.search_plan import SearchSpec, parse_search
+    from loadtest.app.capacity.search_plan import SearchSpec, parse_search
     from loadtest.config.dimensions import known_dimensions
 
     if args.search is None:
@@ -67,7 +67,7 @@ def search_spec(args: argparse.Namespace) -> SearchSpec | None:
 
 def search_check(spec: SearchSpec, repeat: int, sides: int) -> list[str]:
     """``--check``: the most runs the search may make, and its error control."""
-    from loadtest.app.ab_search_plan import alpha_per_step
+    from loadtest.app.ab.search_plan import alpha_per_step
 
     runs = spec.budget * sides * repeat
     return [
@@ -86,7 +86,7 @@ def shown(
 ) -> tuple[Decision, bool]:
     """A sweep's or a search's decision: gated (``--fail-on slower``), written and
     printed; its reasons, and every step's comparison's, added to ``reasons``."""
-    from loadtest.app.ab_sweep import gate, write_decision
+    from loadtest.app.ab.sweep import gate, write_decision
     from loadtest.report.decision_render import render_decision
     from loadtest.report.exit_reasons import comparison_reasons
 

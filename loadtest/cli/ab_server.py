@@ -13,9 +13,9 @@ from loadtest.cli.parser import Parser
 from loadtest.errors import UsageError
 
 if TYPE_CHECKING:
-    from loadtest.app.ab_sides import Side
+    from loadtest.app.ab.server_sweep import ServerSweep
+    from loadtest.app.ab.sides import Side
     from loadtest.app.options import RunOptions
-    from loadtest.app.server_sweep import ServerSweep
     from loadtest.model.decision import Decision
 
 __all__ = ["add_server_flags", "server_spec", "server_sweep"]
@@ -41,7 +41,7 @@ def add_server_flags(ab: Parser) -> None:
 
 def server_spec(args: argparse.Namespace, sides: dict[str, Side]) -> ServerSweep | None:
     """The setting to sweep, checked against every side at every value, or None."""
-    from loadtest.app.server_sweep import parse_sampling_sweep, parse_server_sweep, with_setting
+    from loadtest.app.ab.server_sweep import parse_sampling_sweep, parse_server_sweep, with_setting
 
     given = [
         f
@@ -75,7 +75,7 @@ def server_sweep(
     at: Callable[[dict[str, Side], RunOptions], tuple[Decision, bool]],
 ) -> bool:
     """``at`` once per value; prints the answers per value; returns whether stopped."""
-    from loadtest.app.server_sweep import render_server_sweep, run_server_sweep
+    from loadtest.app.ab.server_sweep import render_server_sweep, run_server_sweep
 
     def decide_at(
         value: float | str | bool,

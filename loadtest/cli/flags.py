@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from loadtest.errors import UsageError
 
 if TYPE_CHECKING:
-    from loadtest.app.live import LiveExport
     from loadtest.app.options import RunOptions
+    from loadtest.app.process.live import LiveExport
 
 __all__ = [
     "add_live_flags",
@@ -81,7 +81,7 @@ def open_live(args: argparse.Namespace) -> LiveExport | None:
     asked = live_outputs_asked(args)
     if not asked:
         return None
-    from loadtest.app.live import LiveExport
+    from loadtest.app.process.live import LiveExport
 
     return LiveExport.open(asked)
 

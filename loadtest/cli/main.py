@@ -170,7 +170,7 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
     exp.add_argument("folder", help="out/<run-id>")
     exp.add_argument(
         "--format",
-        # app.export_trace.FORMATS, named here so that --help imports no report code.
+        # app.run.export_trace.FORMATS, named here so that --help imports no report code.
         choices=("jsonl", "otlp"),
         default="jsonl",
         help="jsonl: a trace source's lines (FOLDER/trace.jsonl); otlp: OpenTelemetry GenAI "
@@ -235,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "summarize":
             return summarize(args.folder)
         if args.command == "export-trace":
-            from loadtest.app.export_trace import export_trace
+            from loadtest.app.run.export_trace import export_trace
 
             print(f"trace: {export_trace(args.folder, args.out, args.format)}")
             return EXIT_OK
@@ -268,7 +268,7 @@ def _existing(folder: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from loadtest.app.job import check_job, run_job
+    from loadtest.app.run.job import check_job, run_job
 
     options = run_options(args)
     if args.check:
@@ -310,7 +310,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _serve_llama(args: argparse.Namespace) -> int:
-    from loadtest.app.llama import LlamaOptions, serve
+    from loadtest.app.engines.llama import LlamaOptions, serve
 
     serve(
         LlamaOptions(
@@ -331,7 +331,7 @@ def _serve_llama(args: argparse.Namespace) -> int:
 
 
 def _serve_vllm(args: argparse.Namespace) -> int:
-    from loadtest.app.vllm import VllmOptions, serve
+    from loadtest.app.engines.vllm import VllmOptions, serve
 
     serve(
         VllmOptions(
@@ -355,7 +355,7 @@ def _sim(args: argparse.Namespace) -> int:
     from loadtest.sim.model import SimConfig
 
     if args.fit:
-        from loadtest.app.twin import fit_profile
+        from loadtest.app.engines.twin import fit_profile
 
         out, settings, notes = fit_profile(args.fit, Path(args.write))
         print("\n".join([*notes, *(f"{k} = {v}" for k, v in settings.items())]))

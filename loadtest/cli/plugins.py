@@ -48,7 +48,7 @@ def run_grafana_command(args: argparse.Namespace) -> int:
 def run_plugins_command(args: argparse.Namespace) -> int:
     """Print each group's plugins; 1 when one of them cannot be loaded."""
     # Importing the modules that own the extension points makes their registries.
-    import loadtest.app.side_types
+    import loadtest.app.ab.side_types
     import loadtest.config.arrivals
     import loadtest.config.dimensions
     import loadtest.config.sources

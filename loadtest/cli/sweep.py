@@ -12,7 +12,7 @@ from loadtest.cli.flags import open_live, run_options
 from loadtest.errors import UsageError
 
 if TYPE_CHECKING:
-    from loadtest.app.server_sweep import ServerSweep
+    from loadtest.app.ab.server_sweep import ServerSweep
 
 __all__ = ["run_sweep_command"]
 
@@ -21,9 +21,15 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     """``loadtest sweep``: a grid of load steps, or the capacity search (``--search``)."""
     from pathlib import Path
 
-    from loadtest.app.ab_sweep import parse_sweep
-    from loadtest.app.job import run_job
-    from loadtest.app.sweep import SweepPlan, parse_steps, render_capacity, run_sweep, step_slo
+    from loadtest.app.ab.sweep import parse_sweep
+    from loadtest.app.capacity.sweep import (
+        SweepPlan,
+        parse_steps,
+        render_capacity,
+        run_sweep,
+        step_slo,
+    )
+    from loadtest.app.run.job import run_job
     from loadtest.cli.exits import closing
     from loadtest.model.summary import Summary
     from loadtest.report.exit_reasons import run_reasons
@@ -101,18 +107,18 @@ def run_sweep_command(args: argparse.Namespace) -> int:
 
 def _dimension(args: argparse.Namespace) -> ServerSweep | None:
     """``--sampling-sweep``: the request field the grid is run once per value of."""
-    from loadtest.app.server_sweep import parse_sampling_sweep
+    from loadtest.app.ab.server_sweep import parse_sampling_sweep
 
     return parse_sampling_sweep(args.sampling_sweep) if args.sampling_sweep else None
 
 
 def _search(args: argparse.Namespace) -> int:
-    """``sweep --search``: the capacity search (``app.capacity_search``)."""
+    """``sweep --search``: the capacity search (``app.capacity.search``)."""
     from pathlib import Path
 
-    from loadtest.app.capacity_search import run_search
-    from loadtest.app.job import run_job
-    from loadtest.app.search_plan import SearchSpec, parse_search
+    from loadtest.app.capacity.search import run_search
+    from loadtest.app.capacity.search_plan import SearchSpec, parse_search
+    from loadtest.app.run.job import run_job
     from loadtest.config.dimensions import DIMENSIONS, known_dimensions
     from loadtest.model.summary import Summary
 

@@ -8,7 +8,7 @@ loadtest's own exactly as a third party's) and declares:
 - ``model``: the type of its value (a TypedDict, dataclass or msgspec Struct); summary.json
   is decoded with it and the published JSON Schema has it (``model.blocks.summary_type``);
 - ``hook(scenario)``: the run hook that feeds it, attached in every process that sends
-  load (``app.assembly``); None where this run has none (loadtest's own blocks are fed by
+  load (``app.process.assembly``); None where this run has none (loadtest's own blocks are fed by
   the features that own them: the fault rig, the agent driver...);
 - ``merge(parts, metrics)``: the block from every part handed in (``HookResult.blocks``)
   by every hook of every worker and by the coordinator, with the run's merged metrics.

@@ -1,6 +1,6 @@
 """Simulator profiles: a TOML of ``loadtest sim`` settings fitted to a real engine.
 
-``loadtest sim --fit RUN ...`` writes one (``app/twin.py`` does the fitting); ``loadtest
+``loadtest sim --fit RUN ...`` writes one (``app/engines/twin.py`` does the fitting); ``loadtest
 sim --profile FILE`` and a scenario's ``[sim] profile = "FILE"`` serve it. The file has
 a ``[sim]`` table (settings, by name, as in a scenario) and a ``[fitted]`` table: the
 range of load and prompts the fit saw. Outside that range the twin is an extrapolation,

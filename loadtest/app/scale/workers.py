@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from loadtest._compat.forkserver import SIM_PRELOAD, fork_server
-from loadtest.app.console import Progress, log, stop_notice
-from loadtest.app.coordinator import WorkerFilesHold
-from loadtest.app.worker_main import (
+from loadtest.app.process.console import Progress, log, stop_notice
+from loadtest.app.scale.coordinator import WorkerFilesHold
+from loadtest.app.scale.worker_main import (
     READY,
     WorkerJob,
     WorkerResult,
@@ -47,7 +47,7 @@ from loadtest.app.worker_main import (
     read_result,
     recovered_result,
 )
-from loadtest.app.worker_merge import merge_files, worker_lag
+from loadtest.app.scale.worker_merge import merge_files, worker_lag
 from loadtest.config.scenario import LoadSpec, Scenario
 from loadtest.engine.blocks import join_parts
 from loadtest.engine.runner import RunConfig
@@ -165,8 +165,8 @@ def worker_configs(base: RunConfig, plans: list[WorkerPlan]) -> list[RunConfig]:
 
 
 _PRELOAD = (
-    "loadtest.app.worker_main",
-    "loadtest.app.assembly",
+    "loadtest.app.scale.worker_main",
+    "loadtest.app.process.assembly",
     "loadtest.datasets",
     "loadtest.engine.runner",
     "loadtest.features.workload",
@@ -200,7 +200,7 @@ def _worker_main(job: WorkerJob, environ: Mapping[str, str]) -> None:
     # parent's as it is now, as a spawned process would.
     os.environ.clear()
     os.environ.update(environ)
-    from loadtest.app.worker_main import local_gate, worker_run
+    from loadtest.app.scale.worker_main import local_gate, worker_run
 
     worker_run(job, local_gate(Path(job.config.run_dir)))
 
@@ -224,11 +224,11 @@ def run_workers(
     told the workers' common start (wall clock) before they are started; ``hold_with``
     is handed how to hold the workers' load (``hold(down)``, the fault rig's
     ``on_hold``) before the start: files for local workers, the control actor on Ray;
-    with ``live`` each worker's ``live.json`` is in its folder here (``app.live``)."""
+    with ``live`` each worker's ``live.json`` is in its folder here (``app.process.live``)."""
     from loadtest.measure.merge import merge_metrics
 
     if ray_address is not None:
-        from loadtest.app.ray_backend import run_on_ray
+        from loadtest.app.scale.ray_backend import run_on_ray
 
         results = run_on_ray(configs, tls, ray_address, stop_notice, on_start_wall, hold_with, live)
         lost: list[LostWorker] = []  # a lost Ray task fails the run (ray.get raises)

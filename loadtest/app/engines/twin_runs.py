@@ -1,4 +1,4 @@
-"""What the fit (``app/twin.py``) reads off a run folder: its load and its requests."""
+"""What the fit (``app/engines/twin.py``) reads off a run folder: its load and its requests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.app.twin_prefill import Window
+from loadtest.app.engines.twin_prefill import Window
 from loadtest.errors import UsageError
 from loadtest.model.io import load_summary, run_requests
 from loadtest.model.summary import Summary

@@ -239,7 +239,7 @@ def local_hold_line(run_dir: Path) -> HoldChannel:
 async def _build_runner(cfg: RunConfig, job: WorkerJob, hold_line: HoldChannel) -> Runner:
     """The runner of one worker: its prompts, or its share of a workload (a trace split
     by line), with the hooks every process of a run attaches."""
-    from loadtest.app.assembly import edge_hooks, load_hooks
+    from loadtest.app.process.assembly import edge_hooks, load_hooks
     from loadtest.datasets import build_pool
     from loadtest.engine.runner import Runner
     from loadtest.features.workload import is_workload, workload_for
@@ -301,7 +301,7 @@ async def _progress(
     """Once a second: counters for progress lines; with ``live``, the metrics too.
 
     ``live``: the parent shows a dashboard of all workers, or feeds live outputs
-    (``app.live``), from each worker's encoded histograms (``live.json``), merged as at
+    (``app.process.live``), from each worker's encoded histograms (``live.json``), merged as at
     the end of the run; ``publish`` also hands it on (a Ray task, to the control actor).
     """
     while True:
@@ -317,7 +317,7 @@ async def _progress(
         }
         write_atomic(run_dir / "progress.json", orjson.dumps(state))
         if live:
-            from loadtest.app.live import live_snapshot
+            from loadtest.app.process.live import live_snapshot
 
             data = orjson.dumps(await live_snapshot(runner))
             write_atomic(run_dir / "live.json", data)

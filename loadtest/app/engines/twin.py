@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from loadtest.app.twin_prefill import prefill_line, stall_share
-from loadtest.app.twin_runs import RunPoint, run_folders, run_point
+from loadtest.app.engines.twin_prefill import prefill_line, stall_share
+from loadtest.app.engines.twin_runs import RunPoint, run_folders, run_point
 from loadtest.model.atomic import write_atomic
 from loadtest.sim.profile import FittedRange, Settings, profile_text
 

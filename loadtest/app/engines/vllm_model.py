@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loadtest.app.draft_model import file_sha256
+from loadtest.app.engines.draft_model import file_sha256
 from loadtest.errors import EndpointError, MissingExtraError
 
 __all__ = ["CHAT_TEMPLATE", "STOP_TOKEN_IDS", "convert", "ensure_vllm_model", "model_folder"]
@@ -90,7 +90,7 @@ def ensure_vllm_model(gguf: Path, *, timeout_s: float = 900.0) -> Path:
         return out
     tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [sys.executable, "-m", "loadtest.app.vllm_model", str(gguf), str(tmp)]
+    cmd = [sys.executable, "-m", "loadtest.app.engines.vllm_model", str(gguf), str(tmp)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:

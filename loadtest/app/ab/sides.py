@@ -33,11 +33,11 @@ from pathlib import Path
 import orjson
 import psutil
 
+from loadtest.app.ab.side_types import SIDE_TYPES
 from loadtest.app.deployment import free_port
-from loadtest.app.llama import LlamaOptions
+from loadtest.app.engines.llama import LlamaOptions
+from loadtest.app.engines.vllm import VllmOptions
 from loadtest.app.options import RunOptions
-from loadtest.app.side_types import SIDE_TYPES
-from loadtest.app.vllm import VllmOptions
 from loadtest.errors import UsageError
 from loadtest.features.deployment_cost import EnergyMeter, RssSampler, measure_cold_start
 from loadtest.model.atomic import write_atomic
@@ -69,7 +69,7 @@ class Side:
 
     given: str | None
     kind: str | None = None
-    """The side type's name (``app.side_types``); None: a URL or the simulator."""
+    """The side type's name (``app.ab.side_types``); None: a URL or the simulator."""
     settings: object = None
     """What the side type read from its MODE (``LlamaOptions`` for ``llama:``...)."""
     sim_speculative: bool | None = None

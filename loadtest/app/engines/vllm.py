@@ -91,8 +91,8 @@ def vllm_available() -> str | None:
 
 def ensure_folder() -> Path:
     """The converted model folder (the GGUF assembled and converted on first use)."""
-    from loadtest.app.llama import ensure_model
-    from loadtest.app.vllm_model import ensure_vllm_model
+    from loadtest.app.engines.llama import ensure_model
+    from loadtest.app.engines.vllm_model import ensure_vllm_model
 
     try:
         gguf = ensure_model()

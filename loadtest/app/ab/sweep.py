@@ -19,9 +19,9 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.app.ab import letter, run_ab_many
-from loadtest.app.ab_costs import memory_budget, side_memory
-from loadtest.app.ab_sides import RunFn, Side
+from loadtest.app.ab.costs import memory_budget, side_memory
+from loadtest.app.ab.runs import letter, run_ab_many
+from loadtest.app.ab.sides import RunFn, Side
 from loadtest.app.options import RunOptions
 from loadtest.config.dimensions import known_dimensions, parse_values
 from loadtest.errors import UsageError

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadtest.app.worker_main import WorkerJob, WorkerResult, worker_run
+from loadtest.app.scale.worker_main import WorkerJob, WorkerResult, worker_run
 from loadtest.errors import EndpointError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class _Hold:
 
 
 def _write_lives(configs: list[RunConfig], lives: dict[int, bytes]) -> None:
-    """Each task's last ``live.json``, into its folder here (``app.live`` reads them)."""
+    """Each task's last ``live.json``, into its folder here (``app.process.live`` reads them)."""
     from loadtest.model.atomic import write_atomic
 
     for i, data in lives.items():

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.app.ab_sides import Side
+from loadtest.app.ab.sides import Side
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
 from loadtest.model.decision import Decision

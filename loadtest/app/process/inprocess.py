@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loadtest._compat import precise_timers
-from loadtest.app.assembly import edge_hooks, rig_hooks
-from loadtest.app.console import Progress, log, stop_notice
 from loadtest.app.deployment import Deployment
 from loadtest.app.options import RunOptions
+from loadtest.app.process.assembly import edge_hooks, rig_hooks
+from loadtest.app.process.console import Progress, log, stop_notice
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import PromptPool
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
@@ -77,7 +77,7 @@ def run_in_process(
 
     ``prompts`` may still be loading: the rig's target, the deployment's simulator
     processes and the prompts are waited for together. ``live``: write ``live.json``
-    once a second for the live outputs (``app.live``).
+    once a second for the live outputs (``app.process.live``).
     """
 
     async def prepare() -> Runner:
@@ -215,7 +215,7 @@ async def drive(
 ) -> RunOutcome:
     """Run the load with one task beside it: the ``dashboard``'s feed (its own process
     draws), or without one a progress line every 5 s. The loop is the same either way.
-    ``live_dir``: also write ``live.json`` there once a second (``app.live``)."""
+    ``live_dir``: also write ``live.json`` there once a second (``app.process.live``)."""
     if dashboard is not None:
         await dashboard.open(runner)
     sides = [
@@ -224,7 +224,7 @@ async def drive(
         )
     ]
     if live_dir is not None:
-        from loadtest.app.live import write_live  # prometheus_client: only when asked
+        from loadtest.app.process.live import write_live  # prometheus_client: only when asked
 
         sides.append(asyncio.create_task(write_live(runner, live_dir)))
     try:

@@ -16,13 +16,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loadtest.app.console import log, say, use_tui
-from loadtest.app.coordinator import Coordinator, CoordinatorContext
 from loadtest.app.deployment import Deployment, plan_deployment
-from loadtest.app.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
-from loadtest.app.plan import RunPlan, load_prompts, plan_run, prompt_counts
-from loadtest.app.workers import run_workers, worker_configs
+from loadtest.app.process.console import log, say, use_tui
+from loadtest.app.process.inprocess import LocalRun, Prompts, run_in_process
+from loadtest.app.run.plan import RunPlan, load_prompts, plan_run, prompt_counts
+from loadtest.app.scale.coordinator import Coordinator, CoordinatorContext
+from loadtest.app.scale.workers import run_workers, worker_configs
 from loadtest.engine.blocks import join_parts, merge_blocks
 from loadtest.engine.runner import RunConfig, RunOutcome, collect_parts
 from loadtest.features.faults.load import HoldControl
@@ -34,7 +34,7 @@ from loadtest.transport.client import discover_model
 from loadtest.transport.side import SideHttp
 
 if TYPE_CHECKING:
-    from loadtest.app.live import LiveExport
+    from loadtest.app.process.live import LiveExport
 
 __all__ = [
     "RunOptions",

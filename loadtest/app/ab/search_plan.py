@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from loadtest.app.search_plan import Bracket, Decision, Point, SearchSpec, between, bracket
+from loadtest.app.capacity.search_plan import Bracket, Decision, Point, SearchSpec, between, bracket
 from loadtest.measure.stats import ALPHA, MIN_EFFECT
 from loadtest.model.decision import (
     AbSearch,

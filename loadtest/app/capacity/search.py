@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.app.search_plan import (
+from loadtest.app.capacity.search_plan import (
     Bracket,
     Point,
     SearchSpec,
@@ -24,7 +24,7 @@ from loadtest.app.search_plan import (
     margin_fit,
     next_load,
 )
-from loadtest.app.sweep import step_slo
+from loadtest.app.capacity.sweep import step_slo
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
 from loadtest.model.search import MarginFit, SearchPoint, SearchResult

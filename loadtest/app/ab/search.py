@@ -1,4 +1,4 @@
-"""``ab --search``: the plan of ``ab_search_plan``, a whole ``ab`` a step.
+"""``ab --search``: the plan of ``ab.search_plan``, a whole ``ab`` a step.
 
 Each step is an ``ab`` at the load the plan chose (``ab_sweep.run_step``: both sides
 interleaved and repeated) into ``OUT/<time>-ab-search-<name>/step-NN-<load>/``, in the
@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loadtest.app.ab_search_plan import search_loop
-from loadtest.app.ab_sides import RunFn, Side
-from loadtest.app.ab_sweep import run_step, write_decision
+from loadtest.app.ab.search_plan import search_loop
+from loadtest.app.ab.sides import RunFn, Side
+from loadtest.app.ab.sweep import run_step, write_decision
+from loadtest.app.capacity.search_plan import SearchSpec
 from loadtest.app.options import RunOptions
-from loadtest.app.search_plan import SearchSpec
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.comparison import Comparison
 from loadtest.model.decision import Decision, SideAcceptance

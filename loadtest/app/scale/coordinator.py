@@ -48,7 +48,7 @@ class WorkerFilesHold:
         self.dirs = dirs
 
     def __call__(self, down: bool) -> None:
-        from loadtest.app.worker_main import HOLD
+        from loadtest.app.scale.worker_main import HOLD
 
         for d in self.dirs:
             path = d / HOLD
@@ -60,7 +60,7 @@ class WorkerFilesHold:
 
     def holding(self) -> bool:
         """Whether every worker has confirmed that it holds."""
-        from loadtest.app.worker_main import HOLD_ACK
+        from loadtest.app.scale.worker_main import HOLD_ACK
 
         return all((d / HOLD_ACK).exists() for d in self.dirs)
 

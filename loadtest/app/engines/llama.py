@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.app.draft_model import DEFAULT_DRAFT_LAYERS, ensure_early_exit
+from loadtest.app.engines.draft_model import DEFAULT_DRAFT_LAYERS, ensure_early_exit
 from loadtest.datasets.cache import cache_dir
 from loadtest.errors import MissingExtraError, UsageError
 

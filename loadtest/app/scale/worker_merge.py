@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
-from loadtest.app.worker_main import WorkerResult
+from loadtest.app.scale.worker_main import WorkerResult
 from loadtest.config.scenario import Scenario
 from loadtest.measure.recorders import MetricSet, fast_percentile
 from loadtest.model.summary import WorkerLag

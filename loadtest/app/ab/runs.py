@@ -25,7 +25,7 @@ from typing import TypedDict, final
 
 import orjson
 
-from loadtest.app.ab_sides import RunFn, Side, run_side
+from loadtest.app.ab.sides import RunFn, Side, run_side
 from loadtest.app.options import RunOptions, apply_overrides, scenario_path
 from loadtest.config.scenario import load_scenario
 from loadtest.measure.stats import MIN_EFFECT
@@ -92,7 +92,7 @@ def run_ab(
     """Run both sides ``repeat`` times, interleaved; returns (comparison, folder, stopped).
 
     ``sides`` maps ``baseline`` and ``candidate`` to a URL, the simulator or a managed
-    deployment (``ab_sides``). ``comparison.json`` is written into the folder, with the
+    deployment (``ab.sides``). ``comparison.json`` is written into the folder, with the
     runs done so far when a run was stopped. Each run is labelled ``A 1/2`` (side, run
     of the side) on its progress lines, and ``say`` gets one line for it when it ends
     (``side_line``): the runs' own tables are in their folders. ``folder`` (default

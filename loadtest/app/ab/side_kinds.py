@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from loadtest.app.llama import (
+from loadtest.app.ab.side_types import Launch
+from loadtest.app.engines.llama import (
     MODEL_ALIAS,
     SPEC_MODES,
     LlamaOptions,
@@ -18,9 +19,8 @@ from loadtest.app.llama import (
     ensure_model,
     llama_command,
 )
-from loadtest.app.side_types import Launch
-from loadtest.app.vllm import SERVED_NAME, VllmOptions, ensure_folder, vllm_command
-from loadtest.app.vllm import SPEC_MODES as VLLM_MODES
+from loadtest.app.engines.vllm import SERVED_NAME, VllmOptions, ensure_folder, vllm_command
+from loadtest.app.engines.vllm import SPEC_MODES as VLLM_MODES
 from loadtest.errors import UsageError
 
 __all__ = ["LLAMA", "VLLM"]

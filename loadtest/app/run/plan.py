@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadtest.app.deployment import check_deployment
-from loadtest.app.inprocess import Prompts
 from loadtest.app.options import Note, RunOptions, resolve_access, resolve_scenario, start_notes
-from loadtest.app.workers import WorkerPlan, split_load
+from loadtest.app.process.inprocess import Prompts
+from loadtest.app.scale.workers import WorkerPlan, split_load
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import build_pool
 from loadtest.errors import MissingExtraError, UsageError

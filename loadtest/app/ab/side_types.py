@@ -3,10 +3,10 @@
 A side given as ``NAME:MODE`` (``llama:ngram``, ``vllm:none``, a plugin's
 ``simproc:fast``) names a side type registered under ``NAME`` in the entry-point group
 ``loadtest.sides``; loadtest's own ``llama`` and ``vllm`` are registered exactly as a
-third party's (``app.side_kinds``). A type declares how it reads its MODE, how one run's
+third party's (``app.ab.side_kinds``). A type declares how it reads its MODE, how one run's
 server starts (its command on a loopback port, the model it serves, how long it may take
 to stop) and what a check says each run pays to start it. The rest is the same for
-every type (``app.ab_sides.run_side``): a free port, the cold start (to ``/health``, then
+every type (``app.ab.sides.run_side``): a free port, the cold start (to ``/health``, then
 to a first streamed token), resident memory and energy through the run, the stop and
 ``deployment.json``; each run scrapes the server's ``/metrics`` as any endpoint's.
 """

@@ -1,0 +1,1 @@
+"""``loadtest sweep``: the capacity grid and the capacity search over a sweep dimension."""
