@@ -28,6 +28,7 @@ from loadtest.engine.runner import RunConfig, Runner
 from loadtest.measure.recorders import new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, parse_slo_flag
 from loadtest.model.summary import RunHead
+from loadtest.report.hlog import read_intervals
 from loadtest.report.rebuild import REBUILT_NOTE
 from loadtest.report.summary import driver_health
 from loadtest.sim import InProcessSim, SimProcess
@@ -176,8 +177,14 @@ def _screen_rows(app: Dashboard) -> list[str]:
 def _busy_run(folder: Path) -> Path:
     """The sample run, its summary judged as that of a run whose driver fell behind:
     the driver block ``driver_health`` gives its figures beside a 50 ms client lag p99,
-    and three SLO checks evaluated on them (the sample kept up and set none)."""
+    and three SLO checks evaluated on them (the sample kept up and set none). Its
+    answers are four times as long, as a default run's (over 1000 output tokens/s: a
+    four-digit figure is what 80 columns cut)."""
     shutil.copytree(SAMPLE, folder)
+    rows = read_jsonl(folder / "requests.jsonl")
+    for row in rows:
+        row["output_tokens"] = 4 * (row["output_tokens"] or 0)
+    (folder / "requests.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     summary = orjson.loads((folder / "summary.json").read_bytes())
     figures = summary["metrics"]
     summary["driver"] = driver_health(figures | {"client_lag_ms": {"p99": 50.0}})
@@ -207,7 +214,10 @@ async def test_every_bucket_sparkline_and_verdict_shows_at_each_size(
 ) -> None:
     """At 80x24 the histogram showed 3 of itl_ms's 17 buckets, two of the three
     sparklines had no row and ``driver: BUSY`` was cut; now the buckets are merged to
-    the rows there are, each series is one line, and the driver's state comes first."""
+    the rows there are, each series is one line, and the driver's state comes first.
+    Then ``output tokens/s`` lost its figure and the server line its end (``running 0
+    waiting 0   target RSS Mi...``): each series' last value and every server figure
+    show too."""
     run = _busy_run(tmp_path / "busy")
     summary = orjson.loads((run / "summary.json").read_bytes())
     assert summary["driver"]["busy"] and not summary["slo"]["met"]
@@ -235,6 +245,43 @@ async def test_every_bucket_sparkline_and_verdict_shows_at_each_size(
         assert set(bars[wid]) & set("▁▂▃▄▅▆▇█"), wid
     for fragment in expected:
         assert fragment in text, fragment
+    # Each series' last value, beside its label: output tokens/s was cut at 80 columns.
+    tok, req = frame.tok_rate[-1], frame.req_rate[-1]
+    assert tok > 1000, tok
+    assert re.search(rf"output tokens/s +{tok:.0f}(?!\d)", text), tok
+    assert re.search(rf"requests/s +{req:.1f}(?!\d)", text), req
+    assert re.search(rf"TTFT p95 \(ms\) +{frame.ttft_p95[-1]:.1f}(?!\d)", text)
+    # Every figure of the last scrape, whole.
+    last = read_jsonl(run / "metrics.jsonl")[-1]
+    assert re.search(rf"running +{last['running']:.3g}(?!\d)", text), last
+    assert re.search(rf"waiting +{last['waiting']:.3g}(?!\d)", text), last
+    assert re.search(rf"RSS[ A-Za-z]* {last['target_rss_mib']:.3g}(?!\d)", text), last
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 48)])
+async def test_a_replays_last_frame_says_which_figures_are_of_the_last_interval(
+    size: tuple[int, int],
+) -> None:
+    """Its last frame showed ``requests/s 2.6`` and ``acceptance 0.444   running 2`` of
+    the last interval, unlabelled, beside ``8.3 req/s ... over the run``: each panel of
+    per-interval figures now says which interval (the series the hlog's last, the server
+    its last two scrapes), so no two figures on screen seem to contradict."""
+    _, length, _ = read_intervals(SAMPLE / "histograms.hlog")["e2e_ms"][-1]
+    scrapes = [s["t_s"] for s in read_jsonl(SAMPLE / "metrics.jsonl") if s["ok"]]
+    series = f"figures: last {length:.1f}".removesuffix(".0") + " s"
+    server = f"server, last {scrapes[-1] - scrapes[-2]:.1f}".removesuffix(".0") + " s"
+    shown = (series, server, "the run")  # "over the run": wrapped at 80 columns
+    app = Dashboard(replay=ReplaySource(SAMPLE))
+    async with app.run_test(size=size) as pilot:
+        text = "".join(await _screen_when(app, pilot, lambda t: all(s in t for s in shown)))
+        last = app.last_frame
+        await pilot.press("left")
+        earlier = "".join(await _screen_when(app, pilot, lambda t: "the run" not in t))
+    assert last is not None and "over the run" in render_counts(last)
+    for fragment in shown:
+        assert fragment in text, fragment
+    # An earlier interval: its own length, and no run-wide rate beside it.
+    assert "figures: last 1 s" in earlier and "the run" not in earlier
 
 
 async def test_a_rebuilt_runs_note_is_on_the_dashboard(

@@ -262,7 +262,7 @@ def _live(tmp: Path, parts: list[Metrics]) -> list[Path]:
 async def test_the_dashboard_shows_the_workers_merged(tmp_path: Path) -> None:
     from loadtest.config.scenario import parse_scenario
     from loadtest.tui import Dashboard
-    from loadtest.tui.sources import WorkersSource
+    from loadtest.tui.workers_source import WorkersSource
 
     single, parts = _split(200, 2, closed_loop=True)
     sc = parse_scenario(

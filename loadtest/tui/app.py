@@ -35,8 +35,13 @@ from loadtest.tui.frame import (
     render_header,
     render_server,
     render_verdicts,
+    series_labels,
+    series_title,
+    server_title,
 )
 from loadtest.tui.histogram import Histogram
+from loadtest.tui.layout import CSS as DASHBOARD_CSS
+from loadtest.tui.layout import SHORT_BELOW
 from loadtest.tui.link import (
     ABORT,
     PAUSE,
@@ -69,7 +74,7 @@ _ONLY_IN: dict[str, tuple[str, ...]] = {
 }
 """The actions that apply in some modes only; the others apply in all."""
 _COLS = ("count", "p50", "p90", "p99", "max")
-_TITLES = {"#faults": "faults", "#verdicts": "SLOs", "#server": "server", "#blocks": "blocks"}
+_TITLES = {"#faults": "faults", "#verdicts": "SLOs", "#blocks": "blocks"}
 _SERIES = (("req", "requests/s"), ("tok", "output tokens/s"), ("ttft", "TTFT p95 (ms)"))
 """The sparklines: their widget ids and labels."""
 _SETTLE_S = 5.0
@@ -88,51 +93,9 @@ class Dashboard(App[None]):
     """The dashboard of one run: live, replayed, or of a run's worker processes."""
 
     TITLE = "loadtest"
-    # Fits 80x24 (every percentile column, histogram bucket, sparkline and verdict show
-    # there) and grows into larger terminals: the series and the histogram take the rows
-    # that are left. Under 30 rows the screen has the class -short (Textual sets it from
-    # VERTICAL_BREAKPOINTS on each resize): the panels keep their top border only, and
-    # each series is one line beside its label, not a label over bars.
     # Textual's App declares it without ClassVar (under a union): a ClassVar fails mypy.
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012
-    CSS = """
-    #header { height: 2; background: $boost; padding: 0 1; }
-    #notice { height: auto; display: none; background: $warning-muted; padding: 0 1; }
-    #notice.shown { display: block; }
-    #row1 { height: auto; }
-    #latency { width: auto; height: auto; border: round $accent; }
-    #counts { width: 1fr; height: 100%; border: round $accent; padding: 0 1; }
-    #row2 { height: 1fr; min-height: 4; }
-    #series { width: 1fr; border: round $accent; }
-    .series { height: 1fr; }
-    .series Static { height: 1; padding: 0 1; }
-    .series ZeroSparkline { height: 1fr; margin: 0 1; }
-    #histogram { width: 1fr; border: round $accent; padding: 0 1; }
-    #row3 { height: auto; max-height: 9; }
-    #faults { width: 3fr; height: auto; max-height: 9; border-top: round $accent; padding: 0 1; }
-    /* An SLO line (SLO ttft_ms.p95 <= 500: 412.3 MISSED) takes some 38 columns: two
-       fifths of 80 wrapped each onto a second row. */
-    #side { width: 2fr; min-width: 40; height: auto; }
-    #verdicts { height: auto; max-height: 6; border-top: round $accent; padding: 0 1; }
-    #server { height: auto; max-height: 3; border-top: round $accent; padding: 0 1; }
-    #blocks { height: auto; max-height: 4; border-top: round $accent; padding: 0 1; }
-    #blocks { display: none; } #blocks.shown { display: block; }
-    #help { height: auto; display: none; background: $panel; padding: 0 1; }
-    #help.shown { display: block; }
-    .-short #latency, .-short #counts, .-short #series, .-short #histogram {
-        border: none;
-        border-top: round $accent;
-    }
-    .-short .series { height: 1; layout: horizontal; }
-    .-short .series Static { width: 22; }
-    .-short .series ZeroSparkline { height: 1; width: 1fr; margin: 0 1 0 0; }
-    .-short #server { text-wrap: nowrap; text-overflow: ellipsis; max-height: 2; }
-    /* A note ("load paused", "saved ...") takes one line at the bottom right, over the
-       footer's unchanging key list: Textual's default box, above the footer, covered
-       the SLO and server panels. One note at a time (``_note``). */
-    ToastRack { align: right bottom; margin: 0; }
-    Toast { width: auto; max-width: 100%; padding: 0 1; margin: 0; }
-    """
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT_BELOW, "-tall")]  # noqa: RUF012
+    CSS = DASHBOARD_CSS
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "stop", "stop"),
         Binding("q", "leave", "quit"),
@@ -300,13 +263,15 @@ class Dashboard(App[None]):
         for wid, values in (("#req", f.req_rate), ("#tok", f.tok_rate), ("#ttft", f.ttft_p95)):
             if self._changed(wid, values):
                 self.query_one(wid, ZeroSparkline).data = list(values)
-        self._text("#req-label", f"requests/s  {f.req_rate[-1]:.1f}")
-        self._text("#tok-label", f"output tokens/s  {f.tok_rate[-1]:.0f}")
-        self._text("#ttft-label", f"TTFT p95 (ms)  {f.ttft_p95[-1]:.1f}")
+        for (wid, _), label in zip(_SERIES, series_labels(f), strict=True):
+            self._text(f"#{wid}-label", label)
+        self._title("#series", series_title(f))
         self.query_one("#histogram", Histogram).show(f)
         self._text("#faults", render_faults(f))
         self._text("#verdicts", render_verdicts(f))
-        self._text("#server", render_server(f))
+        server = self.query_one("#server", Static)
+        self._text("#server", render_server(f, server.size.width or None))
+        self._title("#server", server_title(f))
         self.query_one("#blocks", Static).set_class(bool(f.panels), "shown")
         self._text("#blocks", "\n".join(f.panels))
 
@@ -315,6 +280,10 @@ class Dashboard(App[None]):
             return False
         self._shown[key] = value
         return True
+
+    def _title(self, wid: str, title: str) -> None:
+        if self._changed(f"{wid}/title", title):
+            self.query_one(wid).border_title = title
 
     def _text(self, wid: str, text: str) -> None:
         before = self._shown.get(wid)

@@ -33,6 +33,8 @@ __all__ = [
     "render_header",
     "render_server",
     "render_verdicts",
+    "series_labels",
+    "server_title",
 ]
 
 DASH_METRICS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms", "tool_call_ms", "client_lag_ms")
@@ -115,6 +117,10 @@ class Frame:
     panels: tuple[str, ...] = ()
     """The summary blocks' panels (``SummaryBlock.panel``), in the registry's order."""
     verdicts: RunVerdicts | None = None
+    interval_s: float | None = None
+    """The length of the interval the series' last values are of (the run rolls one a
+    second; a replay's last may be shorter): their labels say it, beside the run's own
+    rate (``run_rate``), which is over the whole run."""
     run_rate: tuple[float, float] | None = None
     """A finished run's requests and output tokens per measured second: its last frame
     showed the last interval's rate (32.8 req/s for a run at 20)."""
@@ -271,24 +277,79 @@ def render_verdicts(f: Frame) -> str:
     return "\n".join(lines)
 
 
-def render_server(f: Frame) -> str:
-    """Scraped server metrics: acceptance, running and waiting requests, KV use."""
+def render_server(f: Frame, width: int | None = None) -> str:
+    """Scraped server metrics: acceptance, running and waiting requests, KV use; in
+    lines of ``width`` or fewer characters, a figure never cut in two."""
     if not f.server:
         return "no server metrics scraped"
-    names = (
-        ("acceptance_rate", "acceptance"),
-        ("running", "running"),
-        ("waiting", "waiting"),
-        ("kv_cache_usage", "KV cache use"),
-        ("target_rss_mib", "target RSS MiB"),
-        ("gpu_power_w", "GPU power W"),
-    )
+    s = f.server
     parts = []
-    for key, label in names:
-        v = f.server.get(key)
-        if v is not None:
-            parts.append(f"{label} {v:.3g}" if isinstance(v, float) else f"{label} {v}")
-    return "   ".join(parts) or "no server metrics scraped"
+    for key, label, unit in _SERVER_FIGURES:
+        v = s.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            text = f"{v:.1%}" if unit == "%" else f"{v:.3g}{unit}" if v < 1000 else f"{v:.0f}{unit}"
+            parts.append(f"{label} {text}")
+    lines: list[str] = []
+    for part in parts:
+        if lines and (width is None or len(lines[-1]) + 2 + len(part) <= width):
+            lines[-1] += "  " + part
+        else:
+            lines.append(part)
+    return "\n".join(lines) or "no server metrics scraped"
+
+
+_SERVER_FIGURES = (
+    ("acceptance_rate", "acceptance", "%"),
+    ("running", "running", ""),
+    ("waiting", "waiting", ""),
+    ("kv_cache_usage", "KV cache", "%"),
+    ("target_rss_mib", "RSS", " MiB"),
+    ("gpu_power_w", "GPU", " W"),
+)
+"""The server panel's figures: the summary's key, the label, and the unit (acceptance
+a share, as the printed summary's ``acceptance 48.5%``)."""
+
+
+def server_title(f: Frame) -> str:
+    """The server panel's title: what its figures are of. Acceptance is over the last
+    two scrapes, the gauges are the last one's: not the run's, which the printed summary
+    gives (a replay's last frame read ``acceptance 0.444`` beside a run's 49.4%)."""
+    span = f.server.get("span_s") if f.server else None
+    return f"server, last {_secs(span)} s" if isinstance(span, float) else "server"
+
+
+def series_labels(f: Frame) -> tuple[str, str, str]:
+    """The series' labels with their last values, each at most ``layout.SPARK_LABEL``
+    characters (``output tokens/s 1308`` lost its figure at 80 columns)."""
+    req = f.req_rate[-1] if f.req_rate else 0.0
+    tok = f.tok_rate[-1] if f.tok_rate else 0.0
+    ttft = f.ttft_p95[-1] if f.ttft_p95 else 0.0
+    return (
+        f"requests/s {_figure(req)}",
+        f"output tokens/s {_figure(tok, 0)}",
+        f"TTFT p95 (ms) {_figure(ttft)}",
+    )
+
+
+def series_title(f: Frame) -> str:
+    """The series panel's title: which interval the figures in its labels are of."""
+    if f.interval_s is None:
+        return "per second"
+    return f"figures: last {_secs(f.interval_s)} s"
+
+
+def _figure(v: float, decimals: int = 1) -> str:
+    """``v`` in at most six characters."""
+    if v < 1000 and decimals:
+        return f"{v:.{decimals}f}"
+    if v < 999_999.5:
+        return f"{v:.0f}"
+    return f"{v / 1e6:.1f}M"
+
+
+def _secs(s: float) -> str:
+    """Seconds to a tenth, without a trailing ``.0`` (``1``, ``0.9``)."""
+    return f"{s:.1f}".removesuffix(".0")
 
 
 def fault_rows(

@@ -1,4 +1,5 @@
-"""Where the dashboard's frames come from: a live run, its workers, or a finished run.
+"""Where the dashboard's frames come from: a live run, or a finished one (a ``--workers``
+run's are merged in ``tui.workers_source``).
 
 All build the same ``Frame``, in the dashboard's process. The live source reads the
 states the run's process sends (``tui.feed``: counters, the encoded histograms of its
@@ -16,10 +17,8 @@ from pathlib import Path
 from typing import TypedDict, cast
 
 import numpy as np
-import orjson
 from hdrh.histogram import HdrHistogram
 
-from loadtest.config.scenario import Scenario
 from loadtest.engine.blocks import block_panels
 from loadtest.errors import ResultFileError, UsageError
 from loadtest.features.faults.rig import request_rows
@@ -47,9 +46,11 @@ from loadtest.tui.frame import (
 from loadtest.tui.histogram import log_buckets
 from loadtest.tui.link import Hello, LiveState
 
-__all__ = ["LiveSource", "ReplaySource", "WorkersSource"]
+__all__ = ["ROLL_S", "LiveSource", "MetricsView", "ReplaySource", "metrics_view"]
 
 
+ROLL_S = 1.0
+"""The interval a live run's series are of: its runner rolls one a second."""
 JUDGE_EVERY_S = 5.0
 """How often the live dashboard re-judges: each judgement reads requests.jsonl again."""
 
@@ -70,7 +71,7 @@ class MetricsView(TypedDict):
     buckets: tuple[tuple[float, float, int], ...]
 
 
-def _metrics_view(m: Metrics, in_flight: int, metric: str, category: str) -> MetricsView:
+def metrics_view(m: Metrics, in_flight: int, metric: str, category: str) -> MetricsView:
     """The ``Frame`` fields that come from a ``Metrics``: counters and distributions."""
     hists = m.total.hists if category == "all" else m.category(category).hists
     return {
@@ -93,7 +94,13 @@ def _server_view(samples: list[JsonObject]) -> JsonObject | None:
     if not ok:
         return None
     last = dict(ok[-1])
-    last["acceptance_rate"] = acceptance(ok[-2], ok[-1]) if len(ok) > 1 else None
+    if len(ok) < 2:
+        last["acceptance_rate"] = None
+        return last
+    last["acceptance_rate"] = acceptance(ok[-2], ok[-1])
+    t0, t1 = ok[-2].get("t_s"), ok[-1].get("t_s")
+    if isinstance(t0, float) and isinstance(t1, float):
+        last["span_s"] = t1 - t0  # what the panel's title says its figures are of
     return last
 
 
@@ -150,8 +157,9 @@ class LiveSource:
             phase=s.phase,
             progress=frac,
             eta_s=eta,
-            **_metrics_view(self._metrics, s.in_flight, metric, category),
+            **metrics_view(self._metrics, s.in_flight, metric, category),
             req_rate=series(s.rate_history),
+            interval_s=ROLL_S,
             tok_rate=series(s.token_rate_history),
             ttft_p95=series(s.ttft_p95_history),
             faults=self._fault_rows(s.elapsed_s),
@@ -297,6 +305,7 @@ class ReplaySource:
             percentiles=percentile_rows(hists),
             buckets=log_buckets(hists.get(metric)),
             req_rate=series([h.get_total_count() / max(n, 1e-9) for _, n, h in e2e]),
+            interval_s=e2e[-1][1] if e2e else None,
             tok_rate=series(tok_rate),
             ttft_p95=series(
                 [fast_percentile(h, 95) / 1e3 if h.get_total_count() else 0.0 for _, _, h in ttft]
@@ -343,57 +352,3 @@ def _sent_ms(row: JsonObject) -> float:
 def _lines(path: Path) -> list[JsonObject]:
     # A killed run's last line may be torn: JsonLines leaves it out, as every reader does.
     return list(JsonLines(path)) if path.exists() else []
-
-
-class WorkersSource:
-    """Frames of a ``--workers`` run: each worker's ``live.json``, merged."""
-
-    def __init__(self, dirs: list[Path], scenario: Scenario, endpoint: str, model: str) -> None:
-        self.dirs = dirs
-        self.scenario = scenario
-        self.endpoint = endpoint
-        self.model = model
-        self.started = time.monotonic()
-
-    def frame(self, metric: str, category: str) -> Frame:
-        """All workers as one run, as of their last second."""
-        live = []
-        for d in self.dirs:
-            try:
-                live.append(orjson.loads((d / "live.json").read_bytes()))
-            except (OSError, orjson.JSONDecodeError):
-                continue
-        sc = self.scenario
-        m = merge_metrics(
-            [w["metrics"] for w in live], closed_loop=sc.load.mode == "closed", t0_ns=0
-        )
-        elapsed = time.monotonic() - self.started
-        in_flight = sum(w["in_flight"] for w in live)
-        frac, eta = progress(
-            elapsed,
-            sc.load.warmup_s,
-            sc.load.duration_s,
-            sc.load.requests,
-            sum(w["measured"] for w in live),
-        )
-
-        def summed(key: str) -> tuple[float, ...]:
-            rows = [w[key] for w in live]
-            n = min((len(r) for r in rows), default=0)
-            return series([sum(r[len(r) - n + i] for r in rows) for i in range(n)])
-
-        return Frame(
-            scenario=sc.name,
-            endpoint=self.endpoint,
-            model=self.model,
-            elapsed_s=elapsed,
-            phase=f"measuring ({len(live)}/{len(self.dirs)} workers reporting)",
-            progress=frac,
-            eta_s=eta,
-            **_metrics_view(m, in_flight, metric, category),
-            req_rate=summed("rate_history"),
-            tok_rate=summed("token_rate_history"),
-            ttft_p95=series(
-                [max(v) for v in zip(*(w["ttft_p95_history"] for w in live), strict=False)]
-            ),
-        )

@@ -307,7 +307,7 @@ def _run_local(
         open_gate(dirs, start_wall)
         if dashboard is not None:
             from loadtest.tui import Dashboard
-            from loadtest.tui.sources import WorkersSource
+            from loadtest.tui.workers_source import WorkersSource
 
             endpoint, model = dashboard
             source = WorkersSource(
