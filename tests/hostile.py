@@ -143,6 +143,11 @@ async def empty_stream(request: web.Request) -> web.StreamResponse:
     return await _write_all(request, b"")
 
 
+async def unterminated_data(request: web.Request) -> web.StreamResponse:
+    # One data line, cut before its end: no line, no event.
+    return await _write_all(request, _chunk("a")[:40])
+
+
 async def cut_mid_event(request: web.Request) -> web.StreamResponse:
     # A clean close inside an event: its data line has no end.
     return await _write_all(request, _chunk("a") + _chunk("b")[:25])
@@ -297,6 +302,7 @@ MODES: dict[str, Handler] = {
     "html-as-sse": html_as_sse,
     "empty-stream": empty_stream,
     "cut-mid-event": cut_mid_event,
+    "unterminated-data": unterminated_data,
     "not-object": not_object,
     "error-event": error_event,
     "error-in-chunk": error_in_chunk,

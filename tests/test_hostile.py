@@ -61,6 +61,13 @@ EXPECTED: dict[str, tuple[str, str | None, str]] = {
     "html-as-sse": ("failed", "protocol", "no `data:` events"),
     "empty-stream": ("failed", "disconnected", "before [DONE]"),
     "cut-mid-event": ("failed", "disconnected", "before [DONE]"),
+    # It said "the stream had 0 lines but no `data:` events; is it SSE?".
+    "unterminated-data": (
+        "failed",
+        "protocol",
+        "the stream ended inside its first line (40 bytes, no line end), so it held no "
+        """event; it began 'data: {"id":"hostile-1","object":"chat.c'""",
+    ),
     "not-object": ("failed", "protocol", "not a JSON object"),
     "error-event": ("failed", "server_error", "model overloaded"),
     "error-in-chunk": ("failed", "server_error", "OOM"),

@@ -20,6 +20,8 @@ from loadtest.transport.flight import Flight, InjectedCancel
 __all__ = ["StreamCut", "not_a_stream", "read_bounded", "read_stream"]
 
 _perf = time.perf_counter_ns
+_SHOWN = 60
+"""Characters of a body that is no event stream quoted in its error."""
 
 
 class StreamCut(ConnectionError):
@@ -50,7 +52,10 @@ async def read_stream(
     on_json = reader.on_json_lines
     stamps = arrival_stamps(resp)
     reader.client_lag_ns = lag = 0
+    head = b""  # the body's first bytes: what a stream that is no SSE is said to hold
     async for data in resp.content.iter_any():
+        if not head:
+            head = data[:_SHOWN]
         now = _perf()
         at = now if stamps is None else stamps.rx_ns
         if now - at > lag:
@@ -72,11 +77,26 @@ async def read_stream(
             resp.close()  # drop the connection, as a user closing the tab would
             raise InjectedCancel
     if not reader.done and not reader.chunks and (parser.pending or parser.lines):
-        raise ProtocolError(
-            f"the stream had {parser.lines} lines but no `data:` events; is it SSE?"
-        )
+        raise ProtocolError(_no_events(parser, head))
     if not reader.done and (parser.pending or reader.finish_reason is None):
         raise StreamCut(f"stream ended before {reader.END_MARK}")
+
+
+def _no_events(parser: SSEParser, head: bytes) -> str:
+    """Why a body gave no event, with what it began with: a lone ``data: {...`` line cut
+    before its end was "the stream had 0 lines but no `data:` events; is it SSE?"."""
+    text = head.decode("utf-8", "replace")
+    shown = repr(text) + ("..." if len(head) >= _SHOWN else "")
+    if parser.held_bytes and not parser.lines:
+        why = f"ended inside its first line ({parser.held_bytes} bytes, no line end)"
+    elif parser.pending:
+        why = "ended inside its first event (no blank line after its data)"
+    else:
+        return (
+            f"the body had {parser.lines} line{'s' * (parser.lines != 1)} but no `data:` "
+            f"events, so it is no event stream; it began {shown}"
+        )
+    return f"the stream {why}, so it held no event; it began {shown}"
 
 
 async def not_a_stream(resp: aiohttp.ClientResponse, ctype: str) -> None:
