@@ -398,13 +398,17 @@ TOKENIZE_ANSWERS: dict[str, str] = {
     "tok-strings": '{"tokens": ["hello", "world"]}',
     "tok-objects": '{"tokens": [{"piece": "hello"}]}',
     "tok-none": '{"tokens": null}',
+    "tok-404": "<html><body>404 Not Found</body></html>",
 }
 
 
 async def _tokenize(request: web.Request) -> web.StreamResponse:
     answer = TOKENIZE_ANSWERS.get(request.match_info["mode"])
     if answer is not None:
-        return web.Response(text=answer, content_type="application/json")
+        html = answer.startswith("<")
+        status = 404 if request.match_info["mode"] == "tok-404" else 200
+        ctype = "text/html" if html else "application/json"
+        return web.Response(text=answer, content_type=ctype, status=status)
     body = await request.json()
     return web.json_response({"tokens": list(range(len(str(body.get("content")).split())))})
 

@@ -340,6 +340,17 @@ def test_a_broken_tokenize_answer_is_one_error_naming_the_url(
     """Each of /tokenize's broken answers is a DatasetError naming the URL, never a
     KeyError or a ValueError (a list of strings, objects without ids, no list)."""
     tok = EndpointTokenizer(hostile.url(mode), "hostile-llm")
-    with pytest.raises(DatasetError, match=re.escape(f"{hostile.url(mode)}/tokenize")):
+    with pytest.raises(DatasetError, match=re.escape(f"{hostile.url(mode)}/tokenize")) as err:
         tok.encode("hello world")
+    assert TOKENIZE_SAID.get(mode, "") in str(err.value)
     assert EndpointTokenizer(hostile.url("ok"), "hostile-llm").encode("hello world") == [0, 1]
+
+
+TOKENIZE_SAID = {
+    # These said only "Expecting value: line 1 column 1 (char 0)", or "HTTP Error 404".
+    "tok-html": "answered HTTP 200 with text/html, not JSON ('<!DOCTYPE html><html><title>",
+    "tok-empty": "answered HTTP 200 with application/json, not JSON (an empty body)",
+    "tok-truncated": """not JSON ('{"tokens": [1, 2')""",
+    "tok-404": "answered HTTP 404 ('<html><body>404 Not Found</body></html>')",
+}
+"""What the error says came back, beside the URL."""

@@ -104,14 +104,31 @@ class EndpointTokenizer:
         req = urllib.request.Request(
             self._root + path, data=json.dumps(body).encode(), headers=headers, method="POST"
         )
+        url = self._root + path
         try:
             with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
-                answer = json.loads(resp.read())
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise DatasetError(f"{self._root}{path}: {exc}") from exc
+                status, ctype, raw = resp.status, resp.headers.get_content_type(), resp.read()
+        except urllib.error.HTTPError as exc:
+            # A 404 page, an auth proxy's 401: the status and what came back.
+            raise DatasetError(f"{url} answered HTTP {exc.code} ({_head(exc.read())})") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise DatasetError(f"{url}: {exc}") from exc
+        try:
+            answer = json.loads(raw)
+        except ValueError as exc:
+            # It said only "Expecting value: line 1 column 1 (char 0)".
+            raise DatasetError(
+                f"{url} answered HTTP {status} with {ctype}, not JSON ({_head(raw)})"
+            ) from exc
         if not isinstance(answer, dict):
-            raise DatasetError(f"{self._root}{path}: expected a JSON object")
+            raise DatasetError(f"{url}: expected a JSON object, got {_head(raw)}")
         return answer
+
+
+def _head(body: bytes) -> str:
+    """The start of an answer, quoted, for an error; or that it was empty."""
+    text = " ".join(body[:80].decode("utf-8", "replace").split())
+    return repr(text) if text else "an empty body"
 
 
 def _server_root(base_url: str) -> str:
