@@ -170,6 +170,19 @@ def test_each_responses_misbehaviour_gets_its_class(
     assert summary["requests"]["ok" if outcome == "ok" else "failed"] == len(rows)
 
 
+def test_the_printed_table_says_what_each_class_of_failure_was(
+    hostile: HostileServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose every request got a web page printed only ``errors: protocol 2043``:
+    what came back was in requests.jsonl alone. The table now says it, once."""
+    _run(tmp_path, hostile.url("wrong-type"), requests=6)
+    out = " ".join(capsys.readouterr().out.split())  # wrapped at 80 columns
+    assert "errors: protocol 6" in out
+    said = "most common protocol error (6 of 6): expected text/event-stream, got content type"
+    assert out.count(said) == 1, out
+    assert f"{said} 'text/html'" in out
+
+
 def test_retry_after_is_recorded_and_a_session_waits_it_out(
     hostile: HostileServer, tmp_path: Path
 ) -> None:

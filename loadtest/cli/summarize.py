@@ -32,6 +32,7 @@ def summarize(folder: str) -> int:
     from loadtest.errors import ResultFileError, UsageError
     from loadtest.model.io import load_summary
     from loadtest.report import render_table, write_results
+    from loadtest.report.error_examples import common_errors
     from loadtest.report.rebuild import rebuild_summary
 
     path = Path(folder)
@@ -49,7 +50,8 @@ def summarize(folder: str) -> int:
         return 0
     rebuilt = rebuild_summary(path)
     write_results(path, rebuilt.summary, rebuilt.metrics)
-    print(render_table(rebuilt.summary))
+    errors = common_errors(path) if rebuilt.summary["requests"]["errors"] else None
+    print(render_table(rebuilt.summary, errors))
     if "agent_trace" in rebuilt.summary:
         from loadtest.report.agent_trace_render import render_agent_trace
 

@@ -13,6 +13,7 @@ from typing import Literal
 
 from loadtest.model.summary import AgentBlock, MetricStats, StatKey, Summary
 from loadtest.model.verdict import STATE_OF, FaultVerdict, SloCheck
+from loadtest.report.error_examples import ErrorExamples, error_lines
 from loadtest.report.evidence import run_evidence
 from loadtest.report.exit_reasons import too_few
 from loadtest.report.run_notes import corrected_counts_note, served_by_simulator
@@ -172,8 +173,9 @@ def _cell(v: float) -> str:
     return f"{v:>{_CELL}.{decimals}f}"
 
 
-def render_table(summary: Summary) -> str:
-    """Requests, throughput and the latency percentiles of a summary, as text."""
+def render_table(summary: Summary, errors: ErrorExamples | None = None) -> str:
+    """Requests, throughput and the latency percentiles of a summary, as text; with
+    ``errors`` (``common_errors`` of its folder), each failure class's common message."""
     r = summary["requests"]
     t = summary["throughput"]
     run = summary["run"]
@@ -202,6 +204,7 @@ def render_table(summary: Summary) -> str:
     if r["errors"]:
         counts.append("errors: " + ", ".join(f"{k} {v}" for k, v in r["errors"].items()))
     lines += packed(counts)
+    lines += error_lines(r["errors"], errors or {})
     lines.append(
         f"throughput: {t['requests_per_s']:.2f} req/s  {t['output_tokens_per_s']:.1f} "
         f"output tokens/s over {run['measured_s']:.1f} s"

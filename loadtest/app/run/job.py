@@ -30,6 +30,7 @@ from loadtest.features.workload import plan_lines
 from loadtest.model.summary import RunExtra, Summary
 from loadtest.report import build_summary, render_table, write_results
 from loadtest.report.blocks import render_blocks
+from loadtest.report.error_examples import common_errors
 from loadtest.transport.client import discover_model
 from loadtest.transport.side import SideHttp
 
@@ -279,7 +280,9 @@ def finish_run(
         return summary
     # The results table is the product: stdout, whatever the log level; then each
     # block's own section (agent tasks, replayed sessions, fault windows, a plugin's).
-    print(render_table(summary))
+    # A failure class says what the server did, not only how often (read from the lines).
+    errors = common_errors(cfg.run_dir) if summary["requests"]["errors"] else None
+    print(render_table(summary, errors))
     for section in render_blocks(summary):
         print(section)
     print(f"\nresults: {cfg.run_dir}")
