@@ -334,16 +334,19 @@ def test_a_broken_models_answer_is_one_clear_line_naming_the_url(
 
 @pytest.mark.parametrize("mode", ["metrics-html", "metrics-binary", "metrics-truncated"])
 def test_a_metrics_page_that_is_not_prometheus_text_is_named_and_the_run_goes_on(
-    hostile: HostileServer, tmp_path: Path, mode: str
+    hostile: HostileServer, tmp_path: Path, mode: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A login page, bytes, or a page cut inside a sample at ``/metrics``: the run
-    accounts every request, and the server block says why it has no figures."""
+    accounts every request, and the server block says why it has no figures; so does
+    the printed table (it was in summary.json only)."""
     summary, rows = _run(tmp_path, hostile.url(mode))
     assert summary["requests"]["sent"] == len(rows) > 0
     assert all(r["outcome"] == "ok" for r in rows)
     server = summary.get("server")
     assert server is not None and server["scraped"] == 0, server
     assert f"{hostile.url(mode)}/metrics" in server.get("note", ""), server
+    out = " ".join(capsys.readouterr().out.split())  # wrapped at 80 columns
+    assert f"server metrics: none scraped: {server['note']}" in out
 
 
 @pytest.mark.parametrize("mode", sorted(TOKENIZE_ANSWERS))

@@ -228,6 +228,11 @@ def render_table(summary: Summary, errors: ErrorExamples | None = None) -> str:
     if note:
         lines += textwrap.wrap(note, WIDTH)
     lines += server_lines(summary)
+    server = summary.get("server")
+    if server is not None and "note" in server:
+        # A login page or bytes at /metrics: in summary.json alone, the block looked empty.
+        none = "none scraped: " * (server["scraped"] == 0)
+        lines.append(f"server metrics: {none}{server['note']}")
     driver = summary.get("driver")
     advice = driver["advice"] if driver else None
     if advice:
