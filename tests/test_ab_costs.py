@@ -79,6 +79,9 @@ def test_requests_per_cell_grow_with_the_family_and_stop_at_the_run_spread() -> 
     many, _ = requests_per_cell(2, 40, difference=0.3)
     assert one is not None and many is not None and many > one
     assert "bench_power" in why
+    # It said "(run-to-run sd of a run's median beyond its requests' 5.6%, per request 28%)".
+    assert "a run's median moves 5.6% from one run to the next" in why
+    assert "one request's e2e varies 28% within a run" in why
     # bench_power measured 30% called 19 times in 20 at 20 requests a run (2 a side):
     # the formula, from the spreads it measured, asks about as many.
     assert 10 <= one <= 60

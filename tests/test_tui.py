@@ -294,7 +294,19 @@ async def test_a_rebuilt_runs_note_is_on_the_dashboard(
     async with app.run_test(size=(80, 24)) as pilot:
         text = "".join(await _screen_when(app, pilot, lambda t: REBUILT_NOTE in t))
     assert REBUILT_NOTE in text
-    assert "not judged (the run was killed" in text  # its window's verdict, as before
+    assert "the run was killed: fault window" in text  # its window's verdict, as before
+
+
+def test_a_summarized_runs_notice_says_summarize_wrote_its_summary(tmp_path: Path) -> None:
+    """Once ``summarize`` wrote the rebuilt summary.json, the notice still read "no
+    summary.json: rebuilt ..."."""
+    from loadtest.cli.main import main
+
+    folder = _killed_run(tmp_path / "killed")
+    assert ReplaySource(folder).frame("ttft_ms", "all").notice == REBUILT_NOTE
+    assert main(["summarize", str(folder)]) == 0
+    notice = ReplaySource(folder).frame("ttft_ms", "all").notice
+    assert notice == "summary.json rebuilt by loadtest summarize (the run was killed)"
 
 
 def test_progress_to_a_duration_and_to_a_count() -> None:
@@ -679,4 +691,9 @@ def test_a_rebuilt_replay_says_why_its_fault_windows_have_no_verdict(tmp_path: P
     frame = ReplaySource(_killed_run(tmp_path / "killed")).frame("ttft_ms", "all")
     assert frame.faults == ()
     text = render_faults(frame)
-    assert text.startswith("not judged (the run was killed; rebuilt): fault verdicts of ")
+    # It said "... fault verdicts of cancel-a-third: they need what the run observed of
+    # its target".
+    assert text == (
+        "the run was killed: fault window cancel-a-third: no verdict, as one needs the "
+        "times the fault really began and ended, which only a run that finishes writes"
+    )

@@ -52,6 +52,7 @@ from loadtest.report.summary import summary_from_head
 
 __all__ = [
     "REBUILT_NOTE",
+    "SUMMARIZED_NOTE",
     "LinesPart",
     "Rebuilt",
     "account_lines",
@@ -81,6 +82,9 @@ _TRACE_KEYS = (
 """What ``session_tally.tally_lines`` reads of an agent-trace line (the rest is not kept)."""
 REBUILT_NOTE = "no summary.json: rebuilt from requests.jsonl (the run was killed)"
 """What a reader of a rebuilt run is told first (the log line, the dashboard's notice)."""
+SUMMARIZED_NOTE = "summary.json rebuilt by loadtest summarize (the run was killed)"
+"""The dashboard's notice where ``summarize`` wrote the rebuilt summary: "no
+summary.json" was false there."""
 _FROM_HLOG = ("itl_ms", "tokens_per_chunk")
 """Recorded from chunk times, which requests.jsonl has only with ``--record-chunks``."""
 
@@ -358,9 +362,11 @@ def _not_rebuilt(start: RunStart | None, chunk_figures: bool) -> list[str]:
             "an open loop's, from each line's intended send"
         )
     elif start["fault_windows"]:
+        windows = start["fault_windows"]
         out.append(
-            f"fault verdicts of {', '.join(start['fault_windows'])}: they need what the "
-            "run observed of its target"
+            f"fault window{'s' * (len(windows) > 1)} {', '.join(windows)}: no verdict, as "
+            "one needs the times the fault really began and ended, which only a run "
+            "that finishes writes"
         )
     if start is not None and start["agent"]:
         out.append("agent tasks: tasks.jsonl is not read back")

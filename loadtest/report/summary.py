@@ -66,7 +66,7 @@ CLIENT_LAG_MOVES = ("ttft_ms", "itl_ms", "e2e_ms")
 DISPATCH_LAG_MOVES = ("ttft_ms_corrected", "e2e_ms_corrected")
 """A late send is measured from its intended time: only the corrected figures carry it."""
 
-_CHUNK_FIGURES = ("inter-chunk gap", "tokens per chunk and step")
+_CHUNK_FIGURES = ("inter-chunk gap", "tokens per chunk", "tokens per step")
 """What a late read moves where the kernel stamped each arrival: chunks read together."""
 
 _RESOLUTION = new_histogram()
@@ -142,8 +142,8 @@ def driver_health(metrics: Mapping[str, object], kernel_share: float | None = No
         "kernel_stamped_share": None if kernel_share is None else round(kernel_share, 4),
         "busy": busy,
         "advice": (
-            f"the driver was busy ({'; '.join(why)}): {affected} may include its own "
-            "delay; run fewer streams per process (--workers N) or give it a free core"
+            f"the driver was busy ({'; '.join(why)}): {affected} may include loadtest's "
+            "own delay; run fewer streams per process (--workers N) or give it a free core"
             if busy
             else None
         ),

@@ -30,7 +30,7 @@ from loadtest.model.io import JsonLines, run_requests
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict
 from loadtest.report.hlog import read_intervals
-from loadtest.report.rebuild import REBUILT_NOTE, summary_of
+from loadtest.report.rebuild import REBUILT_NOTE, SUMMARIZED_NOTE, summary_of
 from loadtest.report.summary import judge_run
 from loadtest.tui.frame import (
     DASH_METRICS,
@@ -317,8 +317,14 @@ class ReplaySource:
             panels=block_panels(cast(Mapping[str, object], self.summary)) if last else (),
             run_rate=(put["requests_per_s"], put["output_tokens_per_s"]) if last else None,
             fault_note=self._fault_note(),
-            notice=REBUILT_NOTE if "rebuilt" in self.summary else None,
+            notice=self._notice(),
         )
+
+    def _notice(self) -> str | None:
+        if "rebuilt" not in self.summary:
+            return None
+        written = (self.folder / "summary.json").exists()
+        return SUMMARIZED_NOTE if written else REBUILT_NOTE
 
     def _fault_note(self) -> str | None:
         """A rebuilt run's windows: named, and why they have no verdict."""
@@ -326,7 +332,7 @@ class ReplaySource:
         if rebuilt is None:
             return None
         why = [n for n in rebuilt["not_rebuilt"] if n.startswith("fault ")]
-        return f"not judged (the run was killed; rebuilt): {why[0]}" if why else None
+        return f"the run was killed: {why[0]}" if why else None
 
     def _faults(self, t: float) -> tuple[FaultRow, ...]:
         if self.position == self.n - 1:

@@ -52,10 +52,10 @@ REQUEST_SPREAD = 0.28
 """Log standard deviation of one request's e2e within a run, likewise (answers of 8 to
 16 tokens)."""
 SPREAD_SOURCE = (
-    "the simulator's spreads as benchmarks/bench_power.py measured them (run-to-run sd "
-    f"of a run's median beyond its requests' {RUN_SPREAD:.1%}, per request "
-    f"{REQUEST_SPREAD:.0%}): an endpoint's "
-    "own are usually larger"
+    "the simulator's spreads, which benchmarks/bench_power.py measured: a run's median "
+    f"moves {RUN_SPREAD:.1%} from one run to the next (more than its requests' own spread "
+    f"explains), and one request's e2e varies {REQUEST_SPREAD:.0%} within a run; an "
+    "endpoint's usually vary more"
 )
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 1024, "m": 1e6, "mb": 1e6}
 _UNITS |= {"mib": 1024**2, "g": 1e9, "gb": 1e9, "gib": 1024**3, "t": 1e12, "tb": 1e12}
