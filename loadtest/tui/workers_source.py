@@ -1,7 +1,7 @@
 """The dashboard's frames of a ``--workers`` run: each worker's ``live.json``, merged.
 
 The workers are other processes: the dashboard reads the files each rewrites once a
-second (``app.live``), never their sockets, so a slow dashboard holds back no worker.
+second (``app.process.live``), never their sockets, so a slow dashboard holds back no worker.
 """
 
 from __future__ import annotations
