@@ -24,7 +24,7 @@ from loadtest.model.verdict import STATE_OF, FaultVerdict
 from loadtest.report.evidence import rebuilt_note
 from loadtest.report.hlog import merged_metric, read_hlog, read_intervals
 from loadtest.report.html_compare import comparison_section
-from loadtest.report.html_page import Page, esc, met, table, unescape_marks
+from loadtest.report.html_page import Page, esc, met, table
 from loadtest.report.plots import (
     capacity_figure,
     percentile_figure,
@@ -104,7 +104,7 @@ def _run_section(page: Page, folder: Path, summary: Summary) -> None:
             for c in slo["checks"]
         ]
         body = table(("objective", "limit", "value", "met"), checks)
-        page.add("<h2>SLOs</h2>" + unescape_marks(body))
+        page.add("<h2>SLOs</h2>" + body)
         good = slo.get("goodput")
         if good:
             page.add(
@@ -168,7 +168,7 @@ def _sweep_section(page: Page, folder: Path, result: CapacityResult) -> None:
         "error rate",
         "SLOs",
     )
-    page.add(unescape_marks(table(head, rows)))
+    page.add(table(head, rows))
     page.add(
         f"<p>{esc(best_load_text(result)).replace('highest', 'Highest', 1)}. "
         f"Knee (median e2e within {result['knee_tolerance']:.0%} of its lowest): "

@@ -1,0 +1,60 @@
+"""What a short run with a warm-up prints, read as a user reads it: the SLO lines count
+the measured requests, the report's CANNOT TELL cell is markup, not text, and a server
+figure the next words call unknown is not printed as a number.
+
+One run against the built-in simulator: 12 measured requests after a 1 s warm-up that
+sends several times as many, too few for a p99 or an error rate, with a server TTFT of
+50 ms, which vLLM's buckets (40-60 ms) hold too coarsely to subtract from the client's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+
+from tests.conftest import loadtest_here
+
+MEASURED = 12
+_SCENARIO = f"""
+name = "short"
+max_tokens = 8
+[[sources]]
+kind = "inline"
+category = "chat"
+prompts = ["tell me a story about a cat", "what is the weather like", "say hello"]
+[load]
+mode = "closed"
+concurrency = 4
+requests = {MEASURED}
+warmup_s = 1.0
+[sim]
+ttft_ms = 50.0
+itl_ms = 2.0
+[slo]
+ttft_ms.p99 = 5000
+error_rate = 0.01
+"""
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[CompletedProcess[str], Path]:
+    tmp = tmp_path_factory.mktemp("short")
+    (tmp / "short.toml").write_text(_SCENARIO)
+    done = loadtest_here("run", str(tmp / "short.toml"), "--no-tui", "--out", str(tmp / "out"))
+    assert done.returncode == 1, done.stdout + done.stderr  # CANNOT TELL exits 1
+    (folder,) = (tmp / "out").iterdir()
+    return done, folder
+
+
+def test_a_cannot_tell_slo_cell_of_the_report_is_markup(
+    short_run: tuple[CompletedProcess[str], Path],
+) -> None:
+    _, folder = short_run
+    assert loadtest_here("report", str(folder)).returncode == 0
+    page = (folder / "report.html").read_text()
+    slo = page.split("<h2>SLOs</h2>", 1)[1].split("</table>", 1)[0]
+    assert '<span class="bad">CANNOT TELL</span> (12 values; a p99 needs 100)' in slo
+    assert "&lt;span" not in slo
+
