@@ -9,6 +9,7 @@ sends several times as many, too few for a p99 or an error rate, with a server T
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from subprocess import CompletedProcess
 
@@ -58,3 +59,15 @@ def test_a_cannot_tell_slo_cell_of_the_report_is_markup(
     assert '<span class="bad">CANNOT TELL</span> (12 values; a p99 needs 100)' in slo
     assert "&lt;span" not in slo
 
+
+def test_a_server_p50_its_line_calls_unknown_is_printed_as_its_bucket(
+    short_run: tuple[CompletedProcess[str], Path],
+) -> None:
+    """It read ``server TTFT ms p50 52.5 ...; network and client share: cannot tell
+    (client p50 57.6, the server's p50 only known to be 40-60 ms)``."""
+    done, _ = short_run
+    text = " ".join(done.stdout.split())  # the table wraps at the terminal's width
+    said = re.search(r"server TTFT ms (.*?); network and client share: cannot tell", text)
+    assert said, text  # 50 ms in a 20 ms wide bucket: the difference is the bucket's
+    assert "40-60" in said[1]
+    assert not re.search(r"\d\.\d", said[1]), said[0]  # no interpolated figure before it

@@ -86,16 +86,21 @@ def _span(bucket: ServerBucket) -> str:
     return f"{bucket['lower_ms']:g}-{upper:g}"
 
 
-def _figures(label: str, p: Percentiles, res: ServerResolution | None) -> str:
+def _figures(
+    label: str, p: Percentiles, res: ServerResolution | None, p50_as_bucket: bool = False
+) -> tuple[str, bool]:
     """``label p50 X p95 Y``, each figure replaced by its bucket where that is wide; one
     bucket holding both is said as such (``queue < 300 ms: all 1,257 in the first
-    bucket``)."""
+    bucket``); and whether a figure went out as a number, a guess inside its bucket.
+    ``p50_as_bucket``: the line goes on to call the p50 known only to its bucket, so a
+    number printed for it would be refuted by its own line."""
     if res is None:  # a summary written before buckets were kept
-        return f"{label} {_pct(p)}"
+        return f"{label} {_pct(p)}", True
     p50, p95 = p.get("p50", 0.0), p.get("p95", 0.0)
     b50, b95 = res["p50"], res["p95"]
     same = (b50["lower_ms"], b50["upper_ms"]) == (b95["lower_ms"], b95["upper_ms"])
-    if same and _wide(p50, b50):
+    wide50 = p50_as_bucket or _wide(p50, b50)
+    if same and wide50:
         holds, seen = b50["holds"], res["observed"]
         share = f"all {seen:,}" if holds == seen else f"{holds:,} of {seen:,}"
         where = (
@@ -103,42 +108,31 @@ def _figures(label: str, p: Percentiles, res: ServerResolution | None) -> str:
             if b50["lower_ms"] == 0
             else ("the top bucket" if b50["upper_ms"] is None else "one bucket")
         )
-        return f"{label} {_span(b50)} ms: {share} in {where}"
+        return f"{label} {_span(b50)} ms: {share} in {where}", False
+    wide95 = _wide(p95, b95)
+    shown50 = _span(b50) if wide50 else f"{p50:.1f}"
+    shown95 = _span(b95) if wide95 else f"{p95:.1f}"
+    return f"{label} p50 {shown50}  p95 {shown95}", not (wide50 and wide95)
 
-    def one(value: float, bucket: ServerBucket) -> str:
-        return _span(bucket) if _wide(value, bucket) else f"{value:.1f}"
 
-    return f"{label} p50 {one(p50, b50)}  p95 {one(p95, b95)}"
-
-
-def _interpolated(shown: list[tuple[Percentiles, ServerResolution | None]]) -> bool:
-    """Whether a figure printed as a number is a guess inside a (narrow) bucket, or was
-    written before buckets were kept."""
-    for found, res in shown:
-        if res is None:
-            return True
-        if not _wide(found.get("p50", 0.0), res["p50"]) or not _wide(
-            found.get("p95", 0.0), res["p95"]
-        ):
-            return True
-    return False
+def _tellable(client_p50: float, server_p50: float, res: ServerResolution | None) -> bool:
+    """Whether client TTFT p50 minus the server's means something: only where the
+    server's bucket is narrower than the difference; otherwise the difference is the
+    interpolation's, not the network's (a negative "network time" was printed from a
+    0-500 ms bucket)."""
+    if res is None:
+        return True
+    upper = res["p50"]["upper_ms"]
+    return upper is not None and abs(client_p50 - server_p50) > upper - res["p50"]["lower_ms"]
 
 
 def _network_share(client_p50: float, server_p50: float, res: ServerResolution | None) -> str:
-    """Client TTFT p50 minus the server's, only where the server's bucket is narrower
-    than the difference: otherwise the difference is the interpolation's, not the
-    network's (a negative "network time" was printed from a 0-500 ms bucket)."""
-    share = client_p50 - server_p50
-    if res is None:
-        return f"; client p50 minus server p50 {share:.1f} (network and client)"
-    bucket = res["p50"]
-    upper = bucket["upper_ms"]
-    width = None if upper is None else upper - bucket["lower_ms"]
-    if width is not None and abs(share) > width:
+    if res is None or _tellable(client_p50, server_p50, res):
+        share = client_p50 - server_p50
         return f"; client p50 minus server p50 {share:.1f} (network and client)"
     return (
         f"; network and client share: cannot tell (client p50 {client_p50:.1f}, "
-        f"the server's p50 only known to be {_span(bucket)} ms)"
+        f"the server's p50 only known to be {_span(res['p50'])} ms)"
     )
 
 
@@ -146,31 +140,36 @@ def _latency(server: ServerBlock, summary: Summary) -> list[str]:
     out = []
     resolution = server.get("resolution") or {}
     ttft = server.get("ttft_ms")
+    guessed = False  # a figure printed as a number, a guess inside its bucket
     if ttft:
-        line = "  server TTFT ms " + _figures("", ttft, resolution.get("ttft")).lstrip()
         client = summary["metrics"].get("ttft_ms")
+        share, untold = "", False
         if client and client["count"] and "p50" in ttft:
-            line += _network_share(client.get("p50", 0.0), ttft["p50"], resolution.get("ttft"))
-        out.append(line)
+            cp50, res = client.get("p50", 0.0), resolution.get("ttft")
+            share = _network_share(cp50, ttft["p50"], res)
+            untold = not _tellable(cp50, ttft["p50"], res)
+        figures, guessed = _figures("", ttft, resolution.get("ttft"), p50_as_bucket=untold)
+        out.append(f"  server TTFT ms {figures.lstrip()}{share}")
     itl = server.get("itl_ms")
     if itl:
-        figures = _figures("", itl, resolution.get("itl")).lstrip()
-        out.append(f"  server inter-token ms {figures} (the engine's, tool-call streams too)")
-    shown = [
-        (label, p, resolution.get(label))
-        for label, p in (
-            ("queue", server.get("queue_ms")),
-            ("prefill", server.get("prefill_ms")),
-            ("decode", server.get("decode_ms")),
+        figures, guess = _figures("", itl, resolution.get("itl"))
+        guessed |= guess
+        out.append(
+            f"  server inter-token ms {figures.lstrip()} (the engine's, tool-call streams too)"
         )
-        if p
-    ]
-    if shown:
-        parts = [_figures(label, p, res) for label, p, res in shown]
+    parts = []
+    for label, p in (
+        ("queue", server.get("queue_ms")),
+        ("prefill", server.get("prefill_ms")),
+        ("decode", server.get("decode_ms")),
+    ):
+        if p:
+            figures, guess = _figures(label, p, resolution.get(label))
+            guessed |= guess
+            parts.append(figures)
+    if parts:
         out.append("  server per request ms: " + "; ".join(parts))
-    printed = [(p, res) for _, p, res in shown]
-    printed += [(p, resolution.get(k)) for k, p in (("ttft", ttft), ("itl", itl)) if p]
-    if _interpolated(printed):
+    if guessed:
         # A figure inside a bucket is a linear guess in it; where the bucket is wide the
         # bucket is printed instead (vLLM's TTFT buckets: 0.5, 0.75, 1, 2.5 s...).
         out.append("    (server figures are interpolated inside their histogram buckets)")
