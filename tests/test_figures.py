@@ -40,9 +40,9 @@ def test_an_slo_with_no_data_says_so_instead_of_none() -> None:
     spec = SLOSpec((Threshold("ttft_ms", "p99", 2000.0), Threshold("error_rate", None, 0.01)))
     text = render_table(_summary(slo=spec))
     assert "None" not in text
-    assert "SLO ttft_ms.p99 <= 2000: no data (0 requests ok), not exercised" in text
+    assert "SLO ttft_ms.p99 <= 2000: no data (0 measured requests ok), not exercised" in text
     # Nothing sent: no error rate to tell (it read "0 met", a gate passed on nothing).
-    assert "SLO error_rate <= 0.01: no data (0 requests ok), not exercised" in text
+    assert "SLO error_rate <= 0.01: no data (0 measured requests ok), not exercised" in text
 
 
 def test_resent_stale_connections_are_shown_when_there_were_any() -> None:

@@ -10,9 +10,11 @@ sends several times as many, too few for a p99 or an error rate, with a server T
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from subprocess import CompletedProcess
 
+import orjson
 import pytest
 
 from tests.conftest import loadtest_here
@@ -71,3 +73,42 @@ def test_a_server_p50_its_line_calls_unknown_is_printed_as_its_bucket(
     assert said, text  # 50 ms in a 20 ms wide bucket: the difference is the bucket's
     assert "40-60" in said[1]
     assert not re.search(r"\d\.\d", said[1]), said[0]  # no interpolated figure before it
+
+
+def _said(stdout: str) -> str:
+    return " ".join(stdout.split())  # the table wraps at the terminal's width
+
+
+def test_an_slo_line_says_which_of_its_requests_were_warm_up(
+    short_run: tuple[CompletedProcess[str], Path],
+) -> None:
+    """It read ``SLO error_rate <= 0.01: 0 CANNOT TELL (44 requests; ...)`` where 39 of
+    the 44 were warm-up: the error rate's requests are all that were sent, and now say
+    how many of them were not measured."""
+    done, folder = short_run
+    requests = orjson.loads((folder / "summary.json").read_bytes())["requests"]
+    sent, warmup = requests["sent"], requests["warmup"]
+    assert warmup > MEASURED  # a warm-up of 1 s sends more than the 12 measured
+    said = f"SLO error_rate <= 0.01: 0 CANNOT TELL ({sent} requests, {warmup} of them warm-up;"
+    assert said in _said(done.stdout)
+    exit_line = f"SLO error_rate cannot tell ({sent} requests, {warmup} of them warm-up;"
+    assert exit_line in _said(done.stderr)  # the exit line
+
+
+def test_a_run_killed_in_its_warm_up_counts_no_measured_request_ok(
+    short_run: tuple[CompletedProcess[str], Path], tmp_path: Path
+) -> None:
+    """A run killed before its measured load has only warm-up lines: it said
+    ``SLO ttft_ms.p99 <= 2000: no data (26 requests ok)`` of 26 warm-up requests."""
+    _, folder = short_run
+    killed = tmp_path / "killed"
+    shutil.copytree(folder, killed)
+    (killed / "summary.json").unlink()
+    lines = (killed / "requests.jsonl").read_bytes().splitlines()
+    warm = [line for line in lines if orjson.loads(line)["warmup"]]
+    (killed / "requests.jsonl").write_bytes(b"\n".join(warm) + b"\n")
+    done = loadtest_here("summarize", str(killed))
+    text = _said(done.stdout)
+    n = len(warm)
+    assert f"SLO ttft_ms.p99 <= 5000: no data (0 measured requests ok; {n} warm-up," in text
+    assert f"({n} requests, {n} of them warm-up; an error rate needs 100)" in text

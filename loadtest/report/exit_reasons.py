@@ -49,15 +49,16 @@ def stop_reasons(summary: Summary) -> list[str]:
 
 def slo_reasons(summary: Summary) -> list[str]:
     """``SLO ttft_ms.p95 missed (612.0 ms > 500 ms)`` for each check not met."""
-    return [_slo_reason(c) for c in summary["slo"]["checks"] if not c["met"]]
+    warmup = summary["requests"]["warmup"]
+    return [_slo_reason(c, warmup) for c in summary["slo"]["checks"] if not c["met"]]
 
 
-def _slo_reason(check: SloCheck) -> str:
+def _slo_reason(check: SloCheck, warmup: int) -> str:
     value, limit = check["value"], check["limit"]
     if value is None:
         return f"SLO {check['slo']} not exercised (no data)"
     if check.get("verdict") == "inconclusive":
-        return f"SLO {check['slo']} cannot tell ({too_few(check)})"
+        return f"SLO {check['slo']} cannot tell ({too_few(check, warmup)})"
     unit = " ms" if check["slo"].split(".")[0].endswith("_ms") else ""
     shown = f"{value:.1f}" if unit else f"{value:.3g}"
     return f"SLO {check['slo']} missed ({shown}{unit} > {limit:g}{unit})"
@@ -94,11 +95,18 @@ def comparison_reasons(c: Comparison) -> list[str]:
     return reasons
 
 
-def too_few(check: SloCheck) -> str:
-    """``30 values; a p99 needs 100``: why an SLO check could not be told."""
+def too_few(check: SloCheck, warmup: int = 0) -> str:
+    """``30 values; a p99 needs 100``: why an SLO check could not be told.
+
+    The error rate is over every request sent, the warm-up's too (``requests.error_rate``):
+    ``warmup`` says how many of them, where ``44 requests`` alone read as measured ones
+    on a run that measured 5."""
     stat = check["slo"].partition(".")[2]
-    what, needs = ("values", f"a {stat}") if stat else ("requests", "an error rate")
-    return f"{check.get('values', 0)} {what}; {needs} needs {check.get('need', 0)}"
+    if stat:
+        return f"{check.get('values', 0)} values; a {stat} needs {check.get('need', 0)}"
+    sent = check.get("values", 0)
+    of = f", {warmup} of them warm-up" if warmup else ""
+    return f"{sent} requests{of}; an error rate needs {check.get('need', 0)}"
 
 
 def exit_line(code: int, reasons: Sequence[str]) -> str:

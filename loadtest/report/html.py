@@ -100,7 +100,12 @@ def _run_section(page: Page, folder: Path, summary: Summary) -> None:
     slo = summary["slo"]
     if slo["checks"]:
         checks = [
-            (c["slo"], c["limit"], c["value"], met(c["met"], c if "need" in c else None))
+            (
+                c["slo"],
+                c["limit"],
+                c["value"],
+                met(c["met"], c if "need" in c else None, req["warmup"]),
+            )
             for c in slo["checks"]
         ]
         body = table(("objective", "limit", "value", "met"), checks)

@@ -52,9 +52,10 @@ def table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><tr>{th}</tr>{body}</table>"
 
 
-def met(flag: bool, untold: SloCheck | None = None) -> Markup:
+def met(flag: bool, untold: SloCheck | None = None, warmup: int = 0) -> Markup:
     if untold is not None:  # too few values: not met, and not missed either
-        return Markup(f'<span class="bad">CANNOT TELL</span> ({esc(too_few(untold))})')
+        why = esc(too_few(untold, warmup))
+        return Markup(f'<span class="bad">CANNOT TELL</span> ({why})')
     return Markup('<span class="good">met</span>' if flag else '<span class="bad">MISSED</span>')
 
 

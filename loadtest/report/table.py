@@ -239,7 +239,7 @@ def render_table(summary: Summary, errors: ErrorExamples | None = None) -> str:
         lines.append(f"warning: {advice}")
     slo = summary["slo"]
     for check in slo["checks"]:
-        lines.append(slo_line(check, r["ok"]))
+        lines.append(slo_line(check, r.get("measured_ok", r["ok"]), r["warmup"]))
     good = slo.get("goodput")
     if good:
         lines.append(
@@ -303,16 +303,20 @@ def _tool_call_lines(summary: Summary) -> list[str]:
     return [f"{head}, {tc['correct']}/{tc['judged']} match the expected answer", why]
 
 
-def slo_line(check: SloCheck, ok: int | None = None) -> str:
+def slo_line(check: SloCheck, ok: int | None = None, warmup: int = 0) -> str:
     """``SLO ttft_ms.p95 <= 500: 412.3 met``; a check with no value says so rather than
-    printing ``None``: ``no data (0 requests ok), not exercised``."""
+    printing ``None``: ``no data (0 measured requests ok), not exercised``.
+
+    ``ok`` counts the measured requests, the ones a latency is taken from: a killed run
+    said ``no data (26 requests ok)`` of 26 warm-up requests; ``warmup`` says those."""
     head = f"SLO {check['slo']} <= {check['limit']:g}: "
     value = check["value"]
     if value is None or check.get("verdict") == "not_exercised":
-        count = "" if ok is None else f" ({ok} requests ok)"
+        besides = f"; {warmup} warm-up, not measured" if warmup else ""
+        count = "" if ok is None else f" ({ok} measured requests ok{besides})"
         return f"{head}no data{count}, not exercised"
     if check.get("verdict") == "inconclusive":
-        return f"{head}{value:g} CANNOT TELL ({too_few(check)})"
+        return f"{head}{value:g} CANNOT TELL ({too_few(check, warmup)})"
     return f"{head}{value:g} {'met' if check['met'] else 'MISSED'}"
 
 
