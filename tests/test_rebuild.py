@@ -23,6 +23,7 @@ from loadtest.model.record import RequestRecord
 from loadtest.model.summary import MetricStats, Summary
 from loadtest.report.hlog import HlogWriter, read_hlog, read_intervals
 from loadtest.report.rebuild import rebuild_summary, summary_of
+from loadtest.report.run_notes import served_by_simulator
 from loadtest.report.summary import resolution_ms
 from tests.conftest import read_jsonl
 
@@ -127,6 +128,20 @@ def test_a_rebuilt_summary_is_the_summary_the_run_wrote(
     assert rebuilt["start_record"] is True
     assert rebuilt["from_hlog"] == ([] if kind == "chunks" else ["itl_ms", "tokens_per_chunk"])
     assert rebuilt["hlog_requests"] == own["requests"]["measured_ok"]
+
+
+def test_a_rebuild_without_the_scrape_still_knows_the_simulator_served(
+    finished: dict[str, Path], tmp_path: Path
+) -> None:
+    """With metrics.jsonl gone too, only run.json can say who answered: the rebuilt
+    summary of a tool-call run printed "0/88 match the expected answer" of the
+    simulator's random calls, where the whole folder says why none can match."""
+    folder = _killed_copy(finished["plain"], tmp_path)
+    (folder / "metrics.jsonl").unlink()
+    s = rebuild_summary(folder).summary
+    assert s.get("server") is None  # nothing scraped to tell it by
+    assert s["run"].get("simulated") is True
+    assert served_by_simulator(s)  # the table's "(no answer match: ...)"
 
 
 def test_request_lines_read_back_as_their_records(finished: dict[str, Path]) -> None:

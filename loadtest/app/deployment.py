@@ -106,6 +106,11 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
     ]
 
 
+def serves_simulator(scenario: Scenario, endpoint: str | None) -> bool:
+    """Whether the built-in simulator serves a run: no endpoint given, no ``[target]``."""
+    return endpoint is None and scenario.target is None
+
+
 def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> Deployment:
     """Spawn what must run outside the event loop and build the rig for the rest.
 

@@ -34,6 +34,9 @@ class RunConfig:
     arrival_seed: int | None = None
     """The seed the whole plan is drawn from: the run's, where each worker's scenario has
     a seed of its own for its prompts (None: the scenario's)."""
+    simulated: bool = False
+    """The built-in simulator serves the run: said in run.json, so that a summary rebuilt
+    without the simulator's /metrics page still knows its tool calls are random."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,9 @@ class RunStart(TypedDict):
     pid: int
     host: str
     """Where the run's process ran: a folder whose process still runs is not a dead run."""
+    simulated: NotRequired[bool]
+    """The built-in simulator served the run (``run.simulated``); absent in records
+    written before it was kept, and where it did not."""
 
 
 class RebuiltBlock(TypedDict):

@@ -32,9 +32,9 @@ __all__ = ["START_FILE", "RunStartHook", "read_run_start", "start_record"]
 START_FILE = "run.json"
 
 
-def start_record(head: RunHead, scenario: Scenario) -> RunStart:
+def start_record(head: RunHead, scenario: Scenario, simulated: bool = False) -> RunStart:
     """The record of a run of ``scenario`` starting in this process."""
-    return {
+    record: RunStart = {
         "schema": SCHEMA_VERSION,
         "run": head,
         # repr: a float read back by parse_slo_flag is the same float.
@@ -44,6 +44,9 @@ def start_record(head: RunHead, scenario: Scenario) -> RunStart:
         "pid": os.getpid(),
         "host": socket.gethostname(),
     }
+    if simulated:
+        record["simulated"] = True
+    return record
 
 
 class RunStartHook(RunHook):
@@ -65,7 +68,7 @@ class RunStartHook(RunHook):
             prompts=self.prompts,
         )
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
-        record = start_record(head, cfg.scenario)
+        record = start_record(head, cfg.scenario, cfg.simulated)
         write_atomic(cfg.run_dir / START_FILE, orjson.dumps(record, option=orjson.OPT_INDENT_2))
 
 

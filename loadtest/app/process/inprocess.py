@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loadtest._compat import precise_timers
-from loadtest.app.deployment import Deployment
+from loadtest.app.deployment import Deployment, serves_simulator
 from loadtest.app.options import RunOptions
 from loadtest.app.process.assembly import edge_hooks, rig_hooks
 from loadtest.app.process.console import Progress, log, stop_notice
@@ -99,6 +99,7 @@ def run_in_process(
             keepalive=options.keepalive and scenario.load.keepalive,
             tls=tls,
             record_outputs=options.record_outputs,
+            simulated=serves_simulator(scenario, options.endpoint),
         )
         counts = prompts.result().counts
         if pool is None:  # a workload: its prompts are cut with the endpoint's tokenizer

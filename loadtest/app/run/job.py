@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loadtest.app.deployment import Deployment, plan_deployment
+from loadtest.app.deployment import Deployment, plan_deployment, serves_simulator
 from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
 from loadtest.app.process.console import log, say, use_tui
 from loadtest.app.process.inprocess import LocalRun, Prompts, run_in_process
@@ -152,7 +152,7 @@ def run_job(options: RunOptions, live: LiveExport | None = None) -> tuple[Summar
         extra["worker_dispatch_lag"] = list(ran.worker_lags)
     if deployment.rig.initial_ready_s is not None:
         extra["target_time_to_ready_s"] = round(deployment.rig.initial_ready_s, 3)
-    if options.endpoint is None and plan.scenario.target is None:
+    if serves_simulator(plan.scenario, options.endpoint):
         extra["simulated"] = True
     log.debug("phase: deployment stopped")
     summary = finish_run(
@@ -200,6 +200,7 @@ def _run_workers(
             record_chunks=options.record_chunks,
             keepalive=options.keepalive and sc.load.keepalive,
             record_outputs=options.record_outputs,
+            simulated=serves_simulator(sc, options.endpoint),
         )
         plans = list(plan.splits)
         where = f"Ray tasks at {options.ray}" if options.ray else "driver processes"
