@@ -124,4 +124,12 @@ def test_positions_not_measured_are_said_once_with_why() -> None:
     none = side_acceptance(4, K, [])
     assert positions_said(none) == "not measured (no streamed verify steps)"
     served = side_acceptance(4, K, [("run", StepRecords(), [0.7, 0.5])])
-    assert positions_said(served) == "0.70 0.50 (from server (accepted per position over drafts))"
+    # Nor "(from server (accepted per position over drafts))" and "(from derived: ... from
+    # the tokens per verify step ...)": one phrase, no parenthesis inside another.
+    said = "0.70 0.50 (server's counts: accepted at each position over drafts)"
+    assert positions_said(served) == said
+    steps = StepRecords(tallies=[(1, 1, 1)])  # verify steps of 1, 2 and 3 tokens
+    derived = side_acceptance(4, 2, [("run", steps, None)])
+    assert positions_said(derived) == (
+        "0.67 0.33 (derived from the stream's tokens per verify step: P(step >= k + 1))"
+    )

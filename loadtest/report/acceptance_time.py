@@ -156,10 +156,10 @@ def side_acceptance(
     tallies = [t for _, r, _ in runs for t in r.tallies]
     if served and len({len(p) for p in served}) == 1:
         per = [round(statistics.fmean(col), 4) for col in zip(*served, strict=True)]
-        source = "server (accepted per position over drafts)"
+        source = "server's counts: accepted at each position over drafts"
     elif tallies:
         per = derived_positions(tallies, draft_max)
-        source = "derived: P(step >= k + 1) from the tokens per verify step on the stream"
+        source = "derived from the stream's tokens per verify step: P(step >= k + 1)"
     else:
         per, source = [], "no streamed verify steps"
     n, s = sum(sum(r.tokens) for _, r, _ in runs), sum(sum(r.steps) for _, r, _ in runs)
@@ -177,9 +177,10 @@ def side_acceptance(
 
 
 def positions_said(a: SideAcceptance) -> str:
-    """``0.71 0.52 0.38 (from the server ...)``, or ``not measured (why)``: one phrase
-    for both renderings, which printed "not measured (not measured (...))" once."""
+    """``0.71 0.52 0.38 (server's counts: ...)``, or ``not measured (why)``: one phrase
+    for both renderings, which printed "not measured (not measured (...))" once, and
+    "(from server (accepted per position over drafts))": a source reads as it is."""
     if not a["per_position"]:
         return f"not measured ({a['position_source']})"
     per = " ".join(f"{p:.2f}" for p in a["per_position"][:8])
-    return f"{per} (from {a['position_source']})"
+    return f"{per} ({a['position_source']})"
