@@ -15,6 +15,7 @@ from loadtest.measure.stats import (
     judge_family,
     practical_effect,
     rank_test,
+    round_p,
 )
 
 
@@ -158,6 +159,17 @@ def test_p_values_print_with_their_magnitude() -> None:
     assert format_p(3e-7) == "< 0.0001"
     assert format_p(0.01234) == "0.0123"
     assert format_p(None) == "-"
+
+
+def test_a_p_under_alpha_never_prints_or_keeps_as_alpha() -> None:
+    """A Holm p just under 0.05 printed "0.0500" beside a line called faster, under a
+    rule saying "p under 0.05"; and it was kept as 0.05 in the json it is read from."""
+    assert format_p(0.049996) == "< 0.05"
+    assert format_p(0.05) == "0.0500"
+    assert round_p(0.049996) == 0.04999 and format_p(round_p(0.049996)) == "< 0.05"
+    assert round_p(0.05) == 0.05 and round_p(0.29) == 0.29
+    assert round_p(3.14159e-7) == 3.141e-7  # its magnitude, not a rounded 0
+    assert round_p(np.float64(0.012345)) == 0.01234
 
 
 def test_a_run_that_moved_as_a_whole_is_not_a_difference_but_a_steady_one_is() -> None:

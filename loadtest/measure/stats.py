@@ -22,6 +22,7 @@ from typing import Literal
 
 import numpy as np
 
+from loadtest.measure.pvalues import ALPHA, format_p, round_p
 from loadtest.model.json import JsonObject
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "judge_family",
     "practical_effect",
     "rank_test",
+    "round_p",
 ]
 
 Verdict = Literal[
@@ -50,8 +52,6 @@ Verdict = Literal[
 ``MIN_SAMPLES`` values on a side, or fewer than ``MIN_TAIL`` above the line's percentile,
 so no test was trusted; ``not exercised``: no value at all on a side."""
 
-ALPHA = 0.05
-"""The family-wise error rate of one comparison, and 1 - the intervals' confidence."""
 MIN_EFFECT = 0.02
 """Smallest difference worth a verdict, as a fraction of A's value (``--min-effect``)."""
 LONE_RUN_EFFECT = 0.15
@@ -130,7 +130,7 @@ class MetricComparison:
         return {
             "n_a": self.n_a,
             "n_b": self.n_b,
-            "p_value": _round_p(self.p_value),
+            "p_value": round_p(self.p_value),
             "verdict": self.verdict,
             "percentiles": {
                 f"p{d.pct:g}": {
@@ -140,8 +140,8 @@ class MetricComparison:
                     "ci_low": _round(d.low),
                     "ci_high": _round(d.high),
                     "significant": d.excludes_zero,
-                    "p_value": _round_p(d.p_value),
-                    "p_holm": _round_p(d.p_adjusted),
+                    "p_value": round_p(d.p_value),
+                    "p_holm": round_p(d.p_adjusted),
                     "threshold": round(d.threshold, 4),
                     "verdict": d.verdict,
                 }
@@ -153,18 +153,6 @@ class MetricComparison:
 def _round(v: float) -> float | None:
     # JSON has no infinity: an unbounded interval is written as null.
     return round(v, 4) if math.isfinite(v) else None
-
-
-def _round_p(p: float | None) -> float | None:
-    # Six decimals would print a tiny p-value as 0; keep its magnitude instead.
-    return None if p is None else float(f"{p:.4g}")
-
-
-def format_p(p: float | None) -> str:
-    """A p-value for people: ``< 0.0001`` rather than a rounded ``0``."""
-    if p is None:
-        return "-"
-    return "< 0.0001" if p < 1e-4 else f"{p:.4f}"
 
 
 def bootstrap_diff(

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as sp
 
-from loadtest.measure.stats import ALPHA, PercentileDiff, compare_groups
+from loadtest.measure.stats import ALPHA, PercentileDiff, compare_groups, round_p
 from loadtest.model.decision import CellVerdict, DecisionCell
 
 __all__ = ["RunSamples", "Test", "goodput_test", "joint", "judged", "latency_test"]
@@ -130,7 +130,7 @@ def judged(t: Test, p_holm: float | None, alpha: float = ALPHA) -> DecisionCell:
         "effect_low": rel(t.low),
         "effect_high": rel(t.high),
         "p_value": None if t.p_value is None else float(f"{t.p_value:.4g}"),
-        "p_holm": None if p_holm is None else float(f"{p_holm:.4g}"),
+        "p_holm": round_p(p_holm),
         "threshold": t.threshold,
         "verdict": verdict,
         "why": why,
