@@ -150,3 +150,26 @@ def test_sessions_on_one_side_only_or_too_few_calls_cannot_be_told(
     assert s is not None and s["verdict"] == "cannot tell" and s["saved_ms"] == 0
     assert "fewer than 10" in s["reason"]
     assert session_savings([None], [None], {}, {}, 0.02) is None
+
+
+def test_a_saving_within_noise_says_only_what_its_figures_show(ab_folder: Path) -> None:
+    """It printed ``95% CI [4.7, 228.7], p 0.1045`` then "(p >= 0.05, the interval holds
+    0 or the difference is under the threshold ...)" of an interval that held no 0.
+    Calls whose differences put the interval above 0 at a p over 0.05 (10 pairs, one
+    the other way), on the sessions of two runs of the plain deployment."""
+    first, second, _ = sorted((ab_folder / "baseline").iterdir())
+    a, b = (load_run(run).summary.get("agent_trace") for run in (first, second))
+    diffs = (5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, -2.0)
+    calls_a = {f"t{i}#0": [100.0 + d] for i, d in enumerate(diffs)}
+    calls_b = {f"t{i}#0": [100.0] for i in range(len(diffs))}
+    s = session_savings([a], [b], calls_a, calls_b, min_effect=0.02)
+    assert s is not None and s["verdict"] == "within noise", s
+    low, high, p = s["ci_low_ms"], s["ci_high_ms"], s["p_value"]
+    assert low is not None and high is not None and p is not None
+    assert low > 0 and p >= 0.05  # the case of the report
+    reason = s["reason"]
+    assert ("interval holds 0" in reason) == (low <= 0 <= high), reason
+    assert ("not under 0.05" in reason) == (p >= 0.05), reason
+    assert s["saved_ms"] is not None and s["threshold_ms"] is not None
+    under = abs(s["saved_ms"]) < s["threshold_ms"]
+    assert ("under the threshold" in reason) == under, reason
