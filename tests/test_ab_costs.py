@@ -129,3 +129,25 @@ def test_check_prints_the_trimmed_plan_and_the_requests_per_cell(
     assert "ab: concurrency 1 x 2 sides x 2 repeats = 4 runs, interleaved A B B A\n" in text
     assert main(["ab", str(path), "--memory-budget", "2GiB", "--check"]) == 2
     assert "give --sweep too" in capsys.readouterr().err
+
+
+def test_check_says_a_draft_fault_is_skipped_where_the_sides_are_urls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each run of a URL side skips a draft fault (no proxy in front of its draft): the
+    check said nothing of it, and each run then warned once it had started."""
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "s"\n[[sources]]\nkind = "inline"\nprompts = ["a"]\n'
+        "[load]\nconcurrency = 1\nduration_s = 20\nwarmup_s = 0\n"
+        '[[faults.events]]\nkind = "draft_down"\nat_s = 5\nduration_s = 3\n'
+    )
+    urls = ["--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:10"]
+    assert main(["ab", str(path), *urls, "--check"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "(draft_down) will be skipped: no fault proxy in front of a draft" in said
+    # The simulator's own sides have its draft behind loadtest's proxy: nothing skipped.
+    sims = ["--baseline", "sim:none", "--candidate", "sim:spec"]
+    path.write_text(path.read_text() + "[sim]\nspeculative = true\n")
+    assert main(["ab", str(path), *sims, "--check"]) == 0
+    assert "will be skipped" not in capsys.readouterr().out

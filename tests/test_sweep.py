@@ -286,3 +286,25 @@ def test_a_grid_runs_once_per_value_of_a_request_field(
     assert printed.count("capacity: ") == 2 and "request field reasoning_effort=high" in printed
     search = ["sweep", str(path), "--search", "concurrency=1..4"]
     assert main([*search, "--sampling-sweep", "reasoning_effort=low"]) == 2
+
+
+def test_a_tail_figure_of_too_few_requests_is_not_printed_as_one() -> None:
+    # A rate-2 step of 3 s printed "e2e p99 2408.1" on its 6 requests: their slowest.
+    more = {"requests_per_s": 1.0, "output_tokens_per_s": 1.0, "goodput_per_s": None}
+    row = {**_row(2, 100), **more, "ttft_ms_p95": 31.5, "e2e_ms_p99": 2408.1}
+    few = cast(SweepStep, {**row, "requests": 6, "measured_ok": 6})
+    enough = cast(SweepStep, {**row, "load": 4, "requests": 120, "measured_ok": 120})
+    result: CapacityResult = {
+        "kind": "rate",
+        "steps": [few, enough],
+        "best_load": None,
+        "knee": None,
+        "knee_tolerance": 0.5,
+        "flat_to": None,
+        "interrupted": False,
+    }
+    text = render_capacity(result)
+    first, second = (line for line in text.splitlines() if line.strip().startswith(("2 ", "4 ")))
+    assert "n<20" in first and "n<100" in first
+    assert "n<" not in second and f"{enough['e2e_ms_p99']:.1f}" in second
+    assert "n<N: the step measured fewer ok requests than the percentile needs" in text

@@ -697,3 +697,15 @@ def test_a_rebuilt_replay_says_why_its_fault_windows_have_no_verdict(tmp_path: P
         "the run was killed: fault window cancel-a-third: no verdict, as one needs the "
         "times the fault really began and ended, which only a run that finishes writes"
     )
+
+
+def test_summarize_of_a_killed_run_says_its_fault_windows_were_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # summarize printed no faults section and no word of why: the window was just gone.
+    from loadtest.cli.main import main
+
+    folder = _killed_run(tmp_path / "killed")
+    assert main(["summarize", str(folder)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "FAULTS NOT JUDGED: fault window cancel-a-third: no verdict" in said, said

@@ -159,7 +159,7 @@ def run_ab_command(args: argparse.Namespace) -> int:
     if args.check and spec is not None:
         from loadtest.app.run.job import check_job
 
-        print(check_job(base, endpoint="the sides below"))
+        print(check_job(_as_a_side_runs(base, sides), endpoint="the sides below"))
         print("\n".join(search_check(spec, repeat, len(sides))))
         return 0
     if args.check:
@@ -244,9 +244,10 @@ class Decided:
 
 def _per_run(base: RunOptions) -> tuple[float | None, str]:
     """How long one run takes (None for a request-bound scenario), and its bound in words."""
-    from loadtest.app.run.plan import plan_run
+    from loadtest.app.options import resolve_scenario
 
-    load = plan_run(base).scenario.load
+    # The load alone: whether a side can carry the faults is each side's own check.
+    load = resolve_scenario(base).load
     per_run = None if load.duration_s is None else load.warmup_s + load.duration_s
     bound = (
         f"{load.warmup_s:g} s warm-up + {load.duration_s:g} s"
@@ -275,6 +276,18 @@ def _start_cost(side: Side) -> str:
     return SIDE_TYPES.load(side.kind).start_cost if side.kind else "the simulator's start"
 
 
+def _as_a_side_runs(base: RunOptions, sides: dict[str, Side]) -> RunOptions:
+    """The options a side's runs get, for the check: a side the simulator does not serve
+    (a URL, a deployment ab starts) is an endpoint, so the check says what its runs will
+    skip (a draft fault has no proxy there), as each run would say only once it ran."""
+    from dataclasses import replace
+
+    served = [s for s in sides.values() if s.sim_speculative is None and s.given is not None]
+    if not served:
+        return base
+    return replace(base, endpoint=served[0].url or "http://127.0.0.1")
+
+
 def _check(
     base: RunOptions,
     plan: AbSweepPlan | None,
@@ -289,7 +302,7 @@ def _check(
     from loadtest.app.run.plan import plan_run
     from loadtest.measure.stats import practical_effect
 
-    scenario = plan_run(base).scenario
+    scenario = plan_run(_as_a_side_runs(base, sides)).scenario
     load = scenario.load
     swept = plan is not None
     if plan is None:
@@ -298,7 +311,7 @@ def _check(
     per_run, bound = _per_run(base)
     given = [s.given or "the built-in simulator" for s in sides.values()]
     starts = sorted({_start_cost(s) for s in sides.values() if s.managed})
-    print(check_job(base, endpoint="the sides below"))
+    print(check_job(_as_a_side_runs(base, sides), endpoint="the sides below"))
     print("\n".join(plan_lines(plan, repeat, per_run, bound, given, swept=swept, starts=starts)))
     if budget_note:
         print(f"  {budget_note}")

@@ -52,7 +52,12 @@ def rebuilt_note(summary: Summary) -> str | None:
         + f", {summary['run']['measured_s']:.1f} s measured; requests in flight at the "
         "kill have no line and are not counted"
     )
-    return "\n".join(textwrap.wrap(text, 80))
+    # The windows it cannot judge are said here, not only left out of the table.
+    unjudged = [n for n in rebuilt["not_rebuilt"] if n.startswith("fault window")]
+    lines = textwrap.wrap(text, 80)
+    for note in unjudged:
+        lines += textwrap.wrap(f"FAULTS NOT JUDGED: {note}", 80)
+    return "\n".join(lines)
 
 
 def run_evidence(summary: Summary) -> Evidence:

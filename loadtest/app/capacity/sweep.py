@@ -23,11 +23,12 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import orjson
 
 from loadtest.config.dimensions import parse_values
-from loadtest.measure.slo import requests_to_judge
+from loadtest.measure.slo import requests_to_judge, values_to_judge
 from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import ServerBlock, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, StepSlo, SweepStep, best_load_text, knee_text
@@ -201,6 +202,12 @@ def best_load(rows: Sequence[SweepStep]) -> float | None:
     return best
 
 
+_TAIL_NEEDS: dict[Literal["ttft_ms_p95", "e2e_ms_p99"], int] = {
+    "ttft_ms_p95": values_to_judge("ttft_ms.p95", 0),
+    "e2e_ms_p99": values_to_judge("e2e_ms.p99", 0),
+}
+"""The fewest values each printed tail figure can be told on (``values_to_judge``)."""
+
 _SLO_WORD: dict[StepSlo, str] = {
     "met": "met",
     "missed": "MISSED",
@@ -223,14 +230,29 @@ def render_capacity(result: CapacityResult) -> str:
     def f(v: float | None) -> str:
         return f"{v:>10.1f}" if isinstance(v, int | float) else f"{'-':>10}"
 
+    few = False
     for r in result["steps"]:
         count = r.get("preemptions")
         extra = "" if not preempts else f"{'-' if count is None else count:>10}"
         said = r.get("slo", "met" if r["slo_met"] else "missed")  # older tables: a bool
+        # A tail of fewer values than it needs is their slowest, not a p95 or a p99.
+        ok = r.get("measured_ok", r.get("requests"))
+        short = {k: ok is not None and ok < need for k, need in _TAIL_NEEDS.items()}
+        p95, p99 = (
+            f"{'n<' + str(_TAIL_NEEDS[k]):>10}" if short[k] else f(r[k])
+            for k in ("ttft_ms_p95", "e2e_ms_p99")
+        )
+        few |= any(short.values())
         lines.append(
             f"{r['load']:>12g}{f(r['requests_per_s'])}{f(r['output_tokens_per_s'])}"
-            f"{f(r['goodput_per_s'])}{f(r['ttft_ms_p95'])}{f(r['e2e_ms_p50'])}"
-            f"{f(r['e2e_ms_p99'])}{extra}  {_SLO_WORD[said]}"
+            f"{f(r['goodput_per_s'])}{p95}{f(r['e2e_ms_p50'])}"
+            f"{p99}{extra}  {_SLO_WORD[said]}"
+        )
+    if few:
+        lines += textwrap.wrap(
+            "n<N: the step measured fewer ok requests than the percentile needs (a p95 "
+            "20, a p99 100): its figure would be their slowest; capacity.json keeps it",
+            80,
         )
     lines += textwrap.wrap(best_load_text(result), 80, subsequent_indent="  ")
     tolerance = result["knee_tolerance"]
