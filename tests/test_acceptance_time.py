@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 
 from loadtest.cli.main import main
 from loadtest.model.decision import AcceptanceInterval
 from loadtest.report.acceptance_time import (
+    PLAIN_STEPS,
     StepRecords,
     collapse,
     derived_positions,
@@ -133,3 +135,23 @@ def test_positions_not_measured_are_said_once_with_why() -> None:
     assert positions_said(derived) == (
         "0.67 0.33 (derived from the stream's tokens per verify step: P(step >= k + 1))"
     )
+
+
+def test_a_side_that_drafts_nothing_gets_no_acceptance_by_position(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The side without speculation read "A by draft position: 0.01 0.01 0.01 0.01 0.00
+    # (derived ...)": two one-token chunks read together, taken for an accepted draft.
+    out = tmp_path / "out"
+    argv = ["ab", str(scenario(tmp_path)), "--baseline", "sim:none", "--candidate", "sim:spec"]
+    code = main([*argv, "--repeat", "1", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code in (0, 1), printed  # 1: a verdict of ab's, never a crash
+    (folder,) = out.iterdir()
+    c = orjson.loads((folder / "comparison.json").read_bytes())
+    plain, spec = c["a"]["acceptance_time"], c["b"]["acceptance_time"]
+    assert plain is not None and spec is not None
+    assert plain["per_position"] == [] and (plain["tokens_per_step"] or 1.0) < PLAIN_STEPS
+    assert "tokens a verify step" in plain["position_source"]
+    assert len(spec["per_position"]) == K and spec["position_source"].startswith("server")
+    assert "A by draft position" not in printed and "B by draft position: " in printed

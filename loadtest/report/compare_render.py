@@ -147,7 +147,8 @@ def _over_time_lines(c: Comparison) -> list[str]:
     lines: list[str] = []
     for name, side in (("A", c["a"]), ("B", c["b"])):
         a = side.get("acceptance_time")
-        if a is None or (a["tokens_per_step"] or 1.0) <= 1.0:
+        # No drafts seen: a side that does not speculate gets no line about them.
+        if a is None or (a["tokens_per_step"] or 1.0) <= 1.0 or not a["per_position"]:
             continue
         lines += [""] * (not lines)
         lines.append(f"{name} by draft position: {positions_said(a)}")
