@@ -205,3 +205,23 @@ def test_unknown_keys_come_before_the_error_they_likely_caused(tmp_path: Path) -
     text = BASE + "[load]\nconcurency = 4\n[sim]\nspec_k = -1\n"
     with pytest.raises(ScenarioError, match=r"load.concurency: unknown key .*; and .*sim.spec_k"):
         load_scenario(write(tmp_path, text))
+
+
+def test_a_sampling_key_near_a_request_field_is_named_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `temprature = 0.0` passed --check as valid and went to the server as written.
+    from loadtest.cli.main import main
+
+    path = tmp_path / "t.toml"
+    path.write_text(
+        'name = "t"\n[[sources]]\nkind = "inline"\nprompts = ["a"]\n[load]\nrequests = 3\n'
+        "[sampling]\ntemprature = 0.0\ntop_p = 0.9\nmy_own_field = 1\n"
+    )
+    assert main(["run", str(path), "--check"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "valid, 1 warning below" in said
+    assert "[sampling] temprature: not a request field servers know; did you mean" in said
+    assert "'temperature'? (sent as written)" in said
+    # A field that is near no known one is a server's own: sent, and not questioned.
+    assert "top_p:" not in said and "my_own_field" not in said

@@ -8,9 +8,11 @@ scenario, so that flags from Python callers are checked exactly like the CLI's.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import ssl
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -290,6 +292,7 @@ def start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> lis
                 "(set [load] duration_s or requests, or pass --duration or --requests)"
             )
         )
+    notes += [Note(text, True) for text in sampling_typos(scenario.sampling)]
     if options.insecure:
         notes.append(Note("--insecure: the endpoint's TLS certificate is NOT verified", True))
     if key is not None:
@@ -302,3 +305,33 @@ def start_notes(scenario: Scenario, options: RunOptions, key: str | None) -> lis
         )
         notes.append(Note(f"API key: from {source}"))
     return notes
+
+
+REQUEST_FIELDS = frozenset(
+    {
+        *("temperature", "top_p", "top_k", "min_p", "typical_p", "seed", "stop", "n"),
+        *("presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias"),
+        *("logprobs", "top_logprobs", "response_format", "tool_choice", "user"),
+        *("parallel_tool_calls", "stream_options", "ignore_eos", "min_tokens"),
+        *("reasoning_effort", "reasoning", "chat_template_kwargs", "thinking_budget_tokens"),
+        *("structured_outputs", "guided_json", "guided_regex", "guided_grammar", "grammar"),
+        *("json_schema", "n_probs", "cache_prompt", "slot_id", "samplers", "mirostat"),
+    }
+)
+"""Request fields of the OpenAI API and of vLLM's and llama.cpp's extensions: a
+``[sampling]`` key near one of these, and not one, is most likely a typo of it."""
+
+
+def sampling_typos(sampling: Mapping[str, object]) -> list[str]:
+    """A warning for each ``[sampling]`` key that is not a known request field but is
+    close to one: it is sent as written (servers take fields loadtest does not know),
+    and a server that ignores unknown fields would run without the setting meant."""
+    out = []
+    for key in sampling:
+        close = difflib.get_close_matches(key, sorted(REQUEST_FIELDS), n=1, cutoff=0.8)
+        if key not in REQUEST_FIELDS and close:
+            out.append(
+                f"[sampling] {key}: not a request field servers know; did you mean "
+                f"{close[0]!r}? (sent as written)"
+            )
+    return out

@@ -254,6 +254,8 @@ def render_capacity(result: CapacityResult) -> str:
             "20, a p99 100): its figure would be their slowest; capacity.json keeps it",
             80,
         )
+    # A step's own summary divides by its whole measured time, the drain in it.
+    lines.append("req/s, tok/s, good/s: over each step's arrival window")
     lines += textwrap.wrap(best_load_text(result), 80, subsequent_indent="  ")
     tolerance = result["knee_tolerance"]
     lines.append(f"knee (median e2e within {tolerance:.0%} of its lowest): {knee_text(result)}")
