@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         num,
         spec_of,
     )
+    from loadtest.features.faults.own_figures import figures_of, put_figures
     from loadtest.features.faults.registry import FaultTable
     from loadtest.features.workload_kinds import Share, Workload, WorkloadKind
     from loadtest.live.outputs import LiveOutput, LiveOutputKind
@@ -119,8 +120,10 @@ __all__ = [
     "Window",
     "Workload",
     "WorkloadKind",
+    "figures_of",
     "num",
     "prompt_body",
+    "put_figures",
     "spec_of",
 ]
 
@@ -167,6 +170,8 @@ _HOME = {
     "ScenarioError": "loadtest.errors",
     "UsageError": "loadtest.errors",
     "FaultTable": "loadtest.features.faults.registry",
+    "figures_of": "loadtest.features.faults.own_figures",
+    "put_figures": "loadtest.features.faults.own_figures",
     "Share": "loadtest.features.workload_kinds",
     "Workload": "loadtest.features.workload_kinds",
     "WorkloadKind": "loadtest.features.workload_kinds",

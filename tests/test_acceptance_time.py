@@ -155,3 +155,16 @@ def test_a_side_that_drafts_nothing_gets_no_acceptance_by_position(
     assert "tokens a verify step" in plain["position_source"]
     assert len(spec["per_position"]) == K and spec["position_source"].startswith("server")
     assert "A by draft position" not in printed and "B by draft position: " in printed
+
+
+def test_a_known_draft_that_accepts_nothing_is_shown_and_an_unknown_side_is_not() -> None:
+    # llama.cpp's n-gram draft on a short prompt: 1.00 tokens a verify step. That side
+    # speculates (llama:ngram), so its near-zero acceptance is the finding; a side that
+    # may draft nothing (a URL) is given no acceptance below PLAIN_STEPS.
+    steps = StepRecords(tokens=[60], steps=[60], tallies=[(60,)])
+    known = side_acceptance(1, 2, [("run", steps, None)], drafts=True)
+    assert known["per_position"] == [0.0, 0.0] and known["position_source"].startswith("derived")
+    unknown = side_acceptance(1, 2, [("run", steps, None)])
+    assert unknown["per_position"] == [] and "cannot be told" in unknown["position_source"]
+    plain = side_acceptance(1, None, [("run", steps, None)], drafts=False)
+    assert plain["per_position"] == [] and plain["position_source"] == "the side does not speculate"

@@ -22,10 +22,10 @@ from loadtest.datasets.otel import RecordedSession, read_agent_trace
 from loadtest.datasets.tokenizer import EndpointTokenizer
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.errors import DatasetError, ScenarioError
+from loadtest.features.agent_trace_block import render_agent_trace
 from loadtest.features.session_tally import tally_lines
 from loadtest.features.workload import needs_tokenizer, plan_lines, prepare_workload
 from loadtest.model.summary import AgentTraceBlock
-from loadtest.report.agent_trace_render import render_agent_trace
 from loadtest.sim import InProcessSim
 from loadtest.sim.model import SimConfig
 from tests.conftest import blocks, make_scenario, read_jsonl

@@ -16,13 +16,14 @@ import orjson
 import pytest
 
 from loadtest.config.slo_table import SLO_METRICS
+from loadtest.features.faults.block import fault_figures
 from loadtest.model.comparison import Comparison
 from loadtest.model.search import SearchResult
 from loadtest.model.server_sweep import ServerSweepResult
 from loadtest.model.stats import StatKey
 from loadtest.model.sweep import CapacityResult
 from loadtest.model.verdict import FaultVerdict
-from loadtest.report.table import LATENCY_LABELS, fault_figures
+from loadtest.report.table import LATENCY_LABELS
 from tests.catalogue import (
     FILES,
     METRICS_MD,

@@ -10,12 +10,12 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from loadtest.app.ab.sweep import AbSweepPlan, gate, parse_operating_point, parse_sweep
+from loadtest.engine.block_text import WIDTH
 from loadtest.errors import UsageError
 from loadtest.measure.stats import holm
 from loadtest.model.io import decision_schema_bytes
 from loadtest.report.decision import MIX, RunSamples, Step, decide, resamples_for
 from loadtest.report.decision_render import render_decision
-from loadtest.report.table import WIDTH
 
 
 def _run(

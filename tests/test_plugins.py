@@ -25,7 +25,7 @@ from loadtest.config.arrivals import arrival_modes, arrival_process
 from loadtest.config.scenario import parse_scenario
 from loadtest.config.sources import source_kinds, source_plugin
 from loadtest.engine.blocks import OMIT, SummaryBlock, block_plugin
-from loadtest.errors import ScenarioError
+from loadtest.errors import ResultFileError, ScenarioError
 from loadtest.features.faults.kind import FaultEvent, FaultKind, fault_kind
 from loadtest.features.faults.registry import fault_kinds
 from loadtest.model.blocks import block_names, summary_type
@@ -150,6 +150,10 @@ def test_the_plugin_kinds_own_rule_fails_a_window_it_was_broken_in(
     assert pause.judge(ev, entry) == ("failed", "3 requests were sent inside the pause")
     entry["detail"] = {"sent_in_pause": 0}
     assert pause.judge(ev, entry) is None  # the shared judge then
+    # Its figures are typed: a summary whose count is a string is refused, naming it.
+    entry["detail"] = {"sent_in_pause": "3"}
+    with pytest.raises(ResultFileError, match=r"PauseFigures: Expected `int`, got `str`"):
+        pause.judge(ev, entry)
 
 
 def _loadtest(

@@ -17,13 +17,13 @@ import pytest
 
 from loadtest.cli.main import main
 from loadtest.errors import ResultFileError, UsageError
+from loadtest.features.server_summary import served_by_simulator
 from loadtest.measure.recorders import MetricSet
 from loadtest.model.io import JsonLines
 from loadtest.model.record import RequestRecord
 from loadtest.model.summary import MetricStats, Summary
 from loadtest.report.hlog import HlogWriter, read_hlog, read_intervals
 from loadtest.report.rebuild import rebuild_summary, summary_of
-from loadtest.report.run_notes import served_by_simulator
 from loadtest.report.summary import resolution_ms
 from tests.conftest import read_jsonl
 

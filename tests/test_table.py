@@ -14,14 +14,12 @@ from typing import cast
 import orjson
 import pytest
 
+from loadtest.engine.block_text import WIDTH
+from loadtest.features.agent.block import render_agent
+from loadtest.features.faults.block import render_faults
 from loadtest.model.summary import AgentBlock, MetricStats, Summary
 from loadtest.report.run_notes import corrected_counts_note
-from loadtest.report.table import (
-    WIDTH,
-    render_agent,
-    render_faults,
-    render_table,
-)
+from loadtest.report.table import render_table
 from tests.conftest import read_jsonl
 from tests.test_cli import loadtest
 

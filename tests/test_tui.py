@@ -194,13 +194,16 @@ def _busy_run(folder: Path) -> Path:
     return folder
 
 
-def _killed_run(folder: Path) -> Path:
-    """The sample run as a kill leaves it: no summary, a start record naming its window."""
+def _killed_run(folder: Path, starts: list[float] | None = None) -> Path:
+    """The sample run as a kill leaves it: no summary, a start record naming its window
+    (and, with ``starts``, when it was planned to open)."""
     shutil.copytree(SAMPLE, folder, ignore=shutil.ignore_patterns("summary.*", "*.hgrm"))
     run = orjson.loads((SAMPLE / "summary.json").read_bytes())["run"]
     head = {k: run[k] for k in RunHead.__annotations__}
     start = {"schema": 1, "run": head, "slo": [], "fault_windows": ["cancel-a-third"]}
     start |= {"agent": False, "pid": 1, "host": "elsewhere"}
+    if starts is not None:
+        start["fault_starts_s"] = starts
     (folder / "run.json").write_bytes(orjson.dumps(start))
     return folder
 
@@ -604,10 +607,10 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
     """A fault window under the dashboard: its verdicts, counts (fallbacks as ints), SLO
     checks and busy flag equal summary.json's; nothing shows before the window opens."""
     from loadtest.app.run.job import finish_run
+    from loadtest.features.faults.block import fault_figures
     from loadtest.features.faults.proxy import FaultProxy
     from loadtest.features.faults.rig import FaultRig
     from loadtest.model.io import load_summary
-    from loadtest.report.table import fault_figures
     from loadtest.sim import SimConfig
     from loadtest.tui.frame import render_faults, render_verdicts
 
@@ -697,6 +700,25 @@ def test_a_rebuilt_replay_says_why_its_fault_windows_have_no_verdict(tmp_path: P
         "the run was killed: fault window cancel-a-third: no verdict, as one needs the "
         "times the fault really began and ended, which only a run that finishes writes"
     )
+
+
+def test_a_run_killed_before_its_window_says_the_window_was_not_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A window planned after the last line said "no verdict, as one needs the times the
+    # fault really began and ended": it never began.
+    from loadtest.cli.main import main
+
+    folder = _killed_run(tmp_path / "killed", starts=[900.0])
+    text = render_faults(ReplaySource(folder).frame("ttft_ms", "all"))
+    assert text.startswith("the run was killed: fault window cancel-a-third: not reached")
+    assert "before 900 s" in text and "no verdict" not in text
+    assert main(["summarize", str(folder)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "FAULTS NOT JUDGED: fault window cancel-a-third: not reached" in said, said
+    # One planned inside the run's time opened, and has no verdict, as before.
+    early = _killed_run(tmp_path / "early", starts=[0.5])
+    assert "no verdict" in render_faults(ReplaySource(early).frame("ttft_ms", "all"))
 
 
 def test_summarize_of_a_killed_run_says_its_fault_windows_were_not_judged(

@@ -53,7 +53,7 @@ def summarize(folder: str) -> int:
     errors = common_errors(path) if rebuilt.summary["requests"]["errors"] else None
     print(render_table(rebuilt.summary, errors))
     if "agent_trace" in rebuilt.summary:
-        from loadtest.report.agent_trace_render import render_agent_trace
+        from loadtest.features.agent_trace_block import render_agent_trace
 
         print(render_agent_trace(rebuilt.summary["agent_trace"]))
     print(f"\nsummary: {path / 'summary.json'}")

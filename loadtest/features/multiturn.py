@@ -18,14 +18,16 @@ from typing import cast
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.config.workload_tables import ConversationKeys
 from loadtest.datasets.conversations import Conversation
+from loadtest.engine.blocks import BlockBase
 from loadtest.engine.hooks import HookResult, RunContext, RunHook
 from loadtest.engine.request_unit import raise_if_cancelling
 from loadtest.measure.hdr import percentile
+from loadtest.measure.recorders import Metrics
 from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.protocol.openai import build_payload
 
-__all__ = ["MultiTurn", "TurnRow", "multiturn_block"]
+__all__ = ["MULTITURN", "MultiTurn", "TurnRow", "multiturn_block"]
 
 _perf = time.perf_counter_ns
 
@@ -189,3 +191,17 @@ def multiturn_block(states: Sequence[JsonObject]) -> JsonObject:
             for r in turn_table(ttft, tokens)
         ],
     }
+
+
+class _MultiTurnBlock(BlockBase):
+    """``multiturn.json``: TTFT by turn and conversation times, from every process's
+    measured values together (percentiles of parts do not add; their values do)."""
+
+    model = JsonObject
+    in_summary = False
+
+    def merge(self, parts: Sequence[JsonObject], metrics: Metrics) -> JsonObject:
+        return multiturn_block(parts)
+
+
+MULTITURN = _MultiTurnBlock()

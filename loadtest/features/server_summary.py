@@ -1,4 +1,5 @@
-"""The ``server`` block of a summary, from the ``/metrics`` samples of a run.
+"""The ``server`` block of a summary, from the ``/metrics`` samples of a run (its
+registered block, ``SERVER``, and whether the simulator served the run).
 
 Rates are the change of a server's counters between the scrapes at the measured window's
 edges (acceptance, acceptance by position, prefix-cache hits), as the latency tables
@@ -11,16 +12,26 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from loadtest.engine.blocks import BlockBase
 from loadtest.features.histograms import Buckets, bucket_bounds, bucket_quantile, buckets_between
-from loadtest.model.summary import Percentiles, ServerBlock, ServerBucket, ServerResolution
+from loadtest.features.scrape import SIM_ENGINE
+from loadtest.model.summary import (
+    Percentiles,
+    ServerBlock,
+    ServerBucket,
+    ServerResolution,
+    Summary,
+)
 
 Row = dict[str, Any]
 """One scrape as ``Scraper`` records it (a row of metrics.jsonl)."""
 
 __all__ = [
+    "SERVER",
     "acceptance",
     "accepted_per_step",
     "position_rates",
+    "served_by_simulator",
     "streamed_per_step",
     "summarize_samples",
     "window_latency",
@@ -248,3 +259,25 @@ def summarize_samples(samples: list[Row]) -> ServerBlock:
         # A count: the counter is parsed as a float, the summary prints it as one.
         out["fallbacks"] = round(ok[-1]["fallbacks"] - ok[0].get("fallbacks", 0))
     return out
+
+
+class _Server(BlockBase):
+    """The scraped server, from the one process that scrapes it (the rig); null when the
+    run scraped none. Printed inside the table (``report.server_lines``)."""
+
+    model = ServerBlock | None
+    empty: object = None
+
+
+SERVER = _Server()
+
+
+def served_by_simulator(summary: Summary) -> bool:
+    """Whether loadtest's simulator answered: the built-in one (``run.simulated``), or
+    one whose ``/metrics`` said so (``loadtest sim`` behind ``--endpoint``, and a
+    summary rebuilt after a kill, whose run.json predates the flag). Its tool calls are
+    random: "0/11 match the expected answer" was printed for a rebuilt run of it."""
+    if summary["run"].get("simulated"):
+        return True
+    server = summary.get("server")
+    return server is not None and server.get("engine") == SIM_ENGINE

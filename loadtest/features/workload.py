@@ -18,15 +18,18 @@ from typing import Any, cast
 from loadtest.config.scenario import Scenario, SourceSpec
 from loadtest.config.workload_tables import own_key_names
 from loadtest.datasets.tokenizer import Tokenizer, open_tokenizer
+from loadtest.engine.blocks import BlockBase
 from loadtest.engine.hooks import HookResult, RunHook
 from loadtest.errors import DatasetError
 from loadtest.features.workload_kinds import Share, Workload, WorkloadKind, workload_kind
 from loadtest.measure.hdr import percentile
+from loadtest.measure.recorders import Metrics
 from loadtest.model.json import JsonObject
 from loadtest.model.prompt import Prompt
 from loadtest.model.record import RequestRecord
 
 __all__ = [
+    "WORKLOAD",
     "LengthCheck",
     "LengthReport",
     "Workload",
@@ -234,3 +237,16 @@ def prepare_workload(
 def plan_lines(scenario: Scenario) -> list[str]:
     """What ``--check`` prints of a workload: lengths, the trace's span and rate, turns."""
     return [kind.plan_line(scenario, s) for s, kind in _workload_sources(scenario)]
+
+
+class _WorkloadBlock(BlockBase):
+    """``workload.json``: how close the lengths that came out were to those asked for."""
+
+    model = JsonObject
+    in_summary = False
+
+    def merge(self, parts: Sequence[JsonObject], metrics: Metrics) -> JsonObject:
+        return merge_lengths(parts)
+
+
+WORKLOAD = _WorkloadBlock()

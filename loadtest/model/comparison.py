@@ -131,6 +131,8 @@ class DeploymentRun(TypedDict):
 
     deployment: str
     """The side as given, e.g. ``llama:draft``."""
+    drafts: NotRequired[bool | None]
+    """Whether the side speculates, as given (None or absent: cannot tell)."""
     ready_s: float
     first_token_s: float | None
     first_token_error: str | None

@@ -149,6 +149,9 @@ class RunStart(TypedDict):
     """The run's objectives as ``--slo`` takes them (``ttft_ms.p95=500``, ``error_rate=0.01``)."""
     fault_windows: list[str]
     """The labels of the scenario's fault events: a rebuild cannot judge them, and says so."""
+    fault_starts_s: NotRequired[list[float]]
+    """When each of those windows was planned to open (seconds from the start): a run
+    killed before one says it was not reached. Absent in records written before it."""
     agent: bool
     """Agent sessions: their task section is not rebuilt, and a rebuild says so."""
     pid: int

@@ -156,10 +156,13 @@ def side_acceptance(
     load: float,
     draft_max: int | None,
     runs: Sequence[tuple[str, StepRecords, Sequence[float] | None]],
+    drafts: bool | None = None,
 ) -> SideAcceptance:
     """One side at one load: by position (the server's where it counts them, else
     derived), tokens per step, and each run over time. ``runs``: (folder, its steps,
-    the server's ``accepted_per_position`` or None)."""
+    the server's ``accepted_per_position`` or None); ``drafts``: whether the side is
+    known to speculate (a known draft's near-zero acceptance is a finding, shown; a
+    side that may draft nothing is not given one below ``PLAIN_STEPS``)."""
     served = [list(p) for _, _, p in runs if p]
     tallies = [t for _, r, _ in runs for t in r.tallies]
     n, s = sum(sum(r.tokens) for _, r, _ in runs), sum(sum(r.steps) for _, r, _ in runs)
@@ -167,7 +170,9 @@ def side_acceptance(
     if served and len({len(p) for p in served}) == 1:
         per = [round(statistics.fmean(col), 4) for col in zip(*served, strict=True)]
         source = "server's counts: accepted at each position over drafts"
-    elif tallies and tps is not None and tps < PLAIN_STEPS:
+    elif drafts is False:
+        per, source = [], "the side does not speculate"
+    elif tallies and tps is not None and tps < PLAIN_STEPS and not drafts:
         per = []
         source = (
             f"{tps:.2f} tokens a verify step: a plain engine's chunks read together give "

@@ -260,7 +260,9 @@ def _side(runs: Sequence[RunData]) -> SideJson:
         server = [r.summary.get("server") for r in runs]
         positions = [s.get("accepted_per_position") if s else None for s in server]
         steps = [(str(r.path), r.steps, p) for r, p in zip(runs, positions, strict=True)]
-        side["acceptance_time"] = side_acceptance(0.0, None, steps)
+        said = {r.deployment.get("drafts") if r.deployment else None for r in runs}
+        drafts = said.pop() if len(said) == 1 else None
+        side["acceptance_time"] = side_acceptance(0.0, None, steps, drafts=drafts)
     return side
 
 

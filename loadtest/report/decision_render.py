@@ -8,10 +8,10 @@ brackets and the gate follow as prose, wrapped to fit.
 
 from __future__ import annotations
 
+from loadtest.engine.block_text import WIDTH, fit
 from loadtest.model.decision import CellVerdict, Decision, DecisionCell, DecisionRow
 from loadtest.report.acceptance_time import positions_said
 from loadtest.report.decision import METRIC_LABELS
-from loadtest.report.table import WIDTH, fit
 
 __all__ = ["cell_text", "render_decision", "row_label"]
 

@@ -8,8 +8,9 @@ writes every registered output, each file through the one atomic writer
 
 loadtest's own outputs (summary.json, summary.csv, the .hgrm tables: ``report.export``;
 a feature's block that is a file of its own, ``multiturn.json`` and ``workload.json``:
-``report.block_kinds``) are registered exactly as a third party's are, as entry points in the group
-``loadtest.outputs`` (loadtest's in its pyproject.toml; ``_compat.plugins``), so adding
+the ``BlockFile``s below) are registered exactly as a third party's are, as entry
+points in the group ``loadtest.outputs`` (loadtest's in its pyproject.toml;
+``_compat.plugins``), so adding
 one edits no list here or in the run.
 
 summary.json is written last whatever else is installed: its presence means the run's
@@ -18,11 +19,13 @@ files are complete (``loadtest summarize`` rebuilds a folder without one).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+
+import orjson
 
 from loadtest.errors import UsageError
 from loadtest.measure.recorders import Metrics
@@ -200,3 +203,21 @@ def write_outputs(
             + f" (fixed, `loadtest summarize {run_dir}` writes them)"
         )
     return written
+
+
+@dataclass(frozen=True, slots=True)
+class BlockFile:
+    """An output plugin (``report.outputs``): a block that is a file of its own, written
+    where the run had the block, indented as its feature always wrote it."""
+
+    block: str
+    name: str
+    made_from: frozenset[str] = frozenset({"blocks"})
+
+    def render(self, results: RunResults) -> Iterator[tuple[str, bytes]]:
+        if self.block in results.blocks:
+            yield self.name, orjson.dumps(results.blocks[self.block], option=orjson.OPT_INDENT_2)
+
+
+MULTITURN_FILE = BlockFile("multiturn", "multiturn.json")
+WORKLOAD_FILE = BlockFile("workload", "workload.json")

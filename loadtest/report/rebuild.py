@@ -46,6 +46,7 @@ from loadtest.model.summary import (
     Summary,
 )
 from loadtest.report.hlog import log_start_s, read_hlog
+from loadtest.report.rebuild_notes import not_rebuilt
 from loadtest.report.run_record import record_parts
 from loadtest.report.run_start import read_run_start
 from loadtest.report.summary import summary_from_head
@@ -188,7 +189,11 @@ def rebuild_summary(folder: Path) -> Rebuilt:
         "start_record": start is not None,
         "from_hlog": [] if chunk_times or hlog_requests is None else list(_FROM_HLOG),
         "hlog_requests": hlog_requests,
-        "not_rebuilt": _not_rebuilt(start, chunk_times or hlog_requests is not None),
+        "not_rebuilt": not_rebuilt(
+            start,
+            [] if chunk_times or hlog_requests is not None else list(_FROM_HLOG),
+            max(d.duration_s for d in done),
+        ),
     }
     trace_rows = [r for d in done for r in d.trace_rows]
     if trace_rows:
@@ -350,29 +355,3 @@ def _server(folder: Path) -> ServerBlock | None:
     """The scraped peaks, from the samples the run streamed to metrics.jsonl."""
     path = folder / "metrics.jsonl"
     return summarize_samples(list(JsonLines(path))) if path.exists() else None
-
-
-def _not_rebuilt(start: RunStart | None, chunk_figures: bool) -> list[str]:
-    out = []
-    if not chunk_figures:
-        out.append(
-            f"{', '.join(_FROM_HLOG)}: requests.jsonl has no chunk times (--record-chunks) "
-            "and there is no histograms.hlog"
-        )
-    if start is None:
-        out.append(
-            "scenario, endpoint, model and SLOs: the folder has no run.json (an older "
-            "loadtest, or killed before the load started); corrected figures taken as "
-            "an open loop's, from each line's intended send"
-        )
-    elif start["fault_windows"]:
-        windows = start["fault_windows"]
-        out.append(
-            f"fault window{'s' * (len(windows) > 1)} {', '.join(windows)}: no verdict, as "
-            "one needs the times the fault really began and ended, which only a run "
-            "that finishes writes"
-        )
-    if start is not None and start["agent"]:
-        out.append("agent tasks: tasks.jsonl is not read back")
-    out.append("resent_stale_connection: counted by the run's client only")
-    return out

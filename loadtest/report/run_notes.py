@@ -1,25 +1,13 @@
-"""Notes a run's figures need beside them, read off its summary: who answered (the
-simulator's tool calls are random) and why a corrected figure counts more values."""
+"""Notes a run's figures need beside them, read off its summary: why a corrected figure
+counts more values than its raw one."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from loadtest.features.scrape import SIM_ENGINE
-from loadtest.model.summary import MetricStats, Summary
+from loadtest.model.summary import MetricStats
 
-__all__ = ["corrected_counts_note", "served_by_simulator"]
-
-
-def served_by_simulator(summary: Summary) -> bool:
-    """Whether loadtest's simulator answered: the built-in one (``run.simulated``), or
-    one whose ``/metrics`` said so (``loadtest sim`` behind ``--endpoint``, and a
-    summary rebuilt after a kill, whose run.json predates the flag). Its tool calls are
-    random: "0/11 match the expected answer" was printed for a rebuilt run of it."""
-    if summary["run"].get("simulated"):
-        return True
-    server = summary.get("server")
-    return server is not None and server.get("engine") == SIM_ENGINE
+__all__ = ["corrected_counts_note"]
 
 
 def corrected_counts_note(metrics: Mapping[str, MetricStats]) -> str | None:

@@ -40,6 +40,7 @@ def start_record(head: RunHead, scenario: Scenario, simulated: bool = False) -> 
         # repr: a float read back by parse_slo_flag is the same float.
         "slo": [f"{t.label}={t.limit!r}" for t in scenario.slo.thresholds],
         "fault_windows": [ev.label for ev in scenario.faults.events],
+        "fault_starts_s": [ev.at_s for ev in scenario.faults.events],
         "agent": scenario.agent is not None,
         "pid": os.getpid(),
         "host": socket.gethostname(),

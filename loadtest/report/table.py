@@ -8,136 +8,23 @@ fault window's reason, a long endpoint) is wrapped at its spaces.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Sequence
-from typing import Literal
 
-from loadtest.model.summary import AgentBlock, MetricStats, StatKey, Summary
-from loadtest.model.verdict import STATE_OF, FaultVerdict, SloCheck
+from loadtest.engine.block_text import WIDTH, fit, packed
+from loadtest.features.server_summary import served_by_simulator
+from loadtest.model.summary import MetricStats, StatKey, Summary
+from loadtest.model.verdict import SloCheck
 from loadtest.report.error_examples import ErrorExamples, error_lines
 from loadtest.report.evidence import run_evidence
 from loadtest.report.exit_reasons import too_few
-from loadtest.report.run_notes import corrected_counts_note, served_by_simulator
+from loadtest.report.run_notes import corrected_counts_note
 from loadtest.report.server_lines import server_lines
 
 __all__ = [
     "ANSWER_METRICS",
     "LATENCY_LABELS",
     "LATENCY_ORDER",
-    "WIDTH",
-    "fault_figures",
-    "fit",
-    "packed",
-    "render_agent",
-    "render_faults",
     "render_table",
     "slo_line",
-]
-
-WIDTH = 80
-"""Columns of the narrowest terminal the table is laid out for."""
-
-
-def packed(parts: Sequence[str], sep: str = "  ", width: int = WIDTH) -> list[str]:
-    """``parts`` joined by ``sep``, as many to a line as fit; the next lines indented two
-    more than the first.
-
-    For a line of ``name value`` groups: a group is never split across two lines.
-    """
-    if not parts:
-        return []
-    lines = [parts[0]]
-    indent = " " * (len(parts[0]) - len(parts[0].lstrip(" ")) + 2)
-    for part in parts[1:]:
-        if len(lines[-1]) + len(sep) + len(part) <= width:
-            lines[-1] += sep + part
-        else:
-            lines[-1] += sep.rstrip()
-            lines.append(indent + part)
-    return lines
-
-
-def fit(lines: Iterable[str], width: int = WIDTH) -> str:
-    """``lines`` joined, each one longer than ``width`` wrapped at its spaces.
-
-    A wrapped line goes on indented two more than its own indent, so it reads as one.
-    """
-    out: list[str] = []
-    for line in lines:
-        if len(line) <= width:
-            out.append(line)
-            continue
-        indent = " " * (len(line) - len(line.lstrip(" ")))
-        out += textwrap.wrap(
-            line.lstrip(" "),
-            width,
-            initial_indent=indent,
-            subsequent_indent=indent + "  ",
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
-    return "\n".join(out)
-
-
-_SIMULATED = "not shown, the simulator calls at random"
-"""In place of a share of tool calls matching the expected ones, against the simulator."""
-
-
-def render_agent(agent: AgentBlock, *, simulated: bool = False) -> str:
-    """Task outcomes, steps, retries and where task time went, as text.
-
-    ``simulated``: the built-in simulator served the run; it calls tools at random, so a
-    share of calls matching the expected ones is chance and is not shown.
-    """
-    rate = agent["completion_rate"]
-    done = f"{agent['completed']} completed" + (f" ({rate:.0%})" if rate is not None else "")
-    outcomes = [
-        f"agent tasks: {agent['tasks']} ended",
-        done,
-        f"{agent['failed']} failed",
-        f"{agent['step_limit']} hit the step limit",
-        f"{agent['cancelled']} cancelled",
-    ]
-    lines = packed(outcomes, ", ")
-    if agent["errors"]:
-        lines.append("  errors: " + ", ".join(f"{k} {v}" for k, v in agent["errors"].items()))
-    steps, retries = agent["steps"], agent["retries"]
-    if steps["count"]:
-        lines.append(
-            f"steps per task: mean {steps.get('mean', 0):.1f}  max {steps.get('max', 0):.0f}   "
-            f"retries per task: mean {retries.get('mean', 0):.2f}  "
-            f"max {retries.get('max', 0):.0f}"
-        )
-    validity, expected = agent["validity_rate"], agent["expected_match_rate"]
-    if validity is not None:
-        lines.append(f"valid calls: {validity:.1%} of responses with calls")
-    if expected is not None:
-        lines.append(
-            f"calls matching the expected function: {_SIMULATED}"
-            if simulated
-            else f"calls matching the expected function: {expected:.1%}"
-        )
-    shares = agent["time_shares"]
-    if shares:
-        lines += packed(
-            ["share of task time (p50/p95):"]
-            + [
-                f"{p} {v.get('p50', 0):.1%}/{v.get('p95', 0):.1%}"
-                for p, v in shares.items()
-                if p != "reasoning" or v.get("p95", 0) > 0  # a model that never reasoned
-            ]
-        )
-    return fit(lines)
-
-
-FigureKey = Literal[
-    "injected_cancels",
-    "cancel_close_p50_ms",
-    "settled_s",
-    "time_to_ready_s",
-    "time_to_first_token_s",
-    "caught_in_flight",
-    "fallbacks",
-    "recovery_s",
 ]
 
 _ROWS = (
@@ -318,65 +205,3 @@ def slo_line(check: SloCheck, ok: int | None = None, warmup: int = 0) -> str:
     if check.get("verdict") == "inconclusive":
         return f"{head}{value:g} CANNOT TELL ({too_few(check, warmup)})"
     return f"{head}{value:g} {'met' if check['met'] else 'MISSED'}"
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.1f}"
-
-
-_FIGURES: tuple[FigureKey, ...] = (
-    "injected_cancels",
-    "cancel_close_p50_ms",
-    "settled_s",
-    "time_to_ready_s",
-    "time_to_first_token_s",
-    "caught_in_flight",
-    "fallbacks",
-    "recovery_s",
-)
-
-
-def fault_figures(f: FaultVerdict) -> list[str]:
-    """``name value`` of each figure a window has: counts as ints, times as they are;
-    then a plugin kind's own numbers (its ``detail``), in the order it wrote them."""
-    out = []
-    for k in _FIGURES:
-        v = f.get(k)
-        if v is not None:
-            out.append(f"{k} {v}")
-    for name, value in f.get("detail", {}).items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            out.append(f"{name} {value}")
-    return out
-
-
-def render_faults(faults: Sequence[FaultVerdict]) -> str:
-    """One block per fault window: verdict, reason and before/during/after latency."""
-    lines = ["", "faults"]
-    for f in faults:
-        # The reason on a line of its own: beside the name and times it wrapped every row.
-        span = f"{f['start_s']:.1f}-{f['end_s']:.1f} s"
-        lines.append(f"  {f['name']:<32} {span:>14}  {f['verdict'].upper()}")
-        lines.append(f"    {f['reason']}")
-        if STATE_OF[f["verdict"]] == "not_exercised":
-            continue  # nothing tried: figures that fell in by chance read as evidence
-        b, d, a = f["before"], f["during"], f["after"]
-        ttft = f"{_ms(b['ttft_p95_ms'])} / {_ms(d['ttft_p95_ms'])} / {_ms(a['ttft_p95_ms'])}"
-        tpot = f"{_ms(b['tpot_p95_ms'])} / {_ms(d['tpot_p95_ms'])} / {_ms(a['tpot_p95_ms'])}"
-        both = f"    p95 ms before/during/after: TTFT {ttft}   TPOT {tpot}"
-        if len(both) <= WIDTH:
-            lines.append(both)
-        else:
-            lines += [
-                f"    TTFT p95 ms before/during/after {ttft}",
-                f"    TPOT p95 ms before/during/after {tpot}",
-            ]
-        acc = f["acceptance"]
-        rates = (acc["before"], acc["during"], acc["after"])
-        if any(v is not None for v in rates):
-            cells = " / ".join("-" if v is None else f"{v:.2f}" for v in rates)
-            lines.append(f"    draft acceptance before/during/after {cells}")
-        extra = fault_figures(f)
-        if extra:
-            lines += packed([f"    {extra[0]}", *extra[1:]])
-    return fit(lines)

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from loadtest.features.faults.block import fault_figures
 from loadtest.features.faults.verdict import after_span_s
 from loadtest.measure.recorders import bucket_arrays
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
-from loadtest.report.table import fault_figures, slo_line
+from loadtest.report.table import slo_line
 
 __all__ = [
     "DASH_METRICS",

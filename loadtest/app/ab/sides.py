@@ -92,6 +92,15 @@ class Side:
         return self.kind is not None or self.sim_speculative is not None
 
     @property
+    def drafts(self) -> bool | None:
+        """Whether this side speculates, as given (``llama:none``: no); None: a URL or a
+        plugin's side type, which loadtest cannot tell."""
+        if self.sim_speculative is not None:
+            return self.sim_speculative
+        spec = self.llama.spec if self.llama else self.vllm.spec if self.vllm else None
+        return None if spec is None else spec != "none"
+
+    @property
     def llama(self) -> LlamaOptions | None:
         """A ``llama:`` side's options."""
         return self.settings if isinstance(self.settings, LlamaOptions) else None
@@ -219,6 +228,7 @@ def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
         stop_process(proc, grace)
     record: DeploymentRun = {
         "deployment": str(side.given),
+        "drafts": side.drafts,
         "ready_s": round(cold.ready_s, 3),
         "first_token_s": None if cold.first_token_s is None else round(cold.first_token_s, 3),
         "first_token_error": cold.first_token_error,

@@ -221,7 +221,9 @@ def run_step(
             fitted.append(side_memory(load, side, sides[side].given, deployed, memory[1]))
     candidates = {side: [run_samples(r) for r in runs] for side, runs in loaded.items()}
     accepted = [
-        side_acceptance(load, sides[side].draft_max, [_steps(r) for r in runs])
+        side_acceptance(
+            load, sides[side].draft_max, [_steps(r) for r in runs], drafts=sides[side].drafts
+        )
         for side, runs in loaded.items()
     ]
     draft = {sides[s].draft_max or 0: runs for s, runs in candidates.items()}

@@ -3,7 +3,9 @@
 ``pause`` sends no request from ``grace_ms`` after the window's start to its end (a
 request already past its check when the window opened may still go out). Its verdict
 is its own where it can tell: ``failed`` when a request was sent inside the pause, else
-the shared judge (latency before and after, failures around it). Nothing here is part
+the shared judge (latency before and after, failures around it). Its figures are typed
+(``Paused``, ``PauseFigures``): written into the window's ``detail`` and read back as
+the same classes, with no field of loadtest's own. Nothing here is part
 of loadtest: it uses only the plugin interface a third party sees (docs/plugins.md).
 """
 
@@ -24,7 +26,9 @@ from loadtest.plugins import (
     Ruling,
     Table,
     Window,
+    figures_of,
     num,
+    put_figures,
     spec_of,
 )
 
@@ -32,6 +36,20 @@ from loadtest.plugins import (
 @dataclass(frozen=True, slots=True)
 class PauseSpec(FaultSpec):
     grace_ms: float = 50.0
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """What the rig saw: how long it held the window."""
+
+    paused_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PauseFigures:
+    """Requests sent between the planned edges (after ``grace_ms``): 0 when it held."""
+
+    sent_in_pause: int
 
 
 class _Paused(LoadPart):
@@ -60,7 +78,7 @@ class Pause(FaultKindBase):
     async def inject(self, ev: FaultEvent, obs: Observed, rig: Rig) -> None:
         started = rig.rel_s()
         await rig.sleep_to(ev.end_s)
-        obs["detail"] = {"paused_s": round(rig.rel_s() - started, 3)}
+        put_figures(obs, Paused(round(rig.rel_s() - started, 3)))
 
     def load_part(self, ev: FaultEvent, share: LoadShare) -> LoadPart:
         return _Paused(ev)
@@ -70,12 +88,12 @@ class Pause(FaultKindBase):
         # moment later): count what was sent between the planned edges.
         from_ms = ev.at_s * 1000 + spec_of(ev, PauseSpec).grace_ms
         sent = sum(1 for r in w.rows if from_ms <= r["sent_ms"] < ev.end_s * 1000)
-        entry["detail"] = {**entry.get("detail", {}), "sent_in_pause": sent}
+        put_figures(entry, PauseFigures(sent))
 
     def judge(self, ev: FaultEvent, entry: FaultVerdict) -> Ruling | None:
-        sent = entry.get("detail", {}).get("sent_in_pause")
-        if sent:
-            return "failed", f"{sent} requests were sent inside the pause"
+        figures = figures_of(entry, PauseFigures)
+        if figures is not None and figures.sent_in_pause:
+            return "failed", f"{figures.sent_in_pause} requests were sent inside the pause"
         return None
 
 

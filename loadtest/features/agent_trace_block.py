@@ -1,11 +1,22 @@
-"""Replayed agent sessions as text: where their time went, replayed beside recorded."""
+"""The ``agent_trace`` summary block: replayed agent sessions, each process's tally of
+its sessions added (exact) and the shares computed once on the sums; and as text, where
+their time went, replayed beside recorded."""
 
 from __future__ import annotations
 
-from loadtest.model.agent_blocks import AgentTraceBlock
-from loadtest.report.table import fit
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-__all__ = ["render_agent_trace"]
+from loadtest.engine.block_text import fit
+from loadtest.engine.blocks import BlockBase
+from loadtest.model.agent_blocks import AgentTraceBlock
+from loadtest.model.summary import Summary
+
+if TYPE_CHECKING:
+    from loadtest.features.agent_trace import ReplayPart
+    from loadtest.measure.recorders import Metrics
+
+__all__ = ["AGENT_TRACE", "render_agent_trace"]
 
 
 def render_agent_trace(block: AgentTraceBlock) -> str:
@@ -47,3 +58,21 @@ def render_agent_trace(block: AgentTraceBlock) -> str:
     if lag is not None:
         lines.append(f"latest call past its recorded gap: {lag:.1f} ms")
     return fit(lines)
+
+
+class _AgentTrace(BlockBase):
+    """Replayed agent sessions (``features.agent_trace`` feeds it)."""
+
+    model = AgentTraceBlock
+
+    def merge(self, parts: Sequence[ReplayPart], metrics: Metrics) -> AgentTraceBlock:
+        # Here, not at the top: reading a summary loads the block for its model only.
+        from loadtest.features.agent_trace import merge_replays
+
+        return merge_replays(parts)
+
+    def render(self, block: AgentTraceBlock, summary: Summary) -> str | None:
+        return render_agent_trace(block)
+
+
+AGENT_TRACE = _AgentTrace()
