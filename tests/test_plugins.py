@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -865,3 +866,48 @@ def test_a_plugin_side_type_is_started_measured_and_stopped_for_every_run(
     assert bad.returncode == 2 and "--candidate 'simproc:medium': a simproc side is" in bad.stderr
     bad = _loadtest(installed, tmp_path, "ab", "--candidate", "simpr:fast", "--check")
     assert bad.returncode == 2 and "known: llama, simproc, vllm" in bad.stderr, bad.stderr
+
+
+_WORKERS_PANELS = """
+import sys
+from pathlib import Path
+from loadtest.config.scenario import load_scenario
+from loadtest.tui.workers_source import WorkersSource
+
+import orjson
+
+dirs = [Path(d) for d in sys.argv[2:]]
+frame = WorkersSource(dirs, load_scenario(sys.argv[1]), "http://x", "m").frame("ttft_ms", "all")
+parts = [orjson.loads((d / "live.json").read_bytes())["blocks"]["lines"] for d in dirs]
+print("EACH", *(sum(p["ok"] for p in ps) for ps in parts))
+print("PANELS", list(frame.panels))
+"""
+
+
+def test_a_plugin_summary_blocks_panel_is_on_the_dashboard_of_a_workers_run(
+    installed: Path, tmp_path: Path
+) -> None:
+    # The dashboard of a --workers run reads each worker's live.json: it had no panels,
+    # as the workers handed on their metrics only.
+    (tmp_path / "prompts.txt").write_text("first\nsecond\nthird\n")
+    timed = LINED.replace("requests = 12", "duration_s = 3")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # A live output makes the workers write live.json, as the dashboard does.
+    res, run_dir = _run(
+        installed, tmp_path, timed, "--workers", "2", "--prometheus", f"127.0.0.1:{port}"
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    lives = sorted(p.parent for p in run_dir.rglob("live.json"))
+    assert len(lives) == 2, lives
+    res = _python(
+        installed, tmp_path, _WORKERS_PANELS, str(tmp_path / "scenario.toml"), *map(str, lives)
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = {line.split(" ", 1)[0]: line for line in res.stdout.splitlines()}
+    each = [int(n) for n in lines["EACH"].split()[1:]]
+    # Both workers' parts, merged by the block's own merge: its ok is the two added.
+    assert len(each) == 2 and min(each) > 0, res.stdout
+    assert f"'lines: {sum(each)}/" in lines["PANELS"], res.stdout
+    assert "busiest line " in lines["PANELS"], res.stdout

@@ -51,6 +51,7 @@ __all__ = [
     "block_panels",
     "block_plugin",
     "join_parts",
+    "live_json_parts",
     "merge_blocks",
     "summary_blocks",
 ]
@@ -158,6 +159,20 @@ def join_parts(*given: Mapping[str, Sequence[object]]) -> dict[str, tuple[object
         for name, some in parts.items():
             out.setdefault(name, []).extend(some)
     return {name: tuple(p) for name, p in out.items()}
+
+
+def live_json_parts(parts: Mapping[str, Sequence[object]]) -> dict[str, list[object]]:
+    """``parts`` as JSON for another process's panels (a worker's ``live.json``); a part
+    that is not JSON data is left out: a plugin's bug shows as a missing panel while the
+    run goes, and is named when the run's blocks merge at its end."""
+    out: dict[str, list[object]] = {}
+    for name, some in parts.items():
+        for part in some:
+            try:
+                out.setdefault(name, []).append(_as_json(name, part))
+            except UsageError:
+                continue
+    return out
 
 
 def _as_json(name: str, part: object) -> object:

@@ -1,4 +1,5 @@
-"""The dashboard's frames of a ``--workers`` run: each worker's ``live.json``, merged.
+"""The dashboard's frames of a ``--workers`` run: each worker's ``live.json``, merged
+(its metrics, and its summary blocks' parts so far for their panels).
 
 The workers are other processes: the dashboard reads the files each rewrites once a
 second (``app.process.live``), never their sockets, so a slow dashboard holds back no worker.
@@ -12,6 +13,7 @@ from pathlib import Path
 import orjson
 
 from loadtest.config.scenario import Scenario
+from loadtest.engine.blocks import block_panels, join_parts
 from loadtest.measure.merge import merge_metrics
 from loadtest.tui.frame import Frame, progress, series
 from loadtest.tui.sources import ROLL_S, metrics_view
@@ -71,4 +73,6 @@ class WorkersSource:
             ttft_p95=series(
                 [max(v) for v in zip(*(w["ttft_p95_history"] for w in live), strict=False)]
             ),
+            # Each block's parts from every worker, merged here by the block's own merge.
+            panels=block_panels(join_parts(*(w.get("blocks", {}) for w in live)), m),
         )

@@ -21,13 +21,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 from urllib.parse import urlsplit
 
 import orjson
 
 from loadtest.config.scenario import Scenario
-from loadtest.engine.runner import Runner
+from loadtest.engine.blocks import live_json_parts
+from loadtest.engine.runner import Runner, collect_parts
 from loadtest.features.faults.rig import FaultRig, request_rows
 from loadtest.features.faults.verdict import judge_windows
 from loadtest.live.families import EXPORTED, families
@@ -69,6 +70,9 @@ class LiveFile(TypedDict):
     rate_history: list[float]
     token_rate_history: list[float]
     ttft_p95_history: list[float]
+    blocks: NotRequired[dict[str, list[object]]]
+    """Its hooks' parts of summary blocks so far (``RunHook.live_parts``), as JSON: the
+    panels of a ``--workers`` dashboard, merged there with every other worker's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +100,7 @@ async def live_snapshot(runner: Runner) -> LiveFile:
             encoded: EncodedMetrics = done.value
             break
         await asyncio.sleep(0)
-    return {
+    snapshot: LiveFile = {
         "metrics": encoded,
         "in_flight": runner.in_flight,
         "measured": runner.measured,
@@ -106,6 +110,10 @@ async def live_snapshot(runner: Runner) -> LiveFile:
         "token_rate_history": m.token_rate_history[-120:],
         "ttft_p95_history": m.ttft_p95_history[-120:],
     }
+    parts = live_json_parts(collect_parts(h.live_parts() for h in runner.hooks))
+    if parts:
+        snapshot["blocks"] = parts
+    return snapshot
 
 
 async def write_live(runner: Runner, run_dir: Path) -> None:
