@@ -101,14 +101,11 @@ class RequestRow(TypedDict):
     cancel_close_ms: NotRequired[float | None]
 
 
-class Observed(TypedDict, total=False):
-    """What the fault rig saw of one window as it played it (seconds from t0)."""
+class RigObserved(TypedDict, total=False):
+    """What the fault rig saw of a window as it played it, by kind: in ``Observed`` while
+    the run goes, and copied into the window's ``faults`` entry (seconds from t0)."""
 
-    start_s: float
-    end_s: float
     skipped: str
-    not_reached: str
-    """Why the window never started (the run ended first)."""
     error: str
     stopped_s: float
     spawned_s: float
@@ -120,11 +117,22 @@ class Observed(TypedDict, total=False):
     settle: str
     settled_s: float | None
     running_excess: int | float | None
+
+
+class Observed(RigObserved, total=False):
+    """What the fault rig saw of one window as it played it (seconds from t0)."""
+
+    start_s: float
+    end_s: float
+    not_reached: str
+    """Why the window never started (the run ended first)."""
     detail: JsonObject
     """A plugin kind's own observations (loadtest's own kinds use the keys above)."""
 
 
-class FaultVerdict(TypedDict):
+# With what the rig saw of the window (``RigObserved``, each key only where its kind has
+# it), declared once for both: the docstring below is the schema's description.
+class FaultVerdict(RigObserved):
     """One ``faults`` entry of summary.json: what a window did and how it was judged."""
 
     name: str
@@ -141,19 +149,6 @@ class FaultVerdict(TypedDict):
     recovery_s: float | None
     verdict: FaultVerdictWord
     reason: str
-    # What the rig observed, by kind.
-    skipped: NotRequired[str]
-    error: NotRequired[str]
-    stopped_s: NotRequired[float]
-    spawned_s: NotRequired[float]
-    ready_s: NotRequired[float]
-    time_to_ready_s: NotRequired[float]
-    start_action: NotRequired[JsonObject]
-    end_action: NotRequired[JsonObject]
-    burst: NotRequired[int]
-    settle: NotRequired[str]
-    settled_s: NotRequired[float | None]
-    running_excess: NotRequired[int | float | None]
     # cancel windows
     injected_cancels: NotRequired[int]
     cancel_close_p50_ms: NotRequired[float | None]

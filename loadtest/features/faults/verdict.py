@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from loadtest.features.faults.figures import acceptance_between, pct
 from loadtest.features.faults.kind import FaultKind, Ruling, Window, fault_kind
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
 from loadtest.model.json import JsonObject
-from loadtest.model.verdict import FaultVerdict, Observed, PhaseStats, RequestRow
+from loadtest.model.verdict import FaultVerdict, Observed, PhaseStats, RequestRow, RigObserved
 
 __all__ = ["after_span_s", "judge_windows", "phase_stats", "recovery_s"]
 
@@ -129,34 +130,14 @@ def _judge(
     return entry
 
 
+_SEEN = RigObserved.__optional_keys__ | {"detail"}
+"""What the rig saw of a window that goes into its entry as it is (not its planned
+edges, which the entry has measured, nor ``not_reached``, which becomes its verdict)."""
+
+
 def _add_observed(e: FaultVerdict, obs: Observed) -> None:
-    """What the rig saw goes into the entry as it is (TypedDicts do not merge)."""
-    if "skipped" in obs:
-        e["skipped"] = obs["skipped"]
-    if "error" in obs:
-        e["error"] = obs["error"]
-    if "stopped_s" in obs:
-        e["stopped_s"] = obs["stopped_s"]
-    if "spawned_s" in obs:
-        e["spawned_s"] = obs["spawned_s"]
-    if "ready_s" in obs:
-        e["ready_s"] = obs["ready_s"]
-    if "time_to_ready_s" in obs:
-        e["time_to_ready_s"] = obs["time_to_ready_s"]
-    if "start_action" in obs:
-        e["start_action"] = obs["start_action"]
-    if "end_action" in obs:
-        e["end_action"] = obs["end_action"]
-    if "burst" in obs:
-        e["burst"] = obs["burst"]
-    if "settle" in obs:
-        e["settle"] = obs["settle"]
-    if "settled_s" in obs:
-        e["settled_s"] = obs["settled_s"]
-    if "running_excess" in obs:
-        e["running_excess"] = obs["running_excess"]
-    if "detail" in obs:
-        e["detail"] = obs["detail"]
+    """What the rig saw goes into the entry as it is."""
+    cast(dict[str, object], e).update((k, v) for k, v in obs.items() if k in _SEEN)
 
 
 def _verdict(
