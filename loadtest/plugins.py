@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from loadtest._compat.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from loadtest.app.ab.side_types import Launch, SideType
+    from loadtest.app.ab.side_types import Launch, SideType, SideTypeBase
     from loadtest.config.arrivals import ArrivalProcess, Param
     from loadtest.config.dimensions import SweepDimension
     from loadtest.config.scenario import Scenario
@@ -107,6 +107,7 @@ __all__ = [
     "ScenarioError",
     "Share",
     "SideType",
+    "SideTypeBase",
     "SourcePlugin",
     "SourceSpec",
     "StopRule",
@@ -157,6 +158,7 @@ _HOME = {
     "SweepDimension": "loadtest.config.dimensions",
     "Launch": "loadtest.app.ab.side_types",
     "SideType": "loadtest.app.ab.side_types",
+    "SideTypeBase": "loadtest.app.ab.side_types",
     "TableParser": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",
     "HookResult": "loadtest.engine.hooks",

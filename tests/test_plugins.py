@@ -868,6 +868,40 @@ def test_a_plugin_side_type_is_started_measured_and_stopped_for_every_run(
     assert bad.returncode == 2 and "known: llama, simproc, vllm" in bad.stderr, bad.stderr
 
 
+def test_a_plugin_side_type_takes_a_draft_length_and_a_server_setting(
+    installed: Path, tmp_path: Path
+) -> None:
+    # --draft-max and --server-sweep were llama.cpp's, vLLM's and the simulator's only: a
+    # side type now says whether it speculates, its draft length and its settings.
+    sc = tmp_path / "sided.toml"
+    sc.write_text(SIDED)
+    out = tmp_path / "out"
+    argv = ["ab", str(sc), "--baseline", "simproc:slow", "--candidate", "simproc:spec"]
+    argv += ["--draft-max", "1,3", "--sweep", "concurrency=2", "--repeat", "1"]
+    res = _loadtest(installed, tmp_path, *argv, "--out", str(out))
+    assert res.returncode in (0, 1), res.stderr[-3000:]  # 1: a verdict, never a crash
+    (folder,) = out.iterdir()
+    d = orjson.loads((folder / "decision.json").read_bytes())
+    draft = d["draft"]
+    assert draft["values"] == [1, 3], draft
+    assert draft["setting"] == "the simulator's spec_k (tokens the draft proposes per step)"
+    # Each K's server drafted that many tokens a step: the simulator's own counts, by
+    # position, have one position at K=1 and three at K=3.
+    acc = d["acceptance"]
+    assert [len(a["per_position"]) for a in acc] == [1, 3], acc
+    assert all(a["position_source"].startswith("server") for a in acc), acc
+    # A side that does not speculate has no draft length, and says what would.
+    plain = ["ab", str(sc), "--baseline", "simproc:slow", "--candidate", "simproc:fast"]
+    res = _loadtest(installed, tmp_path, *plain, "--draft-max", "2", "--sweep", "concurrency=1")
+    assert res.returncode == 2 and "is not a speculative deployment ab starts" in res.stderr
+    # --server-sweep checks the setting against the side type before any run.
+    swept = [*plain, "--sweep", "concurrency=1", "--check", "--server-sweep"]
+    res = _loadtest(installed, tmp_path, *swept, "threads=2")
+    assert res.returncode == 2 and "threads=2: simproc sides take itl_ms" in res.stderr
+    res = _loadtest(installed, tmp_path, *swept, "itl_ms=1,4")
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
 _WORKERS_PANELS = """
 import sys
 from pathlib import Path

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from loadtest.app.ab.side_types import SIDE_TYPES, whole
 from loadtest.app.ab.sides import Side
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
@@ -31,8 +32,6 @@ from loadtest.model.server_sweep import ServerSetting, ServerSide, ServerSweepRe
 from loadtest.report.compare import load_runs
 
 __all__ = [
-    "LLAMA_SETTINGS",
-    "VLLM_SETTINGS",
     "ServerSweep",
     "parse_sampling_sweep",
     "parse_server_sweep",
@@ -41,9 +40,6 @@ __all__ = [
     "with_setting",
 ]
 
-LLAMA_SETTINGS = ("parallel", "threads", "ctx_per_slot")
-"""llama.cpp settings a sweep may vary (the draft length has ``--draft-max``)."""
-VLLM_SETTINGS = ("max_num_seqs", "max_model_len", "num_speculative_tokens", "kv_cache_gb")
 RESULT = "server-sweep.json"
 
 
@@ -106,9 +102,10 @@ def _scalar(word: str) -> float | str | bool:
 
 
 def _whole(sweep: ServerSweep, value: float) -> int:
-    if value != int(value) or value < 1:
-        raise UsageError(f"--server-sweep {sweep.label(value)}: a whole number >= 1")
-    return int(value)
+    try:
+        return whole(value)
+    except UsageError as exc:
+        raise UsageError(f"--server-sweep {sweep.label(value)}: {exc}") from None
 
 
 def with_setting(side: Side, sweep: ServerSweep, value: float | str | bool) -> Side:
@@ -120,22 +117,12 @@ def with_setting(side: Side, sweep: ServerSweep, value: float | str | bool) -> S
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise UsageError(f"--server-sweep {sweep.label(value)}: a number")
     value = float(value)
-    if side.llama is not None:
-        if name not in LLAMA_SETTINGS:
-            raise UsageError(
-                f"--server-sweep {name}: llama.cpp sides take {', '.join(LLAMA_SETTINGS)}"
-            )
-        whole: Any = _whole(sweep, value)  # a field named at run time: checked just below
-        llama = dataclasses.replace(side.llama, **{name: whole})
-        llama.check()
-        return dataclasses.replace(side, settings=llama)
-    if side.vllm is not None:
-        if name not in VLLM_SETTINGS:
-            raise UsageError(f"--server-sweep {name}: vLLM sides take {', '.join(VLLM_SETTINGS)}")
-        number: Any = value if name == "kv_cache_gb" else _whole(sweep, value)
-        vllm = dataclasses.replace(side.vllm, **{name: number})
-        vllm.check()
-        return dataclasses.replace(side, settings=vllm)
+    if side.kind is not None:
+        try:
+            made = SIDE_TYPES.load(side.kind).with_setting(side.settings, name, value)
+        except UsageError as exc:
+            raise UsageError(f"--server-sweep {sweep.label(value)}: {exc}") from None
+        return dataclasses.replace(side, settings=made)
     if side.sim_speculative is not None:
         from loadtest.sim.model import SimConfig
 
@@ -148,7 +135,7 @@ def with_setting(side: Side, sweep: ServerSweep, value: float | str | bool) -> S
         return dataclasses.replace(side, sim_settings=(*side.sim_settings, (name, setting)))
     raise UsageError(
         f"--server-sweep: {side.given or 'the built-in simulator'!r} is not a deployment ab "
-        "starts (llama:..., vllm:..., sim:...): its server's settings are not loadtest's"
+        "starts (NAME:MODE of a side type, or sim:...): its server's settings are not loadtest's"
     )
 
 

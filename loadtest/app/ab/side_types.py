@@ -5,7 +5,9 @@ A side given as ``NAME:MODE`` (``llama:ngram``, ``vllm:none``, a plugin's
 ``loadtest.sides``; loadtest's own ``llama`` and ``vllm`` are registered exactly as a
 third party's (``app.ab.side_kinds``). A type declares how it reads its MODE, how one run's
 server starts (its command on a loopback port, the model it serves, how long it may take
-to stop) and what a check says each run pays to start it. The rest is the same for
+to stop), what a check says each run pays to start it, and, where it has them, whether
+it speculates, its draft length (``--draft-max``) and the settings ``--server-sweep``
+may vary (``SideTypeBase`` has a default for each of those). The rest is the same for
 every type (``app.ab.sides.run_side``): a free port, the cold start (to ``/health``, then
 to a first streamed token), resident memory and energy through the run, the stop and
 ``deployment.json``; each run scrapes the server's ``/metrics`` as any endpoint's.
@@ -19,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from loadtest.errors import UsageError
 from loadtest.registry import Registry
 
-__all__ = ["SIDE_TYPES", "Launch", "SideType"]
+__all__ = ["SIDE_TYPES", "Launch", "SideType", "SideTypeBase", "whole"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,57 @@ class SideType(Protocol):
         """How to start one run's server on ``host``:``port``. Called before the run's
         clock starts: work that is not a cold start (a download, a conversion) goes here."""
         ...
+
+    @property
+    def draft_setting(self) -> str:
+        """What ``--draft-max`` varies on its sides, in words (``decision.json``)."""
+        ...
+
+    @property
+    def server_settings(self) -> tuple[str, ...]:
+        """The settings ``--server-sweep NAME=V,...`` may vary on its sides."""
+        ...
+
+    def speculates(self, settings: Any) -> bool | None:
+        """Whether a side of these settings speculates (None: cannot tell): a known
+        draft's near-zero acceptance is shown, a side that may draft nothing gets none."""
+        ...
+
+    def with_draft_max(self, settings: Any, k: int) -> object | None:
+        """These settings at draft length ``k`` (``--draft-max``); None: no draft length."""
+        ...
+
+    def with_setting(self, settings: Any, name: str, value: float) -> object:
+        """These settings with ``name`` at ``value`` (``--server-sweep``); ``UsageError``
+        saying what it takes when it has no such setting or ``value`` does not fit."""
+        ...
+
+
+class SideTypeBase:
+    """A ``SideType``'s defaults beyond ``start_cost``, ``parse`` and ``launch``, which a
+    type writes itself: no speculation known, no draft length, no server settings."""
+
+    draft_setting: str = "the draft length (tokens drafted per step)"
+    server_settings: tuple[str, ...] = ()
+
+    def speculates(self, settings: Any) -> bool | None:
+        """Cannot tell."""
+        return None
+
+    def with_draft_max(self, settings: Any, k: int) -> object | None:
+        """No draft length."""
+        return None
+
+    def with_setting(self, settings: Any, name: str, value: float) -> object:
+        """No settings."""
+        raise UsageError("this side type has no setting --server-sweep may vary")
+
+
+def whole(value: float) -> int:
+    """``value`` as a count of at least 1 (a setting's), or ``UsageError``."""
+    if value != int(value) or value < 1:
+        raise UsageError("a whole number >= 1")
+    return int(value)
 
 
 SIDE_TYPES: Registry[SideType] = Registry(

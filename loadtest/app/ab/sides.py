@@ -97,8 +97,7 @@ class Side:
         plugin's side type, which loadtest cannot tell."""
         if self.sim_speculative is not None:
             return self.sim_speculative
-        spec = self.llama.spec if self.llama else self.vllm.spec if self.vllm else None
-        return None if spec is None else spec != "none"
+        return SIDE_TYPES.load(self.kind).speculates(self.settings) if self.kind else None
 
     @property
     def llama(self) -> LlamaOptions | None:
@@ -153,17 +152,20 @@ def draft_sides(side: Side, values: tuple[int, ...]) -> dict[str, Side]:
 
     Only a side loadtest starts can be given a draft length: a URL's server was started
     by someone else, and a side without speculation has no draft."""
-    if side.llama is not None and side.llama.spec != "none":
-        made = {
-            k: dataclasses.replace(side, settings=dataclasses.replace(side.llama, draft_max=k))
-            for k in values
-        }
+    drafted = (
+        {k: SIDE_TYPES.load(side.kind).with_draft_max(side.settings, k) for k in values}
+        if side.kind is not None
+        else {}
+    )
+    if drafted and all(s is not None for s in drafted.values()):
+        made = {k: dataclasses.replace(side, settings=s) for k, s in drafted.items()}
     elif side.sim_speculative:
         made = {k: dataclasses.replace(side, sim_spec_k=k) for k in values}
     else:
         raise UsageError(
             f"--draft-max: the candidate {side.given or 'the built-in simulator'!r} is not a "
-            "speculative deployment ab starts (llama:ngram|draft|self or sim:spec)"
+            "speculative deployment ab starts with a draft length (llama:ngram|draft|self, "
+            "sim:spec, or a side type's that has one)"
         )
     return {
         f"candidate-k{k}": dataclasses.replace(s, given=f"{side.given} K={k}", draft_max=k)

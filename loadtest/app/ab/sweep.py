@@ -21,6 +21,7 @@ import orjson
 
 from loadtest.app.ab.costs import memory_budget, side_memory
 from loadtest.app.ab.runs import letter, run_ab_many
+from loadtest.app.ab.side_types import SIDE_TYPES
 from loadtest.app.ab.sides import RunFn, Side
 from loadtest.app.options import RunOptions
 from loadtest.config.dimensions import known_dimensions, parse_values
@@ -240,8 +241,9 @@ def run_step(
 
 def draft_setting(sides: dict[str, Side]) -> str:
     """What ``--draft-max`` varies on these sides, in words (``decision.json``)."""
-    if any(s.llama is not None for s in sides.values()):
-        return "llama.cpp speculative.draft.n_max (most tokens drafted per step)"
+    kinds = [s.kind for s in sides.values() if s.kind is not None]
+    if kinds:
+        return SIDE_TYPES.load(kinds[0]).draft_setting
     return "simulator spec_k (tokens the draft proposes per step)"
 
 
