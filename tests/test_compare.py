@@ -149,11 +149,19 @@ def test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
 
 
 def test_identical_deployments_repeated_show_no_difference_and_their_spread(
-    sims: dict[str, str], tmp_path: Path
+    sims: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, c = _ab(tmp_path, sims["base"], sims["twin"], 2)
+    printed = capsys.readouterr().out
+    # Each run's line gives its TTFT p50 as the comparison's "run by run" takes it: the
+    # run's own HDR p50 (the lower middle value) was printed 0.5 ms off that figure.
+    for side, letter in (("a", "A"), ("b", "B")):
+        for i, v in enumerate(c["spread"][side]["ttft_ms"]["p50"]["runs"], 1):
+            shown = re.search(rf"^{letter} {i}/2 \S+ +ok \d+  TTFT p50 ([\d.]+) ms", printed, re.M)
+            assert shown is not None and shown.group(1) == f"{v:.1f}", (side, i, v, printed)
     assert code == 0  # verdicts do not set the exit code; blocking findings do
     assert len(c["a"]["runs"]) == len(c["b"]["runs"]) == 2
+    assert (c["a"]["endpoint"], c["b"]["endpoint"]) == (sims["base"], sims["twin"])  # one each
     # Two runs a side: the bar is --min-effect as asked (2%), not the one-run floor.
     assert c["min_effect"] == c["min_effect_asked"] == 0.02
     spread = c["spread"]["a"]["tpot_ms"]["p50"]

@@ -401,6 +401,11 @@ def test_the_driver_is_busy_only_when_its_lag_could_move_a_reported_figure() -> 
     assert driver_health(late)["busy"] and "dispatch lag p99 14" in said
     assert ": TTFT (corrected), end-to-end (corrected) may include" in said
     assert not driver_health(figures | {"dispatch_lag_ms": {"p99": 12.0}})["busy"]
+    # Of 20 values a p99 is their largest: said so, where "client lag p99 12.175 ms"
+    # stood beside a table printing 12.18 and the rule that a p99 needs 100 values.
+    few = tight | {"client_lag_ms": {"p99": 12.175, "count": 20}}
+    said = driver_health(few)["advice"] or ""
+    assert "client lag max 12.18 ms (of 20 values, too few for a p99) over " in said, said
     # The resolution of a 3-significant-digit histogram: never coarser than 0.1 %.
     assert 0.001 <= resolution_ms(0.5) <= 0.001
     assert resolution_ms(200.0) <= 200.0 * 0.001 < 200.0 * LAG_SHARE

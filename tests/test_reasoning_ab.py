@@ -63,6 +63,10 @@ def test_ab_names_the_part_where_speculation_pays(
 ) -> None:
     c, _ = _ab(tmp_path, think, answer)
     printed = capsys.readouterr().out
+    # Each run of a sim: side has a simulator of its own: the first run's address alone
+    # was given as the side's endpoint.
+    for side in ("a", "b"):
+        assert c[side]["endpoint"].startswith("a server started for each run: http://127.0.0.1:")
     parts = c.get("reasoning")
     assert parts is not None, printed
     assert parts["requests_a"] == parts["requests_b"] == 32  # every request reasoned

@@ -105,7 +105,7 @@ def side_figures(sums: Sequence[Summary], cache: CacheUse) -> SideFigures:
     share = cache.share
     return SideFigures(
         runs=tuple(s["run"]["id"] for s in sums),
-        endpoint=sums[0]["run"]["endpoint"],
+        endpoint=_endpoints([s["run"]["endpoint"] for s in sums]),
         completion_rate=round(ok / sent, 4) if sent else None,
         validity_rate=round(valid / calls, 4) if calls else None,
         output_tokens_per_s=_mean([s["throughput"]["output_tokens_per_s"] for s in sums]),
@@ -204,3 +204,13 @@ def spread(
         if len(per_run["p50"]) > 1:
             out[m] = {p: Spread(v, round(statistics.stdev(v), 3)) for p, v in per_run.items()}
     return out
+
+
+def _endpoints(given: Sequence[str]) -> str:
+    """The side's endpoint, or, for a side started anew for each run (a managed one, the
+    built-in simulator), how many there were: the first run's alone was named as if the
+    others had used it too."""
+    ends = list(dict.fromkeys(given))
+    if len(ends) == 1:
+        return ends[0]
+    return f"a server started for each run: {', '.join(ends[:2])}{', ...' * (len(ends) > 2)}"

@@ -12,7 +12,7 @@ from loadtest.config.scenario import Scenario
 from loadtest.engine.blocks import summary_blocks
 from loadtest.measure.hdr import metric_stats
 from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
-from loadtest.measure.slo import SLOSpec, evaluate, stat_of
+from loadtest.measure.slo import SLOSpec, evaluate, stat_of, values_to_judge
 from loadtest.model.record import ENGINE_CANCELS, ERROR_CLASSES
 from loadtest.model.summary import (
     DecodeStepsBlock,
@@ -95,6 +95,17 @@ def _lag_bar(metrics: Mapping[str, object], moves: Sequence[str]) -> tuple[float
     return bar, f"{bar:.3g} ms, {LAG_SHARE:.0%} of the {metric} p99 of {value:g} ms"
 
 
+def _lag_said(metrics: Mapping[str, object], metric: str, p99: float) -> str:
+    """``client lag p99 12.08 ms``, as the table prints it (two decimals); of fewer values
+    than a p99 needs, what it is, their largest: "p99 12.175 ms" was said of 20 values,
+    beside a table that prints 12.18 and a rule that a p99 needs 100."""
+    name = metric.removesuffix("_ms").replace("_", " ")
+    count = stat_of(metrics, metric, "count")
+    if count is not None and count < values_to_judge(f"{metric}.p99", 0.0):
+        return f"{name} max {p99:.2f} ms (of {count:.0f} values, too few for a p99)"
+    return f"{name} p99 {p99:.2f} ms"
+
+
 def driver_health(metrics: Mapping[str, object], kernel_share: float | None = None) -> DriverHealth:
     """Whether loadtest itself kept up, from the ``metrics`` block of a summary.
 
@@ -127,12 +138,12 @@ def driver_health(metrics: Mapping[str, object], kernel_share: float | None = No
         return [LATENCY_LABELS[m] for m in moves if stat_of(metrics, m, "p99") is not None]
 
     if client is not None and client > client_bar:
-        why.append(f"client lag p99 {client:g} ms over {client_why}")
+        why.append(f"{_lag_said(metrics, 'client_lag_ms', client)} over {client_why}")
         # Kernel stamps keep TTFT, TPOT and end-to-end; a late read merges chunks only.
         stamped = kernel_share is not None and kernel_share >= 1.0
         moved += _CHUNK_FIGURES if stamped else named(CLIENT_LAG_MOVES)
     if dispatch is not None and dispatch > dispatch_bar:
-        why.append(f"dispatch lag p99 {dispatch:g} ms over {dispatch_why}")
+        why.append(f"{_lag_said(metrics, 'dispatch_lag_ms', dispatch)} over {dispatch_why}")
         moved += named(DISPATCH_LAG_MOVES)
     busy = bool(why)
     affected = ", ".join(moved) or "the latencies"

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict, final
 
+import numpy as np
 import orjson
 
 from loadtest.app.ab.sides import RunFn, Side, run_side
@@ -31,7 +32,6 @@ from loadtest.config.scenario import load_scenario
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.atomic import write_atomic
 from loadtest.model.comparison import Comparison
-from loadtest.model.summary import Summary
 from loadtest.report.compare import RunData, compare_runs, load_run
 from loadtest.report.evidence import run_evidence
 
@@ -145,7 +145,7 @@ def run_ab_many(
         run_dir, interrupted = run_side(sides[side], options, run)
         data = load_run(run_dir)
         runs[side].append(data)
-        say(side_line(label, side, data.summary, run_dir))
+        say(side_line(label, side, data, run_dir))
         if interrupted:
             stopped = True
             break
@@ -171,15 +171,20 @@ def run_ab_many(
     return done, folder, stopped
 
 
-def side_line(label: str, side: str, summary: Summary, run_dir: Path) -> str:
-    """``A 1/2 baseline   ok 60  TTFT p50 22.9 ms  -> out/.../baseline/<run-id>``."""
+def side_line(label: str, side: str, data: RunData, run_dir: Path) -> str:
+    """``A 1/2 baseline   ok 60  TTFT p50 22.9 ms  -> out/.../baseline/<run-id>``: the
+    p50 as the comparison takes it of each run (its measured values, interpolated), as
+    the run's own HDR p50 (the lower middle value of 20) was printed beside a "run by
+    run" figure of the same run 0.5 ms apart."""
+    summary = data.summary
     r = summary["requests"]
     ok = r.get("measured_ok", r["ok"])
     counts = f"ok {ok}" + (f" failed {r['failed']}" if r["failed"] else "")
     counts += f" cancelled {r['cancelled']}" if r["cancelled"] else ""
-    stats = summary["metrics"].get("ttft_ms")
-    ttft = None if stats is None else stats.get("p50")
-    shown = "no data" if ttft is None else f"{ttft:.1f} ms"
+    ttft = data.samples.get("ttft_ms")
+    # Rounded as the comparison's figure is, so both print the same tenth.
+    p50 = None if ttft is None or not ttft.size else round(float(np.percentile(ttft, 50)), 3)
+    shown = "no data" if p50 is None else f"{p50:.1f} ms"
     notes = ["INTERRUPTED"] * summary["run"]["interrupted"]
     notes += [f"STOPPED EARLY: {s['reason']}" for s in summary.get("stopped", [])]
     notes += [f"STOP: {why}" for why in run_evidence(summary).reasons]
