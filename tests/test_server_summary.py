@@ -189,6 +189,25 @@ def test_a_server_figure_from_one_wide_bucket_is_printed_as_its_bucket() -> None
     assert "minus server" not in text
     assert "cannot tell (client p50 38.0, the server's p50 only known to be 20-40 ms)" in text
     assert "p50 20-40  p95 100-250" in text
+    assert "warm-up" not in text  # no warm-up: the window's counts are the measured ones
+    # The engine's gaps take in tool-call streams, which the client's TPOT leaves out:
+    # said where the run had any (a code run read "tool-call streams too").
+    itl_le = [0.01, 0.025, 0.05]
+    start["itl"], end["itl"] = _hist(itl_le, [0] * 4), _hist(itl_le, [400, 900, 1000, 1000])
+    with_itl = cast(Summary, {**summary, "server": summarize_samples(rows)})
+    (gaps,) = [x for x in server_lines(with_itl) if "server inter-token ms" in x]
+    assert gaps.endswith("(the engine's)"), gaps
+    calls = cast(Summary, {**with_itl, "tool_calls": {"responses_with_calls": 3}})
+    (gaps,) = [x for x in server_lines(calls) if "server inter-token ms" in x]
+    assert gaps.endswith("(the engine's, tool-call streams too)"), gaps
+    # A warm-up request that ended inside the window is in the server's counts of it:
+    # "all 28" stood beside 20 measured requests with no word of why.
+    warm = cast(Summary, {**summary, "requests": {"warmup": 8}})
+    (head,) = [line for line in server_lines(warm) if line.startswith("server (")]
+    assert head.endswith(
+        "counters over the measured window, each request counted where the server "
+        "observed it (warm-up ones too)"
+    ), head
 
 
 _MIXED = """

@@ -495,9 +495,14 @@ def test_replay_counts_what_was_sent_and_in_flight_from_the_records() -> None:
         assert f.in_flight == len(went) - len(ended)
         assert f.ok + f.failed + f.cancelled == len(ended)
         assert f.sent == f.ok + f.failed + f.cancelled + f.in_flight
+        # The warm-up's requests are among those counted, and not in the percentiles:
+        # the panel says how many ("sent 236 ok 236" stood beside counts of 197).
+        assert f.warmup == sum(1 for r in went if r["warmup"])
+        assert (f"warm-up {f.warmup}" in render_counts(f)) == (f.warmup > 0)
         seen_in_flight |= f.in_flight > 0
         src.step(1)
     assert seen_in_flight  # the check above could tell the two counts apart
+    assert f.warmup > 0  # the sample has a warm-up: the check above could fail
     first = ReplaySource(SAMPLE)
     first.step(-100)
     f = first.frame("ttft_ms", "all")

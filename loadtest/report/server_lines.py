@@ -154,9 +154,11 @@ def _latency(server: ServerBlock, summary: Summary) -> list[str]:
     if itl:
         figures, guess = _figures("", itl, resolution.get("itl"))
         guessed |= guess
-        out.append(
-            f"  server inter-token ms {figures.lstrip()} (the engine's, tool-call streams too)"
-        )
+        # The client's TPOT leaves tool-call streams out; the engine's gaps do not. Said
+        # only where there were any: a code run read "tool-call streams too".
+        calls = summary["tool_calls"]["responses_with_calls"] if "tool_calls" in summary else 0
+        whose = "the engine's, tool-call streams too" if calls else "the engine's"
+        out.append(f"  server inter-token ms {figures.lstrip()} ({whose})")
     parts = []
     for label, p in (
         ("queue", server.get("queue_ms")),
@@ -187,6 +189,11 @@ def server_lines(summary: Summary) -> list[str]:
     window = {"measured": "the measured window", "run": "the whole run (no window edges)"}
     where = window.get(server.get("window", ""), "the run")
     head = f"server ({server.get('engine') or 'unknown'}): counters over {where}"
+    warm = summary["requests"]["warmup"] if "requests" in summary else 0
+    if server.get("window") == "measured" and warm:
+        # A warm-up request that ended inside the window is in its queue and decode
+        # counts: "all 28" beside 20 measured requests read as a miscount.
+        head += ", each request counted where the server observed it (warm-up ones too)"
     lines = ["", head]
     lines += _speculation(server, summary)
     hits, queries = server.get("prefix_cache_hits"), server.get("prefix_cache_queries")

@@ -63,6 +63,7 @@ class MetricsView(TypedDict):
     failed: int
     cancelled: int
     in_flight: int
+    warmup: int
     errors: dict[str, int]
     category: str
     categories: tuple[str, ...]
@@ -80,6 +81,7 @@ def metrics_view(m: Metrics, in_flight: int, metric: str, category: str) -> Metr
         "failed": m.outcomes["failed"],
         "cancelled": m.outcomes["cancelled"],
         "in_flight": in_flight,
+        "warmup": m.warmup_requests,
         "errors": dict(m.errors),
         "category": category,
         "categories": ("all", *sorted(m.by_category)),
@@ -298,6 +300,7 @@ class ReplaySource:
             failed=outcomes.count("failed"),
             cancelled=outcomes.count("cancelled"),
             in_flight=len(went) - len(done),
+            warmup=sum(1 for r in went if r.get("warmup")),
             errors=errors,
             category=category,
             categories=("all", *sorted({r["category"] for r in self.rows})),
