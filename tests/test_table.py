@@ -220,3 +220,8 @@ def test_a_corrected_figure_with_more_values_says_why() -> None:
     more = same | {"e2e_ms": {"count": 197}, "e2e_ms_corrected": {"count": 365}}
     note = corrected_counts_note(more) or ""
     assert "365 against 197 for e2e_ms" in note and "closed loop" in note
+    # The one that added none is named, beside it ("TTFT (corrected) 197" read as a
+    # correction left out).
+    assert "; ttft_ms adds none, no value of its being longer than a session's interval)" in note, (
+        note
+    )

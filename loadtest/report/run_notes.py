@@ -24,8 +24,23 @@ def corrected_counts_note(metrics: Mapping[str, MetricStats]) -> str | None:
     if not more:
         return None
     name, raw_n, fixed_n = max(more, key=lambda x: x[2] - x[1])
+    # The ones beside it that add nothing, said too: "TTFT (corrected) 197" beside
+    # "end-to-end (corrected) 368" read as one correction applied and the other not.
+    same = [
+        m
+        for m, raw in metrics.items()
+        if (fixed := metrics.get(f"{m}_corrected")) is not None
+        and raw["count"]
+        and fixed["count"] == raw["count"]
+    ]
+    none = (
+        f"; {', '.join(same)} add{'s' * (len(same) == 1)} none, no value of "
+        f"{'its' if len(same) == 1 else 'theirs'} being longer than a session's interval"
+        if same
+        else ""
+    )
     return (
         f"(a corrected figure counts more values than its raw one, {fixed_n} against "
         f"{raw_n} for {name}: in closed loop the correction adds a value for each send a "
-        "slow request held back, HdrHistogram's coordinated-omission correction)"
+        f"slow request held back, HdrHistogram's coordinated-omission correction{none})"
     )
