@@ -102,7 +102,7 @@ def _lag_said(metrics: Mapping[str, object], metric: str, p99: float) -> str:
     name = metric.removesuffix("_ms").replace("_", " ")
     count = stat_of(metrics, metric, "count")
     if count is not None and count < values_to_judge(f"{metric}.p99", 0.0):
-        return f"{name} max {p99:.2f} ms (of {count:.0f} values, too few for a p99)"
+        return f"{name} max {p99:.2f} ms of {count:.0f} values, too few for a p99,"
     return f"{name} p99 {p99:.2f} ms"
 
 
