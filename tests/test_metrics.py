@@ -405,7 +405,10 @@ def test_the_driver_is_busy_only_when_its_lag_could_move_a_reported_figure() -> 
     # stood beside a table printing 12.18 and the rule that a p99 needs 100 values.
     few = tight | {"client_lag_ms": {"p99": 12.175, "count": 20}}
     said = driver_health(few)["advice"] or ""
-    assert "(client lag max 12.18 ms of 20 values, too few for a p99, over 3.15 ms" in said, said
+    assert (
+        "(client lag max 12.18 ms (its largest of 20 values: too few for a p99) over 3.15 ms"
+        in said
+    ), said
     # The resolution of a 3-significant-digit histogram: never coarser than 0.1 %.
     assert 0.001 <= resolution_ms(0.5) <= 0.001
     assert resolution_ms(200.0) <= 200.0 * 0.001 < 200.0 * LAG_SHARE

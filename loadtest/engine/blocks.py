@@ -169,9 +169,10 @@ def live_json_parts(parts: Mapping[str, Sequence[object]]) -> dict[str, list[obj
     for name, some in parts.items():
         for part in some:
             try:
-                out.setdefault(name, []).append(_as_json(name, part))
+                made = _as_json(name, part)
             except UsageError:
                 continue
+            out.setdefault(name, []).append(made)
     return out
 
 

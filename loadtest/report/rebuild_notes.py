@@ -33,15 +33,17 @@ def not_rebuilt(start: RunStart | None, lost: list[str], lasted_s: float) -> lis
 
 
 def _fault_notes(labels: list[str], starts: list[float] | None, lasted_s: float) -> list[str]:
-    """A window planned after the run's last line was never reached (the kill came
-    first); one that opened has no verdict. Without planned starts (an older run.json),
-    every window is said to have none."""
+    """A window planned after the run's last recorded request was most likely never
+    reached (the kill came first); said as what the lines show, since a window that
+    stalls the load (a blackhole, an idle burst) ends no request either. One that
+    opened has no verdict. Without planned starts (an older run.json), every window is
+    said to have none. Windows are told apart by place, not by their (user-given) names."""
     later = (
-        [w for w, at in zip(labels, starts, strict=True) if at > lasted_s]
+        [i for i, at in enumerate(starts) if at > lasted_s]
         if starts is not None and len(starts) == len(labels)
         else []
     )
-    opened = [w for w in labels if w not in later]
+    opened = [w for i, w in enumerate(labels) if i not in later]
     out = []
     if opened:
         out.append(
@@ -51,9 +53,15 @@ def _fault_notes(labels: list[str], starts: list[float] | None, lasted_s: float)
         )
     if later:
         assert starts is not None
-        first = min(at for w, at in zip(labels, starts, strict=True) if w in later)
+        names = ", ".join(labels[i] for i in later)
+        first = min(starts[i] for i in later)
+        last = (
+            f"the run's last recorded request ended at {lasted_s:.1f} s"
+            if lasted_s > 0
+            else "the run recorded no request"
+        )
         out.append(
-            f"fault window{'s' * (len(later) > 1)} {', '.join(later)}: not reached (the "
-            f"run's last request ended at {lasted_s:.1f} s, before {first:g} s)"
+            f"fault window{'s' * (len(later) > 1)} {names}: not reached, by its lines "
+            f"({last}, before {first:g} s)"
         )
     return out

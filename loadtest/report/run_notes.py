@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from loadtest.measure.slo import stat_of, values_to_judge
 from loadtest.model.summary import MetricStats
 
-__all__ = ["corrected_counts_note"]
+__all__ = ["corrected_counts_note", "lag_said"]
 
 
 def corrected_counts_note(metrics: Mapping[str, MetricStats]) -> str | None:
@@ -44,3 +45,14 @@ def corrected_counts_note(metrics: Mapping[str, MetricStats]) -> str | None:
         f"{raw_n} for {name}: in closed loop the correction adds a value for each send a "
         f"slow request held back, HdrHistogram's coordinated-omission correction{none})"
     )
+
+
+def lag_said(metrics: Mapping[str, object], metric: str, p99: float) -> str:
+    """``client lag p99 12.08 ms``, as the table prints it (two decimals); of fewer values
+    than a p99 needs, what it is, their largest: "p99 12.175 ms" was said of 20 values,
+    beside a table that prints 12.18 and a rule that a p99 needs 100."""
+    name = metric.removesuffix("_ms").replace("_", " ")
+    count = stat_of(metrics, metric, "count")
+    if count is not None and count < values_to_judge(f"{metric}.p99", 0.0):
+        return f"{name} max {p99:.2f} ms (its largest of {count:.0f} values: too few for a p99)"
+    return f"{name} p99 {p99:.2f} ms"

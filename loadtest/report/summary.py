@@ -12,7 +12,7 @@ from loadtest.config.scenario import Scenario
 from loadtest.engine.blocks import summary_blocks
 from loadtest.measure.hdr import metric_stats
 from loadtest.measure.recorders import Metrics, MetricSet, new_histogram
-from loadtest.measure.slo import SLOSpec, evaluate, stat_of, values_to_judge
+from loadtest.measure.slo import SLOSpec, evaluate, stat_of
 from loadtest.model.record import ENGINE_CANCELS, ERROR_CLASSES
 from loadtest.model.summary import (
     DecodeStepsBlock,
@@ -24,6 +24,7 @@ from loadtest.model.summary import (
     Summary,
 )
 from loadtest.model.verdict import DriverHealth, SloBlock
+from loadtest.report.run_notes import lag_said
 from loadtest.report.table import LATENCY_LABELS
 
 __all__ = [
@@ -76,12 +77,11 @@ def resolution_ms(value_ms: float) -> float:
     """The width of the HDR bucket that holds ``value_ms`` (3 significant digits), in ms;
     never under 0.001 ms, the rounding of the reported figures."""
     us = max(1, int(value_ms * 1e3))
-    width = int(
-        _RESOLUTION.get_highest_equivalent_value(us)
-        - _RESOLUTION.get_lowest_equivalent_value(us)
-        + 1
+    high, low = (
+        _RESOLUTION.get_highest_equivalent_value(us),
+        _RESOLUTION.get_lowest_equivalent_value(us),
     )
-    return max(0.001, width / 1e3)
+    return max(0.001, int(high - low + 1) / 1e3)
 
 
 def _lag_bar(metrics: Mapping[str, object], moves: Sequence[str]) -> tuple[float, str]:
@@ -93,17 +93,6 @@ def _lag_bar(metrics: Mapping[str, object], moves: Sequence[str]) -> tuple[float
     value, metric = min(figures)
     bar = max(resolution_ms(value), LAG_SHARE * value)
     return bar, f"{bar:.3g} ms, {LAG_SHARE:.0%} of the {metric} p99 of {value:g} ms"
-
-
-def _lag_said(metrics: Mapping[str, object], metric: str, p99: float) -> str:
-    """``client lag p99 12.08 ms``, as the table prints it (two decimals); of fewer values
-    than a p99 needs, what it is, their largest: "p99 12.175 ms" was said of 20 values,
-    beside a table that prints 12.18 and a rule that a p99 needs 100."""
-    name = metric.removesuffix("_ms").replace("_", " ")
-    count = stat_of(metrics, metric, "count")
-    if count is not None and count < values_to_judge(f"{metric}.p99", 0.0):
-        return f"{name} max {p99:.2f} ms of {count:.0f} values, too few for a p99,"
-    return f"{name} p99 {p99:.2f} ms"
 
 
 def driver_health(metrics: Mapping[str, object], kernel_share: float | None = None) -> DriverHealth:
@@ -138,12 +127,12 @@ def driver_health(metrics: Mapping[str, object], kernel_share: float | None = No
         return [LATENCY_LABELS[m] for m in moves if stat_of(metrics, m, "p99") is not None]
 
     if client is not None and client > client_bar:
-        why.append(f"{_lag_said(metrics, 'client_lag_ms', client)} over {client_why}")
+        why.append(f"{lag_said(metrics, 'client_lag_ms', client)} over {client_why}")
         # Kernel stamps keep TTFT, TPOT and end-to-end; a late read merges chunks only.
         stamped = kernel_share is not None and kernel_share >= 1.0
         moved += _CHUNK_FIGURES if stamped else named(CLIENT_LAG_MOVES)
     if dispatch is not None and dispatch > dispatch_bar:
-        why.append(f"{_lag_said(metrics, 'dispatch_lag_ms', dispatch)} over {dispatch_why}")
+        why.append(f"{lag_said(metrics, 'dispatch_lag_ms', dispatch)} over {dispatch_why}")
         moved += named(DISPATCH_LAG_MOVES)
     busy = bool(why)
     affected = ", ".join(moved) or "the latencies"

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.app.ab.side_types import SIDE_TYPES, whole
+from loadtest.app.ab.side_types import SIDE_TYPES, setting_of, whole
 from loadtest.app.ab.sides import Side
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
@@ -119,7 +119,7 @@ def with_setting(side: Side, sweep: ServerSweep, value: float | str | bool) -> S
     value = float(value)
     if side.kind is not None:
         try:
-            made = SIDE_TYPES.load(side.kind).with_setting(side.settings, name, value)
+            made = setting_of(SIDE_TYPES.load(side.kind), side.settings, name, value)
         except UsageError as exc:
             raise UsageError(f"--server-sweep {sweep.label(value)}: {exc}") from None
         return dataclasses.replace(side, settings=made)

@@ -16,12 +16,22 @@ to a first streamed token), resident memory and energy through the run, the stop
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from loadtest.errors import UsageError
 from loadtest.registry import Registry
 
-__all__ = ["SIDE_TYPES", "Launch", "SideType", "SideTypeBase", "whole"]
+__all__ = [
+    "SIDE_TYPES",
+    "Launch",
+    "SideType",
+    "SideTypeBase",
+    "draft_max_of",
+    "draft_setting_of",
+    "setting_of",
+    "speculates_of",
+    "whole",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,34 +64,21 @@ class SideType(Protocol):
         clock starts: work that is not a cold start (a download, a conversion) goes here."""
         ...
 
-    @property
-    def draft_setting(self) -> str:
-        """What ``--draft-max`` varies on its sides, in words (``decision.json``)."""
-        ...
-
-    @property
-    def server_settings(self) -> tuple[str, ...]:
-        """The settings ``--server-sweep NAME=V,...`` may vary on its sides."""
-        ...
-
-    def speculates(self, settings: Any) -> bool | None:
-        """Whether a side of these settings speculates (None: cannot tell): a known
-        draft's near-zero acceptance is shown, a side that may draft nothing gets none."""
-        ...
-
-    def with_draft_max(self, settings: Any, k: int) -> object | None:
-        """These settings at draft length ``k`` (``--draft-max``); None: no draft length."""
-        ...
-
-    def with_setting(self, settings: Any, name: str, value: float) -> object:
-        """These settings with ``name`` at ``value`` (``--server-sweep``); ``UsageError``
-        saying what it takes when it has no such setting or ``value`` does not fit."""
-        ...
-
 
 class SideTypeBase:
-    """A ``SideType``'s defaults beyond ``start_cost``, ``parse`` and ``launch``, which a
-    type writes itself: no speculation known, no draft length, no server settings."""
+    """What a side type may declare beyond ``SideType`` (``start_cost``, ``parse`` and
+    ``launch``, which a type writes itself), with its defaults: no speculation known, no
+    draft length, no server settings. A type that does not subclass it gets these
+    defaults too (``speculates_of`` and the like), so one written before they existed
+    still loads.
+
+    - ``draft_setting``: what ``--draft-max`` varies on its sides, in words.
+    - ``speculates(settings)``: whether a side speculates (None: cannot tell): a known
+      draft's near-zero acceptance is shown, a side that may draft nothing gets none.
+    - ``with_draft_max(settings, k)``: the settings at draft length ``k``; None: none.
+    - ``with_setting(settings, name, value)``: the settings with ``name`` at ``value``
+      (``--server-sweep``); ``UsageError`` saying what it takes.
+    """
 
     draft_setting: str = "the draft length (tokens drafted per step)"
     server_settings: tuple[str, ...] = ()
@@ -114,3 +111,26 @@ SIDE_TYPES: Registry[SideType] = Registry(
     # A URL's scheme and the built-in simulator are sides, not types.
     reserved=frozenset({"http", "https", "sim"}),
 )
+
+
+_BASE = SideTypeBase()
+
+
+def speculates_of(kind: SideType, settings: object) -> bool | None:
+    """``kind.speculates(settings)``, or the default where the type has none."""
+    return cast(bool | None, getattr(kind, "speculates", _BASE.speculates)(settings))
+
+
+def draft_max_of(kind: SideType, settings: object, k: int) -> object | None:
+    """``kind.with_draft_max(settings, k)``, or the default (no draft length)."""
+    return getattr(kind, "with_draft_max", _BASE.with_draft_max)(settings, k)
+
+
+def draft_setting_of(kind: SideType) -> str:
+    """``kind.draft_setting``, or the default words."""
+    return str(getattr(kind, "draft_setting", _BASE.draft_setting))
+
+
+def setting_of(kind: SideType, settings: object, name: str, value: float) -> object:
+    """``kind.with_setting(settings, name, value)``, or the default (``UsageError``)."""
+    return getattr(kind, "with_setting", _BASE.with_setting)(settings, name, value)

@@ -33,7 +33,7 @@ from pathlib import Path
 import orjson
 import psutil
 
-from loadtest.app.ab.side_types import SIDE_TYPES
+from loadtest.app.ab.side_types import SIDE_TYPES, draft_max_of, speculates_of
 from loadtest.app.deployment import free_port
 from loadtest.app.engines.llama import LlamaOptions
 from loadtest.app.engines.vllm import VllmOptions
@@ -93,11 +93,11 @@ class Side:
 
     @property
     def drafts(self) -> bool | None:
-        """Whether this side speculates, as given (``llama:none``: no); None: a URL or a
-        plugin's side type, which loadtest cannot tell."""
+        """Whether this side speculates, as given (``llama:none``: no); None: a URL, or a
+        side type that does not say (``SideTypeBase.speculates``)."""
         if self.sim_speculative is not None:
             return self.sim_speculative
-        return SIDE_TYPES.load(self.kind).speculates(self.settings) if self.kind else None
+        return speculates_of(SIDE_TYPES.load(self.kind), self.settings) if self.kind else None
 
     @property
     def llama(self) -> LlamaOptions | None:
@@ -153,7 +153,7 @@ def draft_sides(side: Side, values: tuple[int, ...]) -> dict[str, Side]:
     Only a side loadtest starts can be given a draft length: a URL's server was started
     by someone else, and a side without speculation has no draft."""
     drafted = (
-        {k: SIDE_TYPES.load(side.kind).with_draft_max(side.settings, k) for k in values}
+        {k: draft_max_of(SIDE_TYPES.load(side.kind), side.settings, k) for k in values}
         if side.kind is not None
         else {}
     )
@@ -165,7 +165,7 @@ def draft_sides(side: Side, values: tuple[int, ...]) -> dict[str, Side]:
         raise UsageError(
             f"--draft-max: the candidate {side.given or 'the built-in simulator'!r} is not a "
             "speculative deployment ab starts with a draft length (llama:ngram|draft|self, "
-            "sim:spec, or a side type's that has one)"
+            "sim:spec, or a plugin side type with a draft length)"
         )
     return {
         f"candidate-k{k}": dataclasses.replace(s, given=f"{side.given} K={k}", draft_max=k)

@@ -21,7 +21,7 @@ import orjson
 
 from loadtest.app.ab.costs import memory_budget, side_memory
 from loadtest.app.ab.runs import letter, run_ab_many
-from loadtest.app.ab.side_types import SIDE_TYPES
+from loadtest.app.ab.side_types import SIDE_TYPES, draft_setting_of
 from loadtest.app.ab.sides import RunFn, Side
 from loadtest.app.options import RunOptions
 from loadtest.config.dimensions import known_dimensions, parse_values
@@ -241,9 +241,10 @@ def run_step(
 
 def draft_setting(sides: dict[str, Side]) -> str:
     """What ``--draft-max`` varies on these sides, in words (``decision.json``)."""
-    kinds = [s.kind for s in sides.values() if s.kind is not None]
+    # The sides given a draft length (the candidates), not the baseline before them.
+    kinds = [s.kind for s in sides.values() if s.draft_max is not None and s.kind is not None]
     if kinds:
-        return SIDE_TYPES.load(kinds[0]).draft_setting
+        return draft_setting_of(SIDE_TYPES.load(kinds[0]))
     return "simulator spec_k (tokens the draft proposes per step)"
 
 

@@ -28,6 +28,7 @@ import orjson
 
 from loadtest.config.scenario import Scenario
 from loadtest.engine.blocks import live_json_parts
+from loadtest.engine.hooks import RunHook
 from loadtest.engine.runner import Runner, collect_parts
 from loadtest.features.faults.rig import FaultRig, request_rows
 from loadtest.features.faults.verdict import judge_windows
@@ -110,10 +111,20 @@ async def live_snapshot(runner: Runner) -> LiveFile:
         "token_rate_history": m.token_rate_history[-120:],
         "ttft_p95_history": m.ttft_p95_history[-120:],
     }
-    parts = live_json_parts(collect_parts(h.live_parts() for h in runner.hooks))
+    parts = live_json_parts(collect_parts(_live_parts(h) for h in runner.hooks))
     if parts:
         snapshot["blocks"] = parts
     return snapshot
+
+
+def _live_parts(hook: RunHook) -> Mapping[str, object]:
+    """A hook's parts so far; one that raises (a plugin's bug) hands none, logged, so
+    that this process's live.json and progress go on being written."""
+    try:
+        return hook.live_parts()
+    except Exception as exc:
+        log.warning("%s.live_parts failed: %s: %s", type(hook).__name__, type(exc).__name__, exc)
+        return {}
 
 
 async def write_live(runner: Runner, run_dir: Path) -> None:
