@@ -188,10 +188,16 @@ class Stack:
         return float(result[0]["value"][1])
 
     def last_scrape(self, expr: str, since: float) -> float:
-        """When ``expr`` (a 0/1 series) was last 1: the time of the run's last scrape."""
+        """When ``expr`` (a 0/1 series) was last 1: the timestamp of the run's last
+        scrape itself. A query_range step time after that scrape is not one: once the
+        exporter is gone, the failed scrape's staleness marker (stamped when that scrape
+        began) can land after the range was read and hide every series at a step time
+        past it (CI once found the run's series gone at the 'last' step it had just
+        seen). The raw samples of a range vector carry their scrape's own time."""
         deadline = time.monotonic() + 5  # a scrape is stored a moment after it is read
         while True:
-            data = self.api("query_range", query=expr, start=since, end=time.time(), step=0.25)
+            span = max(1, int(time.time() - since) + 2)
+            data = self.api("query", query=f"{expr}[{span}s]", time=time.time())
             times = [float(t) for s in data["result"] for t, v in s["values"] if float(v) == 1]
             if times:
                 return max(times)
@@ -277,16 +283,16 @@ def test_prometheus_scrapes_the_run_and_its_final_figures_are_the_summarys(
         step=1,
     )["result"]
     assert float(seen[0]["values"][-1][1]) > 0
-    windows = stack.api("query_range", query=ANNOTATION, start=started, end=end, step=0.25)[
-        "result"
-    ]
+    # Steps counted back from the last scrape, so that the last step is that scrape.
+    first = end - 0.25 * int((end - started) / 0.25)
+    windows = stack.api("query_range", query=ANNOTATION, start=first, end=end, step=0.25)["result"]
     assert windows and windows[0]["metric"]["window"] == "cancel some"
     # The window was judged while the run went (so far), and at its end by the run.
     for final in ("false", "true"):
         judged = stack.api(
             "query_range",
             query=f'loadtest_fault_verdict{{{sel}final="{final}"}}',
-            start=started,
+            start=first,
             end=end,
             step=0.25,
         )["result"]
