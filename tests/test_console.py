@@ -36,7 +36,8 @@ def test_an_interval_with_nothing_completed_says_no_data_not_zero() -> None:
         ttft_known=True,
         ttft_ms=(21.5, 37.0),
     )
-    assert measured.line().endswith("8.0 req/s 1393 tok/s  TTFT p50 21.5 ms p99 37.0 ms")
+    # The rates are the last second's, and say so (23.0 req/s read as the run's 12.6).
+    assert measured.line().endswith("8.0 req/s 1393 tok/s (last 1 s)  TTFT p50 21.5 ms p99 37.0 ms")
     # Workers report counts only: their line says nothing of TTFT rather than "no data".
     workers = replace(_NOTHING_DONE, elapsed_s=None, workers=3).line()
     assert workers.startswith("[3 workers] ") and "TTFT" not in workers

@@ -41,6 +41,7 @@ from loadtest.tui.frame import (
     render_counts,
     render_faults,
     render_header,
+    series_title,
 )
 from loadtest.tui.histogram import fit_buckets, log_buckets, render_histogram
 from loadtest.tui.sources import ReplaySource
@@ -285,6 +286,42 @@ async def test_a_replays_last_frame_says_which_figures_are_of_the_last_interval(
         assert fragment in text, fragment
     # An earlier interval: its own length, and no run-wide rate beside it.
     assert "figures: last 1 s" in earlier and "the run" not in earlier
+
+
+def test_a_replays_last_interval_of_milliseconds_is_folded_and_its_last_scrape_shown(
+    tmp_path: Path,
+) -> None:
+    """A run's log often ends with an interval of a few milliseconds: its last frame
+    read ``figures: last 0 s`` and ``requests/s 250.0`` beside 9.0 req/s over the run.
+    And the run's last scrape, taken after its last request's interval, was left out:
+    the server panel showed ``running 7`` beside ``in flight 0``."""
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE, run)
+    before = read_intervals(run / "histograms.hlog")
+    start, length, kept = before["e2e_ms"][-1]
+    tail = new_histogram()
+    for _ in range(5):
+        tail.record_value(50_000)
+    with open(run / "histograms.hlog", "a", encoding="ascii") as log:
+        for tag in before:
+            part = tail if tag.startswith("e2e_ms") else new_histogram()
+            payload = part.encode().decode("ascii")
+            log.write(f"Tag={tag},{start + length:.3f},0.020,50.000,{payload}\n")
+    scrape = read_jsonl(run / "metrics.jsonl")[-1]
+    end = start + length + 0.1
+    later = {**scrape, "t_s": end, "t_end_s": end, "running": 0.0, "target_rss_mib": 77.7}
+    with open(run / "metrics.jsonl", "ab") as lines:
+        lines.write(orjson.dumps(later) + b"\n")
+    source = ReplaySource(run)
+    assert source.n == len(before["e2e_ms"])  # folded, not one more
+    frame = source.frame("e2e_ms", "all")
+    assert frame.interval_s == pytest.approx(length + 0.020)
+    assert frame.req_rate[-1] == pytest.approx((kept.get_total_count() + 5) / (length + 0.020))
+    assert series_title(frame) == f"figures: last {length + 0.02:.1f} s".replace(".0 s", " s")
+    assert frame.server is not None
+    assert (frame.server["running"], frame.server["target_rss_mib"]) == (0.0, 77.7)
+    # An interval of half a second or more stays as it was (the sample's last, 0.614 s).
+    assert ReplaySource(SAMPLE).n == len(before["e2e_ms"])
 
 
 async def test_a_rebuilt_runs_note_is_on_the_dashboard(

@@ -46,7 +46,14 @@ from loadtest.tui.frame import (
 from loadtest.tui.histogram import log_buckets
 from loadtest.tui.link import Hello, LiveState
 
-__all__ = ["ROLL_S", "LiveSource", "MetricsView", "ReplaySource", "metrics_view"]
+__all__ = [
+    "ROLL_S",
+    "LiveSource",
+    "MetricsView",
+    "ReplaySource",
+    "fold_short_tail",
+    "metrics_view",
+]
 
 
 ROLL_S = 1.0
@@ -205,6 +212,23 @@ class LiveSource:
         )
 
 
+Interval = tuple[float, float, HdrHistogram]
+
+
+def fold_short_tail(items: list[Interval], shortest_s: float) -> list[Interval]:
+    """``items`` with a last interval shorter than ``shortest_s`` folded into the one
+    before it. The log's last interval is whatever was left when the run ended, often a
+    few milliseconds: its five requests read as ``requests/s 250.0`` beside a run of 9
+    a second, and its bar flattened every other."""
+    if len(items) < 2 or items[-1][1] >= shortest_s:
+        return items
+    (start, length, hist), (_, tail_length, tail) = items[-2], items[-1]
+    both = new_histogram()
+    both.add(hist)
+    both.add(tail)
+    return [*items[:-2], (start, length + tail_length, both)]
+
+
 class ReplaySource:
     """Frames of a finished run, one per interval of its ``histograms.hlog``."""
 
@@ -213,7 +237,10 @@ class ReplaySource:
         self.folder = folder
         try:
             self.summary = summary_of(folder)  # a killed run's is rebuilt from its files
-            self.intervals = read_intervals(folder / "histograms.hlog")
+            self.intervals = {
+                tag: fold_short_tail(items, ROLL_S / 2)
+                for tag, items in read_intervals(folder / "histograms.hlog").items()
+            }
         except (OSError, ResultFileError, ValueError) as exc:
             raise UsageError(f"{folder}: not a finished loadtest run ({exc})") from exc
         self.rows: list[JsonObject] = list(run_requests(folder))
@@ -314,7 +341,11 @@ class ReplaySource:
                 [fast_percentile(h, 95) / 1e3 if h.get_total_count() else 0.0 for _, _, h in ttft]
             ),
             faults=self._faults(t),
-            server=_server_view([s for s in self.samples if s.get("t_s", 0) <= t][-2:]),
+            # The last frame is the run's end: its last scrapes come after the last
+            # request's interval (the drain's), and were shown one scrape behind.
+            server=_server_view(
+                (self.samples if last else [s for s in self.samples if s.get("t_s", 0) <= t])[-2:]
+            ),
             verdicts=self._verdicts(),
             # The blocks as the run ended them: summary.json has no earlier values.
             panels=block_panels(cast(Mapping[str, object], self.summary)) if last else (),

@@ -62,7 +62,10 @@ class Progress:
         if self.warmup:
             text += "warming up, not measured yet"
         elif self.requests_per_s > 0:
-            text += f"{self.requests_per_s:.1f} req/s {self.output_tokens_per_s:.0f} tok/s"
+            # Of the last interval, not the run: a burst read as the run's rate.
+            text += (
+                f"{self.requests_per_s:.1f} req/s {self.output_tokens_per_s:.0f} tok/s (last 1 s)"
+            )
         else:
             # Rates count completed requests, so they are not a zero: they are not known.
             text += "req/s no data (none completed in the last second)"
