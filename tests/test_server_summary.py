@@ -190,6 +190,17 @@ def test_a_server_figure_from_one_wide_bucket_is_printed_as_its_bucket() -> None
     assert "cannot tell (client p50 38.0, the server's p50 only known to be 20-40 ms)" in text
     assert "p50 20-40  p95 100-250" in text
     assert "warm-up" not in text  # no warm-up: the window's counts are the measured ones
+    # A p50 interpolated to 1421.9 in a 1000-1500 ms bucket was printed as a figure (the
+    # bucket was under half of it) beside a client end-to-end p50 of 1267.7; a bucket
+    # wider than a fifth of its figure is printed as the bucket.
+    decode_le = [0.8, 1.0, 1.5, 2.5, 5.0]
+    start["decode"] = _hist(decode_le, [0] * 6)
+    end["decode"] = _hist(decode_le, [20, 60, 116, 180, 213, 213])
+    decoded = summarize_samples(rows)
+    guess = decoded["decode_ms"]["p50"]
+    assert 1000 < guess < 1500 and guess / 2 > 500  # under half: printed before
+    said = "\n".join(server_lines(cast(Summary, {**summary, "server": decoded})))
+    assert "decode p50 1000-1500  p95 2500-5000" in said and f"{guess:.1f}" not in said
     # The engine's gaps take in tool-call streams, which the client's TPOT leaves out:
     # said where the run had any (a code run read "tool-call streams too").
     itl_le = [0.01, 0.025, 0.05]

@@ -17,7 +17,7 @@ from loadtest.app.capacity.sweep import (
 )
 from loadtest.cli.main import main
 from loadtest.errors import UsageError
-from loadtest.model.sweep import CapacityResult, SweepStep
+from loadtest.model.sweep import CapacityResult, SweepStep, best_load_text
 from tests.test_server_sweep import effort_scenario
 
 
@@ -254,6 +254,30 @@ def test_a_rate_its_in_flight_cap_cannot_send_is_not_sustained_and_not_named(
     assert "an in-flight cap of 2" in steps[1]["not_sustained"]
     assert "highest rate meeting the SLOs: 2 (rate 20 was not sustained: half its" in text
     assert "NOT SUSTAINED" in text
+    # The figure from the intended sends is given where the table has no column for it
+    # (it said "see TTFT corrected").
+    summary = orjson.loads((folder / steps[1]["run_id"] / "summary.json").read_bytes())
+    corrected = summary["metrics"]["ttft_ms_corrected"]["p95"]
+    said = f"ms raw, {corrected:.1f} ms from the intended sends)"
+    assert said in steps[1]["not_sustained"] and said in text
+    assert "see TTFT corrected" not in text
+
+
+def test_every_step_not_sustained_is_named_not_only_the_first() -> None:
+    """rates 16 and 32 both stood as NOT SUSTAINED; only 16's was explained."""
+
+    def step(load: float, slo: str) -> dict[str, object]:
+        why = "half its requests left late" if slo == "not sustained" else None
+        return {"load": load, "slo": slo, "slo_met": slo == "met", "not_sustained": why}
+
+    rows = [step(8, "met"), step(16, "not sustained"), step(32, "not sustained")]
+    result = cast(CapacityResult, {"kind": "rate", "steps": rows, "best_load": 8})
+    assert best_load_text(result) == (
+        "highest rate meeting the SLOs: 8 (rate 16 was not sustained: half its requests "
+        "left late; 32 not sustained either)"
+    )
+    result = cast(CapacityResult, {"kind": "rate", "steps": rows[:2], "best_load": 8})
+    assert best_load_text(result).endswith("left late)")
 
 
 def test_a_grid_runs_once_per_value_of_a_request_field(

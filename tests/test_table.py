@@ -225,3 +225,8 @@ def test_a_corrected_figure_with_more_values_says_why() -> None:
     assert "; ttft_ms adds none, no value of its being longer than a session's interval)" in note, (
         note
     )
+    # A metric the table beside it does not print is not named (``ttfa_ms adds none``
+    # stood under a table with no TTFA row).
+    hidden = more | {"ttfa_ms": {"count": 197}, "ttfa_ms_corrected": {"count": 197}}
+    assert "ttfa_ms" in (corrected_counts_note(hidden) or "")
+    assert corrected_counts_note(hidden, shown=set(more)) == note

@@ -51,6 +51,10 @@ def _judge(rows: list[RequestRow], **plan: Any) -> FaultVerdict:
 def test_a_mild_slowdown_holds() -> None:
     e = _judge(_rows(10_000, 15_000, 2.0))
     assert e["verdict"] == "held"
+    # The bound it held within is said (the reason named none).
+    assert e["reason"].endswith(
+        "within the latency bound (TTFT and TPOT p95 at most 3x their level before the window)"
+    )
     assert e["during"]["ttft_p95_ms"] == 20.0
     assert e["before"]["ttft_p95_ms"] == 10.0
     assert e["recovery_s"] == 0.0

@@ -119,6 +119,11 @@ def best_load_text(result: CapacityResult) -> str:
     if after is not None and after.get("slo") == "not sustained":
         named = "none" if best is None else f"{best:g}"
         why = f"{kind} {after['load']:g} was not sustained: {after.get('not_sustained', '')}"
+        # Every later step that was not sustained either is named: each stood in the
+        # table as NOT SUSTAINED with no word beside the first.
+        also = [r["load"] for r in rows[rows.index(after) + 1 :] if r.get("slo") == "not sustained"]
+        if also:
+            why += f"; {' and '.join(f'{v:g}' for v in also)} not sustained either"
         return f"highest {kind} meeting the SLOs: {named} ({why})"
     if after is None or after.get("slo") != "too few":
         return f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}"

@@ -94,7 +94,7 @@ def _run_section(page: Page, folder: Path, summary: Summary) -> None:
     order = latency_order(metrics, reasoned="reasoning" in summary)
     rows = [(m, *(metrics[m].get(k) for k in _STATS)) for m in order]
     page.add("<h2>Latency (ms)</h2>" + table(("metric", *_STATS), rows))
-    note = corrected_counts_note(metrics)
+    note = corrected_counts_note(metrics, shown=order)
     if note:
         page.add(f"<p>{esc(note)}</p>")
     slo = summary["slo"]

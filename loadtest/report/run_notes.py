@@ -3,7 +3,7 @@ counts more values than its raw one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from loadtest.measure.slo import stat_of, values_to_judge
 from loadtest.model.summary import MetricStats
@@ -11,12 +11,18 @@ from loadtest.model.summary import MetricStats
 __all__ = ["corrected_counts_note", "lag_said"]
 
 
-def corrected_counts_note(metrics: Mapping[str, MetricStats]) -> str | None:
+def corrected_counts_note(
+    metrics: Mapping[str, MetricStats], shown: Collection[str] | None = None
+) -> str | None:
     """Why a corrected figure counts more values than its raw one, where one does.
 
     In closed loop the correction is HdrHistogram's: a request slower than the expected
     interval between a session's sends also records the sends it held back, so
-    ``tool_call_ms_corrected`` counted 90 beside ``tool_call_ms``'s 89, unexplained."""
+    ``tool_call_ms_corrected`` counted 90 beside ``tool_call_ms``'s 89, unexplained.
+    ``shown``: the metrics the table beside it prints; no other is named (the note said
+    ``ttfa_ms adds none`` under a table without a TTFA row)."""
+    if shown is not None:
+        metrics = {m: stats for m, stats in metrics.items() if m in shown}
     more = [
         (m, raw["count"], fixed["count"])
         for m, raw in metrics.items()

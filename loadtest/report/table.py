@@ -102,16 +102,17 @@ def render_table(summary: Summary, errors: ErrorExamples | None = None) -> str:
     head = f"{'latency (ms)':<{_LABEL}}" + "".join(f"{c:>{_CELL}}" for c in _COLS)
     lines += ["", head, "-" * len(head)]
     metrics = summary["metrics"]
+    printed = set()
     for label, key in _ROWS:
         stats = metrics.get(key)
         if not stats or not stats["count"]:
             continue
         if key in ANSWER_METRICS and "reasoning" not in summary:
             continue
-
+        printed.add(key)
         cells = f"{stats['count']:>{_CELL}}" + "".join(_cell(stats.get(c, 0.0)) for c in _COLS[1:])
         lines.append(f"{label:<{_LABEL}}{cells}")
-    note = corrected_counts_note(metrics)
+    note = corrected_counts_note(metrics, shown=printed)
     if note:
         lines += textwrap.wrap(note, WIDTH)
     lines += server_lines(summary)

@@ -159,10 +159,18 @@ def unsustained(s: Summary) -> str | None:
     cap = load.get("concurrency")
     held = f"an in-flight cap of {cap} or " if cap else ""
     late = f"{lag / 1000:.1f} s" if lag >= 1000 else f"{lag:.0f} ms"
+    # The table has no corrected column: the figure from the intended sends is given
+    # here (it said "see TTFT corrected", which no table showed).
+    raw, corrected = s["metrics"].get("ttft_ms"), s["metrics"].get("ttft_ms_corrected")
+    both = (
+        f" (TTFT p95 {raw['p95']:.1f} ms raw, {corrected['p95']:.1f} ms from the intended sends)"
+        if raw and corrected and raw.get("count") and corrected.get("count")
+        else ""
+    )
     return (
         f"half its requests left {late} or more late (dispatch lag p50, over the "
         f"{1000 / rate:.0f} ms between arrivals), held back by {held}the endpoint; its "
-        "raw latencies are of a lighter load (see TTFT corrected)"
+        f"raw latencies are of a lighter load{both}"
     )
 
 
