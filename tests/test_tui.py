@@ -284,6 +284,8 @@ async def test_a_replays_last_frame_says_which_figures_are_of_the_last_interval(
     assert last is not None and "over the run" in render_counts(last)
     for fragment in shown:
         assert fragment in text, fragment
+    if size[0] == 80:  # on a line of its own, not wrapped into the next metric's row
+        assert "(over the run)" in text
     # An earlier interval: its own length, and no run-wide rate beside it.
     assert "figures: last 1 s" in earlier and "the run" not in earlier
 

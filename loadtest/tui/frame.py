@@ -229,12 +229,14 @@ def render_counts(f: Frame, width: int | None = None) -> str:
     # 236" stood beside counts of 197 with no word of the 39.
     warm = f"  warm-up {f.warmup}" if f.warmup else ""
     if width is not None and width < 32:
+        # "over the run" on a line of its own: wrapped, its "the run" fell into the row
+        # beside the next metric of the table.
         return (
             f"sent {f.sent}  in flight {f.in_flight}\n"
             f"ok {f.ok}  failed {f.failed}\n"
             f"cancelled {f.cancelled}{warm}\n"
             f"failed by class: {errors}\n"
-            f"{rate:.1f} req/s  {tok:.0f} tok/s{over}"
+            f"{rate:.1f} req/s  {tok:.0f} tok/s" + (f"\n({over.strip()})" if over else "")
         )
     return (
         f"sent {f.sent}   in flight {f.in_flight}{warm}\n"
