@@ -201,6 +201,12 @@ def test_a_server_figure_from_one_wide_bucket_is_printed_as_its_bucket() -> None
     assert 1000 < guess < 1500 and guess / 2 > 500  # under half: printed before
     said = "\n".join(server_lines(cast(Summary, {**summary, "server": decoded})))
     assert "decode p50 1000-1500  p95 2500-5000" in said and f"{guess:.1f}" not in said
+    # Where the difference is tellable it is given from the bucket the line prints, not
+    # from the interpolation it no longer shows (150 - 40 to 150 - 20).
+    far = cast(Summary, {**summary, "metrics": {"ttft_ms": {"count": 100, "p50": 150.0}}})
+    assert "client p50 minus server p50 110.0 to 130.0 (network and client)" in "\n".join(
+        server_lines(far)
+    )
     # The engine's gaps take in tool-call streams, which the client's TPOT leaves out:
     # said where the run had any (a code run read "tool-call streams too").
     itl_le = [0.01, 0.025, 0.05]

@@ -274,10 +274,16 @@ def test_every_step_not_sustained_is_named_not_only_the_first() -> None:
     result = cast(CapacityResult, {"kind": "rate", "steps": rows, "best_load": 8})
     assert best_load_text(result) == (
         "highest rate meeting the SLOs: 8 (rate 16 was not sustained: half its requests "
-        "left late; 32 not sustained either)"
+        "left late); rate 32 not sustained either: its figures are of a lighter load"
     )
     result = cast(CapacityResult, {"kind": "rate", "steps": rows[:2], "best_load": 8})
     assert best_load_text(result).endswith("left late)")
+    # Named too where the first step past the best missed its SLOs instead.
+    rows[1] = step(16, "missed")
+    result = cast(CapacityResult, {"kind": "rate", "steps": rows, "best_load": 8})
+    assert best_load_text(result) == (
+        "highest rate meeting the SLOs: 8; rate 32 not sustained: its figures are of a lighter load"
+    )
 
 
 def test_a_grid_runs_once_per_value_of_a_request_field(

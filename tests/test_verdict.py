@@ -60,6 +60,21 @@ def test_a_mild_slowdown_holds() -> None:
     assert e["recovery_s"] == 0.0
 
 
+def test_a_held_window_names_only_the_bound_it_checked() -> None:
+    """A held reason named "TTFT and TPOT p95 at most 3x" for a window with no latency
+    measured inside it (an idle gap sends nothing): no bound was checked there."""
+    gap = [r for r in _rows(0, 0, 1.0) if not 9_800 <= r["sent_ms"] < 15_000]
+    ev = FaultEvent(kind="idle", at_s=10, duration_s=5)
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], gap, [])
+    assert e["verdict"] == "held", e
+    assert e["during"]["ttft_p95_ms"] is None
+    assert "bound" not in e["reason"].replace("to hold to a bound", "")
+    assert e["reason"].endswith("(none measured inside it to hold to a bound)"), e["reason"]
+    # One measured p95 of the two: the bound names that one.
+    no_tpot = [cast(RequestRow, {**r, "tpot_ms": None}) for r in _rows(10_000, 15_000, 2.0)]
+    assert _judge(no_tpot)["reason"].endswith("(TTFT p95 at most 3x its level before the window)")
+
+
 def test_a_slowdown_past_the_bound_is_degraded() -> None:
     e = _judge(_rows(10_000, 15_000, 4.0))
     assert e["verdict"] == "degraded"

@@ -110,20 +110,32 @@ def knee_text(result: CapacityResult) -> str:
 
 def best_load_text(result: CapacityResult) -> str:
     """``highest rate meeting the SLOs: 4``, or why no load can be named: no SLOs
-    given, or the step after the last that met them too small to tell."""
-    kind, rows, best = result["kind"], result["steps"], result["best_load"]
+    given, or the step after the last that met them too small to tell; and every step
+    not sustained that the sentence does not explain, named (each stood in the table as
+    NOT SUSTAINED with no word)."""
+    kind, rows = result["kind"], result["steps"]
     said = [r.get("slo") for r in rows]
     if said and all(v == "none" for v in said):
         return f"highest {kind} meeting the SLOs: no SLOs given (--slo METRIC.STAT=LIMIT)"
     after = next((r for r in rows if not r["slo_met"]), None)
+    text = _best_said(result, after)
+    explained = after if after is not None and after.get("slo") == "not sustained" else None
+    also = [r["load"] for r in rows if r.get("slo") == "not sustained" and r is not explained]
+    if also:
+        loads = " and ".join(f"{v:g}" for v in also)
+        text += f"; {kind} {loads} not sustained{' either' if explained else ''}: " + (
+            "its figures are of a lighter load"
+            if len(also) == 1
+            else "their figures are of a lighter load"
+        )
+    return text
+
+
+def _best_said(result: CapacityResult, after: SweepStep | None) -> str:
+    kind, best = result["kind"], result["best_load"]
     if after is not None and after.get("slo") == "not sustained":
         named = "none" if best is None else f"{best:g}"
         why = f"{kind} {after['load']:g} was not sustained: {after.get('not_sustained', '')}"
-        # Every later step that was not sustained either is named: each stood in the
-        # table as NOT SUSTAINED with no word beside the first.
-        also = [r["load"] for r in rows[rows.index(after) + 1 :] if r.get("slo") == "not sustained"]
-        if also:
-            why += f"; {' and '.join(f'{v:g}' for v in also)} not sustained either"
         return f"highest {kind} meeting the SLOs: {named} ({why})"
     if after is None or after.get("slo") != "too few":
         return f"highest {kind} meeting the SLOs: {'none' if best is None else f'{best:g}'}"

@@ -343,8 +343,10 @@ class ReplaySource:
             faults=self._faults(t),
             # The last frame is the run's end: its last scrapes come after the last
             # request's interval (the drain's), and were shown one scrape behind.
+            # Every scrape so far: the view takes the last two that answered (a failed
+            # last one hid the acceptance, two the panel).
             server=_server_view(
-                (self.samples if last else [s for s in self.samples if s.get("t_s", 0) <= t])[-2:]
+                self.samples if last else [s for s in self.samples if s.get("t_s", 0) <= t]
             ),
             verdicts=self._verdicts(),
             # The blocks as the run ended them: summary.json has no earlier values.
