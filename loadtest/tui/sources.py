@@ -341,10 +341,9 @@ class ReplaySource:
                 [fast_percentile(h, 95) / 1e3 if h.get_total_count() else 0.0 for _, _, h in ttft]
             ),
             faults=self._faults(t),
-            # The last frame is the run's end: its last scrapes come after the last
-            # request's interval (the drain's), and were shown one scrape behind.
-            # Every scrape so far: the view takes the last two that answered (a failed
-            # last one hid the acceptance, two the panel).
+            # The last frame takes every scrape: the run's last ones come after its last
+            # request's interval (it showed one scrape behind). The view picks the last
+            # two that answered (a failed last one hid the acceptance, two the panel).
             server=_server_view(
                 self.samples if last else [s for s in self.samples if s.get("t_s", 0) <= t]
             ),

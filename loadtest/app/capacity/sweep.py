@@ -28,7 +28,7 @@ from typing import Literal
 import orjson
 
 from loadtest.config.dimensions import parse_values
-from loadtest.measure.slo import requests_to_judge, values_to_judge
+from loadtest.measure.slo import requests_to_judge, stat_of, values_to_judge
 from loadtest.model.atomic import write_atomic
 from loadtest.model.summary import ServerBlock, StatKey, Summary
 from loadtest.model.sweep import CapacityResult, StepSlo, SweepStep, best_load_text, knee_text
@@ -161,10 +161,11 @@ def unsustained(s: Summary) -> str | None:
     late = f"{lag / 1000:.1f} s" if lag >= 1000 else f"{lag:.0f} ms"
     # The table has no corrected column: the figure from the intended sends is given
     # here (it said "see TTFT corrected", which no table showed).
-    raw, corrected = s["metrics"].get("ttft_ms"), s["metrics"].get("ttft_ms_corrected")
+    raw = stat_of(s["metrics"], "ttft_ms", "p95")
+    corrected = stat_of(s["metrics"], "ttft_ms_corrected", "p95")
     both = (
-        f" (TTFT p95 {raw['p95']:.1f} ms raw, {corrected['p95']:.1f} ms from the intended sends)"
-        if raw and corrected and raw.get("count") and corrected.get("count")
+        f" (TTFT p95 {raw:.1f} ms raw, {corrected:.1f} ms from the intended sends)"
+        if raw and corrected  # a p95 of 0.0 or none: nothing measured
         else ""
     )
     return (
