@@ -27,7 +27,7 @@ The handler also honours what the server says about keeping the connection
 a little before the server would drop it, so aiohttp opens a fresh one rather than
 writing a request into a dead socket (and resending it: time that lands in the send).
 Some servers close every connection as soon as a response ends, whatever their headers
-say (llama.cpp closes each streamed one within 0.1 ms, under ``Keep-Alive: timeout=5``):
+say (llama.cpp closes each streamed one at once, under ``Keep-Alive: timeout=5``):
 a request sent straight after the previous one, before the loop has read that close,
 went into the closing socket and was resent, every other request of a run at
 concurrency 1 (``benchmarks/bench_llama_overhead.py``). The first time a connection's

@@ -1,13 +1,13 @@
 """hdrh's counts layout, read and written with numpy: the private half of ``measure.hdr``.
 
-hdrh is pure Python: recording costs ~1.6 µs a value and reading a percentile walks
-23,552 counts in a Python loop. The same arithmetic on whole arrays (hdrh's
-``_counts_index_for`` and ``get_value_from_index``) costs microseconds, but it leans on
-hdrh's private fields: the ctypes ``counts`` array, ``counts_len``, the bucket magnitudes,
-``total_count``, ``min_value`` and ``max_value``. ``self_check`` records the same values
-both ways into two small histograms and compares every count, the totals and some
-percentiles; where anything differs (a changed hdrh), ``measure.hdr`` uses hdrh's own
-methods instead and a warning says so.
+hdrh is pure Python: every recorded value is a Python call, and reading a percentile
+walks 23,552 counts in a Python loop (docs/benchmarks.md). The same arithmetic on whole
+arrays (hdrh's ``_counts_index_for`` and ``get_value_from_index``) costs microseconds,
+but it leans on hdrh's private fields: the ctypes ``counts`` array, ``counts_len``, the
+bucket magnitudes, ``total_count``, ``min_value`` and ``max_value``. ``self_check``
+records the same values both ways into two small histograms and compares every count,
+the totals and some percentiles; where anything differs (a changed hdrh),
+``measure.hdr`` uses hdrh's own methods instead and a warning says so.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def self_check() -> CompatCheck:
         lowest, highest, counts = bucket_arrays(want)
         # hdrh's own view of each recorded value's bucket, asked value by value: its
         # recorded iterator would say the same but walks all 23,552 counts in Python
-        # (~0.2 s, paid by every process that starts).
+        # (a visible cost, paid by every process that starts; docs/benchmarks.md).
         walked = sorted(
             {
                 (want.get_lowest_equivalent_value(v), want.get_count_at_value(v))

@@ -3,9 +3,8 @@
 asyncio waits for I/O and timers in one ``epoll_wait``, whose timeout counts whole
 milliseconds: ``selectors.EpollSelector`` rounds every timeout up to the next one. A
 sleep to an arrival's intended send time therefore wakes 0-1 ms late, 0.5 ms on average,
-before any other cost: measured with a bare asyncio + aiohttp sender at 500 req/s, the
-dispatch lag's median was 0.55-0.60 ms with the default selector and 0.15-0.16 ms with
-this one (``benchmarks/bench_dispatch.py``).
+before any other cost; with this loop a bare asyncio + aiohttp sender's dispatch lag
+falls by most of that (``benchmarks/bench_dispatch.py``; docs/benchmarks.md).
 
 The fix keeps epoll for the events and waits with ``select()``, whose timeout has
 microseconds, on the epoll descriptor itself: it becomes readable when any registered
@@ -13,9 +12,9 @@ descriptor has an event. Then epoll is asked without waiting. It is asked withou
 waiting first too, so a busy loop that finds events already there makes one call, as
 before. A wait that does wait costs two more calls, and a loop that wakes for each
 timer on its own, instead of for all those due in the same millisecond, turns more
-often: a bare sender at 1,000 req/s spent 6-23% more CPU per request. Waiting the whole
+often: a bare sender spends more CPU per request (docs/benchmarks.md). Waiting the whole
 milliseconds in epoll and only the rest in ``select()`` was tried and cost about as
-much (+20%): most of that sender's waits end on their timer. Only public API is used
+much: most of that sender's waits end on their timer. Only public API is used
 (``fileno()`` of the selector and ``select.select``), so nothing needs a self-check.
 
 ``select()`` cannot watch descriptors from 1,024 up (FD_SETSIZE): the loop's epoll

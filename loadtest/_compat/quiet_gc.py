@@ -1,8 +1,8 @@
 """Keep Python's cyclic garbage collector from stalling the event loop during a run.
 
 With a thousand open streams the collector's older generations hold tens of thousands
-of live objects, and walking them stops the loop: measured here, 2-8 ms for each
-generation-1 pass and 45-77 ms for a full pass, several times a run. Whatever arrives
+of live objects, and walking them stops the loop for milliseconds at a time, tens of
+them for a full pass, several times a run (docs/benchmarks.md). Whatever arrives
 meanwhile is stamped late (an arrival stamp cannot be taken while the loop is stopped),
 so a collection shows up as server latency at the p99.
 
@@ -63,11 +63,11 @@ def settle() -> None:
 
     Survivors of a second of load are mostly the open streams' objects. Left in the
     young generation they wait there for the next collection, which then walks every
-    survivor since the last one: with 1,000 streams that single young pass took 46 ms,
-    at whatever moment its threshold fell. Frozen, they are never walked, and reference
-    counting still frees them when their stream ends. Cycles that became garbage within
-    the second are frozen too, until the run ends; loadtest makes few (measured below a
-    few hundred objects over a 1,000-stream run). Outside a run it does nothing.
+    survivor since the last one: with a thousand streams that single young pass held the
+    loop for tens of ms, at whatever moment its threshold fell (docs/benchmarks.md).
+    Frozen, they are never walked, and reference counting still frees them when their
+    stream ends. Cycles that became garbage within the second are frozen too, until the
+    run ends; loadtest makes few. Outside a run it does nothing.
     """
     if _depth:
         gc.freeze()

@@ -127,8 +127,8 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
         target = ManagedTarget(t, run_dir / "target.log")
         rig = _rig(scenario, t.endpoint, target, None, {})
         return Deployment(t.endpoint, rig, notes=(f"managed target: {' '.join(t.command)}",))
-    # The simulator is imported only when it is the deployment (~0.1 s, most of it
-    # aiohttp's server side): a run against an endpoint does not wait for it.
+    # The simulator is imported only when it is the deployment (a noticeable part of the
+    # start-up, most of it aiohttp's server side): a run against an endpoint does not wait.
     from loadtest.sim import SimConfig, SimProcess
     from loadtest.sim.process import SpecDeployment, sim_command
     from loadtest.sim.profile import with_profile

@@ -1,9 +1,9 @@
 """The ``loadtest`` command as a process: the CLI's ``main``, then a quick exit.
 
-Python's own exit, after ``main`` returned, spent 0.15-0.3 s of a 2-3 s run here
-(finalizing every module of aiohttp, numpy and loadtest, measured after the last atexit
-handler), time the user waits for nothing once the results are on disk and printed.
-So the process ends the way the interpreter would, minus that teardown: standard
+Python's own exit, after ``main`` returned, took a noticeable share of a short run
+(finalizing every module of aiohttp, numpy and loadtest, after the last atexit handler;
+docs/benchmarks.md): time the user waits for nothing once the results are on disk and
+printed. So the process ends the way the interpreter would, minus that teardown: standard
 output and error are flushed, the atexit handlers run (logging's flush, Ray's
 shutdown, weakref finalizers such as temporary folders), then ``os._exit``. Where a
 thread other than the main one is still alive, Python's exit (which joins it) is kept.

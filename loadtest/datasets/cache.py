@@ -6,10 +6,10 @@ that every virtual environment holding the same data set shares one cached copy.
 new copy is written, the older copies of the same derived data (another source version,
 an older naming) are removed.
 
-Hashing the 125 MB ShareGPT file costs ~0.15-0.3 s (measured: read 0.08-0.2 s, sha256
-0.11 s, on 2 cores), against ~0.06 s for reading the derived file: each source's digest
-is remembered in ``digests.json`` by its path, size and mtime, so it is computed once
-per installed file (a first run also pays seconds of parsing), not at every start.
+Hashing the 125 MB ShareGPT file costs several times what reading the derived file does
+(docs/benchmarks.md): each source's digest is remembered in ``digests.json`` by its
+path, size and mtime, so it is computed once per installed file (a first run also pays
+seconds of parsing), not at every start.
 """
 
 from __future__ import annotations

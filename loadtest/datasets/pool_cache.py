@@ -2,11 +2,11 @@
 for the data sets to be parsed again.
 
 Building the default scenario's pool parses 12.8 MB of ShareGPT rows twice, 1,058 BFCL
-questions and their schemas and HumanEval: 0.2-0.47 s on this project's 2-core machine,
-most of the time between the command and its first request. The built pool is kept as
-one msgpack file (``pools/<key>.msgpack`` under the cache folder), each prompt its own
-encoded item: reading it back decodes only the list of items (a few ms for ~5,700
-prompts, 9 MB); a prompt is decoded when it is first drawn (``LazyPrompts``).
+questions and their schemas and HumanEval: most of the time between the command and its
+first request (docs/benchmarks.md). The built pool is kept as one msgpack file
+(``pools/<key>.msgpack`` under the cache folder), each prompt its own encoded item:
+reading it back decodes only the list of items; a prompt is decoded when it is first
+drawn (``LazyPrompts``).
 
 The key is everything the pool is made from: the sources' specs, the seed and the
 ``max_tokens`` rules, the stamp (path, size, mtime) of every file a source reads, and

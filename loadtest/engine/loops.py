@@ -231,8 +231,8 @@ async def _arrival(
             # Whichever arrival wakes first sends the earliest one due, with its time: two
             # due arrivals can wake swapped (a re-sleep after an early uvloop timer lands
             # on the next whole ms), and a trace's line i must go out at line i's time.
-            # (Making each wait for the one before instead cascaded: 12-57 ms dispatch
-            # lag p50 at 1,000 req/s against 1.1-1.8.)
+            # (Making each wait for the one before instead cascaded: the dispatch lag's
+            # median grew tenfold and more at 1,000 req/s; docs/benchmarks.md.)
             intended = due.popleft()
             # The index is taken when the arrival is due, so the plan's end (a count, a
             # duration, a stop) is decided at the intended time, as for any unit.

@@ -1,10 +1,11 @@
 """HdrHistogram primitives: the histogram loadtest uses, and numpy paths around hdrh.
 
-hdrh is pure Python: recording costs ~1.6 µs a value and reading a percentile walks
-23,552 counts. Here the same arithmetic runs on whole arrays, with results identical to
-hdrh's own (tested), so recording and reading stay cheap beside the load. The parts that
-touch hdrh's private layout live in ``loadtest._compat.hdr_internals``, which checks
-itself once; where that check fails, every function here takes hdrh's own (slower) path.
+hdrh is pure Python: every recorded value is a Python call, and reading a percentile
+walks 23,552 counts (docs/benchmarks.md). Here the same arithmetic runs on whole arrays,
+with results identical to hdrh's own (tested), so recording and reading stay cheap beside
+the load. The parts that touch hdrh's private layout live in
+``loadtest._compat.hdr_internals``, which checks itself once; where that check fails,
+every function here takes hdrh's own (slower) path.
 """
 
 from __future__ import annotations
@@ -148,8 +149,8 @@ def record_array(hist: HdrHistogram, values: np.ndarray) -> np.ndarray:
 def add_into(dst: HdrHistogram, src: HdrHistogram) -> None:
     """``dst.add(src)``, with numpy where both have the same layout (same result).
 
-    hdrh adds the counts arrays in C, but at ~40 µs a pair; a roll merges some thirty
-    pairs inside the event loop, and numpy does each in ~7 µs.
+    hdrh adds the counts arrays in C, yet numpy adds a pair several times faster, and a
+    roll merges some thirty pairs inside the event loop (docs/benchmarks.md).
     """
     same = _fast() and (
         dst.counts_len == src.counts_len
@@ -173,10 +174,11 @@ def add_into(dst: HdrHistogram, src: HdrHistogram) -> None:
 def record_many(hist: HdrHistogram, values: Sequence[int] | np.ndarray) -> int:
     """Record many integer values; returns how many were out of range (not recorded).
 
-    ``record_value`` costs ~1.6 µs in pure Python, which for a 1,000-token response is
-    1.6 ms of event-loop time in one block. For long batches the counts-array indices are
-    computed with numpy (the same arithmetic as ``hdrh``'s ``_counts_index_for``) and
-    added per distinct bucket; the result is identical to recording one by one.
+    ``record_value`` is pure Python, which for a 1,000-token response holds the event
+    loop for a millisecond or more in one block (docs/benchmarks.md). For long batches
+    the counts-array indices are computed with numpy (the same arithmetic as ``hdrh``'s
+    ``_counts_index_for``) and added per distinct bucket; the result is identical to
+    recording one by one.
     """
     if len(values) < _BATCH_MIN:
         rec = hist.record_value
@@ -221,7 +223,8 @@ def metric_stats(hist: HdrHistogram, total_us: float, scale: float = 1e3) -> Met
     n = hist.get_total_count()
     if n == 0:
         return {"count": 0}
-    # fast_percentile is hdrh's value without its walk over every count (~3 ms each).
+    # fast_percentile is hdrh's value without its walk over every count (milliseconds
+    # each; docs/benchmarks.md).
     p = {key: round(fast_percentile(hist, q) / scale, 3) for key, q in PERCENTILES}
     return {
         "count": n,

@@ -139,8 +139,8 @@ def encode_metrics_steps(
     m: Metrics, names: Collection[str] | None = None
 ) -> Generator[None, None, EncodedMetrics]:
     """``encode_metrics`` a histogram at a time (only ``names``, when given): it yields
-    after each (some 40 µs), so that a caller in an event loop can let reads run
-    between them, and returns the encoding. Encoding every set at once holds a loop for
+    after each (tens of µs; docs/benchmarks.md), so that a caller in an event loop can let
+    reads run between them, and returns the encoding. Encoding every set at once holds a loop for
     milliseconds, which the client lag of every stream open at the time would show."""
     total = yield from _set_steps(m.total, names)
     by_category = {}

@@ -64,10 +64,10 @@ so no flush holds the event loop for long, and memory stays bounded between read
 class MetricSet:
     """One histogram per metric name (``ttft_ms``, ``ttft_ms_corrected``, ...).
 
-    ``record`` only appends to a list (~0.1 µs, where hdrh's ``record_value`` costs
-    ~1.6 µs and a request records some 40 values into two sets): the values reach the
-    histograms, with identical counts, when ``hists``, ``sums`` or ``out_of_range`` is
-    next read, which the once-a-second roll does.
+    ``record`` only appends to a list, far cheaper than hdrh's ``record_value``
+    (docs/benchmarks.md), and a request records some 40 values into two sets: the values
+    reach the histograms, with identical counts, when ``hists``, ``sums`` or
+    ``out_of_range`` is next read, which the once-a-second roll does.
     """
 
     NAMES = (
@@ -363,7 +363,8 @@ class Metrics:
         self.interval_ok = 0
         self.interval_tokens = 0
         # Double buffering: the set returned last time has been written by now and is
-        # cleared for reuse; allocating 14 fresh histograms costs ~2.5 ms of loop time.
+        # cleared for reuse; allocating 14 fresh histograms costs milliseconds of loop
+        # time (docs/benchmarks.md).
         spare = self._spare if self._spare is not None else MetricSet()
         spare.clear()
         self.interval = spare

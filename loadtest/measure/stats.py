@@ -56,12 +56,11 @@ MIN_EFFECT = 0.02
 """Smallest difference worth a verdict, as a fraction of A's value (``--min-effect``)."""
 LONE_RUN_EFFECT = 0.15
 """Smallest difference called when a side is one run (``practical_effect``), as a fraction
-of A's value. Measured (benchmarks/bench_compare_fpr.py: 100 pairs of single 40-request
-runs of two identical simulators on a busy 2-core machine), the largest median shift of
-a pair's metrics was at most 14.6% in 95 pairs of 100 (TTFT and e2e up to 23%, TPOT 8%):
+of A's value: the 95th percentile, rounded up, of how far identical one-run sides'
+medians moved apart in ``benchmarks/bench_compare_fpr.py`` (docs/capacity-and-ab.md):
 what moves a whole run, beyond what its requests' spread shows. One run cannot show it;
 a block bootstrap over time slices of the run was tried and flagged as often as the
-plain one. With this bar 2 of the 100 pairs flagged (8 at 2%)."""
+plain one."""
 MIN_SAMPLES = 10
 """Fewest values per side before a metric is tested at all."""
 MIN_TAIL = 5
@@ -184,7 +183,7 @@ def _bootstrap(
     def stat(x: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
         return np.asarray(np.percentile(y, pct, axis=axis) - np.percentile(x, pct, axis=axis))
 
-    # scipy.stats is imported here, not at the top: it takes ~0.4 s, and a plain run
+    # scipy.stats is imported here, not at the top: its import is slow, and a plain run
     # (which imports this module for its constants) never resamples.
     from scipy import stats as sp
 
@@ -231,7 +230,7 @@ def _stage(
     k = len(groups)
     # Drawn in the order of one resample at a time (a seed gives the same distribution);
     # the percentiles are taken a batch of equal-length rows at a time, bit for bit the
-    # values of one np.percentile call per resample, which was ~85% of a decision's CPU.
+    # values of one np.percentile call per resample, once most of a decision's CPU.
     pending: dict[int, list[tuple[int, np.ndarray]]] = {}
     held = 0
     for r in range(resamples):

@@ -134,7 +134,7 @@ class RequestRecord:
         None for an answer with tool calls: a server's tool parser (vLLM's, llama.cpp's)
         holds the tokens back until a piece of the call parses, so the first delta comes
         late and the span after it covers fewer tokens than ``output_tokens - 1``: TPOT
-        would be deflated (23.6 ms seen against vLLM's own 50.7). The engine's own
+        would be deflated, far below vLLM's own (docs/vllm.md). The engine's own
         inter-token histogram (the summary's server block) is the figure there.
         """
         if self.first_token_ns is None or self.last_token_ns is None or self.output_tokens < 2:

@@ -35,8 +35,8 @@ __all__ = [
 _DONE = b"[DONE]"
 STEP_GAP_NS = 1_000_000
 """Token chunks arriving closer together than this are one decode step: a burst of
-one-token chunks from one verify step arrives some 0.4 ms apart (llama.cpp), while
-steps are tens of ms apart."""
+one-token chunks from one verify step arrives well within it (llama.cpp;
+docs/benchmarks.md), while steps are tens of ms apart."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,8 @@ class Event(NamedTuple):
     """One dispatched server-sent event.
 
     A named tuple, not a frozen dataclass: one is made per token chunk, and a tuple is
-    built in a third of the time (a frozen dataclass sets each field through
-    ``object.__setattr__``)."""
+    built faster (a frozen dataclass sets each field through ``object.__setattr__``;
+    docs/benchmarks.md)."""
 
     data: bytes
     """The data lines of the event, joined with ``\\n``."""
@@ -162,8 +162,8 @@ class SSEParser:
             if self.pending or self._event:
                 return before + self.feed(chunk[cut:]), b"", 0, []
             chunk = chunk[cut:]
-        # rfind of one byte is memrchr; of two bytes a byte-by-byte search, which cost
-        # ~50 us on every 64 KB read of a 256 KB line that had no blank line yet.
+        # rfind of one byte is memrchr; of two bytes a byte-by-byte search, paid on every
+        # read of a long line that had no blank line yet (docs/benchmarks.md).
         nl = chunk.rfind(b"\n")
         if nl < 1:
             return before + self.feed(chunk), b"", 0, []

@@ -30,7 +30,8 @@ __all__ = ["TOLERANCE", "AcceptanceCounts", "acceptance_lines", "pooled"]
 
 TOLERANCE = 0.25
 """Relative difference of tokens per step (loadtest's against the engine's) still called
-agreement: on a shared 2-core machine one step in five or so split into two bursts."""
+agreement: on a shared machine some steps' chunks arrive split into two bursts
+(docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True, slots=True)

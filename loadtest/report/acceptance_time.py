@@ -147,8 +147,8 @@ def run_acceptance(folder: str, records: StepRecords) -> RunAcceptance:
 
 PLAIN_STEPS = 1.1
 """Tokens a verify step below which the stream alone cannot tell a draft: the simulator
-without speculation gave 1.02 at concurrency 4 and ~1.07 at 16 (two one-token chunks
-read together count as one step), so a derived acceptance of 0.01-0.03 by position was
+without speculation reads a little above 1 (two one-token chunks read together count as
+one step; docs/benchmarks.md), so a derived acceptance of 0.01-0.03 by position was
 printed for sides that draft nothing."""
 
 

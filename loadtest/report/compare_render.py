@@ -254,8 +254,8 @@ def render_comparison(c: Comparison) -> str:
     if parts is not None:
         lines += ["", *render_parts(parts)]
     if len(a["runs"]) < 2 or len(b["runs"]) < 2:
-        # Measured on a busy machine (benchmarks/bench_compare_fpr.py): identical simulators
-        # flagged in 8% of one-run comparisons at 2%, 2% with the one-run bar.
+        # benchmarks/bench_compare_fpr.py: identical simulators are flagged far more often
+        # at 2% than with the one-run bar (the rates: docs/capacity-and-ab.md).
         effect = c.get("min_effect", MIN_EFFECT)
         lines.append(
             f"(one run on a side: what moved that whole run is not in the intervals, so a "

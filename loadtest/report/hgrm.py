@@ -2,7 +2,7 @@
 
 hdrh's ``output_percentile_distribution`` walks every one of the 23,552 counts in pure
 Python, and its footer walks them twice more for the mean and the standard deviation:
-~0.25 s a histogram, 1-3 s for a run's files. Here the non-empty buckets come from
+seconds for a run's files (docs/benchmarks.md). Here the non-empty buckets come from
 ``measure.hdr.bucket_arrays`` (numpy) and the table follows hdrh's percentile iterator
 step for step over those buckets only, so the bytes are hdrh's own (tested against it),
 except the footer's standard deviation, which hdrh leaves unscaled (µs beside a mean in

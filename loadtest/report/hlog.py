@@ -41,8 +41,8 @@ class HlogWriter:
     def write_interval(self, metrics: MetricSet, start_s: float, length_s: float) -> None:
         """Append one interval for every metric (empty ones too, so the timeline is whole)."""
         for name, hist in metrics.hists.items():
-            # An empty histogram encodes the same every time; encoding costs ~0.4 ms of
-            # event-loop time, so it is done once.
+            # An empty histogram encodes the same every time; encoding costs event-loop
+            # time (docs/benchmarks.md), so it is done once.
             payload = hist.encode().decode("ascii") if hist.get_total_count() else _empty()
             top = hist.get_max_value() / 1000 if hist.get_total_count() else 0.0
             self._f.write(f"Tag={name},{start_s:.3f},{length_s:.3f},{top:.3f},{payload}\n")
@@ -59,8 +59,9 @@ class HlogWriter:
 class HlogHook(RunHook):
     """Writes ``histograms.hlog`` of a run, an interval a second.
 
-    Encoding and compressing an interval's histograms takes ~2 ms a second; it is done
-    in one thread beside the loop (zlib lets go of the GIL), in order.
+    Encoding and compressing an interval's histograms takes milliseconds every second
+    (docs/benchmarks.md); it is done in one thread beside the loop (zlib lets go of the
+    GIL), in order.
     """
 
     def __init__(self, name: str = "histograms.hlog") -> None:

@@ -2,7 +2,7 @@
 
 The names below are imported on first use: reading a scenario's ``[sim]`` table imports
 ``loadtest.sim.model``, and a run against a real endpoint should not pay for the server
-(``sim.process`` pulls in aiohttp's server side, ~0.1 s).
+(``sim.process`` pulls in aiohttp's server side; its cost is in docs/benchmarks.md).
 """
 
 from __future__ import annotations

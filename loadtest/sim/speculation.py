@@ -40,7 +40,8 @@ def infer_category(request: JsonObject) -> str:
         return "tool_calls"
     text = _text(request)
     # The head of the prompt is enough to guess from, as for the script below: scanning
-    # all of a 32k-token prompt for each marker cost the simulator 0.8 ms a request.
+    # all of a 32k-token prompt for each marker was most of the simulator's time for a
+    # request (docs/benchmarks.md, "Long contexts").
     head = text[:_CODE_SCAN]
     if any(m in head for m in _CODE_MARKERS):
         return "code"

@@ -2,7 +2,7 @@
 
 Drawing happens in the dashboard's own process (``tui.process``): a Textual repaint
 holds its event loop for tens of milliseconds, and in the run's loop that was every open
-stream's client lag (``benchmarks/bench_tui.py``: 25-108 ms more p99 at 64 streams).
+stream's client lag (``benchmarks/bench_tui.py``; docs/benchmarks.md, "Dashboard").
 What is left here is taking the state: counters and histories (microseconds), and once a
 second, after the runner's roll, the encoded histograms the dashboard shows and judges,
 a histogram per loop turn (``encode_metrics_steps``), so that reads go on in between.

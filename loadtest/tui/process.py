@@ -43,8 +43,8 @@ class DashboardProcess:
     benchmark); ``last_screen`` then saves its last frame as an SVG there. ``nice``: how
     much lower than the run the dashboard runs; ``close_s``: how long it may take to
     close. A test on a machine whose cores are all busy gives 0 and more: at nice 19
-    beside busy processes the dashboard gets about 1.5% of a core, too little to start
-    Textual and draw the run's end within ``CLOSE_S``.
+    beside busy processes the dashboard gets a sliver of a core (docs/benchmarks.md), too
+    little to start Textual and draw the run's end within ``CLOSE_S``.
     """
 
     def __init__(

@@ -29,11 +29,11 @@ __all__ = [
 
 DEFAULT_DRAFT_LAYERS = 12
 """Blocks kept by default, of the target's 18: the shallowest exit tried whose drafts the
-target accepts often. On two prompts at temperature 0 (32 tokens, 3 drafted per step),
-4 and 9 blocks were accepted 0 times, 12 blocks 61%, 14 58%, 16 80%: the blocks before
-the last third do not yet speak the output head's language. No early exit of this model
-is much cheaper than the target: the shared 262,144 x 640 output head is about 60% of a
-token's multiply-adds, and 12 blocks plus the head are about 87% of the target's."""
+target accepts often (how often each depth tried was accepted: docs/llama.md and
+docs/benchmarks.md): the blocks before the last third do not yet speak the output head's
+language. No early exit of this model is much cheaper than the target: the shared
+262,144 x 640 output head is about 60% of a token's multiply-adds, and 12 blocks plus
+the head are about 87% of the target's."""
 
 _SKIPPED_FIELDS = ("GGUF.", "general.architecture")
 """Fields the writer makes itself (header counts, version, the architecture key)."""
@@ -64,9 +64,9 @@ def _skip_value(f: BinaryIO, vtype: int) -> None:
 def block_count(target: Path) -> tuple[str, int]:
     """(architecture, transformer blocks) from the GGUF header, reading no tensor data.
 
-    ggml's reader parses the whole vocabulary first (~14 s for Gemma 3's 262,144 tokens):
-    a bad ``--draft-layers`` is said before that. GGUF v2+: magic, version, tensor and
-    key counts, then (key, type, value) triples, little-endian.
+    ggml's reader parses the whole vocabulary first (many seconds for Gemma 3's 262,144
+    tokens; docs/benchmarks.md): a bad ``--draft-layers`` is said before that. GGUF v2+:
+    magic, version, tensor and key counts, then (key, type, value) triples, little-endian.
     """
     arch: str | None = None
     found: dict[str, int] = {}

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 __all__ = ["Window", "prefill_line", "stall_share", "stalls"]
 
 _SAME_STEP_MS = 15.0
-"""First tokens this close came out of one prefill batch (a step apart is ~50 ms here)."""
+"""First tokens this close came out of one prefill batch (a decode step of the llama.cpp
+server it was set on is several times longer; docs/benchmarks.md)."""
 _MIN_PREFILLS = 4
 """Fewer lone prefills than this cannot draw the prefill's line."""
 

@@ -7,8 +7,8 @@ serve``), run inside this process after ``_compat.vllm_cpu`` has put right what 
 Gemma 3 as a draft model does not start on this build (its mixed attention: "All
 drafting layers should belong to the same kv cache group"), so there is no draft mode.
 
-vLLM's CPU threads spin: on 2 cores a server takes both, and ~6.5 GB resident with the
-default 2 GB KV cache. The extra is ``loadtest[vllm]``; see docs/vllm.md.
+vLLM's CPU threads spin: on 2 cores a server takes both, and several GB resident with the
+default 2 GB KV cache (docs/vllm.md has the figures). The extra is ``loadtest[vllm]``.
 """
 
 from __future__ import annotations

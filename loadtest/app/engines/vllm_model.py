@@ -2,10 +2,10 @@
 
 vLLM 0.32 no longer reads GGUF, so the Gemma 3 270M GGUF of ``loadtest[llama]``'s model
 package is converted with transformers (``gguf`` + ``accelerate``): dequantized to
-bfloat16, rebuilt from its config and written with ``save_pretrained`` (~527 MB, about a
-minute, ~3.4 GB at its peak, in a child process so that the server starts small). Two
-things the GGUF's tokenizer lacks are put right, or the model answers garbage or cannot
-chat:
+bfloat16, rebuilt from its config and written with ``save_pretrained`` (a minute or two,
+gigabytes at its peak: docs/vllm.md), in a child process so that the server starts small.
+Two things the GGUF's tokenizer lacks are put right, or the model answers garbage or
+cannot chat:
 
 - it does not add ``<bos>``: ``add_bos_token`` is set, and checked on a sample;
 - it has no chat template: Gemma 3's turn format is written (``CHAT_TEMPLATE``), tools

@@ -4,7 +4,8 @@ proxy, the managed target, hook actions, the rig that plays the timeline beside 
 and the verdicts.
 
 The names below are imported on first use (PEP 562): reading a scenario imports
-``plan`` alone, and the rig would pull in aiohttp and numpy (~0.2 s) for nothing.
+``plan`` alone, and the rig would pull in aiohttp and numpy (a noticeable part of the
+start-up; docs/benchmarks.md) for nothing.
 """
 
 from __future__ import annotations
