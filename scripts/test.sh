@@ -57,8 +57,9 @@ lint-imports --no-logo --no-cache
 # slowed tenfold), then the vLLM files alone (its threads spin too, and a server holds
 # ~6.5 GB: one at a time). Exit code 5 is "nothing selected", when the arguments name
 # only one kind of test file.
+# --durations: the slowest tests are named in every CI log, where the suite's time goes.
 pytest -q -n 4 --dist loadfile --no-loadscope-reorder -m "not llama and not vllm and not quiet" \
-    "$@" || [ $? -eq 5 ]
+    --durations=30 "$@" || [ $? -eq 5 ]
 # The figures measured on the simulator whose margins a busy machine ate (a TTFT fitted
 # 38.6 ms for 30 +- 7.5, a two-worker TTFT +2.6 ms against a margin of 3.4, K=16 not
 # told apart from K=4 in two suite runs of three, an ab's TTFT p50 11 -> 17 ms for two

@@ -132,7 +132,7 @@ def test_draft_options_are_checked() -> None:
 
 def test_the_draft_defaults_are_llama_cpps_own() -> None:
     xllamacpp = pytest.importorskip("xllamacpp")
-    from loadtest.app.engines.llama import DRAFT_MAX, DRAFT_MIN, DRAFT_P_MIN
+    from loadtest.app.engines.serve_options import DRAFT_MAX, DRAFT_MIN, DRAFT_P_MIN
 
     d = xllamacpp.CommonParams().speculative.draft
     assert (d.n_max, d.n_min, d.p_min) == (DRAFT_MAX, DRAFT_MIN, pytest.approx(DRAFT_P_MIN))

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import ssl
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.app.run_options import RunOptions
 from loadtest.config.dimensions import DIMENSIONS, closed_at, open_at
 from loadtest.config.scenario import LoadSpec, Scenario, TimeoutSpec, load_scenario
 from loadtest.config.shipped import resolve_scenario_path
 from loadtest.errors import UsageError
 from loadtest.features.workload import apply_workload_flags
+from loadtest.flag import check_bounds
 from loadtest.measure.slo import SLOSpec, parse_slo_flag
 from loadtest.transport.auth import AuthSpec, resolve_api_key, tls_context
 from loadtest.transport.sources import check_addresses, parse_address
@@ -37,78 +38,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """The flags of ``loadtest run``; None means "as the scenario says"."""
-
-    scenario: str | None = None
-    """A TOML path, or the name of a shipped scenario (``tool-calls``)."""
-    endpoint: str | None = None
-    model: str | None = None
-    concurrency: int | None = None
-    rate: float | None = None
-    duration: float | None = None
-    requests: int | None = None
-    max_tokens: int | None = None
-    """Wins over the scenario's, every source's and every prompt's own max_tokens."""
-    warmup: float | None = None
-    out: str = "out"
-    run_dir: str | None = None
-    """The run's own folder instead of ``out/<run-id>`` (a sweep's steps, one level deep)."""
-    print_results: bool = True
-    """Print the results table at the end (a sweep prints one capacity table instead)."""
-    label: str = ""
-    """Starts the run's notes and progress lines, where runs go in turn (``ab``: ``A 1/2``)."""
-    seed: int | None = None
-    tui: bool = True
-    api_key: str | None = field(default=None, repr=False)
-    """The key itself, for programmatic use; wins over ``api_key_env``/``api_key_file``."""
-    api_key_env: str | None = None
-    api_key_file: str | None = None
-    ca_bundle: str | None = None
-    insecure: bool = False
-    record_outputs: bool = False
-    temperature: float | None = None
-    """Overrides the scenario's sampling temperature (``ab`` uses 0)."""
-    workers: int = 1
-    """Driver processes (``--workers``); their metrics are merged."""
-    ray: str | None = None
-    """``--ray ADDRESS`` (or ``auto``): the workers run as tasks on a Ray cluster."""
-    slo: tuple[str, ...] = ()
-    """``--slo`` values (``ttft_ms.p95=500``), on top of the scenario's ``[slo]``."""
-    record_chunks: bool = False
-    keepalive: bool = True
-    source_addresses: tuple[str, ...] = ()
-    """``--source-address``: local addresses the connections leave from, in turn, over
-    the scenario's ``[load] source_addresses`` (empty: as the scenario says)."""
-    stop_saturated: bool = False
-    """``--stop-saturated``: add a ``saturated`` stop rule where the scenario has none."""
-    live_labels: tuple[tuple[str, str], ...] = ()
-    """Labels of this run's series in the live outputs: ``side`` (``ab``), ``step``."""
-    uvloop: bool = False
-    timeout: float | None = None
-    """``--timeout``: the longest one request may take, send to end (``[timeouts] total_s``)."""
-    first_byte_timeout: float | None = None
-    """``--first-byte-timeout`` (``[timeouts] first_byte_s``)."""
-    chunk_timeout: float | None = None
-    """``--chunk-timeout``: the longest gap between chunks (``[timeouts] between_chunks_s``)."""
-    tokenizer: str | None = None
-    """``--tokenizer``: a tokenizer.json for synthetic and trace sources."""
-    speedup: float | None = None
-    """``--speedup``: a trace's clock runs this many times faster."""
-    sim_speculative: bool | None = None
-    """The built-in simulator speculates (``[sim] speculative``); ``ab``'s ``sim:`` sides."""
-    sim_spec_k: int | None = None
-    """The built-in simulator's draft length (``[sim] spec_k``); ``ab --draft-max``."""
-    sampling: tuple[tuple[str, str | float | bool], ...] = ()
-    """Request fields over the scenario's ``[sampling]`` (``ab --sampling-sweep``)."""
-    sim_settings: tuple[tuple[str, float | int], ...] = ()
-    """Settings of the built-in simulator over ``[sim]``'s (``ab --server-sweep``)."""
-    steps: tuple[tuple[str, float], ...] = ()
-    """A sweep's or a search's step: (sweep dimension, value), applied last, in order
-    (``config.dimensions``)."""
-
-
 def default_scenario_path() -> Path:
     """The shipped ``mixed`` scenario (or ``./scenarios/mixed.toml`` where there is one)."""
     return scenario_path("mixed")
@@ -119,47 +48,14 @@ def scenario_path(given: str | None) -> Path:
     return resolve_scenario_path(given)
 
 
-def _check_numbers(o: RunOptions) -> None:
-    finite = (
-        ("--rate", o.rate),
-        ("--duration", o.duration),
-        ("--warmup", o.warmup),
-        ("--timeout", o.timeout),
-        ("--first-byte-timeout", o.first_byte_timeout),
-        ("--chunk-timeout", o.chunk_timeout),
-    )
-    for flag, value in finite:
-        if value is not None and not math.isfinite(value):
-            raise UsageError(f"{flag} must be a finite number, got {value}")
-    for flag, value in finite[3:]:
-        if value is not None and value <= 0:
-            raise UsageError(f"{flag} must be positive, got {value:g}")
-    if o.seed is not None and o.seed < 0:
-        raise UsageError(f"--seed must be 0 or more, got {o.seed}")
-    if o.warmup is not None and o.warmup < 0:
-        raise UsageError(f"--warmup must be 0 or more, got {o.warmup:g}")
-    if o.model is not None and not o.model.strip():
-        raise UsageError("--model must not be empty")
-    if o.max_tokens is not None and o.max_tokens < 1:
-        raise UsageError("--max-tokens must be at least 1")
-
-
 def _load(load: LoadSpec, o: RunOptions) -> LoadSpec:
     if o.rate is not None:
-        if o.rate <= 0:
-            raise UsageError("--rate must be positive")
         load = open_at(load, o.rate)
     elif o.concurrency is not None:
-        if o.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
         load = closed_at(load, o.concurrency)
     if o.duration is not None:
-        if o.duration <= 0:
-            raise UsageError("--duration must be positive")
         load = dataclasses.replace(load, duration_s=o.duration, requests=None)
     if o.requests is not None:
-        if o.requests < 1:
-            raise UsageError("--requests must be at least 1")
         # --duration and --requests exclude each other: a count ends the run alone.
         load = dataclasses.replace(load, requests=o.requests, duration_s=None)
     if o.warmup is not None:
@@ -191,8 +87,9 @@ def _timeouts(t: TimeoutSpec, o: RunOptions) -> TimeoutSpec:
 
 
 def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
-    """The scenario with command-line flags applied on top."""
-    _check_numbers(o)
+    """The scenario with command-line flags applied on top, each checked against the
+    bound its flag declares (``RunOptions``), whether it came from the CLI or Python."""
+    check_bounds(o)
     sc = dataclasses.replace(sc, load=_load(sc.load, o), timeouts=_timeouts(sc.timeouts, o))
     if o.duration is not None or o.requests is not None:
         # The flag is a bound: a trace replay must stop at it, not at the trace's end.
@@ -234,13 +131,17 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     if o.sim_spec_k is not None:
         settings = {**sc.sim.settings, "spec_k": o.sim_spec_k}
         sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, settings=settings))
+    sc = apply_workload_flags(sc, o.tokenizer, o.speedup)
     for name, value in o.steps:  # a sweep's step is the last word
         sc = DIMENSIONS.load(name).apply(sc, value)
     return sc
 
 
 def resolve_scenario(options: RunOptions) -> Scenario:
-    """The scenario the options name, with the options applied; ``UsageError`` if bad."""
+    """The scenario the options name, with the options applied; ``UsageError`` if bad.
+
+    The one place a run's effective scenario is made: every run of ``run``, ``sweep`` and
+    ``ab`` (and a worker's share, split from it) starts from what this returns."""
     if options.endpoint is not None:
         url = urllib.parse.urlsplit(options.endpoint)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -248,8 +149,7 @@ def resolve_scenario(options: RunOptions) -> Scenario:
                 f"--endpoint must be an http:// or https:// URL with a host, "
                 f"e.g. http://127.0.0.1:8000; got {options.endpoint!r}"
             )
-    scenario = apply_overrides(load_scenario(scenario_path(options.scenario)), options)
-    return apply_workload_flags(scenario, options.tokenizer, options.speedup)
+    return apply_overrides(load_scenario(scenario_path(options.scenario)), options)
 
 
 def resolve_access(

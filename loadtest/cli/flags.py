@@ -2,9 +2,9 @@
 
 ``add_output_flags`` (``-v``/``-q``) go to every sub-command; ``add_run_flags`` to every
 sub-command that makes runs (``run``, ``sweep``, ``ab``), so a flag accepted by one of
-them is accepted by all. Only argument definitions and their translation live here; the
-checks of values (positive rates, finite durations) are in ``app.options``, where flags
-coming from Python callers are checked too.
+them is accepted by all. The options' flags are declared on ``RunOptions``' fields
+(``loadtest.flag``) and made into arguments here; their bounds are checked where the
+options are applied (``app.options``), so a Python caller's values are checked too.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+# Light (dataclasses and the flag declarations): --help and usage errors pay no more.
+from loadtest.app.run_options import RunOptions
+from loadtest.cli.declared import add_declared, read_declared
 from loadtest.errors import UsageError
 
 if TYPE_CHECKING:
-    from loadtest.app.options import RunOptions
     from loadtest.app.process.live import LiveExport
 
 __all__ = [
@@ -41,14 +43,7 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
 
 def add_load_flags(p: argparse.ArgumentParser) -> None:
     """``--concurrency N | --rate R``: the load of one run (a sweep has steps instead)."""
-    load = p.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=int, help="closed loop with N sessions")
-    load.add_argument(
-        "--rate",
-        type=float,
-        help="open loop at R requests/s (Poisson unless "
-        "the scenario names another arrival process)",
-    )
+    add_declared(p, RunOptions, "load")
 
 
 def add_live_flags(p: argparse.ArgumentParser) -> None:
@@ -87,42 +82,15 @@ def open_live(args: argparse.Namespace) -> LiveExport | None:
 
 
 def add_run_flags(p: argparse.ArgumentParser, *, fail_on_slower: bool = False) -> None:
-    """The flags of any command that makes runs: scenario, endpoint, bounds, access..."""
-    p.add_argument(
-        "scenario",
-        nargs="?",
-        help="scenario TOML, or the name of a shipped one such as tool-calls (default: mixed)",
-    )
-    p.add_argument(
-        "--endpoint",
-        help="base URL, e.g. http://127.0.0.1:8000 (default: start the built-in simulator)",
-    )
-    p.add_argument(
-        "--model", help="model name (default: the scenario's, else the first of /v1/models)"
-    )
-    stop = p.add_mutually_exclusive_group()
-    stop.add_argument("--duration", type=float, help="seconds of measured load")
-    stop.add_argument("--requests", type=int, help="number of measured requests")
-    p.add_argument(
-        "--max-tokens",
-        type=int,
-        help="max_tokens of every request, over the scenario's, its sources' and prompts'",
-    )
-    p.add_argument("--warmup", type=float, help="seconds of warm-up, not measured")
-    p.add_argument("--out", default="out", help="results folder (default: out)")
-    p.add_argument("--seed", type=int, help="seed of prompt choice and arrivals")
-    _timeout_flags(p)
+    """The flags of any command that makes runs: scenario, endpoint, bounds, access...
+
+    Each option's flag is declared on its ``RunOptions`` field; here are only the flags
+    that are not options of a run: the live outputs, the refused ``--api-key`` and the
+    exit-code policy ``--fail-on``."""
+    add_declared(p, RunOptions, "runs")
     add_live_flags(p)
-    _access_flags(p)
-    p.add_argument(
-        "--slo",
-        action="append",
-        default=[],
-        metavar="METRIC.STAT=LIMIT",
-        help="an objective, e.g. ttft_ms.p95=500 or error_rate=0.01 (repeatable); "
-        "a missed one, or one with too few values to tell (a p99 needs 100), makes the "
-        "command exit 1; 'none' drops the scenario's own",
-    )
+    # A key on the command line shows in process lists and shell history: refuse it.
+    p.add_argument("--api-key", help=argparse.SUPPRESS)
     slower = " (ab --sweep: slower, the candidate slower at a step, fault windows as failed)"
     p.add_argument(
         "--fail-on",
@@ -133,143 +101,14 @@ def add_run_flags(p: argparse.ArgumentParser, *, fail_on_slower: bool = False) -
         + slower
         * fail_on_slower,
     )
-    p.add_argument(
-        "--stop-saturated",
-        action="store_true",
-        help="end the load early, failing it, when the endpoint cannot keep up: requests in "
-        "flight and TTFT from the intended send both climbing steadily over 10 s (a "
-        "[[load.stop]] rule of kind saturated; on by default in sweep --search rate=...)",
-    )
-    p.add_argument("--no-keepalive", action="store_true", help="a new connection per request")
-    p.add_argument(
-        "--source-address",
-        action="append",
-        default=[],
-        metavar="ADDR[,ADDR...]",
-        help="local addresses the connections leave from, in turn (each worker its own), "
-        "e.g. 127.0.0.1,127.0.0.2: past ~28,000 connections one address runs out of "
-        "ports (default: the scenario's [load] source_addresses, else the kernel's choice)",
-    )
-    p.add_argument("--no-tui", action="store_true", help="plain progress lines, no TUI")
-    p.add_argument(
-        "--record-outputs",
-        action="store_true",
-        help="write a digest and the head of every answer into requests.jsonl "
-        "(for the output-equivalence check of compare)",
-    )
-    p.add_argument(
-        "--record-chunks",
-        action="store_true",
-        help="write every token chunk's time into requests.jsonl",
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="driver processes, each with its share of the load; results merged (default: 1)",
-    )
-    p.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        help="run the --workers as tasks on a Ray cluster (ADDRESS of its head, or auto); "
-        "needs the ray extra",
-    )
-    p.add_argument(
-        "--loop",
-        choices=("asyncio", "uvloop"),
-        default="asyncio",
-        help="event loop without the TUI (default: asyncio; uvloop costs less per read "
-        "with many slow streams, but its arrivals are not kernel-stamped and it records "
-        "no write_ms)",
-    )
-
-
-def _timeout_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("timeouts (over the scenario's [timeouts])")
-    g.add_argument(
-        "--timeout", type=float, metavar="S", help="longest one request may take, send to end"
-    )
-    g.add_argument(
-        "--first-byte-timeout", type=float, metavar="S", help="longest wait for the first byte"
-    )
-    g.add_argument(
-        "--chunk-timeout", type=float, metavar="S", help="longest gap between two chunks"
-    )
-    w = p.add_argument_group("workloads")
-    w.add_argument(
-        "--tokenizer",
-        metavar="PATH",
-        help="a tokenizer.json for synthetic and trace sources (default: the endpoint's /tokenize)",
-    )
-    w.add_argument(
-        "--speedup",
-        type=float,
-        metavar="F",
-        help="replay a trace F times faster (0.5: twice as slow)",
-    )
-
-
-def _access_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--api-key-env",
-        metavar="NAME",
-        help="environment variable holding the bearer token (default: OPENAI_API_KEY)",
-    )
-    p.add_argument(
-        "--api-key-file", metavar="PATH", help="file holding the bearer token (first line)"
-    )
-    # A key on the command line shows in process lists and shell history: refuse it.
-    p.add_argument("--api-key", help=argparse.SUPPRESS)
-    p.add_argument("--ca-bundle", metavar="PEM", help="trust this CA for an https endpoint")
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        help="do not verify the endpoint's TLS certificate (self-signed staging servers)",
-    )
 
 
 def run_options(args: argparse.Namespace, **over: Any) -> RunOptions:
     """``RunOptions`` from parsed flags, with ``over`` on top."""
-    # Here, not at the top: the options pull in the scenario model, which --help and
-    # usage errors must not pay for.
-    from loadtest.app.options import RunOptions
-
     if args.api_key is not None:
         raise UsageError(
             "--api-key is not accepted: a key on the command line shows in process lists and "
             "shell history; put it in $OPENAI_API_KEY, or use --api-key-env NAME or "
             "--api-key-file PATH"
         )
-    options = RunOptions(
-        scenario=args.scenario,
-        endpoint=args.endpoint,
-        model=args.model,
-        concurrency=getattr(args, "concurrency", None),
-        rate=getattr(args, "rate", None),
-        duration=args.duration,
-        requests=args.requests,
-        max_tokens=args.max_tokens,
-        warmup=args.warmup,
-        out=args.out,
-        seed=args.seed,
-        tui=not args.no_tui,
-        api_key_env=args.api_key_env,
-        api_key_file=args.api_key_file,
-        ca_bundle=args.ca_bundle,
-        insecure=args.insecure,
-        slo=tuple(args.slo),
-        record_chunks=args.record_chunks,
-        stop_saturated=args.stop_saturated,
-        record_outputs=args.record_outputs,
-        keepalive=not args.no_keepalive,
-        source_addresses=tuple(a for text in args.source_address for a in text.split(",")),
-        uvloop=args.loop == "uvloop",
-        workers=args.workers,
-        ray=args.ray,
-        timeout=args.timeout,
-        first_byte_timeout=args.first_byte_timeout,
-        chunk_timeout=args.chunk_timeout,
-        tokenizer=args.tokenizer,
-        speedup=args.speedup,
-    )
-    return dataclasses.replace(options, **over)
+    return dataclasses.replace(read_declared(args, RunOptions), **over)

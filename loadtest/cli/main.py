@@ -20,6 +20,7 @@ from loadtest.cli.codes import (
     EXIT_SLO_MISSED,
     EXIT_USAGE,
 )
+from loadtest.cli.declared import read_declared
 from loadtest.cli.flags import (
     add_load_flags,
     add_output_flags,
@@ -75,7 +76,12 @@ def _parser(sim_flags: bool = False) -> tuple[Parser, dict[str, Parser]]:
         "sweep", parents=[runs], help="one run per load step: capacity table, knee, SLOs"
     )
     steps = sweep.add_mutually_exclusive_group(required=True)
-    steps.add_argument("--concurrency", metavar="N,N,...", help="closed-loop steps, e.g. 1,2,4,8")
+    steps.add_argument(
+        "--concurrency",
+        dest="concurrency_steps",
+        metavar="N,N,...",
+        help="closed-loop steps, e.g. 1,2,4,8",
+    )
     steps.add_argument("--rates", metavar="R,R,...", help="open-loop steps in requests/s")
     steps.add_argument(
         "--sweep",
@@ -312,39 +318,14 @@ def _compare(args: argparse.Namespace) -> int:
 def _serve_llama(args: argparse.Namespace) -> int:
     from loadtest.app.engines.llama import LlamaOptions, serve
 
-    serve(
-        LlamaOptions(
-            port=args.port,
-            host=args.host,
-            spec=args.spec,
-            parallel=args.parallel,
-            threads=args.threads,
-            ctx_per_slot=args.ctx_per_slot,
-            draft_max=args.draft_max,
-            draft_min=args.draft_min,
-            draft_p_min=args.draft_p_min,
-            draft_layers=args.draft_layers,
-            draft=args.draft,
-        )
-    )
+    serve(read_declared(args, LlamaOptions))
     return EXIT_OK
 
 
 def _serve_vllm(args: argparse.Namespace) -> int:
     from loadtest.app.engines.vllm import VllmOptions, serve
 
-    serve(
-        VllmOptions(
-            port=args.port,
-            host=args.host,
-            spec=args.spec,
-            num_speculative_tokens=args.num_speculative_tokens,
-            max_model_len=args.max_model_len,
-            max_num_seqs=args.max_num_seqs,
-            kv_cache_gb=args.kv_cache_gb,
-            threads_bind=args.threads_bind,
-        )
-    )
+    serve(read_declared(args, VllmOptions))
     return EXIT_OK
 
 

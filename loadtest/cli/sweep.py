@@ -46,11 +46,11 @@ def run_sweep_command(args: argparse.Namespace) -> int:
         planned = parse_sweep(args.sweep)
         kind, loads = planned.kind, planned.steps
     else:
-        kind = "concurrency" if args.concurrency else "rate"
-        loads = parse_steps(args.concurrency or args.rates, kind)
+        kind = "concurrency" if args.concurrency_steps else "rate"
+        loads = parse_steps(args.concurrency_steps or args.rates, kind)
     plan = SweepPlan(kind, loads, max(0.0, args.knee_tolerance))
     # --concurrency here lists the steps: each step's value is applied as a dimension.
-    run_base = base = run_options(args, concurrency=None)
+    run_base = base = run_options(args)
     reasons: list[str] = []  # why each step would exit 1, named by its load
     at = ""  # with --sampling-sweep, the value the grid now runs at (``base`` carries it)
 

@@ -27,8 +27,7 @@ import numpy as np
 import orjson
 
 from loadtest.app.ab.sides import RunFn, Side, run_side
-from loadtest.app.options import RunOptions, apply_overrides, scenario_path
-from loadtest.config.scenario import load_scenario
+from loadtest.app.options import RunOptions, resolve_scenario
 from loadtest.measure.stats import MIN_EFFECT
 from loadtest.model.atomic import write_atomic
 from loadtest.model.comparison import Comparison
@@ -194,7 +193,7 @@ def side_line(label: str, side: str, data: RunData, run_dir: Path) -> str:
 
 def prompt_cache_policy(base: RunOptions) -> str:
     """What the runs asked of the engines' prompt caches (from ``[sampling]``)."""
-    scenario = apply_overrides(load_scenario(scenario_path(base.scenario)), base)
+    scenario = resolve_scenario(base)
     value = scenario.sampling.get("cache_prompt")
     if value is None:
         return "engine default (no cache_prompt sent)"

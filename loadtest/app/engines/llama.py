@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import signal
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest.app.engines.draft_model import DEFAULT_DRAFT_LAYERS, ensure_early_exit
+from loadtest.app.engines.draft_model import ensure_early_exit
+from loadtest.app.engines.serve_options import DRAFT_MAX, LLAMA_SPEC_MODES, LlamaOptions
 from loadtest.datasets.cache import cache_dir
-from loadtest.errors import MissingExtraError, UsageError
+from loadtest.errors import MissingExtraError
 
 __all__ = [
     "MODEL_ALIAS",
@@ -31,62 +31,10 @@ __all__ = [
 ]
 
 MODEL_ALIAS = "gemma3-270m"
-SPEC_MODES = ("none", "ngram", "draft", "self")
+SPEC_MODES = LLAMA_SPEC_MODES
 NGRAM_DRAFT_MAX = 8
 """n-gram speculation's most drafted tokens when ``--draft-max`` is not given."""
-DRAFT_MAX, DRAFT_MIN, DRAFT_P_MIN = 3, 0, 0.0
-"""llama.cpp's own defaults for draft-model speculation (its n_max, n_min, p_min)."""
 READY_PREFIX = "loadtest llama listening on "
-
-
-@dataclass(frozen=True, slots=True)
-class LlamaOptions:
-    """How to run the llama.cpp server."""
-
-    port: int = 8090
-    host: str = "127.0.0.1"
-    spec: str = "none"
-    parallel: int = 2
-    threads: int = 2
-    ctx_per_slot: int = 4096
-    draft_max: int | None = None
-    """Most tokens drafted per step (None: 8 for n-gram, llama.cpp's default for a draft)."""
-    draft_min: int = DRAFT_MIN
-    """Fewest drafted tokens worth a verification step (draft model only)."""
-    draft_p_min: float = DRAFT_P_MIN
-    """The draft stops at a token it is less sure of than this (draft model only)."""
-    draft_layers: int = DEFAULT_DRAFT_LAYERS
-    """``--spec draft``: blocks of the target the early-exit draft keeps."""
-    draft: str | None = None
-    """``--spec draft``: a draft GGUF to use instead, or ``target`` for the self-draft."""
-
-    def check(self) -> None:
-        """Raise ``UsageError`` naming the first bad option."""
-        if self.spec not in SPEC_MODES:
-            raise UsageError(f"--spec must be one of {', '.join(SPEC_MODES)}, not {self.spec!r}")
-        for name in ("parallel", "threads", "ctx_per_slot", "draft_max", "draft_layers"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.draft_min < 0:
-            raise UsageError("--draft-min must be at least 0")
-        if not 0.0 <= self.draft_p_min <= 1.0:
-            raise UsageError("--draft-p-min must be between 0 and 1")
-        if self.draft is not None and self.spec != "draft":
-            raise UsageError("--draft needs --spec draft")
-        if self.draft not in (None, "target") and not Path(self.draft).is_file():
-            raise UsageError(f"--draft: no such file {self.draft!r}")
-
-    @property
-    def mode(self) -> str:
-        """What the server runs, in words (its ready line and reports)."""
-        if self.spec == "ngram":
-            return "n-gram speculation"
-        if self.spec == "self" or self.draft == "target":
-            return "the target as its own draft"
-        if self.spec == "draft":
-            return f"draft {self.draft}" if self.draft else f"{self.draft_layers}-block draft"
-        return "no speculation"
 
 
 def _cache_dir() -> Path:

