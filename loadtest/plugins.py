@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from loadtest.config.source_spec import SourceSpec
     from loadtest.config.sources import SourcePlugin, TypedSource
     from loadtest.config.stop_rules import RunSoFar, StopRule
-    from loadtest.config.tables import TableParser
+    from loadtest.config.tables import TableParser, TableSlot
     from loadtest.config.toml_tables import Table
     from loadtest.engine.blocks import BlockBase
     from loadtest.engine.hooks import HookResult, RunContext, RunHook, UnitOfLoad
@@ -115,6 +115,7 @@ __all__ = [
     "SweepDimension",
     "Table",
     "TableParser",
+    "TableSlot",
     "TypedSource",
     "UnitOfLoad",
     "UsageError",
@@ -160,6 +161,7 @@ _HOME = {
     "SideType": "loadtest.app.ab.side_types",
     "SideTypeBase": "loadtest.app.ab.side_types",
     "TableParser": "loadtest.config.tables",
+    "TableSlot": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",
     "HookResult": "loadtest.engine.hooks",
     "RunContext": "loadtest.engine.hooks",

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from loadtest.config.scenario import parse_scenario
+from loadtest.config.feature_specs import AGENT, TASKS
+from loadtest.config.scenario import Scenario, parse_scenario
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.errors import DatasetError, ScenarioError
 from loadtest.features.agent.driver import AgentDriver
@@ -30,7 +31,9 @@ RECORDED = {"kind": "agent-jsonl", "path": str(SESSIONS), "category": "recorded"
 BFCL = {"kind": "bfcl-multi-turn", "limit": 40, "category": "bfcl"}
 
 
-def _scenario(agent: dict[str, Any], tasks: int, source: dict[str, Any], api: str = "chat") -> Any:
+def _scenario(
+    agent: dict[str, Any], tasks: int, source: dict[str, Any], api: str = "chat"
+) -> Scenario:
     return parse_scenario(
         {
             "name": "agents",
@@ -53,10 +56,11 @@ async def _run(
     api: str = "chat",
 ) -> tuple[RunOutcome, list[dict[str, Any]], list[dict[str, Any]]]:
     sc = _scenario(agent, tasks, source, api)
-    assert sc.agent is not None
-    pool = build_tasks(sc.tasks, sc.seed)
+    spec = AGENT.get(sc)
+    assert spec is not None
+    pool = build_tasks(TASKS.of(sc), sc.seed)
     async with InProcessSim(sim_cfg) as sim:
-        driver = AgentDriver(sc.agent, pool, sc.seed)
+        driver = AgentDriver(spec, pool, sc.seed)
         runner = Runner(RunConfig(sc, sim.url, "sim-llm", tmp), None, unit=driver)
         outcome = await runner.run()
     return outcome, read_jsonl(tmp / "tasks.jsonl"), read_jsonl(tmp / "requests.jsonl")
@@ -238,7 +242,7 @@ def test_scenario_errors() -> None:
     with pytest.raises(ScenarioError, match="tool_url"):
         parse_scenario({"agent": {"tool": "url"}, "tasks": [{}]}, "a.toml")
     sc = parse_scenario({"agent": {"max_steps": 5}, "tasks": [{"limit": 3}]}, "a.toml")
-    assert sc.agent == AgentSpec(max_steps=5) and sc.tasks[0].kind == "bfcl-multi-turn"
+    assert AGENT.get(sc) == AgentSpec(max_steps=5) and TASKS.of(sc)[0].kind == "bfcl-multi-turn"
 
 
 def test_bfcl_multi_turn_tasks_carry_turns_tools_and_expected_names() -> None:

@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from loadtest.config.feature_specs import FAULTS
 from loadtest.features.faults.plan import TargetSpec
 from loadtest.features.faults.proxy import FaultProxy
 from loadtest.features.faults.rig import FaultRig
@@ -72,7 +73,7 @@ async def test_draft_down_falls_back_and_holds(tmp_path: Path) -> None:
             "draft_timeout_ms": 2000.0,
         }
         async with InProcessSim(SimConfig(**fields)) as target:
-            rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
+            rig = FaultRig(FAULTS.of(sc), proxy=proxy, metrics_url=target.url + "/metrics")
             _, outcome = await run_against(target, sc, tmp_path, hooks=[rig, rig.load_hook()])
             assert target.server is not None and target.server.engine is not None
             engine = target.server.engine
@@ -131,7 +132,7 @@ async def test_cancellations_free_slots_and_are_counted(tmp_path: Path) -> None:
         ),
     )
     async with InProcessSim(SimConfig(ttft_ms=3.0, itl_ms=2.0, min_output_fraction=1.0)) as sim:
-        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        rig = FaultRig(FAULTS.of(sc), metrics_url=sim.url + "/metrics")
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
         assert sim.server is not None
         server_cancelled = sim.server.cancelled
@@ -170,7 +171,7 @@ async def test_leaked_slots_fail_the_cancel_window(tmp_path: Path) -> None:
     # Each cancelled request keeps its slot for the ~1 s it would have streamed.
     leaky = SimConfig(ttft_ms=3.0, itl_ms=10.0, min_output_fraction=1.0, leak_cancelled=True)
     async with InProcessSim(leaky) as sim:
-        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        rig = FaultRig(FAULTS.of(sc), metrics_url=sim.url + "/metrics")
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
     (window,) = blocks(outcome)["faults"]
     assert window["injected_cancels"] > 0
@@ -192,7 +193,7 @@ async def test_idle_gap_then_burst(tmp_path: Path) -> None:
     # change of the client's overhead on a busy machine could use up.
     cfg = SimConfig(ttft_ms=20.0, itl_ms=1.0, cold_start_ms=300.0, idle_cold_s=1.0)
     async with InProcessSim(cfg) as sim:
-        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        rig = FaultRig(FAULTS.of(sc), metrics_url=sim.url + "/metrics")
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
         assert sim.server is not None
         cold_starts = sim.server.cold_starts
@@ -240,7 +241,7 @@ async def test_restart_of_a_managed_target_accounts_for_every_request(tmp_path: 
             }
         ),
     )
-    rig = FaultRig(sc.faults, target=target, metrics_url=f"{url}/metrics")
+    rig = FaultRig(FAULTS.of(sc), target=target, metrics_url=f"{url}/metrics")
     await rig.start()
     assert rig.initial_ready_s is not None and rig.initial_ready_s >= 0.3
 
@@ -293,7 +294,7 @@ async def test_a_leak_shows_when_sessions_fill_every_slot(tmp_path: Path) -> Non
         ttft_ms=3.0, itl_ms=10.0, min_output_fraction=1.0, leak_on_disconnect_s=1.5, max_running=2
     )
     async with InProcessSim(leaky) as sim:
-        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        rig = FaultRig(FAULTS.of(sc), metrics_url=sim.url + "/metrics")
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
     samples = read_jsonl(tmp_path / "metrics.jsonl")
     assert max(s.get("running", 0) for s in samples) <= 2  # running alone cannot tell
@@ -317,7 +318,7 @@ async def test_windows_that_injected_nothing_or_were_not_reached(tmp_path: Path)
         ),
     )
     async with InProcessSim(SimConfig(ttft_ms=1500.0, itl_ms=1.0, ttft_sigma=0.0)) as sim:
-        rig = FaultRig(sc.faults, metrics_url=sim.url + "/metrics")
+        rig = FaultRig(FAULTS.of(sc), metrics_url=sim.url + "/metrics")
         _, outcome = await run_against(sim, sc, tmp_path, hooks=[rig, rig.load_hook()])
     first, late = blocks(outcome)["faults"]
     assert first["started_in_window"] == 0 and first["injected_cancels"] == 0

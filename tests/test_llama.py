@@ -23,6 +23,7 @@ from loadtest.app.engines.llama import (
     ensure_model,
     llama_command,
 )
+from loadtest.config.feature_specs import FAULTS
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
 from loadtest.features.faults.plan import TargetSpec
@@ -60,7 +61,9 @@ async def _run(url: str, tmp: Path, rig: FaultRig | None = None, **load: Any) ->
 
 async def test_baseline_run_records_usage_and_timings(llama_baseline: str, tmp_path: Path) -> None:
     await wait_ready(llama_baseline)
-    rig = FaultRig(make_scenario({"requests": 1}).faults, metrics_url=llama_baseline + "/metrics")
+    rig = FaultRig(
+        FAULTS.of(make_scenario({"requests": 1})), metrics_url=llama_baseline + "/metrics"
+    )
     outcome = await _run(llama_baseline, tmp_path, rig=rig)
     rows = read_jsonl(tmp_path / "requests.jsonl")
     assert [r["outcome"] for r in rows] == ["ok"] * 4, [r["error"] for r in rows]
@@ -151,7 +154,7 @@ async def test_ngram_speculation_reports_acceptance_from_both_sources(tmp_path: 
     proc, url = start("ngram")
     try:
         await wait_ready(url)
-        rig = FaultRig(make_scenario({"requests": 1}).faults, metrics_url=url + "/metrics")
+        rig = FaultRig(FAULTS.of(make_scenario({"requests": 1})), metrics_url=url + "/metrics")
         outcome = await _run(url, tmp_path, rig=rig)
     finally:
         stop(proc)
@@ -195,7 +198,7 @@ async def _spec_run(tmp: Path, spec: str, **opts: Any) -> tuple[RunOutcome, list
     proc, url = start(spec, **opts)
     try:
         await wait_ready(url)
-        rig = FaultRig(make_scenario({"requests": 1}).faults, metrics_url=url + "/metrics")
+        rig = FaultRig(FAULTS.of(make_scenario({"requests": 1})), metrics_url=url + "/metrics")
         outcome = await _run(url, tmp, rig=rig)
     finally:
         stop(proc)
@@ -256,7 +259,7 @@ async def test_restart_of_the_managed_engine_is_a_measured_coldstart(tmp_path: P
             ]
         },
     )
-    rig = FaultRig(sc.faults, target=target, metrics_url=url + "/metrics")
+    rig = FaultRig(FAULTS.of(sc), target=target, metrics_url=url + "/metrics")
     await rig.start()
     assert rig.initial_ready_s is not None
     pool, _ = build_pool(sc)

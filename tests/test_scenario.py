@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.config.feature_specs import AGENT, FAULTS, SIM, TARGET, TASKS
 from loadtest.config.scenario import load_scenario, parse_scenario
 from loadtest.errors import ScenarioError
 
@@ -16,7 +17,7 @@ SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 def test_shipped_scenarios_are_valid(path: Path) -> None:
     sc = load_scenario(path)
     # Prompts, or for an agent scenario tasks (and then no prompts).
-    assert bool(sc.sources) != bool(sc.agent is not None and sc.tasks)
+    assert bool(sc.sources) != bool(AGENT.get(sc) is not None and TASKS.of(sc))
     assert sc.name == path.stem
 
 
@@ -28,8 +29,8 @@ def test_the_five_required_scenarios_ship() -> None:
 
 def test_the_default_scenario_shows_a_fault() -> None:
     sc = load_scenario(SCENARIOS / "mixed.toml")
-    assert sc.sim.speculative
-    assert sc.faults.events
+    assert SIM.of(sc).speculative
+    assert FAULTS.of(sc).events
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -163,10 +164,11 @@ def test_a_managed_target_and_sim_settings(tmp_path: Path) -> None:
             + "[sim]\nspeculative = true\nitl_ms = 4\n",
         )
     )
-    assert sc.target is not None
-    assert sc.target.command == ("server", "--port", "9000")
-    assert sc.target.endpoint == "http://127.0.0.1:9000"
-    assert sc.sim.speculative and sc.sim.settings == {"itl_ms": 4.0}
+    target = TARGET.get(sc)
+    assert target is not None
+    assert target.command == ("server", "--port", "9000")
+    assert target.endpoint == "http://127.0.0.1:9000"
+    assert SIM.of(sc).speculative and SIM.of(sc).settings == {"itl_ms": 4.0}
 
 
 def test_feature_tables_come_from_their_registered_parsers(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
 from loadtest.app.process.inprocess import drive, run_here
+from loadtest.config.feature_specs import FAULTS
 from loadtest.datasets import build_pool
 from loadtest.engine.runner import RunConfig, Runner
 from loadtest.measure.recorders import new_histogram
@@ -676,7 +677,7 @@ async def test_the_dashboards_last_frame_says_what_the_summary_says(tmp_path: Pa
         await proxy.start()
         target_cfg = dataclasses.replace(spec, draft_url=proxy.url)
         async with InProcessSim(target_cfg) as target:
-            rig = FaultRig(sc.faults, proxy=proxy, metrics_url=target.url + "/metrics")
+            rig = FaultRig(FAULTS.of(sc), proxy=proxy, metrics_url=target.url + "/metrics")
 
             runner = Runner(
                 RunConfig(sc, target.url, "sim-llm", tmp_path / "run"),

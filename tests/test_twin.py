@@ -12,6 +12,7 @@ import pytest
 from loadtest.app.engines.twin import fit_profile, fit_runs
 from loadtest.app.engines.twin_runs import RunPoint
 from loadtest.app.run.job import RunOptions, run_job
+from loadtest.config.feature_specs import SIM
 from loadtest.config.scenario import load_scenario
 from loadtest.errors import ScenarioError
 from loadtest.sim import SimConfig, SimProcess
@@ -122,7 +123,7 @@ def test_profiles_are_served_under_explicit_settings(tmp_path: Path) -> None:
     (tmp_path / "s.toml").write_text(
         '[sim]\nprofile = "p.toml"\n[[sources]]\nkind = "inline"\nprompts = ["x"]\n'
     )
-    assert load_scenario(tmp_path / "s.toml").sim.settings["profile"] == str(path)
+    assert SIM.of(load_scenario(tmp_path / "s.toml")).settings["profile"] == str(path)
 
 
 @pytest.mark.parametrize(

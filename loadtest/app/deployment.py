@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loadtest.config.feature_specs import FAULTS, SIM, TARGET
 from loadtest.config.scenario import Scenario
 from loadtest.errors import UsageError
 from loadtest.features.faults.plan import TargetSpec, needs_proxy
@@ -82,14 +83,14 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
     """``UsageError`` where no deployment can carry out the plan; warnings for events
     that will be skipped. Starts nothing: ``plan_deployment`` and ``--check`` both ask it.
     """
-    plan = scenario.faults
+    plan = FAULTS.of(scenario)
     if endpoint is not None and any(fault_table(e.kind).runs.needs_target for e in plan.events):
         raise UsageError(
             "the scenario restarts its target, but --endpoint names one loadtest does "
             "not manage; drop --endpoint to use the scenario's [target] or the simulator"
         )
-    own_deployment = endpoint is not None or scenario.target is not None
-    if not own_deployment and not scenario.sim.speculative and needs_proxy(plan):
+    own_deployment = endpoint is not None or TARGET.get(scenario) is not None
+    if not own_deployment and not SIM.of(scenario).speculative and needs_proxy(plan):
         raise UsageError(
             "the scenario has draft faults but no draft: set [sim] speculative = true, "
             "or point [faults].proxy_upstream at your draft server"
@@ -108,7 +109,7 @@ def check_deployment(scenario: Scenario, endpoint: str | None) -> list[str]:
 
 def serves_simulator(scenario: Scenario, endpoint: str | None) -> bool:
     """Whether the built-in simulator serves a run: no endpoint given, no ``[target]``."""
-    return endpoint is None and scenario.target is None
+    return endpoint is None and TARGET.get(scenario) is None
 
 
 def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> Deployment:
@@ -118,12 +119,12 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
     its prompts and the rig starts the target; ``Deployment.wait_ready`` joins them.
     """
     check_deployment(scenario, endpoint)
-    plan = scenario.faults
+    plan = FAULTS.of(scenario)
     notes: list[str] = []
     if endpoint is not None:
         return Deployment(endpoint, _rig(scenario, endpoint, None, None, {}), notes=())
-    if scenario.target is not None:
-        t = scenario.target
+    t = TARGET.get(scenario)
+    if t is not None:
         target = ManagedTarget(t, run_dir / "target.log")
         rig = _rig(scenario, t.endpoint, target, None, {})
         return Deployment(t.endpoint, rig, notes=(f"managed target: {' '.join(t.command)}",))
@@ -133,9 +134,9 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
     from loadtest.sim.process import SpecDeployment, sim_command
     from loadtest.sim.profile import with_profile
 
-    settings = scenario.sim.settings
+    settings = SIM.of(scenario).settings
     config = with_profile(dataclasses.replace(SimConfig(seed=scenario.seed), **settings), settings)
-    if not scenario.sim.speculative and not plan.events:
+    if not SIM.of(scenario).speculative and not plan.events:
         sim = SimProcess(config, port=free_port())
         sim.spawn()
         url = f"http://{sim.host}:{sim.port}"
@@ -143,7 +144,7 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
         return Deployment(url, _rig(scenario, url, None, None, {}), sim=sim, notes=tuple(notes))
     # The draft, the proxy and the target, each on its own port, chosen together.
     draft_port, proxy_port, port = free_ports(3)
-    spec = SpecDeployment(config) if scenario.sim.speculative else None
+    spec = SpecDeployment(config) if SIM.of(scenario).speculative else None
     draft_url = ""
     proxy = None
     if spec is not None:
@@ -178,7 +179,7 @@ def _rig(
     proxy: FaultProxy | None,
     placeholders: dict[str, str],
 ) -> FaultRig:
-    plan = scenario.faults
+    plan = FAULTS.of(scenario)
     if proxy is None and plan.proxy_upstream is not None:
         host, port = _split(plan.proxy_upstream)
         lhost, lport = _split(plan.proxy_listen)

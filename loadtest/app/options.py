@@ -17,6 +17,7 @@ from pathlib import Path
 
 from loadtest.app.run_options import RunOptions
 from loadtest.config.dimensions import DIMENSIONS, closed_at, open_at
+from loadtest.config.feature_specs import SIM
 from loadtest.config.scenario import LoadSpec, Scenario, TimeoutSpec, load_scenario
 from loadtest.config.shipped import resolve_scenario_path
 from loadtest.errors import UsageError
@@ -122,15 +123,15 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
             sc, load=dataclasses.replace(sc.load, stop_rules=(*sc.load.stop_rules, rule))
         )
     if o.sim_speculative is not None:
-        sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, speculative=o.sim_speculative))
+        sc = SIM.put(sc, dataclasses.replace(SIM.of(sc), speculative=o.sim_speculative))
     if o.sampling:
         sc = dataclasses.replace(sc, sampling={**sc.sampling, **dict(o.sampling)})
     if o.sim_settings:
-        settings = {**sc.sim.settings, **dict(o.sim_settings)}
-        sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, settings=settings))
+        settings = {**SIM.of(sc).settings, **dict(o.sim_settings)}
+        sc = SIM.put(sc, dataclasses.replace(SIM.of(sc), settings=settings))
     if o.sim_spec_k is not None:
-        settings = {**sc.sim.settings, "spec_k": o.sim_spec_k}
-        sc = dataclasses.replace(sc, sim=dataclasses.replace(sc.sim, settings=settings))
+        settings = {**SIM.of(sc).settings, "spec_k": o.sim_spec_k}
+        sc = SIM.put(sc, dataclasses.replace(SIM.of(sc), settings=settings))
     sc = apply_workload_flags(sc, o.tokenizer, o.speedup)
     for name, value in o.steps:  # a sweep's step is the last word
         sc = DIMENSIONS.load(name).apply(sc, value)

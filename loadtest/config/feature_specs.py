@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadtest.config.tables import TableSlot
+
 __all__ = [
+    "AGENT",
+    "FAULTS",
+    "SIM",
+    "TARGET",
+    "TASKS",
     "AgentSpec",
     "FaultEvent",
     "FaultPlan",
@@ -131,3 +138,16 @@ class TaskSource:
     subsets: tuple[str, ...] = ()
     path: str | None = None
     limit: int | None = None
+
+
+# The tables features own, by name: each parsed by its feature (``tables``), read with
+# ``FAULTS.of(scenario)`` / ``TARGET.get(scenario)`` and set with ``put``.
+FAULTS = TableSlot("faults", FaultPlan, FaultPlan())
+TARGET = TableSlot("target", TargetSpec)
+"""A managed target: loadtest starts, restarts and stops the endpoint itself."""
+SIM = TableSlot("sim", SimSpec, SimSpec())
+"""How the built-in simulator is set up when no endpoint is given."""
+AGENT = TableSlot("agent", AgentSpec)
+"""Agent sessions: each unit of load is a multi-step task (None: single requests)."""
+TASKS: TableSlot[tuple[TaskSource, ...]] = TableSlot("tasks", tuple, ())
+"""The ``[[tasks]]`` sources of an agent scenario."""

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import ipaddress
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from loadtest.config.arrivals import ARRIVALS, Param, arrival_modes, read_params
 from loadtest.config.auth_table import DEFAULT_KEY_ENV, AuthSpec
-from loadtest.config.feature_specs import AgentSpec, FaultPlan, SimSpec, TargetSpec, TaskSource
+from loadtest.config.feature_specs import AGENT, FAULTS, SIM, TARGET, TASKS
 from loadtest.config.slo_table import SLOSpec, parse_slo_table
 from loadtest.config.source_spec import SourceSpec
 from loadtest.config.sources import TypedSource, source_kinds, source_plugin
@@ -44,13 +44,6 @@ DEFAULT_DURATION_S = 30.0
 """The measured duration of a run whose scenario and flags name no bound."""
 APIS = ("chat", "completions", "responses")
 _COMMON_SOURCE_KEYS = frozenset({"kind", "category", "weight", "max_tokens"})
-
-# The tables features own: each parsed by its feature, found by name (``tables``).
-_FAULTS = TableSlot("faults", FaultPlan)
-_TARGET = TableSlot("target", TargetSpec)
-_SIM = TableSlot("sim", SimSpec)
-_AGENT = TableSlot("agent", AgentSpec)
-_TASKS = TableSlot("tasks", tuple)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,26 +108,23 @@ class Scenario:
     seed: int = 0
     description: str = ""
     record_prompts: bool = False
-    faults: FaultPlan = field(default_factory=FaultPlan)
-    target: TargetSpec | None = None
-    """A managed target: loadtest starts, restarts and stops the endpoint itself."""
-    sim: SimSpec = field(default_factory=SimSpec)
-    """How the built-in simulator is set up when no endpoint is given."""
     auth: AuthSpec = field(default_factory=AuthSpec)
     """Where the API key comes from (never the key itself)."""
-    agent: AgentSpec | None = None
-    """Agent sessions: each unit of load is a multi-step task (None: single requests)."""
-    tasks: tuple[TaskSource, ...] = ()
-    """The ``[[tasks]]`` sources of an agent scenario."""
     bound_defaulted: bool = False
     """True when the scenario named neither a duration nor a request count."""
-    plugin_tables: tuple[tuple[str, object], ...] = ()
-    """Top-level tables of plugins (a parser registered in ``loadtest.tables`` under a
-    name loadtest does not read itself), each as its parser made it: ``table(name)``."""
+    tables: tuple[tuple[str, object], ...] = ()
+    """The tables features own (``[faults]``, ``[agent]``, a plugin's own...), each as
+    its parser made it, by name: read typed through the feature's ``TableSlot``
+    (``FAULTS.of(scenario)``), or ``table(name)``."""
 
     def table(self, name: str) -> object | None:
-        """The value a plugin's parser made of the table ``name`` (None: not in the file)."""
-        return dict(self.plugin_tables).get(name)
+        """The value a feature's parser made of the table ``name`` (None: not in the file)."""
+        return dict(self.tables).get(name)
+
+    def with_table(self, name: str, value: object) -> Scenario:
+        """A copy whose table ``name`` holds ``value`` (``TableSlot.put``)."""
+        tables = {**dict(self.tables), name: value}
+        return replace(self, tables=tuple(sorted(tables.items())))
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -163,10 +153,11 @@ def _parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None) -> S
     top = Table(data, path, "")
     name = top.get("name", str, Path(path).stem, "a string")
     sources_raw = top.get("sources", list, None, "an array of [[sources]] tables")
-    agent = _AGENT.parse(top, base) if "agent" in data else None
-    tasks: tuple[TaskSource, ...] = ()
-    if agent is not None:
-        tasks = _TASKS.parse(top, base)
+    # A table that is not there takes its default without loading its feature.
+    tables: dict[str, object] = {}
+    if "agent" in data:
+        tables["agent"] = AGENT.parse(top, base)
+        tables["tasks"] = TASKS.parse(top, base)
         if sources_raw:
             raise ScenarioError(
                 path, "sources", "an agent scenario takes [[tasks]], not [[sources]]"
@@ -193,15 +184,14 @@ def _parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None) -> S
     load = _load(top.sub("load"))
     timeouts = _timeouts(top.sub("timeouts"))
     slo = parse_slo_table(top.sub("slo"))
-    # A table that is not there takes its defaults without loading its feature.
-    faults = _FAULTS.parse(top, base) if "faults" in data else FaultPlan()
-    target = _TARGET.parse(top, base) if "target" in data else None
-    sim = _SIM.parse(top, base) if "sim" in data else SimSpec()
+    for slot in (FAULTS, TARGET, SIM):
+        if slot.name in data:
+            tables[slot.name] = slot.parse(top, base)
     for secret in _SECRET_KEYS:
         if secret in data:
             raise ScenarioError(path, secret, _NO_SECRETS)
     auth = _auth(top.sub("auth"), base)
-    plugin_tables = _plugin_tables(top, base)
+    tables.update(_plugin_tables(top, base))
     top.finish()
     assert max_tokens is not None
     assert seed is not None
@@ -220,14 +210,9 @@ def _parse_scenario(data: dict[str, Any], path: str, base_dir: Path | None) -> S
         seed=seed,
         description=description,
         record_prompts=record_prompts,
-        faults=faults,
-        target=target,
-        sim=sim,
         auth=auth,
-        agent=agent,
-        tasks=tasks,
         bound_defaulted=not ({"duration_s", "requests"} & set(data.get("load", {}))),
-        plugin_tables=plugin_tables,
+        tables=tuple(sorted(tables.items())),
     )
 
 

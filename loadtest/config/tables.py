@@ -19,13 +19,13 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, Self, TypeVar
 
 from loadtest.config.toml_tables import Table
 from loadtest.errors import LoadtestError
 from loadtest.registry import Registry
 
-__all__ = ["GROUP", "TABLES", "TableParser", "TableSlot"]
+__all__ = ["GROUP", "TABLES", "HasTables", "TableParser", "TableSlot"]
 
 GROUP = "loadtest.tables"
 """The entry-point group table parsers register in, by table name."""
@@ -54,12 +54,52 @@ TABLES: Registry[TableParser] = Registry(
 )
 
 
+class HasTables(Protocol):
+    """What holds a scenario's tables (``Scenario``): each table's value by name."""
+
+    def table(self, name: str) -> object | None:
+        """The value of the table ``name``; None when the file has no such table."""
+        ...
+
+    def with_table(self, name: str, value: object) -> Self:
+        """A copy with the table ``name`` holding ``value``."""
+        ...
+
+
+S = TypeVar("S", bound=HasTables)
+
+
 @dataclass(frozen=True, slots=True)
 class TableSlot(Generic[T]):
-    """A table of the scenario owned by a feature: its name and the type of its value."""
+    """A table of the scenario owned by a feature: its name, the type of its value and
+    the value a scenario without the table has (None: the table is optional).
+
+    Readers take the typed value from the scenario here (``of``, ``get``), a plugin's
+    table and loadtest's own alike; ``Scenario`` has no field per feature."""
 
     name: str
     value_type: type[T]
+    default: T | None = None
+
+    def get(self, scenario: HasTables) -> T | None:
+        """The table's value, else its default (None where it has none)."""
+        value = scenario.table(self.name)
+        if value is None:
+            return self.default
+        if not isinstance(value, self.value_type):  # a parser checked on the way in
+            raise TypeError(f"[{self.name}] holds a {type(value).__name__}")
+        return value
+
+    def of(self, scenario: HasTables) -> T:
+        """The table's value, else its default; for a table that has one."""
+        value = self.get(scenario)
+        if value is None:
+            raise TypeError(f"the [{self.name}] table has no default: use get()")
+        return value
+
+    def put(self, scenario: S, value: T) -> S:
+        """A copy of the scenario whose table holds ``value``."""
+        return scenario.with_table(self.name, value)
 
     def parse(self, top: Table, base: Path) -> T:
         """The registered parser's value for this table; a ``ScenarioError`` naming the

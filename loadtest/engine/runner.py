@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from loadtest.config.feature_specs import FAULTS
 from loadtest.datasets.prompt import PromptPool
 from loadtest.engine.accounting import Accounting
 from loadtest.engine.hooks import RunHook, UnitOfLoad, overrides
@@ -336,7 +337,7 @@ class Runner:
             stream=sc.stream,
             timeouts=sc.timeouts,
             # Bursts of the fault plan come on top of the sessions or the in-flight cap.
-            concurrency=load.concurrency + sc.faults.extra_sessions if load.concurrency else 0,
+            concurrency=load.concurrency + FAULTS.of(sc).extra_sessions if load.concurrency else 0,
             keepalive=self.config.keepalive,
             api_key=self.config.api_key,
             ssl=self.config.tls,

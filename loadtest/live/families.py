@@ -30,6 +30,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
+from loadtest.config.feature_specs import FAULTS
 from loadtest.live.view import LiveView, SeriesKey, Sparse, sparse_percentile
 from loadtest.measure.hdr import PERCENTILES, bucket_arrays, metric_stats
 from loadtest.model.record import CORRECTED, METRICS
@@ -253,7 +254,7 @@ def _verdicts(view: LiveView, names: list[str], values: list[str]) -> Iterator[M
         values,
         float(driver["busy"]),
     )
-    events = view.scenario.faults.events
+    events = FAULTS.of(view.scenario).events
     if not events:
         return
     state = GaugeMetricFamily(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from loadtest.config.feature_specs import AGENT, FAULTS
 from loadtest.engine.hooks import RunHook
 from loadtest.model.atomic import write_atomic
 from loadtest.model.io import load_run_start
@@ -39,9 +40,9 @@ def start_record(head: RunHead, scenario: Scenario, simulated: bool = False) -> 
         "run": head,
         # repr: a float read back by parse_slo_flag is the same float.
         "slo": [f"{t.label}={t.limit!r}" for t in scenario.slo.thresholds],
-        "fault_windows": [ev.label for ev in scenario.faults.events],
-        "fault_starts_s": [ev.at_s for ev in scenario.faults.events],
-        "agent": scenario.agent is not None,
+        "fault_windows": [ev.label for ev in FAULTS.of(scenario).events],
+        "fault_starts_s": [ev.at_s for ev in FAULTS.of(scenario).events],
+        "agent": AGENT.get(scenario) is not None,
         "pid": os.getpid(),
         "host": socket.gethostname(),
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from loadtest.config.feature_specs import FAULTS
 from loadtest.engine.blocks import block_hooks
 from loadtest.engine.gc_policy import QuietGc
 from loadtest.features.faults.load import FaultLoad, HoldChannel, HoldFlag, acts_in_load
@@ -38,10 +39,11 @@ def load_hooks(
     """The fault plan's part inside worker ``worker`` of ``workers`` (none without one);
     the worker's scenario carries its own seed; ``hold_line``: the coordinator's flag that
     a restarted target is down, and this worker's confirmation that it holds."""
-    if not acts_in_load(scenario.faults):
+    plan = FAULTS.of(scenario)
+    if not acts_in_load(plan):
         return []
     hold = HoldFlag(hold_line) if hold_line is not None else None
-    return [FaultLoad(scenario.faults, scenario.seed, worker=worker, workers=workers, hold=hold)]
+    return [FaultLoad(plan, scenario.seed, worker=worker, workers=workers, hold=hold)]
 
 
 def rig_hooks(dep: Deployment) -> list[RunHook]:

@@ -22,6 +22,7 @@ from loadtest.app.deployment import Deployment, serves_simulator
 from loadtest.app.options import RunOptions
 from loadtest.app.process.assembly import edge_hooks, rig_hooks
 from loadtest.app.process.console import Progress, log, stop_notice
+from loadtest.config.feature_specs import AGENT
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import PromptPool
 from loadtest.engine.runner import RunConfig, Runner, RunOutcome
@@ -111,8 +112,9 @@ def run_in_process(
             hooks = [*edge_hooks(cfg, counts), *rig_hooks(dep), *wl.hooks]
             return Runner(cfg, wl.pool, hooks=hooks, unit=wl.unit)
         if isinstance(pool, TaskPool):
-            assert scenario.agent is not None
-            agent = AgentDriver(scenario.agent, pool, scenario.seed)
+            spec = AGENT.get(scenario)
+            assert spec is not None
+            agent = AgentDriver(spec, pool, scenario.seed)
             hooks = [*edge_hooks(cfg, counts), *rig_hooks(dep), agent]
             return Runner(cfg, None, hooks=hooks, unit=agent)
         return Runner(cfg, pool, hooks=[*edge_hooks(cfg, counts), *rig_hooks(dep)])

@@ -23,6 +23,7 @@ from loadtest.app.process.inprocess import LocalRun, Prompts, run_in_process
 from loadtest.app.run.plan import RunPlan, load_prompts, plan_run, prompt_counts
 from loadtest.app.scale.coordinator import Coordinator, CoordinatorContext
 from loadtest.app.scale.workers import run_workers, worker_configs
+from loadtest.config.feature_specs import FAULTS
 from loadtest.engine.blocks import join_parts, merge_blocks
 from loadtest.engine.runner import RunConfig, RunOutcome, collect_parts
 from loadtest.features.faults.load import HoldControl
@@ -84,11 +85,11 @@ def check_job(options: RunOptions, endpoint: str | None = None) -> str:
         f"  timeouts: total {t.total_s:g} s, first byte {t.first_byte_s:g} s, "
         f"between chunks {t.between_chunks_s:g} s, connect {t.connect_s:g} s",
         f"  endpoint: {endpoint or options.endpoint or 'the built-in simulator'}",
-        f"  fault events: {len(scenario.faults.events)}",
+        f"  fault events: {len(FAULTS.of(scenario).events)}",
         *(
             f"    {e.label}: {e.kind} at {e.at_s:g} s"
             + (f" for {e.duration_s:g} s" if e.duration_s else "")
-            for e in scenario.faults.events
+            for e in FAULTS.of(scenario).events
         ),
         f"  SLOs: {', '.join(f'{t.label} <= {t.limit:g}' for t in scenario.slo.thresholds)}"
         if scenario.slo.thresholds

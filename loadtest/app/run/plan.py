@@ -21,6 +21,7 @@ from loadtest.app.deployment import check_deployment
 from loadtest.app.options import Note, RunOptions, resolve_access, resolve_scenario, start_notes
 from loadtest.app.process.inprocess import Prompts
 from loadtest.app.scale.workers import WorkerPlan, split_load
+from loadtest.config.feature_specs import AGENT, FAULTS, TASKS
 from loadtest.config.scenario import Scenario
 from loadtest.datasets import build_pool
 from loadtest.errors import MissingExtraError, UsageError
@@ -68,7 +69,7 @@ def plan_run(options: RunOptions) -> RunPlan:
             raise MissingExtraError("--ray", "ray")
     warnings = [
         *check_deployment(scenario, options.endpoint),
-        *timeline_warnings(scenario.faults, run_frame(scenario)),
+        *timeline_warnings(FAULTS.of(scenario), run_frame(scenario)),
     ]
     return RunPlan(
         scenario=scenario,
@@ -104,10 +105,10 @@ def load_prompts(scenario: Scenario) -> Prompts:
     t0 = time.perf_counter()
     if is_workload(scenario):
         return Prompts(None, {}, time.perf_counter() - t0)
-    if scenario.agent is None:
+    if AGENT.get(scenario) is None:
         pool, counts = build_pool(scenario)
         return Prompts(pool, counts, time.perf_counter() - t0)
-    tasks = build_tasks(scenario.tasks, scenario.seed)
+    tasks = build_tasks(TASKS.of(scenario), scenario.seed)
     if not tasks.size:
         raise UsageError(f"{scenario.path}: the [[tasks]] sources hold no tasks")
     return Prompts(tasks, {"tasks": tasks.size}, time.perf_counter() - t0)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from loadtest._compat import precise_timers
+from loadtest.config.feature_specs import AGENT, TASKS
 from loadtest.model.atomic import write_atomic
 
 if TYPE_CHECKING:
@@ -244,12 +245,13 @@ async def _build_runner(cfg: RunConfig, job: WorkerJob, hold_line: HoldChannel) 
     from loadtest.engine.runner import Runner
     from loadtest.features.workload import is_workload, workload_for
 
-    if cfg.scenario.agent is not None:
+    spec = AGENT.get(cfg.scenario)
+    if spec is not None:
         from loadtest.features.agent.driver import AgentDriver
         from loadtest.features.agent.taskspec import build_tasks
 
-        tasks = build_tasks(cfg.scenario.tasks, cfg.scenario.seed)
-        agent = AgentDriver(cfg.scenario.agent, tasks, cfg.scenario.seed)
+        tasks = build_tasks(TASKS.of(cfg.scenario), cfg.scenario.seed)
+        agent = AgentDriver(spec, tasks, cfg.scenario.seed)
         hooks = [
             *edge_hooks(cfg, {"tasks": tasks.size}),
             *load_hooks(cfg.scenario, job.index, job.workers, hold_line),

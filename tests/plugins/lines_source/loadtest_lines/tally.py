@@ -6,7 +6,7 @@ in every process that sends load, how the processes' parts merge (counts summed)
 its line of the printed report and its panel on the dashboard (live, from the
 hook's parts so far, and in a replay). It also owns a scenario table of its own, ``[lines]``
 (``label``: a name the block and its line carry), parsed by ``lines_table`` and read back
-with ``scenario.table("lines")``. Nothing here is part of loadtest: it uses only the
+with its ``TableSlot`` (``LINES.of(scenario)``). Nothing here is part of loadtest: it uses only the
 plugin interface a third party sees (docs/plugins.md).
 """
 
@@ -26,6 +26,7 @@ from loadtest.plugins import (
     Scenario,
     Summary,
     Table,
+    TableSlot,
 )
 
 
@@ -53,6 +54,10 @@ class LinesTable:
     """The ``[lines]`` table."""
 
     label: str
+
+
+LINES = TableSlot("lines", LinesTable, LinesTable(""))
+"""The ``[lines]`` table, read typed: ``LINES.of(scenario)`` (its default without one)."""
 
 
 def lines_table(top: Table, base: Path) -> LinesTable:
@@ -103,8 +108,7 @@ class Lines(BlockBase):
     def hook(self, scenario: Scenario) -> RunHook | None:
         if not any(s.kind == "lines" for s in scenario.sources):
             return None
-        table = scenario.table("lines")
-        return _Count(table.label if isinstance(table, LinesTable) else "")
+        return _Count(LINES.of(scenario).label)
 
     def merge(self, parts: Sequence[LinesPart], metrics: Metrics) -> LinesTally:
         by_prompt: dict[str, int] = {}
