@@ -93,6 +93,18 @@ def test_the_registry_sits_below_the_model(tmp_path: Path) -> None:
     assert "loadtest.registry -> loadtest.model.json" in done.stdout
 
 
+def test_the_flag_declarations_sit_below_everything_that_declares_flags(tmp_path: Path) -> None:
+    # RunOptions (app) and the engines' options declare their flags with loadtest.flag:
+    # the declarations may import nothing above the errors, or the config they check
+    # would be pulled into every --help.
+    tree = _copy(tmp_path)
+    flag = tree / "loadtest" / "flag.py"
+    flag.write_text(flag.read_text() + "\nfrom loadtest.config import scenario  # noqa\n")
+    done = _lint(tree)
+    assert done.returncode != 0
+    assert "loadtest.flag -> loadtest.config.scenario" in done.stdout
+
+
 @pytest.mark.parametrize(
     ("module", "imports", "contract"),
     [
