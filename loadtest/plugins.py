@@ -52,7 +52,7 @@ if TYPE_CHECKING:
         num,
         spec_of,
     )
-    from loadtest.features.faults.own_figures import figures_of, put_figures
+    from loadtest.features.faults.own_figures import figures_of, put_figures, top_figures
     from loadtest.features.faults.registry import FaultTable
     from loadtest.features.workload_kinds import Share, Workload, WorkloadKind
     from loadtest.live.outputs import LiveOutput, LiveOutputKind
@@ -127,6 +127,7 @@ __all__ = [
     "prompt_body",
     "put_figures",
     "spec_of",
+    "top_figures",
 ]
 
 GROUPS = {
@@ -176,6 +177,7 @@ _HOME = {
     "FaultTable": "loadtest.features.faults.registry",
     "figures_of": "loadtest.features.faults.own_figures",
     "put_figures": "loadtest.features.faults.own_figures",
+    "top_figures": "loadtest.features.faults.own_figures",
     "Share": "loadtest.features.workload_kinds",
     "Workload": "loadtest.features.workload_kinds",
     "WorkloadKind": "loadtest.features.workload_kinds",

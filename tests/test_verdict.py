@@ -7,7 +7,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from loadtest.features.faults.kinds.cancel import CancelSpec
+from loadtest.features.faults.kinds.cancel import CancelFigures, CancelSpec
+from loadtest.features.faults.kinds.restart import RestartFigures
+from loadtest.features.faults.kinds.toxics import ToxicFigures
+from loadtest.features.faults.own_figures import top_figures
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.verdict import judge_windows, recovery_s
 from loadtest.model.verdict import STATE_OF, FaultVerdict, Observed, RequestRow, failing_windows
@@ -136,7 +139,7 @@ def test_a_scrape_answered_after_the_window_opened_does_not_hide_its_events() ->
     ]
     ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
     (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], _rows(0, 0, 1.0), samples)
-    assert e["fallbacks"] == 1.0
+    assert top_figures(e, ToxicFigures)["fallbacks"] == 1.0
 
 
 def _noisy_rows(seed: int, per_s: int = 6, seconds: int = 20) -> list[RequestRow]:
@@ -205,7 +208,8 @@ def test_a_cancel_window_that_cancelled_nothing_is_not_exercised() -> None:
     )
     obs: Observed = {"settled_s": 0.01, "running_excess": 0}
     (e,) = judge_windows(FaultPlan(events=(ev,)), [obs], _rows(0, 0, 1.0), [])
-    assert e["started_in_window"] == 50 and e["injected_cancels"] == 0
+    assert e["started_in_window"] == 50
+    assert top_figures(e, CancelFigures)["injected_cancels"] == 0
     assert e["verdict"] == "not_exercised"
     assert "no cancellation was injected" in e["reason"]
 
@@ -259,7 +263,7 @@ def test_a_restarts_first_token_counts_a_request_later_cut_off() -> None:
         _row(8_000.0, ttft=5_000.0, outcome="cancelled", error_class="grace_expired"),
     ]
     (e,) = judge_windows(FaultPlan(events=(ev,)), [{"time_to_ready_s": 6.0}], rows, [])
-    assert e["time_to_first_token_s"] == 11.0
+    assert top_figures(e, RestartFigures)["time_to_first_token_s"] == 11.0
 
 
 def _scrapes(drafted_at: dict[int, float]) -> list[dict[str, Any]]:

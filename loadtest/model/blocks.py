@@ -13,7 +13,9 @@ the ones above it (as ``config.sources`` loads the data sets' kinds).
 JSON Schema is generated from: ``Summary``'s own fields, with each registered block's
 model under its key. ``Summary`` still names loadtest's own blocks, for typed readers;
 ``summary_type`` refuses a registered model that differs from the field of the same key,
-so the two cannot drift apart (and a plugin cannot take a key summary.json has).
+so the two cannot drift apart (and a plugin cannot take a key summary.json has). A model
+may extend its field's TypedDict with fields of its own (the ``faults`` entry with each
+fault kind's figures, made at run time): typed readers keep reading the field's.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from typing import (
     Any,
     NotRequired,
     Protocol,
+    Required,
     get_args,
     get_origin,
     get_type_hints,
+    is_typeddict,
     runtime_checkable,
 )
 from typing import TypedDict as _TypedDict
@@ -40,6 +44,7 @@ __all__ = [
     "BlockModel",
     "block_model",
     "block_names",
+    "extends",
     "load_block",
     "summary_type",
 ]
@@ -92,8 +97,42 @@ def block_model(name: str) -> BlockModel:
 
 
 def _unwrapped(hint: object) -> object:
-    """A field's type without its ``NotRequired``."""
-    return get_args(hint)[0] if get_origin(hint) is NotRequired else hint
+    """A field's type without its ``NotRequired`` (or ``Required``)."""
+    return get_args(hint)[0] if get_origin(hint) in (NotRequired, Required) else hint
+
+
+def extends(model: object, field: object) -> bool:
+    """``model`` is ``field``, or the same type with a TypedDict in it that has every
+    field of ``field``'s one (of the same type, required or not alike) and more."""
+    if model == field:
+        return True
+    if is_typeddict(model) and is_typeddict(field):
+        mine, theirs = _fields(model), _fields(field)
+        return all(mine.get(k) == v for k, v in theirs.items())
+    args = get_args(model)
+    return (
+        get_origin(model) is not None
+        and get_origin(model) is get_origin(field)
+        and len(args) == len(get_args(field))
+        and all(map(extends, args, get_args(field)))
+    )
+
+
+def _fields(typed: object) -> dict[str, tuple[object, bool]]:
+    """A TypedDict's fields: each one's type (``NotRequired`` taken off) and whether it
+    is required, as msgspec reads it: the class's totality (a ``total=False`` base's
+    fields carry no ``NotRequired``), then the field's own marker (Python 3.11 counts a
+    string ``NotRequired[...]``, under ``from __future__ import annotations``, as
+    required)."""
+    required = vars(typed)["__required_keys__"]
+    out = {}
+    for k, h in get_type_hints(typed, include_extras=True).items():
+        marked = get_origin(h)
+        out[k] = (
+            _unwrapped(h),
+            marked is Required or (k in required and marked is not NotRequired),
+        )
+    return out
 
 
 @functools.cache
@@ -105,7 +144,7 @@ def summary_type() -> type:
         block = block_model(name)
         if not block.in_summary:
             continue
-        if name in fields and _unwrapped(fields[name]) != block.model:
+        if name in fields and not extends(block.model, _unwrapped(fields[name])):
             raise UsageError(
                 f"the summary block {name!r} declares the model {block.model!r}, but "
                 f"summary.json's {name!r} is {_unwrapped(fields[name])!r}: a block takes a "

@@ -131,7 +131,10 @@ class Observed(RigObserved, total=False):
 
 
 # With what the rig saw of the window (``RigObserved``, each key only where its kind has
-# it), declared once for both: the docstring below is the schema's description.
+# it), declared once for both: the docstring below is the schema's description. A kind's
+# own figures (a cancel window's ``injected_cancels``) are declared by the kind, in its
+# module: summary.json's entries are this type with every registered kind's figures
+# (``features.faults.entry``), made where the kinds can be found.
 class FaultVerdict(RigObserved):
     """One ``faults`` entry of summary.json: what a window did and how it was judged."""
 
@@ -149,16 +152,6 @@ class FaultVerdict(RigObserved):
     recovery_s: float | None
     verdict: FaultVerdictWord
     reason: str
-    # cancel windows
-    injected_cancels: NotRequired[int]
-    cancel_close_p50_ms: NotRequired[float | None]
-    cancel_close_max_ms: NotRequired[float | None]
-    # restart windows
-    caught_in_flight: NotRequired[int]
-    caught_failed: NotRequired[int]
-    time_to_first_token_s: NotRequired[float | None]
-    # proxy windows: draft fallbacks counted by the server inside the window
-    fallbacks: NotRequired[int | None]
     # a plugin kind's own observations and figures (docs/plugins.md)
     detail: NotRequired[JsonObject]
 

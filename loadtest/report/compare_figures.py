@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from loadtest.features.faults.kinds.restart import RestartFigures
+from loadtest.features.faults.own_figures import top_figures
 from loadtest.model.comparison import DeploymentRun, DeploymentSide, SideJson
 from loadtest.model.summary import Summary
 from loadtest.report.compare_checks import CacheUse
@@ -97,7 +99,7 @@ def side_figures(sums: Sequence[Summary], cache: CacheUse) -> SideFigures:
     timings = [t for s in sums if (t := s.get("server_timings"))]
     server = [v for s in sums if (v := s.get("server"))]
     restarts = [
-        f.get("time_to_first_token_s")
+        top_figures(f, RestartFigures).get("time_to_first_token_s")
         for s in sums
         for f in s.get("faults") or []
         if f["kind"] == "restart"

@@ -1,14 +1,23 @@
 """The ``faults`` summary block: one verdict per fault window, judged once by the rig on
 the merged records, and its rendering for the run's table and the dashboard's figures
-(``fault_figures``: a kind's typed fields, then a plugin kind's own ``detail``)."""
+(``fault_figures``: what the kinds print of their entries, then a plugin kind's own
+``detail``).
+
+Its model is a list of ``FaultVerdict`` with every registered kind's figures
+(``entry.fault_entry``); ``Summary.faults`` names the plain ``FaultVerdict``, which the
+model extends, so typed readers read the shared fields and a kind's figures through the
+kind's own TypedDict (``own_figures.top_figures``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, get_args
+from collections.abc import Mapping, Sequence
+from types import GenericAlias
+from typing import TYPE_CHECKING
 
 from loadtest.engine.block_text import WIDTH, fit, packed
 from loadtest.engine.blocks import BlockBase
+from loadtest.features.faults.entry import fault_entry, printed_keys
 from loadtest.model.summary import Summary
 from loadtest.model.verdict import STATE_OF, FaultVerdict
 
@@ -18,32 +27,18 @@ if TYPE_CHECKING:
 __all__ = ["FAULTS", "fault_figures", "render_faults"]
 
 
-FigureKey = Literal[
-    "injected_cancels",
-    "cancel_close_p50_ms",
-    "settled_s",
-    "time_to_ready_s",
-    "time_to_first_token_s",
-    "caught_in_flight",
-    "fallbacks",
-    "recovery_s",
-]
-
-
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
-_FIGURES: tuple[FigureKey, ...] = get_args(FigureKey)
-"""The typed figures a window may have, in the order the table prints them."""
-
-
 def fault_figures(f: FaultVerdict) -> list[str]:
-    """``name value`` of each figure a window has: counts as ints, times as they are;
-    then a plugin kind's own numbers (its ``detail``), in the order it wrote them."""
+    """``name value`` of each figure a window has, in its kind's order (its
+    ``printed_figures``), then its recovery: counts as ints, times as they are; then a
+    plugin kind's own numbers (its ``detail``), in the order it wrote them."""
     out = []
-    for k in _FIGURES:
-        v = f.get(k)
+    fields: Mapping[str, object] = f
+    for k in (*printed_keys(), "recovery_s"):
+        v = fields.get(k)
         if v is not None:
             out.append(f"{k} {v}")
     for name, value in f.get("detail", {}).items():
@@ -87,8 +82,13 @@ def render_faults(faults: Sequence[FaultVerdict]) -> str:
 class _Faults(BlockBase):
     """One verdict per fault window: every part's, in order (the rig hands one list)."""
 
-    model = list[FaultVerdict]
     empty: object = []
+
+    @property
+    def model(self) -> object:
+        """A list of entries with every registered kind's figures (made on first use:
+        it loads every kind)."""
+        return GenericAlias(list, (fault_entry(),))  # list[entry], of a type made now
 
     def merge(self, parts: Sequence[list[FaultVerdict]], metrics: Metrics) -> list[FaultVerdict]:
         return [f for part in parts for f in part]

@@ -9,8 +9,10 @@ A fault kind (the ``kind`` of a ``[[faults.events]]`` table) says, in one place:
   coordinator, from the window's start; it may wait out the window);
 - where it acts when the load is scaled out (``runs``): only in the rig, or also in every
   process that sends load (``load_part``), and what it needs of the deployment;
-- how its window is judged: the figures it adds to its ``faults`` entry (``figures``)
-  and its own rule (``judge``), or the shared judge (``judge`` returning None).
+- how its window is judged: the figures it adds to its ``faults`` entry (``figures``;
+  those at the entry's top typed by its own TypedDict, ``figures_model``, which
+  summary.json's schema takes from it, and the table prints ``printed_figures``) and its
+  own rule (``judge``), or the shared judge (``judge`` returning None).
 
 ``FaultKindBase`` has a default for each (no keys, a wait over the window, no part in
 the load, the shared judge), so a kind writes only what differs. loadtest's own kinds
@@ -183,7 +185,11 @@ class Window:
 @runtime_checkable
 class FaultKind(FaultTable, Protocol):
     """What a fault kind declares (an object, registered by its kind's name): its table
-    (``keys``, ``runs``, ``parse``: ``registry.FaultTable``) and the rest."""
+    (``keys``, ``runs``, ``parse``: ``registry.FaultTable``) and the rest.
+
+    ``figures_model`` and ``printed_figures`` (``FaultKindBase``) are read with their
+    defaults where a kind lacks them (``entry.figures_model``, ``entry.printed_figures``),
+    so they are not members here: a kind written before them still loads."""
 
     @property
     def needs_requests(self) -> bool:
@@ -222,6 +228,13 @@ class FaultKindBase:
     runs: Runs = COORDINATOR
     needs_requests: bool = True
     needs_completed: bool = True
+    figures_model: type | None = None
+    """A TypedDict (``total=False``) of the figures ``figures`` sets at the top of its
+    entry, through ``top_figures``: summary.json's schema has them, and a summary is
+    checked against them when read back. None: its figures, if any, are in ``detail``."""
+    printed_figures: tuple[str, ...] = ()
+    """The keys of its entry the table and the dashboard print as ``name value``, in
+    order (its figures, what its rig saw); ``detail``'s numbers are printed anyway."""
 
     def parse(self, t: Table, event: FaultEvent) -> FaultSpec:
         """No keys of its own."""

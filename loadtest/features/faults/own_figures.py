@@ -1,11 +1,18 @@
-"""A fault kind's own figures, typed: a frozen dataclass of the kind's, written into its
-window's ``detail`` (of ``Observed`` as the rig played it, or of the ``faults`` entry)
-and read back as the same class.
+"""A fault kind's own figures, typed, in one of two places of its window's entry.
 
-``detail`` is what summary.json keeps of a kind loadtest does not know (its schema says
-a JSON object), so a plugin's figures need no field in ``model/verdict.py``; reading them
-back through their class checks each one's type where a hand-written ``detail.get(...)``
-took whatever was there (msgspec names the field that is wrong).
+At its top (``top_figures``): a TypedDict of the kind's, declared as its
+``figures_model``; the ``faults`` entry's type has every registered kind's
+(``entry.fault_entry``), so they are in summary.json's schema and checked when it is
+read back. loadtest's own kinds keep theirs there (a cancel window's
+``injected_cancels``).
+
+In ``detail`` (``put_figures``, ``figures_of``): a frozen dataclass of the kind's,
+written into ``detail`` (of ``Observed`` as the rig played it, or of the ``faults``
+entry) and read back as the same class. ``detail`` is what summary.json keeps of a kind
+loadtest does not know (its schema says a JSON object), so it survives a reading where
+the kind is not installed; reading it back through its class checks each figure's type
+where a hand-written ``detail.get(...)`` took whatever was there (msgspec names the
+field that is wrong).
 """
 
 from __future__ import annotations
@@ -19,9 +26,20 @@ from loadtest.errors import ResultFileError
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict, Observed
 
-__all__ = ["figures_of", "put_figures"]
+__all__ = ["figures_of", "put_figures", "top_figures"]
 
 F = TypeVar("F")
+M = TypeVar("M", bound=Mapping[str, object])
+
+
+def top_figures(entry: FaultVerdict, model: type[M]) -> M:
+    """``entry`` as the kind's ``model`` (the TypedDict it declares as ``figures_model``):
+    the same dict, so a figure set on it is set on the entry, and one it lacks (an
+    entry of another kind, or written before the kind had it) is absent."""
+    # The one cast for every kind: FaultVerdict cannot name the figures a kind adds (the
+    # kinds sit above it); the entry's type at run time has them, and checks them when
+    # summary.json is read back.
+    return cast(M, entry)
 
 
 def put_figures(into: FaultVerdict | Observed, figures: object) -> None:

@@ -29,6 +29,8 @@ from typing import cast
 
 from loadtest.features.faults.figures import acceptance_between, pct
 from loadtest.features.faults.kind import FaultKind, Ruling, Window, fault_kind
+from loadtest.features.faults.kinds.toxics import ToxicFigures
+from loadtest.features.faults.own_figures import top_figures
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
 from loadtest.model.json import JsonObject
@@ -194,7 +196,7 @@ def _verdict(
             f"came back ({n}, need {MIN_REQUESTS})"
         )
     what = "kept serving"
-    fallbacks = e.get("fallbacks")
+    fallbacks = top_figures(e, ToxicFigures).get("fallbacks")
     if fallbacks:
         # The counter counts switches from speculation, not requests served plainly.
         times = "once" if fallbacks == 1 else f"{fallbacks} times"

@@ -11,7 +11,7 @@ import contextlib
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from loadtest.engine.hooks import CancelOrder
 from loadtest.features.faults.figures import pct
@@ -27,13 +27,14 @@ from loadtest.features.faults.kind import (
     num,
     spec_of,
 )
+from loadtest.features.faults.own_figures import top_figures
 from loadtest.model.verdict import FaultVerdict, Observed
 
 if TYPE_CHECKING:
     from loadtest.config.toml_tables import Table
     from loadtest.features.faults.plan import FaultEvent
 
-__all__ = ["CANCEL", "CancelSpec"]
+__all__ = ["CANCEL", "CancelFigures", "CancelSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,17 @@ class CancelSpec(FaultSpec):
     after_ms_max: float | None = None
     settle_s: float = 2.0
     """The endpoint's running count must fall back within this many seconds."""
+
+
+class CancelFigures(TypedDict, total=False):
+    """A cancel window's figures, at the top of its ``faults`` entry."""
+
+    injected_cancels: int
+    """Streams the fault cancelled (by intended send time in the planned window)."""
+    cancel_close_p50_ms: float | None
+    """Median time from the cancel to the connection closed (None: none closed)."""
+    cancel_close_max_ms: float | None
+    """Likewise, the longest."""
 
 
 class _Cancels(LoadPart):
@@ -80,6 +92,8 @@ class Cancel(FaultKindBase):
     runs = IN_LOAD
     # Its requests are cut on purpose: none need complete for the window to be judged.
     needs_completed = False
+    figures_model = CancelFigures
+    printed_figures = ("injected_cancels", "cancel_close_p50_ms", "settled_s")
 
     def parse(self, t: Table, event: FaultEvent) -> CancelSpec:
         """``fraction`` in (0, 1], one of ``after_tokens`` and ``after_ms``, a duration."""
@@ -121,14 +135,15 @@ class Cancel(FaultKindBase):
             if r.get("injected_cancel") and lo <= r.get("intended_ms", r["sent_ms"]) < hi
         ]
         close = [c for r in cancelled if (c := r.get("cancel_close_ms")) is not None]
-        entry["injected_cancels"] = len(cancelled)
-        entry["cancel_close_p50_ms"] = pct(close, 50)
-        entry["cancel_close_max_ms"] = round(max(close), 3) if close else None
+        figures = top_figures(entry, CancelFigures)
+        figures["injected_cancels"] = len(cancelled)
+        figures["cancel_close_p50_ms"] = pct(close, 50)
+        figures["cancel_close_max_ms"] = round(max(close), 3) if close else None
 
     def judge(self, ev: FaultEvent, entry: FaultVerdict) -> Ruling | None:
         """Not exercised without a cancellation; failed where cancelled streams kept
         their slots."""
-        if not entry.get("injected_cancels"):
+        if not top_figures(entry, CancelFigures).get("injected_cancels"):
             return "not_exercised", (
                 f"no cancellation was injected ({entry['started_in_window']} requests "
                 "started in the window)"

@@ -9,7 +9,7 @@ connections. The verdict counts the requests the stop caught in flight.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from loadtest.errors import EndpointError
 from loadtest.features.faults.kind import (
@@ -21,13 +21,14 @@ from loadtest.features.faults.kind import (
     num,
     spec_of,
 )
+from loadtest.features.faults.own_figures import top_figures
 from loadtest.model.verdict import FaultVerdict, Observed
 
 if TYPE_CHECKING:
     from loadtest.config.toml_tables import Table
     from loadtest.features.faults.plan import FaultEvent
 
-__all__ = ["RESTART", "RestartSpec"]
+__all__ = ["RESTART", "RestartFigures", "RestartSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,17 @@ class RestartSpec(FaultSpec):
     """``term`` (graceful) or ``kill`` (a crash)."""
 
 
+class RestartFigures(TypedDict, total=False):
+    """A restart's figures, at the top of its ``faults`` entry."""
+
+    caught_in_flight: int
+    """Requests in flight at the stop."""
+    caught_failed: int
+    """Of those, the failed ones."""
+    time_to_first_token_s: float | None
+    """From the stop to the first token of a request sent after it (None: none had one)."""
+
+
 class Restart(FaultKindBase):
     """The ``restart`` kind."""
 
@@ -48,6 +60,8 @@ class Restart(FaultKindBase):
     # The load holds while the target is down: the window sends nothing by design.
     needs_requests = False
     needs_completed = False
+    figures_model = RestartFigures
+    printed_figures = ("time_to_ready_s", "time_to_first_token_s", "caught_in_flight")
 
     def parse(self, t: Table, event: FaultEvent) -> RestartSpec:
         """``down_s`` >= 0, ``signal`` ``term`` or ``kill``."""
@@ -93,9 +107,12 @@ class Restart(FaultKindBase):
             # the restarted engine answered then.
             if r["sent_ms"] >= start and (f := r["first_token_ms"]) is not None
         ]
-        entry["caught_in_flight"] = len(caught)
-        entry["caught_failed"] = sum(1 for r in caught if r["outcome"] == "failed")
-        entry["time_to_first_token_s"] = round((min(firsts) - start) / 1000, 4) if firsts else None
+        figures = top_figures(entry, RestartFigures)
+        figures["caught_in_flight"] = len(caught)
+        figures["caught_failed"] = sum(1 for r in caught if r["outcome"] == "failed")
+        figures["time_to_first_token_s"] = (
+            round((min(firsts) - start) / 1000, 4) if firsts else None
+        )
 
 
 RESTART = Restart()

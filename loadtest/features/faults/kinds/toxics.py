@@ -9,7 +9,7 @@ the verdict counts the server's draft fallbacks inside the window.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from loadtest.features.faults.figures import count_delta
 from loadtest.features.faults.kind import (
@@ -21,6 +21,7 @@ from loadtest.features.faults.kind import (
     num,
     spec_of,
 )
+from loadtest.features.faults.own_figures import top_figures
 from loadtest.features.faults.proxy import Toxic
 from loadtest.model.verdict import FaultVerdict, Observed
 
@@ -35,6 +36,7 @@ __all__ = [
     "DRAFT_LATENCY",
     "DRAFT_RESET",
     "ProxyToxic",
+    "ToxicFigures",
     "ToxicSpec",
 ]
 
@@ -48,10 +50,20 @@ class ToxicSpec(FaultSpec):
     bytes_per_s: float = 0.0
 
 
+class ToxicFigures(TypedDict, total=False):
+    """A proxy window's figures, at the top of its ``faults`` entry."""
+
+    fallbacks: int | None
+    """Draft fallbacks the server counted inside the window (None: its counter was not
+    read on both sides of the window)."""
+
+
 class ProxyToxic(FaultKindBase):
     """A kind that switches on one toxic of the fault proxy for its window."""
 
     runs = Runs(needs_proxy=True)
+    figures_model = ToxicFigures
+    printed_figures = ("fallbacks",)
 
     def __init__(self, toxic: str, keys: frozenset[str] = frozenset()) -> None:
         self.toxic = toxic
@@ -92,7 +104,8 @@ class ProxyToxic(FaultKindBase):
 
     def figures(self, ev: FaultEvent, w: Window, entry: FaultVerdict) -> None:
         """The draft fallbacks the server counted inside the window."""
-        entry["fallbacks"] = count_delta(w.samples, "fallbacks", w.start_s, w.end_s)
+        fallbacks = count_delta(w.samples, "fallbacks", w.start_s, w.end_s)
+        top_figures(entry, ToxicFigures)["fallbacks"] = fallbacks
 
 
 DRAFT_DOWN = ProxyToxic("down")

@@ -1,0 +1,105 @@
+"""The type of one ``faults`` entry of summary.json: ``FaultVerdict`` with every
+registered kind's own figures at its top level.
+
+A kind declares its figures in its own module, as a TypedDict named on the kind
+(``figures_model``: a cancel window's ``injected_cancels``), writes and reads them
+through ``own_figures.top_figures``, and says which of them the table prints
+(``printed_figures``); nothing in ``model/verdict.py`` names them. The ``faults`` block's
+model is a list of this type, so summary.json is decoded with it (a figure of the wrong
+type is named when a summary is read back) and the published schema lists each kind's
+figures as ``FaultVerdict``'s own, under that name and with its docstring.
+
+A figure is in no entry of another kind, so each is optional here, whatever its kind
+declares. A summary read where a kind is not installed (a plugin's) loses that kind's
+figures: msgspec keeps only the fields a TypedDict declares. A plugin's figures are
+safer in ``detail`` (``put_figures``), which keeps whatever it holds.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any, NotRequired, Required, get_args, get_origin, get_type_hints, is_typeddict
+from typing import TypedDict as _TypedDict
+
+from loadtest.errors import UsageError
+from loadtest.features.faults.kind import fault_kind
+from loadtest.features.faults.registry import fault_kinds
+from loadtest.model.verdict import FaultVerdict
+
+__all__ = ["entry_type", "fault_entry", "figures_model", "printed_figures", "printed_keys"]
+
+# The functional form, called with a mapping made at run time (mypy takes only literals).
+_make_typeddict: Any = _TypedDict
+
+
+def figures_model(name: str, kind: object) -> type | None:
+    """The TypedDict of the figures the kind ``name`` sets at the top of its entry, or
+    None. Read with a default: a kind written before the attribute (one that is no
+    ``FaultKindBase``) still loads."""
+    model = getattr(kind, "figures_model", None)
+    if model is not None and not is_typeddict(model):
+        raise UsageError(
+            f"the fault kind {name!r} declares figures_model {model!r}: a TypedDict of the "
+            "figures at the top of its faults entry, or None: see docs/plugins.md"
+        )
+    return model
+
+
+def printed_figures(kind: object) -> tuple[str, ...]:
+    """The keys of the kind's entry the table prints, in order (none by default)."""
+    return tuple(getattr(kind, "printed_figures", ()))
+
+
+def entry_type(models: Sequence[tuple[str, type]]) -> type:
+    """``FaultVerdict`` with each ``(kind, figures model)``'s figures, each optional;
+    ``UsageError`` naming the kind when a figure is a field every entry has, or two kinds
+    declare one name with two types (kinds of one class share theirs)."""
+    fields: dict[str, object] = {}
+    optional = vars(FaultVerdict)["__optional_keys__"]
+    for key, hint in get_type_hints(FaultVerdict, include_extras=True).items():
+        # A total=False base's keys carry no NotRequired: the functional form needs it.
+        wrapped = key in optional and get_origin(hint) is not NotRequired
+        fields[key] = NotRequired[hint] if wrapped else hint
+    owner: dict[str, str] = {}
+    for kind, model in models:
+        for key, hint in get_type_hints(model, include_extras=True).items():
+            bare = get_args(hint)[0] if get_origin(hint) in (NotRequired, Required) else hint
+            figure = NotRequired[bare]
+            if key in fields and key not in owner:
+                raise UsageError(
+                    f"the fault kind {kind!r} declares the figure {key!r}, a field every "
+                    "faults entry has: name it otherwise"
+                )
+            if key in owner and fields[key] != figure:
+                raise UsageError(
+                    f"the fault kinds {owner[key]!r} and {kind!r} declare the figure {key!r} "
+                    f"as {fields[key]!r} and {figure!r}: name one otherwise"
+                )
+            fields[key] = figure
+            owner.setdefault(key, kind)
+    made: type = _make_typeddict("FaultVerdict", fields)
+    # The schema's title and description are the type's name and docstring: the same
+    # as when the model named every kind's figures.
+    made.__doc__ = FaultVerdict.__doc__
+    made.__module__ = FaultVerdict.__module__
+    return made
+
+
+@functools.cache
+def fault_entry() -> type:
+    """The entry with every registered kind's figures (loaded once, by name)."""
+    models = []
+    for name in fault_kinds():
+        model = figures_model(name, fault_kind(name))
+        if model is not None:
+            models.append((name, model))
+    return entry_type(models)
+
+
+@functools.cache
+def printed_keys() -> tuple[str, ...]:
+    """Every registered kind's printed figures, in the kinds' order, each once: an entry
+    has only its own kind's, so each entry's come in its kind's order."""
+    keys = (k for name in fault_kinds() for k in printed_figures(fault_kind(name)))
+    return tuple(dict.fromkeys(keys))
