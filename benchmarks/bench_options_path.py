@@ -4,7 +4,7 @@ Method: one command (``run``, ``sweep`` or ``ab``; ARGV below) runs in this proc
 built-in simulator through ``loadtest.cli.main.main``, under ``sys.setprofile`` (and
 ``threading.setprofile`` for the threads it starts). On each 'call' event of a new frame
 (a generator's or coroutine's resumptions are not new) in a module under ``loadtest.``,
-the frame's named parameters (positional, keyword-only, ``self``) are looked at: one that
+the frame's named parameters (positional, keyword-only; not ``self``) are looked at: one that
 holds a ``RunOptions``, or a ``Scenario`` (what the options are applied to, and every
 replaced copy), found by type name, records the frame's module (``f_globals['__name__']``).
 Each thread's records, consecutive repeats collapsed, are its path (the main thread's
@@ -66,10 +66,12 @@ class Recorder:
             return
         local = frame.f_locals
         names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        # ``self`` is left out: an object's own method (a dataclass's __init__, a
+        # Scenario's table()) is the object at work, not the object handed to a module.
         kinds = frozenset(
             type(local[n]).__name__
             for n in names
-            if n in local and type(local[n]).__module__.startswith("loadtest.")
+            if n != "self" and n in local and type(local[n]).__module__.startswith("loadtest.")
         )
         if kinds & SETS["RunOptions+Scenario"]:
             thread = threading.current_thread().name
