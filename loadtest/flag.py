@@ -76,14 +76,23 @@ class Flag:
             return
         if self.finite and not math.isfinite(value):
             raise UsageError(f"{name} must be a finite number, got {value}")
+        got = f"got {_shown(value)}"
         if self.positive and not value > 0:
-            raise UsageError(f"{name} must be positive, got {value:g}")
+            raise UsageError(f"{name} must be positive, {got}")
         low, high = self.minimum, self.maximum
         if low is not None and high is not None and not low <= value <= high:
-            raise UsageError(f"{name} must be between {low:g} and {high:g}, got {value:g}")
+            raise UsageError(f"{name} must be between {low:g} and {high:g}, {got}")
         if low is not None and value < low:
             least = "0 or more" if low == 0 else f"at least {low:g}"
-            raise UsageError(f"{name} must be {least}, got {value:g}")
+            raise UsageError(f"{name} must be {least}, {got}")
+        if high is not None and value > high:
+            raise UsageError(f"{name} must be at most {high:g}, {got}")
+
+
+def _shown(value: float) -> str:
+    """A value as the user typed it: a count whole (``-12345678``, not ``-1.23457e+07``),
+    a float at most six significant digits."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 def flag(default: Any, **declared: Any) -> Any:

@@ -171,3 +171,24 @@ def test_a_flag_named_in_no_other_way_is_its_field_dashed() -> None:
     names = [d.flag_name(f.name) for f, d in declared_flags(Options)]
     assert names == ["--max-rounds", "--no-keep"]
     assert Flag(help="x", name="--loop").flag_name("uvloop") == "--loop"
+
+
+def test_a_whole_number_is_named_as_given_and_a_ceiling_alone_holds() -> None:
+    with pytest.raises(UsageError, match=r"^--seed must be 0 or more, got -12345678$"):
+        check_bounds(RunOptions(seed=-12345678))
+    with pytest.raises(UsageError, match=r"^--p must be at most 1, got 5$"):
+        Flag(help="x", maximum=1).check("p", 5.0)
+
+
+def test_a_declaration_whose_absent_flag_disagrees_with_its_field_is_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Switched:
+        on: bool = flag(True, switch=True, help="given alone, sets True")
+
+    @dataclasses.dataclass(frozen=True)
+    class Chosen:
+        loop: bool = flag(False, choices=("a", "b"), shown_default="c", help="x")
+
+    for options, said in ((Switched, "reads False when absent"), (Chosen, "not one of its")):
+        with pytest.raises(TypeError, match=said):
+            add_declared(argparse.ArgumentParser(), options, "runs")

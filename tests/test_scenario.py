@@ -227,3 +227,14 @@ def test_a_sampling_key_near_a_request_field_is_named_before_the_run(
     assert "'temperature'? (sent as written)" in said
     # A field that is near no known one is a server's own: sent, and not questioned.
     assert "top_p:" not in said and "my_own_field" not in said
+
+
+def test_a_table_absent_from_two_scenarios_gives_each_a_default_of_its_own() -> None:
+    # The simulator's settings are a dict: a default shared between scenarios would let
+    # one run's --server-sweep setting leak into the next.
+    one, two = (
+        parse_scenario({"sources": [{"kind": "inline", "prompts": ["x"]}]}, "t.toml")
+        for _ in range(2)
+    )
+    assert SIM.of(one) == SIM.of(two) and SIM.of(one).settings is not SIM.of(two).settings
+    assert TARGET.get(one) is None and FAULTS.of(one).events == ()

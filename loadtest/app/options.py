@@ -1,8 +1,9 @@
-"""The options of one run and how they apply to a scenario.
+"""How the options of one run apply to a scenario.
 
-``RunOptions`` is what the command line (or a Python caller) asks for; ``None`` means
-"as the scenario says". ``apply_overrides`` checks the values and lays them over the
-scenario, so that flags from Python callers are checked exactly like the CLI's.
+``RunOptions`` (``app.run_options``) is what the command line (or a Python caller) asks
+for; ``None`` means "as the scenario says". ``apply_overrides`` checks the values and
+lays them over the scenario, so that flags from Python callers are checked exactly like
+the CLI's.
 """
 
 from __future__ import annotations
@@ -132,10 +133,9 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     if o.sim_spec_k is not None:
         settings = {**SIM.of(sc).settings, "spec_k": o.sim_spec_k}
         sc = SIM.put(sc, dataclasses.replace(SIM.of(sc), settings=settings))
-    sc = apply_workload_flags(sc, o.tokenizer, o.speedup)
-    for name, value in o.steps:  # a sweep's step is the last word
+    for name, value in o.steps:  # a sweep's step, before the sources' own flags
         sc = DIMENSIONS.load(name).apply(sc, value)
-    return sc
+    return apply_workload_flags(sc, o.tokenizer, o.speedup)
 
 
 def resolve_scenario(options: RunOptions) -> Scenario:

@@ -35,6 +35,7 @@ def add_declared(p: argparse.ArgumentParser, options: type, scope: str) -> None:
 
 def _add(where: argparse._ActionsContainer, dest: str, declared: Flag, default: object) -> None:
     """The argument of one declared flag."""
+    _check_default(dest, declared, default)
     name, text = declared.flag_name(dest), declared.help
     if not name.startswith("-"):
         where.add_argument(name, nargs="?", help=text)
@@ -56,6 +57,27 @@ def _add(where: argparse._ActionsContainer, dest: str, declared: Flag, default: 
             metavar=declared.metavar,
             help=text,
         )
+
+
+def _check_default(dest: str, declared: Flag, default: object) -> None:
+    """A flag whose absence argparse fills in itself (a switch False, a negated switch
+    True, a repeated flag empty, a choice its shown default) must agree with its field's
+    default, or a command given no flag would read other options than a Python caller
+    gets: a declaration error, raised when the parser is built."""
+    expected: object = default
+    if declared.switch:
+        expected = False
+    elif declared.negated:
+        expected = True
+    elif declared.repeated:
+        expected = ()
+    if expected != default:
+        raise TypeError(
+            f"the flag of {dest!r} reads {expected!r} when absent; its field: {default!r}"
+        )
+    shown = declared.shown_default
+    if declared.choices and shown is not None and shown not in declared.choices:
+        raise TypeError(f"the flag of {dest!r} shows {shown!r}, not one of its choices")
 
 
 def read_declared(args: argparse.Namespace, options: type[T]) -> T:

@@ -142,12 +142,12 @@ class TaskSource:
 
 # The tables features own, by name: each parsed by its feature (``tables``), read with
 # ``FAULTS.of(scenario)`` / ``TARGET.get(scenario)`` and set with ``put``.
-FAULTS = TableSlot("faults", FaultPlan, FaultPlan())
+FAULTS = TableSlot("faults", FaultPlan, FaultPlan)
 TARGET = TableSlot("target", TargetSpec)
 """A managed target: loadtest starts, restarts and stops the endpoint itself."""
-SIM = TableSlot("sim", SimSpec, SimSpec())
+SIM = TableSlot("sim", SimSpec, SimSpec)
 """How the built-in simulator is set up when no endpoint is given."""
 AGENT = TableSlot("agent", AgentSpec)
 """Agent sessions: each unit of load is a multi-step task (None: single requests)."""
-TASKS: TableSlot[tuple[TaskSource, ...]] = TableSlot("tasks", tuple, ())
+TASKS: TableSlot[tuple[TaskSource, ...]] = TableSlot("tasks", tuple, tuple)
 """The ``[[tasks]]`` sources of an agent scenario."""

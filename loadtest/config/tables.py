@@ -72,20 +72,21 @@ S = TypeVar("S", bound=HasTables)
 @dataclass(frozen=True, slots=True)
 class TableSlot(Generic[T]):
     """A table of the scenario owned by a feature: its name, the type of its value and
-    the value a scenario without the table has (None: the table is optional).
+    what makes the value of a scenario without the table (None: the table is optional;
+    made anew at each read, so that no two scenarios share a mutable default).
 
     Readers take the typed value from the scenario here (``of``, ``get``), a plugin's
     table and loadtest's own alike; ``Scenario`` has no field per feature."""
 
     name: str
     value_type: type[T]
-    default: T | None = None
+    default: Callable[[], T] | None = None
 
     def get(self, scenario: HasTables) -> T | None:
         """The table's value, else its default (None where it has none)."""
         value = scenario.table(self.name)
         if value is None:
-            return self.default
+            return None if self.default is None else self.default()
         if not isinstance(value, self.value_type):  # a parser checked on the way in
             raise TypeError(f"[{self.name}] holds a {type(value).__name__}")
         return value

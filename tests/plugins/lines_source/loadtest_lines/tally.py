@@ -56,7 +56,7 @@ class LinesTable:
     label: str
 
 
-LINES = TableSlot("lines", LinesTable, LinesTable(""))
+LINES = TableSlot("lines", LinesTable, lambda: LinesTable(""))
 """The ``[lines]`` table, read typed: ``LINES.of(scenario)`` (its default without one)."""
 
 
