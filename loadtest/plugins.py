@@ -52,7 +52,12 @@ if TYPE_CHECKING:
         num,
         spec_of,
     )
-    from loadtest.features.faults.own_figures import figures_of, put_figures, top_figures
+    from loadtest.features.faults.own_figures import (
+        figures_of,
+        put_figures,
+        top_figures,
+        top_observed,
+    )
     from loadtest.features.faults.registry import FaultTable
     from loadtest.features.workload_kinds import Share, Workload, WorkloadKind
     from loadtest.live.outputs import LiveOutput, LiveOutputKind
@@ -128,6 +133,7 @@ __all__ = [
     "put_figures",
     "spec_of",
     "top_figures",
+    "top_observed",
 ]
 
 GROUPS = {
@@ -178,6 +184,7 @@ _HOME = {
     "figures_of": "loadtest.features.faults.own_figures",
     "put_figures": "loadtest.features.faults.own_figures",
     "top_figures": "loadtest.features.faults.own_figures",
+    "top_observed": "loadtest.features.faults.own_figures",
     "Share": "loadtest.features.workload_kinds",
     "Workload": "loadtest.features.workload_kinds",
     "WorkloadKind": "loadtest.features.workload_kinds",

@@ -7,10 +7,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from loadtest.features.faults.kinds.cancel import CancelFigures, CancelSpec
-from loadtest.features.faults.kinds.restart import RestartFigures
+from loadtest.features.faults.kinds.cancel import CancelFigures, CancelObserved, CancelSpec
+from loadtest.features.faults.kinds.restart import RestartFigures, RestartObserved
 from loadtest.features.faults.kinds.toxics import ToxicFigures
-from loadtest.features.faults.own_figures import top_figures
+from loadtest.features.faults.own_figures import top_figures, top_observed
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.verdict import judge_windows, recovery_s
 from loadtest.model.verdict import STATE_OF, FaultVerdict, Observed, RequestRow, failing_windows
@@ -206,7 +206,9 @@ def test_a_cancel_window_that_cancelled_nothing_is_not_exercised() -> None:
     ev = FaultEvent(
         kind="cancel", at_s=10, duration_s=5, spec=CancelSpec(fraction=0.5, after_tokens=5)
     )
-    obs: Observed = {"settled_s": 0.01, "running_excess": 0}
+    obs: Observed = {}
+    seen = top_observed(obs, CancelObserved)  # the kind's keys, as its inject writes them
+    seen["settled_s"], seen["running_excess"] = 0.01, 0
     (e,) = judge_windows(FaultPlan(events=(ev,)), [obs], _rows(0, 0, 1.0), [])
     assert e["started_in_window"] == 50
     assert top_figures(e, CancelFigures)["injected_cancels"] == 0
@@ -262,7 +264,9 @@ def test_a_restarts_first_token_counts_a_request_later_cut_off() -> None:
         _row(0.0, outcome="failed", error_class="disconnected", first_token_ms=None),
         _row(8_000.0, ttft=5_000.0, outcome="cancelled", error_class="grace_expired"),
     ]
-    (e,) = judge_windows(FaultPlan(events=(ev,)), [{"time_to_ready_s": 6.0}], rows, [])
+    obs: Observed = {}
+    top_observed(obs, RestartObserved)["time_to_ready_s"] = 6.0
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [obs], rows, [])
     assert top_figures(e, RestartFigures)["time_to_first_token_s"] == 11.0
 
 

@@ -102,39 +102,36 @@ class RequestRow(TypedDict):
 
 
 class RigObserved(TypedDict, total=False):
-    """What the fault rig saw of a window as it played it, by kind: in ``Observed`` while
-    the run goes, and copied into the window's ``faults`` entry (seconds from t0)."""
+    """What the fault rig saw of a window as it played it, whatever its kind: in
+    ``Observed`` while the run goes, and copied into the window's ``faults`` entry.
+
+    Only what every kind may set, because the shared judge reads it: the fault could not
+    be set up here (``skipped``) or could not be applied (``error``). What a kind sees of
+    its own windows (a restart's ``time_to_ready_s``) it declares in its module, as its
+    ``observed_model`` (``features.faults.entry``)."""
 
     skipped: str
     error: str
-    stopped_s: float
-    spawned_s: float
-    ready_s: float
-    time_to_ready_s: float
-    start_action: JsonObject
-    end_action: JsonObject
-    burst: int
-    settle: str
-    settled_s: float | None
-    running_excess: int | float | None
 
 
 class Observed(RigObserved, total=False):
-    """What the fault rig saw of one window as it played it (seconds from t0)."""
+    """What the fault rig saw of one window as it played it (seconds from t0). Its
+    kind's own keys sit beside these, typed by the kind's ``observed_model``."""
 
     start_s: float
     end_s: float
     not_reached: str
     """Why the window never started (the run ended first)."""
     detail: JsonObject
-    """A plugin kind's own observations (loadtest's own kinds use the keys above)."""
+    """A plugin kind's own observations (loadtest's own kinds declare theirs as their
+    ``observed_model``, written through ``top_observed``)."""
 
 
-# With what the rig saw of the window (``RigObserved``, each key only where its kind has
-# it), declared once for both: the docstring below is the schema's description. A kind's
-# own figures (a cancel window's ``injected_cancels``) are declared by the kind, in its
-# module: summary.json's entries are this type with every registered kind's figures
-# (``features.faults.entry``), made where the kinds can be found.
+# With what the rig saw of any window (``RigObserved``), declared once for both: the
+# docstring below is the schema's description. A kind's own figures (a cancel window's
+# ``injected_cancels``) and what the rig saw of its windows (``settled_s``) are declared
+# by the kind, in its module: summary.json's entries are this type with every registered
+# kind's (``features.faults.entry``), made where the kinds can be found.
 class FaultVerdict(RigObserved):
     """One ``faults`` entry of summary.json: what a window did and how it was judged."""
 

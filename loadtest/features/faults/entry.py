@@ -4,10 +4,15 @@ registered kind's own figures at its top level.
 A kind declares its figures in its own module, as a TypedDict named on the kind
 (``figures_model``: a cancel window's ``injected_cancels``), writes and reads them
 through ``own_figures.top_figures``, and says which of them the table prints
-(``printed_figures``); nothing in ``model/verdict.py`` names them. The ``faults`` block's
-model is a list of this type, so summary.json is decoded with it (a figure of the wrong
-type is named when a summary is read back) and the published schema lists each kind's
-figures as ``FaultVerdict``'s own, under that name and with its docstring.
+(``printed_figures``); nothing in ``model/verdict.py`` names them. What the rig saw of
+its windows it declares the same way (``observed_model``: a cancel window's
+``settled_s``), written into ``Observed`` through ``own_figures.top_observed`` and copied
+into the entry (``observed_keys``): those are figures of the entry like the others. The
+``faults`` block's model is a list of this type, so summary.json is decoded with it (a
+figure of the wrong type is named when a summary is read back) and the published schema
+lists each kind's figures as ``FaultVerdict``'s own, under that name and with its
+docstring. ``Observed`` itself is never decoded: the rig's windows reach the judge in
+its process, and the dashboard's as the same dicts, pickled.
 
 A figure is in no entry of another kind, so each is optional here, whatever its kind
 declares. A summary read where a kind is not installed (a plugin's) loses that kind's
@@ -25,9 +30,17 @@ from typing import TypedDict as _TypedDict
 from loadtest.errors import UsageError
 from loadtest.features.faults.kind import fault_kind
 from loadtest.features.faults.registry import fault_kinds
-from loadtest.model.verdict import FaultVerdict
+from loadtest.model.verdict import FaultVerdict, RigObserved
 
-__all__ = ["entry_type", "fault_entry", "figures_model", "printed_figures", "printed_keys"]
+__all__ = [
+    "entry_type",
+    "fault_entry",
+    "figures_model",
+    "observed_keys",
+    "observed_model",
+    "printed_figures",
+    "printed_keys",
+]
 
 # The functional form, called with a mapping made at run time (mypy takes only literals).
 _make_typeddict: Any = _TypedDict
@@ -37,11 +50,21 @@ def figures_model(name: str, kind: object) -> type | None:
     """The TypedDict of the figures the kind ``name`` sets at the top of its entry, or
     None. Read with a default: a kind written before the attribute (one that is no
     ``FaultKindBase``) still loads."""
-    model = getattr(kind, "figures_model", None)
+    return _declared(name, kind, "figures_model", "the figures at the top of its faults entry")
+
+
+def observed_model(name: str, kind: object) -> type | None:
+    """The TypedDict of what the rig saw of the kind ``name``'s windows (set in
+    ``Observed``, copied to the top of its entry), or None; read as ``figures_model``."""
+    return _declared(name, kind, "observed_model", "what its inject sets in Observed")
+
+
+def _declared(name: str, kind: object, attr: str, what: str) -> type | None:
+    model = getattr(kind, attr, None)
     if model is not None and not is_typeddict(model):
         raise UsageError(
-            f"the fault kind {name!r} declares figures_model {model!r}: a TypedDict of the "
-            "figures at the top of its faults entry, or None: see docs/plugins.md"
+            f"the fault kind {name!r} declares {attr} {model!r}: a TypedDict of {what}, "
+            "or None: see docs/plugins.md"
         )
     return model
 
@@ -88,13 +111,31 @@ def entry_type(models: Sequence[tuple[str, type]]) -> type:
 
 @functools.cache
 def fault_entry() -> type:
-    """The entry with every registered kind's figures (loaded once, by name)."""
+    """The entry with every registered kind's figures and observations (loaded once, by
+    name)."""
     models = []
     for name in fault_kinds():
-        model = figures_model(name, fault_kind(name))
-        if model is not None:
-            models.append((name, model))
+        kind = fault_kind(name)
+        for model in (figures_model(name, kind), observed_model(name, kind)):
+            if model is not None:
+                models.append((name, model))
     return entry_type(models)
+
+
+@functools.cache
+def observed_keys() -> frozenset[str]:
+    """The keys of ``Observed`` that go into the window's entry as they are: those every
+    kind may set (``RigObserved``), a plugin's ``detail``, and every registered kind's
+    ``observed_model`` (the entry's type has room for each; not a window's planned edges,
+    which the entry has measured, nor ``not_reached``, which becomes its verdict)."""
+    fault_entry()  # first: a kind's key named like a field every entry has is refused there
+    own = (
+        key
+        for name in fault_kinds()
+        if (model := observed_model(name, fault_kind(name))) is not None
+        for key in get_type_hints(model)
+    )
+    return frozenset({*RigObserved.__optional_keys__, "detail", *own})
 
 
 @functools.cache

@@ -12,7 +12,8 @@ A fault kind (the ``kind`` of a ``[[faults.events]]`` table) says, in one place:
 - how its window is judged: the figures it adds to its ``faults`` entry (``figures``;
   those at the entry's top typed by its own TypedDict, ``figures_model``, which
   summary.json's schema takes from it, and the table prints ``printed_figures``) and its
-  own rule (``judge``), or the shared judge (``judge`` returning None).
+  own rule (``judge``), or the shared judge (``judge`` returning None); what its
+  ``inject`` sees of the window is typed the same way (``observed_model``).
 
 ``FaultKindBase`` has a default for each (no keys, a wait over the window, no part in
 the load, the shared judge), so a kind writes only what differs. loadtest's own kinds
@@ -187,9 +188,10 @@ class FaultKind(FaultTable, Protocol):
     """What a fault kind declares (an object, registered by its kind's name): its table
     (``keys``, ``runs``, ``parse``: ``registry.FaultTable``) and the rest.
 
-    ``figures_model`` and ``printed_figures`` (``FaultKindBase``) are read with their
-    defaults where a kind lacks them (``entry.figures_model``, ``entry.printed_figures``),
-    so they are not members here: a kind written before them still loads."""
+    ``figures_model``, ``observed_model`` and ``printed_figures`` (``FaultKindBase``) are
+    read with their defaults where a kind lacks them (``entry.figures_model``,
+    ``entry.observed_model``, ``entry.printed_figures``), so they are not members here:
+    a kind written before them still loads."""
 
     @property
     def needs_requests(self) -> bool:
@@ -203,8 +205,8 @@ class FaultKind(FaultTable, Protocol):
         ...
 
     async def inject(self, ev: FaultEvent, obs: Observed, rig: Rig) -> None:
-        """Play the window from its start; write what happened into ``obs``
-        (``obs["detail"]`` for a kind's own observations)."""
+        """Play the window from its start; write what happened into ``obs`` (its
+        ``observed_model``'s keys through ``top_observed``, or ``obs["detail"]``)."""
         ...
 
     def load_part(self, ev: FaultEvent, share: LoadShare) -> LoadPart | None:
@@ -232,6 +234,10 @@ class FaultKindBase:
     """A TypedDict (``total=False``) of the figures ``figures`` sets at the top of its
     entry, through ``top_figures``: summary.json's schema has them, and a summary is
     checked against them when read back. None: its figures, if any, are in ``detail``."""
+    observed_model: type | None = None
+    """A TypedDict (``total=False``) of what ``inject`` sets in ``Observed``, through
+    ``top_observed``: copied to the top of its entry, where the schema has it and
+    ``top_figures`` reads it. None: what it saw, if anything, is in ``detail``."""
     printed_figures: tuple[str, ...] = ()
     """The keys of its entry the table and the dashboard print as ``name value``, in
     order (its figures, what its rig saw); ``detail``'s numbers are printed anyway."""

@@ -4,7 +4,10 @@ At its top (``top_figures``): a TypedDict of the kind's, declared as its
 ``figures_model``; the ``faults`` entry's type has every registered kind's
 (``entry.fault_entry``), so they are in summary.json's schema and checked when it is
 read back. loadtest's own kinds keep theirs there (a cancel window's
-``injected_cancels``).
+``injected_cancels``). What the rig sees of a kind's window goes the same way: a
+TypedDict of the kind's, its ``observed_model``, written into ``Observed`` as the rig
+plays the window (``top_observed``), copied to the top of the entry, and read there
+through ``top_figures``.
 
 In ``detail`` (``put_figures``, ``figures_of``): a frozen dataclass of the kind's,
 written into ``detail`` (of ``Observed`` as the rig played it, or of the ``faults``
@@ -26,7 +29,7 @@ from loadtest.errors import ResultFileError
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import FaultVerdict, Observed
 
-__all__ = ["figures_of", "put_figures", "top_figures"]
+__all__ = ["figures_of", "put_figures", "top_figures", "top_observed"]
 
 F = TypeVar("F")
 M = TypeVar("M", bound=Mapping[str, object])
@@ -40,6 +43,16 @@ def top_figures(entry: FaultVerdict, model: type[M]) -> M:
     # kinds sit above it); the entry's type at run time has them, and checks them when
     # summary.json is read back.
     return cast(M, entry)
+
+
+def top_observed(obs: Observed, model: type[M]) -> M:
+    """``obs`` as the kind's ``model`` (the TypedDict it declares as ``observed_model``):
+    the same dict, so a key the kind's ``inject`` sets on it is in ``Observed``, and from
+    there in the window's entry."""
+    # The one cast for every kind's observations, as in top_figures: Observed names only
+    # what every kind may set; the judge copies a kind's own keys into the entry, whose
+    # type at run time has them.
+    return cast(M, obs)
 
 
 def put_figures(into: FaultVerdict | Observed, figures: object) -> None:

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import cast
 
+from loadtest.features.faults.entry import observed_keys
 from loadtest.features.faults.figures import acceptance_between, pct
 from loadtest.features.faults.kind import FaultKind, Ruling, Window, fault_kind
 from loadtest.features.faults.kinds.toxics import ToxicFigures
@@ -34,7 +35,7 @@ from loadtest.features.faults.own_figures import top_figures
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
 from loadtest.model.json import JsonObject
-from loadtest.model.verdict import FaultVerdict, Observed, PhaseStats, RequestRow, RigObserved
+from loadtest.model.verdict import FaultVerdict, Observed, PhaseStats, RequestRow
 
 __all__ = ["after_span_s", "judge_windows", "phase_stats", "recovery_s"]
 
@@ -132,14 +133,10 @@ def _judge(
     return entry
 
 
-_SEEN = RigObserved.__optional_keys__ | {"detail"}
-"""What the rig saw of a window that goes into its entry as it is (not its planned
-edges, which the entry has measured, nor ``not_reached``, which becomes its verdict)."""
-
-
 def _add_observed(e: FaultVerdict, obs: Observed) -> None:
-    """What the rig saw goes into the entry as it is."""
-    cast(dict[str, object], e).update((k, v) for k, v in obs.items() if k in _SEEN)
+    """What the rig saw goes into the entry as it is (``entry.observed_keys``)."""
+    seen = observed_keys()
+    cast(dict[str, object], e).update((k, v) for k, v in obs.items() if k in seen)
 
 
 def _verdict(

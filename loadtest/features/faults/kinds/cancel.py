@@ -27,14 +27,14 @@ from loadtest.features.faults.kind import (
     num,
     spec_of,
 )
-from loadtest.features.faults.own_figures import top_figures
+from loadtest.features.faults.own_figures import top_figures, top_observed
 from loadtest.model.verdict import FaultVerdict, Observed
 
 if TYPE_CHECKING:
     from loadtest.config.toml_tables import Table
     from loadtest.features.faults.plan import FaultEvent
 
-__all__ = ["CANCEL", "CancelFigures", "CancelSpec"]
+__all__ = ["CANCEL", "CancelFigures", "CancelObserved", "CancelSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,20 @@ class CancelFigures(TypedDict, total=False):
     """Median time from the cancel to the connection closed (None: none closed)."""
     cancel_close_max_ms: float | None
     """Likewise, the longest."""
+
+
+class CancelObserved(TypedDict, total=False):
+    """What the rig saw after a cancel window: whether the endpoint let go of the
+    cancelled streams (``_settle``)."""
+
+    settle: str
+    """Why it was not checked (no ``/metrics``, or the open requests split over workers)."""
+    settled_s: float | None
+    """Seconds from the window's end until the endpoint held no more requests than the
+    client had open (None: it did not within ``settle_s``)."""
+    running_excess: int | float | None
+    """How many more it held than were open at the last look (0: settled; None: its
+    running count was never read)."""
 
 
 class _Cancels(LoadPart):
@@ -93,6 +107,7 @@ class Cancel(FaultKindBase):
     # Its requests are cut on purpose: none need complete for the window to be judged.
     needs_completed = False
     figures_model = CancelFigures
+    observed_model = CancelObserved
     printed_figures = ("injected_cancels", "cancel_close_p50_ms", "settled_s")
 
     def parse(self, t: Table, event: FaultEvent) -> CancelSpec:
@@ -148,9 +163,10 @@ class Cancel(FaultKindBase):
                 f"no cancellation was injected ({entry['started_in_window']} requests "
                 "started in the window)"
             )
-        if entry.get("settled_s", 0) is None:
+        seen = top_figures(entry, CancelObserved)
+        if seen.get("settled_s", 0) is None:
             return "failed", (
-                f"the endpoint still held {entry.get('running_excess')} more requests than "
+                f"the endpoint still held {seen.get('running_excess')} more requests than "
                 f"the client had open {spec_of(ev, CancelSpec).settle_s:g} s after the "
                 "cancellations: cancelled streams kept slots"
             )
@@ -167,11 +183,12 @@ async def _settle(settle_s: float, obs: Observed, rig: Rig) -> None:
     check is running + waiting <= in flight, within ``settle_s``.
     """
     scraper, control = rig.scraper, rig.control
+    seen = top_observed(obs, CancelObserved)
     if scraper is None:
-        obs["settle"] = "not checked: the endpoint has no /metrics"
+        seen["settle"] = "not checked: the endpoint has no /metrics"
         return
     if not rig.in_flight_known:
-        obs["settle"] = "not checked: with --workers the open requests are split over processes"
+        seen["settle"] = "not checked: with --workers the open requests are split over processes"
         return
     t0 = time.perf_counter()
     excess = None
@@ -185,12 +202,12 @@ async def _settle(settle_s: float, obs: Observed, rig: Rig) -> None:
                 held = row["running"] + row.get("waiting", 0)
                 excess = round(held - open_max)
                 if excess <= 0:
-                    obs["settled_s"] = round(time.perf_counter() - t0, 4)
-                    obs["running_excess"] = 0
+                    seen["settled_s"] = round(time.perf_counter() - t0, 4)
+                    seen["running_excess"] = 0
                     return
         await asyncio.sleep(0.05)
-    obs["settled_s"] = None
-    obs["running_excess"] = excess
+    seen["settled_s"] = None
+    seen["running_excess"] = excess
 
 
 CANCEL = Cancel()

@@ -8,9 +8,10 @@ window's entry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from loadtest.features.faults.kind import FaultKindBase, FaultSpec, Rig, spec_of
+from loadtest.features.faults.own_figures import top_observed
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import Observed
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from loadtest.config.toml_tables import Table
     from loadtest.features.faults.plan import FaultEvent
 
-__all__ = ["HOOK", "HookSpec"]
+__all__ = ["HOOK", "HookObserved", "HookSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +35,19 @@ class HookSpec(FaultSpec):
     end_body: str = ""
 
 
+class HookObserved(TypedDict, total=False):
+    """What each action of a hook window returned (``hooks.run_command``: its exit,
+    duration and output; ``hooks.run_request``: its status and duration; or the error)."""
+
+    start_action: JsonObject
+    end_action: JsonObject
+
+
 class Hook(FaultKindBase):
     """The ``hook`` kind."""
 
     keys = frozenset({"command", "url", "method", "body", "end_command", "end_url", "end_body"})
+    observed_model = HookObserved
 
     def parse(self, t: Table, event: FaultEvent) -> HookSpec:
         """A ``command`` or a ``url`` (and optionally their end-of-window twins)."""
@@ -57,10 +67,11 @@ class Hook(FaultKindBase):
     async def inject(self, ev: FaultEvent, obs: Observed, rig: Rig) -> None:
         """The start action now, the end action (if any) when the window closes."""
         s = spec_of(ev, HookSpec)
-        obs["start_action"] = await _act(rig, s.command, s.url, s.method, s.body)
+        seen = top_observed(obs, HookObserved)
+        seen["start_action"] = await _act(rig, s.command, s.url, s.method, s.body)
         await rig.sleep_to(ev.end_s)
         if s.end_command or s.end_url:
-            obs["end_action"] = await _act(rig, s.end_command, s.end_url, s.method, s.end_body)
+            seen["end_action"] = await _act(rig, s.end_command, s.end_url, s.method, s.end_body)
 
 
 async def _act(

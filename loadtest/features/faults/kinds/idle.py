@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from loadtest.features.faults.kind import (
     IN_LOAD,
@@ -21,6 +21,7 @@ from loadtest.features.faults.kind import (
     Rig,
     spec_of,
 )
+from loadtest.features.faults.own_figures import top_observed
 from loadtest.model.verdict import Observed
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from loadtest.engine.hooks import RunContext
     from loadtest.features.faults.plan import FaultEvent
 
-__all__ = ["IDLE", "IdleSpec", "burst_share"]
+__all__ = ["IDLE", "IdleObserved", "IdleSpec", "burst_share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,13 @@ class _Gap(LoadPart):
         return end if start <= now_ns < end else None
 
 
+class IdleObserved(TypedDict, total=False):
+    """What an idle window's entry says of its burst."""
+
+    burst: int
+    """Requests the load sent at once when the gap ended, over all its processes."""
+
+
 class Idle(FaultKindBase):
     """The ``idle`` kind."""
 
@@ -79,6 +87,7 @@ class Idle(FaultKindBase):
     # A gap sends nothing by design: what it tests is the burst and the load after it.
     needs_requests = False
     needs_completed = False
+    observed_model = IdleObserved
 
     def parse(self, t: Table, event: FaultEvent) -> IdleSpec:
         """``burst``: an integer >= 0."""
@@ -87,7 +96,8 @@ class Idle(FaultKindBase):
     async def inject(self, ev: FaultEvent, obs: Observed, rig: Rig) -> None:
         """The load idles and bursts by itself: wait out the window."""
         await rig.sleep_to(ev.end_s)
-        obs["burst"] = spec_of(ev, IdleSpec).burst  # sent by the load's own part
+        # Sent by the load's own part: the entry says how big it was.
+        top_observed(obs, IdleObserved)["burst"] = spec_of(ev, IdleSpec).burst
 
     def load_part(self, ev: FaultEvent, share: LoadShare) -> LoadPart:
         """The gap and this process's share of its burst."""

@@ -21,14 +21,14 @@ from loadtest.features.faults.kind import (
     num,
     spec_of,
 )
-from loadtest.features.faults.own_figures import top_figures
+from loadtest.features.faults.own_figures import top_figures, top_observed
 from loadtest.model.verdict import FaultVerdict, Observed
 
 if TYPE_CHECKING:
     from loadtest.config.toml_tables import Table
     from loadtest.features.faults.plan import FaultEvent
 
-__all__ = ["RESTART", "RestartFigures", "RestartSpec"]
+__all__ = ["RESTART", "RestartFigures", "RestartObserved", "RestartSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +52,19 @@ class RestartFigures(TypedDict, total=False):
     """From the stop to the first token of a request sent after it (None: none had one)."""
 
 
+class RestartObserved(TypedDict, total=False):
+    """What the rig saw of a restart (its moments in seconds from t0)."""
+
+    stopped_s: float
+    """When the target had stopped."""
+    spawned_s: float
+    """When it was started again (after ``down_s``)."""
+    ready_s: float
+    """When it answered as ready."""
+    time_to_ready_s: float
+    """Seconds from its start to ready (``ManagedTarget.start``)."""
+
+
 class Restart(FaultKindBase):
     """The ``restart`` kind."""
 
@@ -61,6 +74,7 @@ class Restart(FaultKindBase):
     needs_requests = False
     needs_completed = False
     figures_model = RestartFigures
+    observed_model = RestartObserved
     printed_figures = ("time_to_ready_s", "time_to_first_token_s", "caught_in_flight")
 
     def parse(self, t: Table, event: FaultEvent) -> RestartSpec:
@@ -76,10 +90,11 @@ class Restart(FaultKindBase):
             obs["error"] = "no managed target to restart: add a [target] table"
             return
         spec = spec_of(ev, RestartSpec)
+        seen = top_observed(obs, RestartObserved)
         await rig.hold_load(True)
         try:
             await target.stop(spec.signal)
-            obs["stopped_s"] = rig.rel_s()
+            seen["stopped_s"] = rig.rel_s()
             await rig.sleep_to(ev.at_s + spec.down_s)
             spawned = rig.rel_s()
             ready_s = await target.start()
@@ -90,11 +105,11 @@ class Restart(FaultKindBase):
             return
         finally:
             await rig.hold_load(False)
-        obs["ready_s"] = rig.rel_s()
-        obs["time_to_ready_s"] = round(ready_s, 4)
-        obs["spawned_s"] = spawned
+        seen["ready_s"] = rig.rel_s()
+        seen["time_to_ready_s"] = round(ready_s, 4)
+        seen["spawned_s"] = spawned
         await rig.sleep_to(ev.end_s)
-        obs["end_s"] = max(rig.rel_s(), obs["ready_s"])
+        obs["end_s"] = max(rig.rel_s(), seen["ready_s"])
 
     def figures(self, ev: FaultEvent, w: Window, entry: FaultVerdict) -> None:
         """The requests the stop caught in flight, and the first token after it."""
