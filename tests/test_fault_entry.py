@@ -3,6 +3,10 @@ checked when a summary is read back, with no field of theirs in ``model/verdict.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, TypedDict, get_type_hints
 
@@ -23,6 +27,7 @@ from loadtest.features.faults.verdict import judge_windows
 from loadtest.model.blocks import extends
 from loadtest.model.io import parse_summary, summary_schema, summary_schema_bytes
 from loadtest.model.verdict import FaultVerdict, RequestRow
+from loadtest.registry import DISABLE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "fixtures" / "runs" / "sample" / "summary.json"
@@ -152,3 +157,46 @@ def test_a_kind_without_figures_still_loads_and_a_wrong_declaration_is_named() -
     assert figures_model("plain", FaultKindBase()) is None
     with pytest.raises(UsageError, match=r"fault kind 'wrong' declares figures_model"):
         figures_model("wrong", Wrong())
+
+
+_BROKEN_KIND = """
+class _NotAKind:
+    keys = {}
+
+
+BROKEN = _NotAKind()
+"""
+
+
+def test_a_broken_plugin_kind_is_left_out_of_the_entries_and_summaries_still_read(
+    tmp_path: Path,
+) -> None:
+    # A fault kind that does not fit fails the run whose plan names it; reading, writing
+    # and printing a summary of any other run must go on, without that kind's figures.
+    site = tmp_path / "site"
+    dist = site / "broken_kind-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (site / "broken_kind.py").write_text(_BROKEN_KIND)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-kind\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[loadtest.faults]\nwobble = broken_kind:BROKEN\n")
+    run = tmp_path / "sample"
+    shutil.copytree(ROOT / "fixtures" / "runs" / "sample", run)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
+    env.pop(DISABLE_ENV, None)
+    read = (
+        "from loadtest.model.io import load_summary\n"
+        f"s = load_summary({str(run)!r})\n"
+        "print([f.get('injected_cancels') for f in s['faults'] if f['kind'] == 'cancel'])\n"
+    )
+    for argv in (["-c", read], ["-m", "loadtest", "report", str(run)]):
+        done = subprocess.run(
+            [sys.executable, *argv], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert "fault kind wobble left out of the faults entries" in done.stderr
+    assert (run / "report.html").stat().st_size > 0
+    # The kinds that load keep their figures, read back typed.
+    first = subprocess.run(
+        [sys.executable, "-c", read], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert first.stdout.strip() == "[18]", first.stdout

@@ -23,12 +23,13 @@ safer in ``detail`` (``put_figures``), which keeps whatever it holds.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Sequence
 from typing import Any, NotRequired, Required, get_args, get_origin, get_type_hints, is_typeddict
 from typing import TypedDict as _TypedDict
 
 from loadtest.errors import UsageError
-from loadtest.features.faults.kind import fault_kind
+from loadtest.features.faults.kind import FaultKind, fault_kind
 from loadtest.features.faults.registry import fault_kinds
 from loadtest.model.verdict import FaultVerdict, RigObserved
 
@@ -44,6 +45,8 @@ __all__ = [
 
 # The functional form, called with a mapping made at run time (mypy takes only literals).
 _make_typeddict: Any = _TypedDict
+
+log = logging.getLogger(__name__)
 
 
 def figures_model(name: str, kind: object) -> type | None:
@@ -110,12 +113,25 @@ def entry_type(models: Sequence[tuple[str, type]]) -> type:
 
 
 @functools.cache
+def _loaded_kinds() -> tuple[tuple[str, FaultKind], ...]:
+    """Every registered kind that loads, by name. One that does not is left out with a
+    warning: a broken plugin kind fails the run whose plan names it (``fault_kind``), but
+    must not stop every summary from being read, written or printed."""
+    loaded = []
+    for name in fault_kinds():
+        try:
+            loaded.append((name, fault_kind(name)))
+        except UsageError as exc:
+            log.warning("fault kind %s left out of the faults entries: %s", name, exc)
+    return tuple(loaded)
+
+
+@functools.cache
 def fault_entry() -> type:
     """The entry with every registered kind's figures and observations (loaded once, by
     name)."""
     models = []
-    for name in fault_kinds():
-        kind = fault_kind(name)
+    for name, kind in _loaded_kinds():
         for model in (figures_model(name, kind), observed_model(name, kind)):
             if model is not None:
                 models.append((name, model))
@@ -131,8 +147,8 @@ def observed_keys() -> frozenset[str]:
     fault_entry()  # first: a kind's key named like a field every entry has is refused there
     own = (
         key
-        for name in fault_kinds()
-        if (model := observed_model(name, fault_kind(name))) is not None
+        for name, kind in _loaded_kinds()
+        if (model := observed_model(name, kind)) is not None
         for key in get_type_hints(model)
     )
     return frozenset({*RigObserved.__optional_keys__, "detail", *own})
@@ -142,5 +158,5 @@ def observed_keys() -> frozenset[str]:
 def printed_keys() -> tuple[str, ...]:
     """Every registered kind's printed figures, in the kinds' order, each once: an entry
     has only its own kind's, so each entry's come in its kind's order."""
-    keys = (k for name in fault_kinds() for k in printed_figures(fault_kind(name)))
+    keys = (k for _, kind in _loaded_kinds() for k in printed_figures(kind))
     return tuple(dict.fromkeys(keys))
