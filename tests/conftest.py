@@ -179,6 +179,20 @@ WEATHER_TOOL = {
 }
 
 
+def plugin_site(root: Path, module: str, group: str, entry: str, source: str) -> Path:
+    """A folder to put on PYTHONPATH holding the module ``module`` (``source``) and a
+    distribution registering ``entry`` (``name = module:OBJ``) in the entry-point group
+    ``group``, its metadata as pip writes it: a plugin installed without installing."""
+    site = root / "site"
+    dist = site / f"{module}-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (site / f"{module}.py").write_text(source)
+    name = module.replace("_", "-")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[{group}]\n{entry}\n")
+    return site
+
+
 def make_scenario(
     load: dict[str, Any],
     *,

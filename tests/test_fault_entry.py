@@ -28,6 +28,7 @@ from loadtest.model.blocks import extends
 from loadtest.model.io import parse_summary, summary_schema, summary_schema_bytes
 from loadtest.model.verdict import FaultVerdict, RequestRow
 from loadtest.registry import DISABLE_ENV
+from tests.conftest import plugin_site
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "fixtures" / "runs" / "sample" / "summary.json"
@@ -173,12 +174,9 @@ def test_a_broken_plugin_kind_is_left_out_of_the_entries_and_summaries_still_rea
 ) -> None:
     # A fault kind that does not fit fails the run whose plan names it; reading, writing
     # and printing a summary of any other run must go on, without that kind's figures.
-    site = tmp_path / "site"
-    dist = site / "broken_kind-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (site / "broken_kind.py").write_text(_BROKEN_KIND)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-kind\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[loadtest.faults]\nwobble = broken_kind:BROKEN\n")
+    site = plugin_site(
+        tmp_path, "broken_kind", "loadtest.faults", "wobble = broken_kind:BROKEN", _BROKEN_KIND
+    )
     run = tmp_path / "sample"
     shutil.copytree(ROOT / "fixtures" / "runs" / "sample", run)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))

@@ -16,6 +16,7 @@ from loadtest.cli.main import main
 from loadtest.config.arrivals import ARRIVALS, arrival_process
 from loadtest.errors import UsageError
 from loadtest.registry import DISABLE_ENV, disabled_plugins, mismatches
+from tests.conftest import plugin_site
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,13 +105,9 @@ BROKEN = _Arrival()
 def broken_site(tmp_path: Path) -> Path:
     """A folder on PYTHONPATH with a distribution registering an arrival process that
     lacks ``problem`` and takes too few arguments: metadata as pip writes it."""
-    site = tmp_path / "site"
-    dist = site / "broken_arrival-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (site / "broken_arrival.py").write_text(_BROKEN)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-arrival\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[loadtest.arrivals]\nbursty = broken_arrival:BROKEN\n")
-    return site
+    return plugin_site(
+        tmp_path, "broken_arrival", "loadtest.arrivals", "bursty = broken_arrival:BROKEN", _BROKEN
+    )
 
 
 def _loadtest(
