@@ -32,7 +32,8 @@ class Flag:
     kind: Callable[[str], Any] | None = None
     """What turns the text into the value (``int``, ``float``); None: the text."""
     scope: str = "runs"
-    """Which commands take it: ``runs`` (run, sweep, ab), ``load`` (run and ab)."""
+    """Which commands take it, where one set of options serves several: ``runs`` (run,
+    sweep, ab), ``load`` (run and ab). A command taking every flag asks for no scope."""
     group: str = ""
     """The title of the ``--help`` section it is listed under; empty: the main list."""
     exclusive: str = ""

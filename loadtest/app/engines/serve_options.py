@@ -34,21 +34,19 @@ DRAFT_MAX, DRAFT_MIN, DRAFT_P_MIN = 3, 0, 0.0
 class LlamaOptions:
     """How to run the llama.cpp server."""
 
-    port: int = flag(8090, kind=int, scope="serve", help="listening port (default: 8090)")
-    host: str = flag("127.0.0.1", scope="serve", help="listening address (default: 127.0.0.1)")
+    port: int = flag(8090, kind=int, help="listening port (default: 8090)")
+    host: str = flag("127.0.0.1", help="listening address (default: 127.0.0.1)")
     spec: str = flag(
         "none",
-        scope="serve",
         choices=LLAMA_SPEC_MODES,
         help="speculative decoding: n-gram, a draft model, or the target as its own draft",
     )
-    parallel: int = flag(2, kind=int, scope="serve", minimum=1, help="slots (concurrent requests)")
-    threads: int = flag(2, kind=int, scope="serve", minimum=1, help="CPU threads")
-    ctx_per_slot: int = flag(4096, kind=int, scope="serve", minimum=1, help="context per slot")
+    parallel: int = flag(2, kind=int, minimum=1, help="slots (concurrent requests)")
+    threads: int = flag(2, kind=int, minimum=1, help="CPU threads")
+    ctx_per_slot: int = flag(4096, kind=int, minimum=1, help="context per slot")
     draft_max: int | None = flag(
         None,
         kind=int,
-        scope="serve",
         minimum=1,
         help="most drafted tokens per step (default: 8 for n-gram, llama.cpp's 3 for a draft)",
     )
@@ -56,7 +54,6 @@ class LlamaOptions:
     draft_min: int = flag(
         DRAFT_MIN,
         kind=int,
-        scope="serve",
         minimum=0,
         help="draft: fewest tokens worth a step (default: 0)",
     )
@@ -64,7 +61,6 @@ class LlamaOptions:
     draft_p_min: float = flag(
         DRAFT_P_MIN,
         kind=float,
-        scope="serve",
         minimum=0.0,
         maximum=1.0,
         help="draft: least confidence to go on (0.0)",
@@ -73,14 +69,11 @@ class LlamaOptions:
     draft_layers: int = flag(
         DEFAULT_DRAFT_LAYERS,
         kind=int,
-        scope="serve",
         minimum=1,
         help="--spec draft: blocks the early exit keeps",
     )
     """``--spec draft``: blocks of the target the early-exit draft keeps."""
-    draft: str | None = flag(
-        None, scope="serve", help="--spec draft: a draft GGUF, or 'target' (self-draft)"
-    )
+    draft: str | None = flag(None, help="--spec draft: a draft GGUF, or 'target' (self-draft)")
     """``--spec draft``: a draft GGUF to use instead, or ``target`` for the self-draft."""
 
     def check(self) -> None:
@@ -110,23 +103,18 @@ class LlamaOptions:
 class VllmOptions:
     """How to run the vLLM server."""
 
-    port: int = flag(8091, kind=int, scope="serve", help="listening port (default: 8091)")
-    host: str = flag("127.0.0.1", scope="serve", help="listening address (default: 127.0.0.1)")
-    spec: str = flag(
-        "none", scope="serve", choices=VLLM_SPEC_MODES, help="n-gram speculation, or none"
-    )
+    port: int = flag(8091, kind=int, help="listening port (default: 8091)")
+    host: str = flag("127.0.0.1", help="listening address (default: 127.0.0.1)")
+    spec: str = flag("none", choices=VLLM_SPEC_MODES, help="n-gram speculation, or none")
     num_speculative_tokens: int = flag(
-        3, kind=int, scope="serve", minimum=1, help="n-gram: tokens proposed per step"
+        3, kind=int, minimum=1, help="n-gram: tokens proposed per step"
     )
     """n-gram: tokens proposed per step (the prompt's continuation after a match)."""
-    max_model_len: int = flag(2048, kind=int, scope="serve", minimum=1, help="context per request")
-    max_num_seqs: int = flag(8, kind=int, scope="serve", minimum=1, help="requests run at once")
-    kv_cache_gb: float = flag(
-        2.0, kind=float, scope="serve", positive=True, help="KV cache (GB, on the CPU)"
-    )
+    max_model_len: int = flag(2048, kind=int, minimum=1, help="context per request")
+    max_num_seqs: int = flag(8, kind=int, minimum=1, help="requests run at once")
+    kv_cache_gb: float = flag(2.0, kind=float, positive=True, help="KV cache (GB, on the CPU)")
     threads_bind: str = flag(
         "auto",
-        scope="serve",
         help="VLLM_CPU_OMP_THREADS_BIND: auto or a core range such as 0-1 (not all)",
     )
     """``VLLM_CPU_OMP_THREADS_BIND``: ``auto`` or a core range such as ``0-1`` (not ``all``,
