@@ -130,9 +130,6 @@ def apply_overrides(sc: Scenario, o: RunOptions) -> Scenario:
     if o.sim_settings:
         settings = {**SIM.of(sc).settings, **dict(o.sim_settings)}
         sc = SIM.put(sc, dataclasses.replace(SIM.of(sc), settings=settings))
-    if o.sim_spec_k is not None:
-        settings = {**SIM.of(sc).settings, "spec_k": o.sim_spec_k}
-        sc = SIM.put(sc, dataclasses.replace(SIM.of(sc), settings=settings))
     for name, value in o.steps:  # a sweep's step, before the sources' own flags
         sc = DIMENSIONS.load(name).apply(sc, value)
     return apply_workload_flags(sc, o.tokenizer, o.speedup)

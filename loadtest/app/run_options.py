@@ -201,12 +201,11 @@ class RunOptions:
     """Labels of this run's series in the live outputs: ``side`` (``ab``), ``step``."""
     sim_speculative: bool | None = None
     """The built-in simulator speculates (``[sim] speculative``); ``ab``'s ``sim:`` sides."""
-    sim_spec_k: int | None = None
-    """The built-in simulator's draft length (``[sim] spec_k``); ``ab --draft-max``."""
     sampling: tuple[tuple[str, str | float | bool], ...] = ()
     """Request fields over the scenario's ``[sampling]`` (``ab --sampling-sweep``)."""
     sim_settings: tuple[tuple[str, float | int], ...] = ()
-    """Settings of the built-in simulator over ``[sim]``'s (``ab --server-sweep``)."""
+    """Settings of the built-in simulator over ``[sim]``'s, the last of a name winning
+    (``ab``'s ``sim:`` sides: ``--server-sweep``, then ``--draft-max``'s ``spec_k``)."""
     steps: tuple[tuple[str, float], ...] = ()
     """A sweep's or a search's step: (sweep dimension, value), applied last, in order
     (``config.dimensions``)."""

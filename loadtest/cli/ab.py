@@ -282,7 +282,7 @@ def _as_a_side_runs(base: RunOptions, sides: dict[str, Side]) -> RunOptions:
     skip (a draft fault has no proxy there), as each run would say only once it ran."""
     from dataclasses import replace
 
-    served = [s for s in sides.values() if s.sim_speculative is None and s.given is not None]
+    served = [s for s in sides.values() if s.given is not None and not s.served_in_run(base)]
     if not served:
         return base
     return replace(base, endpoint=served[0].url or "http://127.0.0.1")

@@ -19,11 +19,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
-from loadtest.app.ab.side_types import SIDE_TYPES, setting_of, whole
+from loadtest.app.ab.side_types import SIDE_TYPES, setting_of
 from loadtest.app.ab.sides import Side
 from loadtest.errors import UsageError
 from loadtest.model.atomic import write_atomic
@@ -101,13 +100,6 @@ def _scalar(word: str) -> float | str | bool:
         return word
 
 
-def _whole(sweep: ServerSweep, value: float) -> int:
-    try:
-        return whole(value)
-    except UsageError as exc:
-        raise UsageError(f"--server-sweep {sweep.label(value)}: {exc}") from None
-
-
 def with_setting(side: Side, sweep: ServerSweep, value: float | str | bool) -> Side:
     """``side`` started with the setting at ``value``; ``UsageError`` when ``side`` is not
     one ab starts, or its engine has no such setting. A request field leaves it as is."""
@@ -123,19 +115,9 @@ def with_setting(side: Side, sweep: ServerSweep, value: float | str | bool) -> S
         except UsageError as exc:
             raise UsageError(f"--server-sweep {sweep.label(value)}: {exc}") from None
         return dataclasses.replace(side, settings=made)
-    if side.sim_speculative is not None:
-        from loadtest.sim.model import SimConfig
-
-        fields = {f.name: f for f in dataclasses.fields(SimConfig)}
-        default = getattr(SimConfig(), name, None) if name in fields else None
-        if not isinstance(default, int | float) or isinstance(default, bool):
-            raise UsageError(f"--server-sweep {name}: not a numeric simulator setting")
-        setting: Any = float(value) if isinstance(default, float) else _whole(sweep, value)
-        dataclasses.replace(SimConfig(), **{name: setting}).check()
-        return dataclasses.replace(side, sim_settings=(*side.sim_settings, (name, setting)))
     raise UsageError(
         f"--server-sweep: {side.given or 'the built-in simulator'!r} is not a deployment ab "
-        "starts (NAME:MODE of a side type, or sim:...): its server's settings are not loadtest's"
+        "starts (NAME:MODE of a side type): its server's settings are not loadtest's"
     )
 
 

@@ -3,12 +3,15 @@
 ``llama:none|ngram|self|draft[:LAYERS]``: llama.cpp as ``serve-llama`` starts it (the
 model, and an early-exit draft, built once before the clock); ``vllm:none|ngram[:K]``:
 real vLLM as ``serve-vllm`` starts it, K tokens proposed per step (the model converted
-once before the clock).
+once before the clock); ``sim:none|spec``: the built-in simulator as the scenario's
+``[sim]`` table sets it up, without or with speculation, started by each run as the
+simulator always is (so nothing is launched around the run, and no start is measured).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from loadtest.app.ab.side_types import Launch, SideTypeBase, whole
@@ -22,9 +25,11 @@ from loadtest.app.engines.llama import (
 )
 from loadtest.app.engines.vllm import SERVED_NAME, VllmOptions, ensure_folder, vllm_command
 from loadtest.app.engines.vllm import SPEC_MODES as VLLM_MODES
+from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
+from loadtest.sim.model import SimConfig
 
-__all__ = ["LLAMA", "VLLM"]
+__all__ = ["LLAMA", "SIM", "VLLM", "SimSettings"]
 
 
 def _mode(
@@ -114,5 +119,62 @@ class _Vllm(SideTypeBase):
         return made
 
 
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    """A ``sim:`` side: the built-in simulator over the scenario's ``[sim]`` table."""
+
+    speculative: bool
+    spec_k: int | None = None
+    """The draft length ``--draft-max`` gave it (None: ``[sim]``'s)."""
+    settings: tuple[tuple[str, float | int], ...] = ()
+    """Settings over ``[sim]``'s (``--server-sweep``), in the order given."""
+
+
+class _Sim(SideTypeBase):
+    """``sim:none|spec``: the simulator each run starts, without or with speculation."""
+
+    start_cost = "the simulator's start"
+    draft_setting = "simulator spec_k (tokens the draft proposes per step)"
+    server_settings = tuple(
+        f.name
+        for f in dataclasses.fields(SimConfig)
+        if isinstance(getattr(SimConfig(), f.name), int | float)
+        and not isinstance(getattr(SimConfig(), f.name), bool)
+    )
+
+    def parse(self, mode: str, given: str) -> SimSettings:
+        if mode not in ("none", "spec"):
+            raise UsageError(f"{given!r}: a simulator side is sim:none or sim:spec")
+        return SimSettings(speculative=mode == "spec")
+
+    def launch(self, settings: SimSettings, host: str, port: int) -> Launch:
+        # Never called: ``in_run`` always answers. A ``sim:`` side is the run's own
+        # simulator so that what only it can do (a draft server's faults) still runs.
+        raise UsageError("a sim: side is served by each run's own simulator")
+
+    def in_run(self, settings: SimSettings, options: RunOptions) -> RunOptions:
+        drafted = () if settings.spec_k is None else (("spec_k", settings.spec_k),)
+        return dataclasses.replace(
+            options,
+            endpoint=None,
+            sim_speculative=settings.speculative,
+            sim_settings=(*settings.settings, *drafted),  # the draft length wins, as given
+        )
+
+    def speculates(self, settings: SimSettings) -> bool:
+        return settings.speculative
+
+    def with_draft_max(self, settings: SimSettings, k: int) -> SimSettings | None:
+        return dataclasses.replace(settings, spec_k=k) if settings.speculative else None
+
+    def with_setting(self, settings: SimSettings, name: str, value: float) -> SimSettings:
+        if name not in self.server_settings:
+            raise UsageError("not a numeric simulator setting")
+        setting: Any = value if isinstance(getattr(SimConfig(), name), float) else whole(value)
+        dataclasses.replace(SimConfig(), **{name: setting}).check()
+        return dataclasses.replace(settings, settings=(*settings.settings, (name, setting)))
+
+
 LLAMA = _Llama()
 VLLM = _Vllm()
+SIM = _Sim()

@@ -1,9 +1,9 @@
 """``ab`` side types as plugins: a deployment ab starts for each run of a side.
 
-A side given as ``NAME:MODE`` (``llama:ngram``, ``vllm:none``, a plugin's
+A side given as ``NAME:MODE`` (``sim:spec``, ``llama:ngram``, ``vllm:none``, a plugin's
 ``simproc:fast``) names a side type registered under ``NAME`` in the entry-point group
-``loadtest.sides``; loadtest's own ``llama`` and ``vllm`` are registered exactly as a
-third party's (``app.ab.side_kinds``). A type declares how it reads its MODE, how one run's
+``loadtest.sides``; loadtest's own ``sim``, ``llama`` and ``vllm`` are registered exactly
+as a third party's (``app.ab.side_kinds``). A type declares how it reads its MODE, how one run's
 server starts (its command on a loopback port, the model it serves, how long it may take
 to stop), what a check says each run pays to start it, and, where it has them, whether
 it speculates, its draft length (``--draft-max``) and the settings ``--server-sweep``
@@ -11,6 +11,10 @@ may vary (``SideTypeBase`` has a default for each of those). The rest is the sam
 every type (``app.ab.sides.run_side``): a free port, the cold start (to ``/health``, then
 to a first streamed token), resident memory and energy through the run, the stop and
 ``deployment.json``; each run scrapes the server's ``/metrics`` as any endpoint's.
+
+A type whose server each run starts itself (loadtest's ``sim``: the built-in simulator)
+says so with ``in_run``, which gives the run's options instead: nothing is launched or
+measured around the run.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
+from loadtest.app.options import RunOptions
 from loadtest.errors import UsageError
 from loadtest.registry import Registry
 
@@ -28,6 +33,7 @@ __all__ = [
     "SideTypeBase",
     "draft_max_of",
     "draft_setting_of",
+    "in_run_of",
     "setting_of",
     "speculates_of",
     "whole",
@@ -78,6 +84,8 @@ class SideTypeBase:
     - ``with_draft_max(settings, k)``: the settings at draft length ``k``; None: none.
     - ``with_setting(settings, name, value)``: the settings with ``name`` at ``value``
       (``--server-sweep``); ``UsageError`` saying what it takes.
+    - ``in_run(settings, options)``: the options of a run whose own process serves the
+      side (the built-in simulator); None, the default: ``launch`` starts its server.
     """
 
     draft_setting: str = "the draft length (tokens drafted per step)"
@@ -95,6 +103,10 @@ class SideTypeBase:
         """No settings."""
         raise UsageError("this side type has no setting --server-sweep may vary")
 
+    def in_run(self, settings: Any, options: RunOptions) -> RunOptions | None:
+        """Launched: its server is not the run's own."""
+        return None
+
 
 def whole(value: float) -> int:
     """``value`` as a count of at least 1 (a setting's), or ``UsageError``."""
@@ -108,8 +120,8 @@ SIDE_TYPES: Registry[SideType] = Registry(
     "ab side type",
     protocol=SideType,
     error=UsageError,
-    # A URL's scheme and the built-in simulator are sides, not types.
-    reserved=frozenset({"http", "https", "sim"}),
+    # A URL's scheme is a side, not a type.
+    reserved=frozenset({"http", "https"}),
 )
 
 
@@ -134,3 +146,9 @@ def draft_setting_of(kind: SideType) -> str:
 def setting_of(kind: SideType, settings: object, name: str, value: float) -> object:
     """``kind.with_setting(settings, name, value)``, or the default (``UsageError``)."""
     return getattr(kind, "with_setting", _BASE.with_setting)(settings, name, value)
+
+
+def in_run_of(kind: SideType, settings: object, options: RunOptions) -> RunOptions | None:
+    """``kind.in_run(settings, options)``, or the default (None: launched)."""
+    made = getattr(kind, "in_run", _BASE.in_run)(settings, options)
+    return made if isinstance(made, RunOptions) else None

@@ -11,9 +11,9 @@ each run, so every run starts alike (a cold engine, an empty prompt cache) which
 ran before it.
 
 ``sim:none`` and ``sim:spec`` are the built-in simulator as the scenario's ``[sim]``
-table sets it up, without or with speculation (``[sim] speculative``), started by each
-run as the simulator always is: two sides of one simulated machine, so that a designed
-load model can be swept (its memory is not measured: "cannot tell" for a budget).
+table sets it up, without or with speculation: a side type too (``side_kinds.SIM``), whose
+server each run starts itself, as the simulator always is (its memory is not measured:
+"cannot tell" for a budget).
 
 ``--draft-max 1,2,4`` (``draft_sides``) turns a speculative managed candidate into one
 candidate per draft length, ``candidate-k1``, ``candidate-k2``, ...: llama.cpp's
@@ -33,7 +33,7 @@ from pathlib import Path
 import orjson
 import psutil
 
-from loadtest.app.ab.side_types import SIDE_TYPES, draft_max_of, speculates_of
+from loadtest.app.ab.side_types import SIDE_TYPES, draft_max_of, in_run_of, speculates_of
 from loadtest.app.deployment import free_port
 from loadtest.app.engines.llama import LlamaOptions
 from loadtest.app.engines.vllm import VllmOptions
@@ -45,7 +45,6 @@ from loadtest.model.comparison import DeploymentRun
 from loadtest.model.summary import Summary
 
 __all__ = [
-    "SIM_PREFIX",
     "RunFn",
     "Side",
     "draft_sides",
@@ -55,8 +54,6 @@ __all__ = [
     "stop_process",
 ]
 
-SIM_PREFIX = "sim:"
-SIM_MODES = ("none", "spec")
 MIB = 1024 * 1024
 
 RunFn = Callable[[RunOptions], tuple[Summary, Path, bool]]
@@ -64,22 +61,16 @@ RunFn = Callable[[RunOptions], tuple[Summary, Path, bool]]
 
 @dataclass(frozen=True, slots=True)
 class Side:
-    """One side as given: a URL (None: the built-in simulator), a ``sim:`` side, or a
-    deployment of a side type (``kind``: ``llama``, ``vllm`` or a plugin's)."""
+    """One side as given: a URL (None: the built-in simulator), or a deployment of a side
+    type (``kind``: ``sim``, ``llama``, ``vllm`` or a plugin's)."""
 
     given: str | None
     kind: str | None = None
     """The side type's name (``app.ab.side_types``); None: a URL or the simulator."""
     settings: object = None
     """What the side type read from its MODE (``LlamaOptions`` for ``llama:``...)."""
-    sim_speculative: bool | None = None
-    """``sim:none`` (False) or ``sim:spec`` (True); None: not a ``sim:`` side."""
-    sim_spec_k: int | None = None
-    """``sim:spec`` with ``--draft-max``: the simulator's draft length for this side."""
     draft_max: int | None = None
     """The draft length this side was given by ``--draft-max`` (None: its default)."""
-    sim_settings: tuple[tuple[str, float | int], ...] = ()
-    """A ``sim:`` side's settings over the scenario's ``[sim]`` (``--server-sweep``)."""
 
     @property
     def url(self) -> str | None:
@@ -88,16 +79,21 @@ class Side:
 
     @property
     def managed(self) -> bool:
-        """A side loadtest starts for each of its runs (a side type's, or ``sim:``)."""
-        return self.kind is not None or self.sim_speculative is not None
+        """A side loadtest starts for each of its runs (a side type's)."""
+        return self.kind is not None
 
     @property
     def drafts(self) -> bool | None:
         """Whether this side speculates, as given (``llama:none``: no); None: a URL, or a
         side type that does not say (``SideTypeBase.speculates``)."""
-        if self.sim_speculative is not None:
-            return self.sim_speculative
         return speculates_of(SIDE_TYPES.load(self.kind), self.settings) if self.kind else None
+
+    def served_in_run(self, options: RunOptions) -> RunOptions | None:
+        """The options of a run whose own process serves this side (``sim:``); None: a
+        URL, or a side whose server is launched around the run."""
+        if self.kind is None:
+            return None
+        return in_run_of(SIDE_TYPES.load(self.kind), self.settings, options)
 
     @property
     def llama(self) -> LlamaOptions | None:
@@ -111,13 +107,8 @@ class Side:
 
 
 def parse_side(text: str | None, flag: str) -> Side:
-    """``--baseline``/``--candidate``: a URL, ``sim:none|spec``, or ``NAME:MODE`` of an ab
-    side type (``llama:MODE[:LAYERS]``, ``vllm:MODE[:K]``, a plugin's)."""
-    if text is not None and text.startswith(SIM_PREFIX):
-        mode = text[len(SIM_PREFIX) :]
-        if mode not in SIM_MODES:
-            raise UsageError(f"{flag} {text!r}: a simulator side is sim:none or sim:spec")
-        return Side(text, sim_speculative=mode == "spec")
+    """``--baseline``/``--candidate``: a URL, or ``NAME:MODE`` of an ab side type
+    (``sim:none|spec``, ``llama:MODE[:LAYERS]``, ``vllm:MODE[:K]``, a plugin's)."""
     name, colon, mode = (text or "").partition(":")
     if not colon or name in ("http", "https"):
         return Side(text)  # a URL (checked as any endpoint), or None: the simulator
@@ -127,7 +118,7 @@ def parse_side(text: str | None, flag: str) -> Side:
             f"{flag} {text!r}: {off}"
             if off
             else f"{flag} {text!r}: give a URL "
-            f"(http://HOST:PORT), sim:none|sim:spec, or NAME:MODE of an ab side type "
+            f"(http://HOST:PORT), or NAME:MODE of an ab side type "
             f"(known: {', '.join(SIDE_TYPES.names()) or 'none'})"
         )
     try:
@@ -159,8 +150,6 @@ def draft_sides(side: Side, values: tuple[int, ...]) -> dict[str, Side]:
     )
     if drafted and all(s is not None for s in drafted.values()):
         made = {k: dataclasses.replace(side, settings=s) for k, s in drafted.items()}
-    elif side.sim_speculative:
-        made = {k: dataclasses.replace(side, sim_spec_k=k) for k in values}
     else:
         raise UsageError(
             f"--draft-max: the candidate {side.given or 'the built-in simulator'!r} is not a "
@@ -197,18 +186,12 @@ def run_side(side: Side, options: RunOptions, run: RunFn) -> tuple[Path, bool]:
     Returns the run folder and whether the run was stopped; a managed run's costs are
     written to ``deployment.json`` in its folder (``compare.load_run`` reads them).
     """
-    if side.sim_speculative is not None:
-        sim = dataclasses.replace(
-            options,
-            endpoint=None,
-            sim_speculative=side.sim_speculative,
-            sim_spec_k=side.sim_spec_k,
-            sim_settings=side.sim_settings,
-        )
-        _, run_dir, stopped = run(sim)
-        return run_dir, stopped
     if side.kind is None:
         _, run_dir, stopped = run(dataclasses.replace(options, endpoint=side.url))
+        return run_dir, stopped
+    in_run = side.served_in_run(options)
+    if in_run is not None:  # the run's own process serves it: nothing to launch
+        _, run_dir, stopped = run(in_run)
         return run_dir, stopped
     host = "127.0.0.1"
     port = free_port(host)
