@@ -142,6 +142,27 @@ def test_a_scrape_answered_after_the_window_opened_does_not_hide_its_events() ->
     assert top_figures(e, ToxicFigures)["fallbacks"] == 1.0
 
 
+def test_a_held_draft_outage_says_the_server_fell_back_by_its_counter() -> None:
+    """The words of a held window come from the kind (``served_as``): the draft faults
+    name the fallbacks the server counted in it, a kind without such figures none."""
+    fell_back = [
+        {"t_s": 9.0, "t_end_s": 9.01, "ok": True, "fallbacks": 0.0},
+        {"t_s": 15.5, "t_end_s": 15.51, "ok": True, "fallbacks": 2.0},
+    ]
+    ev = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], _rows(0, 0, 1.0), fell_back)
+    assert e["verdict"] == "held", e
+    assert e["reason"].startswith(
+        "no failures; the endpoint fell back to plain decoding (switched 2 times, by its "
+        "fallbacks counter) within the latency bound"
+    ), e["reason"]
+    (e,) = judge_windows(FaultPlan(events=(ev,)), [{}], _rows(0, 0, 1.0), [])
+    assert e["reason"].startswith("no failures; the endpoint kept serving within"), e["reason"]
+    idle = FaultEvent(kind="idle", at_s=10, duration_s=5)
+    (e,) = judge_windows(FaultPlan(events=(idle,)), [{}], _rows(0, 0, 1.0), fell_back)
+    assert e["reason"].startswith("no failures; the endpoint kept serving"), e["reason"]
+
+
 def _noisy_rows(seed: int, per_s: int = 6, seconds: int = 20) -> list[RequestRow]:
     """An unchanged deployment: every second a few requests, latencies spread wide."""
     rng = np.random.default_rng(seed)

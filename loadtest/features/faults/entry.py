@@ -72,6 +72,14 @@ def _declared(name: str, kind: object, attr: str, what: str) -> type | None:
     return model
 
 
+def served_as(kind: object, entry: FaultVerdict) -> str:
+    """How the endpoint served through a held window of ``kind`` (``served_as``), or
+    "kept serving" where the kind does not say."""
+    said = getattr(kind, "served_as", None)
+    words = said(entry) if callable(said) else None
+    return words if isinstance(words, str) and words else "kept serving"
+
+
 def printed_figures(kind: object) -> tuple[str, ...]:
     """The keys of the kind's entry the table prints, in order (none by default)."""
     return tuple(getattr(kind, "printed_figures", ()))

@@ -188,10 +188,11 @@ class FaultKind(FaultTable, Protocol):
     """What a fault kind declares (an object, registered by its kind's name): its table
     (``keys``, ``runs``, ``parse``: ``registry.FaultTable``) and the rest.
 
-    ``figures_model``, ``observed_model`` and ``printed_figures`` (``FaultKindBase``) are
-    read with their defaults where a kind lacks them (``entry.figures_model``,
-    ``entry.observed_model``, ``entry.printed_figures``), so they are not members here:
-    a kind written before them still loads."""
+    ``figures_model``, ``observed_model``, ``printed_figures`` and ``served_as``
+    (``FaultKindBase``) are read with their defaults where a kind lacks them
+    (``entry.figures_model``, ``entry.observed_model``, ``entry.printed_figures``,
+    ``entry.served_as``), so they are not members here: a kind written before them still
+    loads."""
 
     @property
     def needs_requests(self) -> bool:
@@ -259,6 +260,11 @@ class FaultKindBase:
 
     def judge(self, ev: FaultEvent, entry: FaultVerdict) -> Ruling | None:
         """The shared judge."""
+        return None
+
+    def served_as(self, entry: FaultVerdict) -> str | None:
+        """How the endpoint served through a held window, in the verdict's words ("the
+        endpoint ..."), from the kind's own figures; None: "kept serving"."""
         return None
 
 

@@ -27,11 +27,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-from loadtest.features.faults.entry import observed_keys
+from loadtest.features.faults.entry import observed_keys, served_as
 from loadtest.features.faults.figures import acceptance_between, pct
 from loadtest.features.faults.kind import FaultKind, Ruling, Window, fault_kind
-from loadtest.features.faults.kinds.toxics import ToxicFigures
-from loadtest.features.faults.own_figures import top_figures
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.recovery import MIN_REQUESTS, Baseline, recovery_s
 from loadtest.model.json import JsonObject
@@ -192,12 +190,7 @@ def _verdict(
             f"too few requests completed {phase} the window to tell whether latency "
             f"came back ({n}, need {MIN_REQUESTS})"
         )
-    what = "kept serving"
-    fallbacks = top_figures(e, ToxicFigures).get("fallbacks")
-    if fallbacks:
-        # The counter counts switches from speculation, not requests served plainly.
-        times = "once" if fallbacks == 1 else f"{fallbacks} times"
-        what = f"fell back to plain decoding (switched {times}, by its fallbacks counter)"
+    what = served_as(kind, e)
     # The bound is said where it is claimed ("within the latency bound" named none), and
     # only on what was compared: a window with no latency measured in it held nothing.
     if not compared:

@@ -107,6 +107,15 @@ class ProxyToxic(FaultKindBase):
         fallbacks = count_delta(w.samples, "fallbacks", w.start_s, w.end_s)
         top_figures(entry, ToxicFigures)["fallbacks"] = fallbacks
 
+    def served_as(self, entry: FaultVerdict) -> str | None:
+        """Plain decoding where the server counted fallbacks in the window."""
+        fallbacks = top_figures(entry, ToxicFigures).get("fallbacks")
+        if not fallbacks:
+            return None
+        # The counter counts switches from speculation, not requests served plainly.
+        times = "once" if fallbacks == 1 else f"{fallbacks} times"
+        return f"fell back to plain decoding (switched {times}, by its fallbacks counter)"
+
 
 DRAFT_DOWN = ProxyToxic("down")
 DRAFT_RESET = ProxyToxic("reset")
