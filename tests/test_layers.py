@@ -114,6 +114,8 @@ def test_the_flag_declarations_sit_below_everything_that_declares_flags(tmp_path
         ("features/agent/tools.py", "loadtest.features.workloads.trace", "stand apart"),
         # The server scrape reaching up into the fault kinds that use it.
         ("features/scrape.py", "loadtest.features.faults.rig", "sit below"),
+        # The dashboard reaching into the fault rig instead of reading the hooks' feeds.
+        ("tui/feed.py", "loadtest.features.faults.rig", "The dashboard shows"),
         # The application layer by use case: an engine reaching up into ab's sides, a
         # worker into the run that starts it, one process into its scale-out, a sweep
         # into ab.

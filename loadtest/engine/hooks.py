@@ -165,6 +165,13 @@ class RunHook:
         plain JSON data. Empty: no panel while the run goes."""
         return {}
 
+    def live_feed(self) -> Mapping[str, object]:
+        """What a view of its blocks in another process reads while the run goes (the
+        dashboard's timeline of fault windows, its server panel), by block name: taken
+        with each state the dashboard asks for, at most twice a second, so it must be
+        cheap; pickled, so plain data. Empty: nothing of it is shown live."""
+        return {}
+
 
 class UnitOfLoad(Protocol):
     """What one scheduled unit runs instead of one request (an agent task)."""

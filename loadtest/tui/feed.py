@@ -21,13 +21,11 @@ import logging
 import socket
 import time
 from collections.abc import Generator
-from typing import Any, cast
+from typing import cast
 
 from loadtest.engine.blocks import merge_blocks
 from loadtest.engine.runner import Runner, RunOutcome, collect_parts
-from loadtest.features.faults.rig import FaultRig
 from loadtest.measure.merge import EncodedMetrics, encode_metrics_steps
-from loadtest.model.verdict import FaultVerdict
 from loadtest.report.summary import judge_run, judged_metrics
 from loadtest.tui.frame import DASH_METRICS, RunVerdicts
 from loadtest.tui.link import ABORT, PAUSE, READY, STOP, Ending, Hello, LiveState, receive, send
@@ -61,8 +59,9 @@ class DashboardFeed:
         self._ready: asyncio.Event | None = None
         self._reading: asyncio.Task[None] | None = None
         self._rolls = -1
-        self._samples_sent = 0
         self._names: set[str] = set()
+        self._fed: set[str] = set()
+        """The blocks the hooks' live feeds named: the dashboard gets their final values."""
 
     async def open(self, runner: Runner, wait_s: float = START_S) -> None:
         """Connect and say hello; wait (up to ``wait_s``) until the dashboard is up.
@@ -71,13 +70,8 @@ class DashboardFeed:
         core from the load's first seconds."""
         try:
             reader, self._writer = await asyncio.open_connection(sock=self._sock)
-            rig = runner.hook(FaultRig)
             hello = Hello(
-                runner.scenario,
-                runner.config.endpoint,
-                runner.config.model,
-                runner.run_dir,
-                rig.plan if rig is not None else None,
+                runner.scenario, runner.config.endpoint, runner.config.model, runner.run_dir
             )
             await send(self._writer, hello)
         except OSError as exc:
@@ -114,10 +108,10 @@ class DashboardFeed:
             self._sock.close()
             return
         driver, slo = judge_run(outcome.metrics, runner.scenario.slo, outcome.measured_s)
-        # The fault windows' block only: the panel the dashboard shows of the blocks.
-        only = {"faults": outcome.blocks.get("faults", ())}
-        faults = cast(list[FaultVerdict], merge_blocks(only, outcome.metrics).get("faults", []))
-        ending = Ending(tuple(faults), RunVerdicts(slo, driver))
+        # Only the blocks shown live from their feeds (the fault windows): the others'
+        # panels have their parts.
+        fed = {name: outcome.blocks.get(name, ()) for name in sorted(self._fed)}
+        ending = Ending(merge_blocks(fed, outcome.metrics), RunVerdicts(slo, driver))
         try:
             await send(writer, await self._state(runner, ending))
             self.states += 1
@@ -170,11 +164,10 @@ class DashboardFeed:
         if rolls != self._rolls or ending is not None:
             self._rolls = rolls
             metrics = await _stepped(encode_metrics_steps(m, self._names))
-        rig = r.hook(FaultRig)
-        samples: list[Any] = []
-        if rig is not None and rig.scraper is not None:
-            samples = rig.scraper.samples[self._samples_sent :]
-            self._samples_sent += len(samples)
+        feeds: dict[str, object] = {}
+        for hook in r.hooks:
+            feeds.update(hook.live_feed())
+        self._fed.update(feeds)
         phase = (
             "ended"
             if ending is not None
@@ -197,8 +190,7 @@ class DashboardFeed:
             token_rate_history=tuple(m.token_rate_history[-_HISTORY:]),
             ttft_p95_history=tuple(m.ttft_p95_history[-_HISTORY:]),
             metrics=metrics,
-            samples=tuple(samples),
-            observed=tuple(o.copy() for o in rig.observed) if rig is not None else (),
+            feeds=feeds,
             blocks=collect_parts(h.live_parts() for h in r.hooks),
             ending=ending,
         )

@@ -12,20 +12,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from loadtest.features.faults.block import fault_figures
-from loadtest.features.faults.verdict import after_span_s
+from loadtest.features.faults.live import FaultRow, render_timeline
 from loadtest.measure.recorders import bucket_arrays
 from loadtest.model.json import JsonObject
-from loadtest.model.verdict import DriverHealth, FaultVerdict, SloBlock
+from loadtest.model.verdict import DriverHealth, SloBlock
 from loadtest.report.table import slo_line
 
 __all__ = [
     "DASH_METRICS",
-    "FaultRow",
     "Frame",
     "RunVerdicts",
-    "fault_row",
-    "fault_rows",
     "latency_cell",
     "percentile_rows",
     "progress",
@@ -45,24 +41,6 @@ PercentileRow = tuple[str, int, float | None, float | None, float | None, float 
 
 
 @dataclass(frozen=True, slots=True)
-class FaultRow:
-    """One fault window on the timeline."""
-
-    name: str
-    kind: str
-    start_s: float
-    end_s: float
-    state: str
-    """``upcoming``, ``active``, ``recovering`` (its after-phase runs) or ``ended``."""
-    verdict: str | None = None
-    reason: str | None = None
-    figures: tuple[str, ...] = ()
-    """``name value`` of the window's figures, as the printed summary shows them."""
-    provisional: bool = False
-    """The verdict of the rows so far: the run goes on, the final one may differ."""
-
-
-@dataclass(frozen=True, slots=True)
 class RunVerdicts:
     """The SLO checks and the driver's health, as ``report.summary.judge_run`` says."""
 
@@ -70,22 +48,6 @@ class RunVerdicts:
     driver: DriverHealth | None
     """None in summaries written before the driver was judged."""
     provisional: bool = False
-
-
-def fault_row(entry: FaultVerdict, state: str, provisional: bool, shown: bool) -> FaultRow:
-    """The timeline row of a judged window (``judge_windows``' entry, or the summary's);
-    its verdict and figures only when ``shown``."""
-    return FaultRow(
-        entry["name"] or entry["kind"],
-        entry["kind"],
-        entry["start_s"],
-        entry["end_s"],
-        state,
-        entry["verdict"] if shown else None,
-        entry["reason"] if shown else None,
-        tuple(fault_figures(entry)) if shown else (),
-        provisional and shown,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,19 +210,7 @@ def render_counts(f: Frame, width: int | None = None) -> str:
 
 def render_faults(f: Frame) -> str:
     """The fault timeline: each window, its state and its verdict when known."""
-    if not f.faults:
-        return f.fault_note or "no fault windows"
-    lines = []
-    for w in f.faults:
-        verdict = f"  {w.verdict.upper()}" if w.verdict else ""
-        if w.verdict and w.provisional:
-            verdict += " (so far)"
-        lines.append(f"{w.name} ({w.kind}) {w.start_s:.1f}-{w.end_s:.1f}s {w.state}{verdict}")
-        if w.reason and w.verdict:
-            lines.append(f"    {w.reason}")
-        if w.figures:
-            lines.append("    " + "  ".join(w.figures))
-    return "\n".join(lines)
+    return render_timeline(f.faults, f.fault_note)
 
 
 def render_verdicts(f: Frame) -> str:
@@ -358,35 +308,6 @@ def _figure(v: float, decimals: int = 1) -> str:
 def _secs(s: float) -> str:
     """Seconds to a tenth, without a trailing ``.0`` (``1``, ``0.9``)."""
     return f"{s:.1f}".removesuffix(".0")
-
-
-def fault_rows(
-    entries: Sequence[FaultVerdict], now_s: float, provisional: bool
-) -> tuple[FaultRow, ...]:
-    """Timeline rows of judged windows as of ``now_s``: the state from the same after-phase
-    the verdicts use, the verdict as the judge gave it.
-
-    A provisional verdict (live) shows from the window's start; a final one replayed
-    shows once its window has ended, as it would have appeared.
-    """
-    rows = []
-    for e in entries:
-        start, end = e["start_s"], e["end_s"]
-        state = fault_state(start, end, after_span_s(start, end), now_s)
-        shown = state != "upcoming" if provisional else state == "ended"
-        rows.append(fault_row(e, state, provisional, shown))
-    return tuple(rows)
-
-
-def fault_state(start_s: float, end_s: float, after_s: float, now_s: float) -> str:
-    """Where ``now_s`` is relative to a window and its after-phase of ``after_s``."""
-    if now_s < start_s:
-        return "upcoming"
-    if now_s < end_s:
-        return "active"
-    if now_s < end_s + after_s:
-        return "recovering"
-    return "ended"
 
 
 def series(values: Sequence[float], n: int = 120) -> tuple[float, ...]:

@@ -17,10 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from loadtest.config.scenario import Scenario
-from loadtest.features.faults.plan import FaultPlan
 from loadtest.measure.merge import EncodedMetrics
-from loadtest.model.json import JsonObject
-from loadtest.model.verdict import FaultVerdict, Observed
 from loadtest.tui.frame import RunVerdicts
 
 __all__ = [
@@ -55,15 +52,15 @@ class Hello:
     endpoint: str
     model: str
     run_dir: Path
-    plan: FaultPlan | None
-    """The fault rig's plan, when the run has a rig."""
 
 
 @dataclass(frozen=True, slots=True)
 class Ending:
     """The run's final verdicts: those its summary writes."""
 
-    faults: tuple[FaultVerdict, ...]
+    blocks: dict[str, object]
+    """The merged blocks of those the hooks fed live (``RunHook.live_feed``; the
+    ``faults`` windows' verdicts), by name."""
     verdicts: RunVerdicts
 
 
@@ -88,10 +85,9 @@ class LiveState:
     metrics: EncodedMetrics | None
     """``encode_metrics`` of the dashboard's histograms, where they changed since the
     last state; None: keep the last."""
-    samples: tuple[JsonObject, ...] = ()
-    """The scraper's samples taken since the last state."""
-    observed: tuple[Observed, ...] = ()
-    """What the fault rig observed of each window so far."""
+    feeds: dict[str, object] = field(default_factory=dict)
+    """The hooks' live feeds (``RunHook.live_feed``), by block name: the fault rig's
+    ``FaultFeed``, the scraper's samples taken since the last state (``server``)."""
     blocks: dict[str, tuple[object, ...]] = field(default_factory=dict)
     """Each summary block's parts so far (``RunHook.live_parts``), for its panel."""
     ending: Ending | None = None

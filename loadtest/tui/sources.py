@@ -21,8 +21,13 @@ from hdrh.histogram import HdrHistogram
 
 from loadtest.engine.blocks import block_panels
 from loadtest.errors import ResultFileError, UsageError
-from loadtest.features.faults.rig import request_rows
-from loadtest.features.faults.verdict import after_span_s, judge_windows
+from loadtest.features.faults.live import (
+    FaultFeed,
+    FaultRow,
+    FaultTimeline,
+    fault_rows,
+    request_rows,
+)
 from loadtest.features.server_summary import acceptance
 from loadtest.measure.merge import merge_metrics
 from loadtest.measure.recorders import Metrics, fast_percentile, new_histogram, record_many
@@ -34,11 +39,8 @@ from loadtest.report.rebuild import REBUILT_NOTE, SUMMARIZED_NOTE, summary_of
 from loadtest.report.summary import judge_run
 from loadtest.tui.frame import (
     DASH_METRICS,
-    FaultRow,
     Frame,
     RunVerdicts,
-    fault_rows,
-    fault_state,
     percentile_rows,
     progress,
     series,
@@ -119,7 +121,8 @@ class LiveSource:
     Every verdict on screen comes from the function that writes it into summary.json
     (``judge_windows``, ``judge_run``): during the run on what has happened so far
     (marked ``so far``), judged here, in the dashboard's process; after it, the run's
-    own (``Ending``), so the last frame says what the printed summary says.
+    own (``Ending``), so the last frame says what the printed summary says. The fault
+    windows are the faults feature's ``FaultTimeline``, fed what the rig hands out.
     """
 
     def __init__(self, hello: Hello) -> None:
@@ -128,10 +131,9 @@ class LiveSource:
         self._closed = hello.scenario.load.mode == "closed"
         self._metrics = Metrics(closed_loop=self._closed, t0_ns=0)
         self._samples: list[JsonObject] = []
-        self._faults: tuple[FaultVerdict, ...] = ()
+        self._timeline = FaultTimeline()
         self._verdicts: RunVerdicts | None = None
         self._judged_at: float | None = None
-        self._final = False
         self._panels: tuple[str, ...] = ()
 
     def update(self, state: LiveState) -> None:
@@ -142,12 +144,14 @@ class LiveSource:
         # The histograms are a second old at most; the counters are of now.
         self._metrics.outcomes = Counter(state.outcomes)
         self._metrics.errors = Counter(state.errors)
-        self._samples.extend(state.samples)
+        self._samples.extend(cast(tuple[JsonObject, ...], state.feeds.get("server", ())))
+        feed = state.feeds.get("faults")
+        if isinstance(feed, FaultFeed):
+            self._timeline.take(feed)
         self._panels = block_panels(state.blocks, self._metrics)
         if state.ending is not None:
-            self._faults = state.ending.faults
+            self._timeline.end(cast(list[FaultVerdict], state.ending.blocks.get("faults", [])))
             self._verdicts = state.ending.verdicts
-            self._final = True
         else:
             self._judge(state)
 
@@ -171,7 +175,7 @@ class LiveSource:
             interval_s=ROLL_S,
             tok_rate=series(s.token_rate_history),
             ttft_p95=series(s.ttft_p95_history),
-            faults=self._fault_rows(s.elapsed_s),
+            faults=self._timeline.rows(s.elapsed_s),
             server=_server_view(self._samples[-2:]),
             panels=self._panels,
             verdicts=self._verdicts,
@@ -189,27 +193,8 @@ class LiveSource:
         measured_s = max(s.elapsed_s - sc.load.warmup_s, 1e-9)
         driver, slo = judge_run(self._metrics, sc.slo, measured_s)
         self._verdicts = RunVerdicts(slo, driver, provisional=True)
-        plan = self.hello.plan
-        if plan is not None and plan.events and any("start_s" in o for o in s.observed):
-            rows = request_rows(self.hello.run_dir)
-            self._faults = tuple(judge_windows(plan, s.observed, rows, self._samples))
-
-    def _fault_rows(self, now_s: float) -> tuple[FaultRow, ...]:
-        if self._faults:
-            return fault_rows(self._faults, float("inf") if self._final else now_s, not self._final)
-        plan = self.hello.plan
-        if plan is None:
-            return ()
-        return tuple(  # not judged yet: the timeline alone
-            FaultRow(
-                ev.label,
-                ev.kind,
-                ev.at_s,
-                ev.end_s,
-                fault_state(ev.at_s, ev.end_s, after_span_s(ev.at_s, ev.end_s), now_s),
-            )
-            for ev in plan.events
-        )
+        if self._timeline.begun:
+            self._timeline.judge(request_rows(self.hello.run_dir), self._samples)
 
 
 Interval = tuple[float, float, HdrHistogram]

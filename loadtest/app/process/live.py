@@ -30,8 +30,8 @@ from loadtest.config.scenario import Scenario
 from loadtest.engine.blocks import live_json_parts
 from loadtest.engine.hooks import RunHook
 from loadtest.engine.runner import Runner, collect_parts
-from loadtest.features.faults.rig import FaultRig, request_rows
-from loadtest.features.faults.verdict import judge_windows
+from loadtest.features.faults.live import judge_so_far, request_rows
+from loadtest.features.faults.rig import FaultRig
 from loadtest.live.families import EXPORTED, families
 from loadtest.live.outputs import LIVE_OUTPUTS, LiveOutput
 from loadtest.live.view import LiveView, Phase, RecentWindow
@@ -253,11 +253,11 @@ def _window_marks(rig: FaultRig | None) -> int:
 def _judge_so_far(run_dir: Path, rig: FaultRig | None) -> tuple[FaultVerdict, ...]:
     """The fault windows as the summary would judge them on the requests so far (the
     dashboard's provisional verdicts, by the same judge); none before a window began."""
-    if rig is None or not rig.plan.events:
+    if rig is None:
         return ()
     observed = [o.copy() for o in rig.observed]  # the rig's loop may append meanwhile
     if not any("start_s" in o for o in observed):
-        return ()
+        return ()  # before reading every row
     rows = [
         *request_rows(run_dir),
         *(r for d in sorted(run_dir.glob("worker-*")) for r in request_rows(d)),
@@ -265,7 +265,7 @@ def _judge_so_far(run_dir: Path, rig: FaultRig | None) -> tuple[FaultVerdict, ..
     if not rows:  # none written here yet (a Ray task ships its lines at its end)
         return ()
     samples = list(rig.scraper.samples) if rig.scraper is not None else []
-    return tuple(judge_windows(rig.plan, observed, rows, samples))
+    return judge_so_far(rig.plan, observed, rows, samples)
 
 
 def _read_view(run_dir: Path, base: _Watched) -> LiveView | None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from loadtest.engine.hooks import CancelOrder, HookResult, RunContext, RunHook
 from loadtest.features.faults.kind import fault_kind
+from loadtest.features.faults.live import FaultFeed, request_rows
 from loadtest.features.faults.load import FaultLoad, HoldControl
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.proxy import FaultProxy, Toxic
@@ -27,12 +29,11 @@ from loadtest.features.faults.target import ManagedTarget
 from loadtest.features.faults.verdict import judge_windows
 from loadtest.features.scrape import Scraper
 from loadtest.features.server_summary import summarize_samples
-from loadtest.model.io import JsonLines
 from loadtest.model.summary import ServerBlock
-from loadtest.model.verdict import FaultVerdict, Observed, RequestRow
+from loadtest.model.verdict import FaultVerdict, Observed
 from loadtest.transport.side import SideHttp
 
-__all__ = ["CancelOrder", "FaultRig", "request_rows"]
+__all__ = ["CancelOrder", "FaultRig"]
 
 _perf = time.perf_counter_ns
 log = logging.getLogger("loadtest")
@@ -76,6 +77,7 @@ class FaultRig(RunHook):
         self.on_hold: HoldControl | None = None
         """Told when the load must hold (a restarted target is down) and when it may go
         on: how a coordinator reaches workers in other processes."""
+        self._fed_samples = 0
 
     # -- before and after the run -------------------------------------------------------
     async def start(self) -> None:
@@ -156,6 +158,16 @@ class FaultRig(RunHook):
             return (), server
         rows = request_rows(run_dir)
         return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
+
+    def live_feed(self) -> Mapping[str, object]:
+        """Its plan and what it observed so far (``faults``), and the scraper's samples
+        taken since the last call (``server``)."""
+        samples: list[Any] = []
+        if self.scraper is not None:
+            samples = self.scraper.samples[self._fed_samples :]
+            self._fed_samples += len(samples)
+        feed = FaultFeed(self.plan, tuple(o.copy() for o in self.observed))
+        return {"faults": feed, "server": tuple(samples)}
 
     # -- the load's part, and what it asks of the rig -----------------------------------
     def is_down(self) -> bool:
@@ -248,30 +260,3 @@ class FaultRig(RunHook):
             await fault_kind(ev.kind).inject(ev, obs, self)
         finally:
             obs.setdefault("end_s", self.rel_s())
-
-
-def request_rows(run_dir: Path) -> list[RequestRow]:
-    """The fields of ``requests.jsonl`` the window verdicts read, one row per request.
-
-    Only whole lines count: the dashboard reads the file while the run still writes it.
-    """
-    rows: list[RequestRow] = []
-    path = run_dir / "requests.jsonl"
-    if path.exists():
-        # JsonLines leaves a last line being written (or torn by a kill) out.
-        for r in JsonLines(path):
-            rows.append(
-                {
-                    "sent_ms": r["sent_ms"],
-                    "end_ms": r["end_ms"],
-                    "first_token_ms": r.get("first_token_ms"),
-                    "ttft_ms": r.get("ttft_ms"),
-                    "tpot_ms": r.get("tpot_ms"),
-                    "outcome": r["outcome"],
-                    "warmup": bool(r.get("warmup")),
-                    "error_class": r.get("error_class"),
-                    "injected_cancel": r.get("injected_cancel"),
-                    "cancel_close_ms": r.get("cancel_close_ms"),
-                }
-            )
-    return rows
