@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from loadtest.config.feature_specs import FAULTS, SIM, TARGET
 from loadtest.config.scenario import Scenario
 from loadtest.errors import UsageError
-from loadtest.features.faults.plan import TargetSpec, needs_proxy
+from loadtest.features.faults.plan import FaultPlan, TargetSpec, needs_proxy
 from loadtest.features.faults.proxy import FaultProxy
 from loadtest.features.faults.registry import fault_table
 from loadtest.features.faults.rig import FaultRig
@@ -122,11 +122,11 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
     plan = FAULTS.of(scenario)
     notes: list[str] = []
     if endpoint is not None:
-        return Deployment(endpoint, _rig(scenario, endpoint, None, None, {}), notes=())
+        return Deployment(endpoint, _rig(plan, scenario.seed, endpoint, None, None, {}), notes=())
     t = TARGET.get(scenario)
     if t is not None:
         target = ManagedTarget(t, run_dir / "target.log")
-        rig = _rig(scenario, t.endpoint, target, None, {})
+        rig = _rig(plan, scenario.seed, t.endpoint, target, None, {})
         return Deployment(t.endpoint, rig, notes=(f"managed target: {' '.join(t.command)}",))
     # The simulator is imported only when it is the deployment (a noticeable part of the
     # start-up, most of it aiohttp's server side): a run against an endpoint does not wait.
@@ -134,17 +134,19 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
     from loadtest.sim.process import SpecDeployment, sim_command
     from loadtest.sim.profile import with_profile
 
-    settings = SIM.of(scenario).settings
+    sim_spec = SIM.of(scenario)
+    settings = sim_spec.settings
     config = with_profile(dataclasses.replace(SimConfig(seed=scenario.seed), **settings), settings)
-    if not SIM.of(scenario).speculative and not plan.events:
+    if not sim_spec.speculative and not plan.events:
         sim = SimProcess(config, port=free_port())
         sim.spawn()
         url = f"http://{sim.host}:{sim.port}"
         notes.append(f"no --endpoint given: using the built-in simulator at {url}")
-        return Deployment(url, _rig(scenario, url, None, None, {}), sim=sim, notes=tuple(notes))
+        rig = _rig(plan, scenario.seed, url, None, None, {})
+        return Deployment(url, rig, sim=sim, notes=tuple(notes))
     # The draft, the proxy and the target, each on its own port, chosen together.
     draft_port, proxy_port, port = free_ports(3)
-    spec = SpecDeployment(config) if SIM.of(scenario).speculative else None
+    spec = SpecDeployment(config) if sim_spec.speculative else None
     draft_url = ""
     proxy = None
     if spec is not None:
@@ -168,22 +170,22 @@ def plan_deployment(scenario: Scenario, endpoint: str | None, run_dir: Path) -> 
     )
     kind = "speculative target" if spec else "simulator"
     notes.append(f"no --endpoint given: using the built-in {kind} at {url}")
-    rig = _rig(scenario, url, target, proxy, {"draft": draft_url})
+    rig = _rig(plan, scenario.seed, url, target, proxy, {"draft": draft_url})
     return Deployment(url, rig, spec=spec, notes=tuple(notes))
 
 
 def _rig(
-    scenario: Scenario,
+    plan: FaultPlan,
+    seed: int,
     endpoint: str,
     target: ManagedTarget | None,
     proxy: FaultProxy | None,
     placeholders: dict[str, str],
 ) -> FaultRig:
-    plan = FAULTS.of(scenario)
     if proxy is None and plan.proxy_upstream is not None:
         host, port = _split(plan.proxy_upstream)
         lhost, lport = _split(plan.proxy_listen)
-        proxy = FaultProxy(host, port, lhost, lport, seed=scenario.seed)
+        proxy = FaultProxy(host, port, lhost, lport, seed=seed)
     metrics_url = plan.metrics_url or server_root(endpoint) + "/metrics"
     return FaultRig(
         plan,
@@ -191,5 +193,5 @@ def _rig(
         proxy=proxy,
         metrics_url=metrics_url,
         placeholders={"target": endpoint, **placeholders},
-        seed=scenario.seed,
+        seed=seed,
     )
