@@ -20,6 +20,7 @@ from loadtest._compat.lazy import lazy_names
 
 if TYPE_CHECKING:
     from loadtest.app.ab.side_types import Launch, SideType, SideTypeBase
+    from loadtest.app.run_options import RunOptions
     from loadtest.config.arrivals import ArrivalProcess, Param
     from loadtest.config.dimensions import SweepDimension
     from loadtest.config.scenario import Scenario
@@ -106,6 +107,7 @@ __all__ = [
     "Ruling",
     "RunContext",
     "RunHook",
+    "RunOptions",
     "RunResults",
     "RunSoFar",
     "Scenario",
@@ -167,6 +169,7 @@ _HOME = {
     "Launch": "loadtest.app.ab.side_types",
     "SideType": "loadtest.app.ab.side_types",
     "SideTypeBase": "loadtest.app.ab.side_types",
+    "RunOptions": "loadtest.app.run_options",
     "TableParser": "loadtest.config.tables",
     "TableSlot": "loadtest.config.tables",
     "Table": "loadtest.config.toml_tables",

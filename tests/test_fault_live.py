@@ -1,11 +1,11 @@
-"""The fault windows while a run goes (``features.faults.live``): what the rig feeds the
+"""The fault windows while a run goes (``features.faults.live_windows``): what the rig feeds the
 dashboard, and the timeline the dashboard's process makes of it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from loadtest.features.faults.live import (
+from loadtest.features.faults.live_windows import (
     FaultFeed,
     FaultTimeline,
     judge_so_far,
@@ -16,25 +16,26 @@ from loadtest.features.faults.rig import FaultRig
 from loadtest.features.scrape import Scraper
 from loadtest.model.verdict import RequestRow
 from loadtest.transport.side import SideHttp
-from tests.test_verdict import _rows
+from tests.verdict_rows import request_rows as _rows
 
 DOWN = FaultEvent(kind="draft_down", at_s=10, duration_s=5)
 
 
-def test_the_rig_feeds_its_plan_its_windows_so_far_and_each_sample_once(tmp_path: Path) -> None:
+def test_the_rig_feeds_its_plan_its_windows_so_far_and_its_log_of_samples(
+    tmp_path: Path,
+) -> None:
     rig = FaultRig(FaultPlan(events=(DOWN,)))
     feed = rig.live_feed()
-    assert feed["server"] == ()  # no scraper: nothing scraped
+    assert feed["server"] == []  # no scraper: nothing scraped
     faults = feed["faults"]
     assert isinstance(faults, FaultFeed) and faults.plan.events == (DOWN,)
     rig.observed[0]["start_s"] = 10.2
     assert faults.observed == ({},)  # a copy: the rig's loop goes on writing its own
     rig.scraper = Scraper("http://127.0.0.1:9/metrics", tmp_path / "m.jsonl", http=SideHttp())
     rig.scraper.samples.extend([{"t_s": 1.0}, {"t_s": 2.0}])
-    assert rig.live_feed()["server"] == ({"t_s": 1.0}, {"t_s": 2.0})
-    rig.scraper.samples.append({"t_s": 3.0})
     again = rig.live_feed()
-    assert again["server"] == ({"t_s": 3.0},)  # the dashboard keeps those it had
+    # The scraper's own list, a log: the dashboard's feed sends what it has not sent.
+    assert again["server"] is rig.scraper.samples
     assert isinstance(again["faults"], FaultFeed)
     assert again["faults"].observed == ({"start_s": 10.2},)
 

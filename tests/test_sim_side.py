@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from loadtest.app.ab.server_sweep import parse_server_sweep, with_setting
+from loadtest.app.ab.side_types import Launch, SideTypeBase, in_run_of
 from loadtest.app.ab.sides import draft_sides, parse_side
 from loadtest.app.options import RunOptions, resolve_scenario
 from loadtest.config.feature_specs import SIM
@@ -50,3 +53,25 @@ def test_the_sim_side_type_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv(DISABLE_ENV, "sides:sim")
     with pytest.raises(UsageError, match=r"'sim' is turned off"):
         parse_side("sim:spec", "--candidate")
+
+
+def test_a_side_type_whose_in_run_gives_no_options_is_named() -> None:
+    class Confused(SideTypeBase):
+        start_cost = "nothing"
+
+        def parse(self, mode: str, given: str) -> str:
+            return mode
+
+        def launch(self, settings: str, host: str, port: int) -> Launch:
+            return Launch(("true",), "m")
+
+        def in_run(self, settings: str, options: RunOptions) -> RunOptions | None:
+            return cast(RunOptions, {"endpoint": None})  # a dict, not the options
+
+    with pytest.raises(UsageError, match=r"side type Confused gave dict from in_run"):
+        in_run_of(Confused(), "x", RunOptions())
+
+    class Plain(Confused):
+        in_run = SideTypeBase.in_run  # the default: launched
+
+    assert in_run_of(Plain(), "x", RunOptions()) is None

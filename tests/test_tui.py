@@ -13,6 +13,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -29,6 +30,7 @@ from loadtest.engine.runner import RunConfig, Runner
 from loadtest.measure.recorders import new_histogram
 from loadtest.measure.slo import SLOSpec, evaluate, parse_slo_flag
 from loadtest.model.summary import RunHead
+from loadtest.model.verdict import FaultVerdict
 from loadtest.report.hlog import read_intervals
 from loadtest.report.rebuild import REBUILT_NOTE
 from loadtest.report.summary import driver_health
@@ -470,6 +472,37 @@ async def test_a_run_goes_on_without_a_dashboard_that_went_away(tmp_path: Path) 
     assert outcome.metrics.outcomes["ok"] == 20
     # The load did not wait out the dashboard's start-up allowance for one that is gone.
     assert time.monotonic() - started < START_S
+
+
+async def test_a_dashboard_that_asked_for_no_state_still_gets_the_windows_and_verdicts(
+    tmp_path: Path,
+) -> None:
+    """The run's end came before the dashboard drew anything (a short run, a slow start):
+    its hello holds the windows to show, and its one state the run's verdicts."""
+    from loadtest.features.faults.live_windows import FaultFeed
+    from loadtest.features.faults.plan import FaultEvent, FaultPlan
+    from loadtest.features.faults.rig import FaultRig
+    from loadtest.tui.link import Hello, LiveState, receive
+
+    sc = make_scenario({"mode": "closed", "concurrency": 2, "requests": 10})
+    idle = FaultEvent(kind="idle", at_s=30, duration_s=1)  # after the run: not reached
+    rig = FaultRig(FaultPlan(events=(idle,)))
+    run_end, dashboard_end = socket.socketpair()
+    async with InProcessSim(FAST_SIM) as sim:
+        runner = Runner(RunConfig(sc, sim.url, "sim-llm", tmp_path), build_pool(sc)[0], hooks=[rig])
+        feed = DashboardFeed(run_end, close_s=0.2)
+        await feed.open(runner, wait_s=0)  # the dashboard is not up: the load goes on
+        outcome = await runner.run()
+        await feed.finish(runner, outcome)
+    reader, writer = await asyncio.open_connection(sock=dashboard_end)
+    hello, last = await receive(reader), await receive(reader)
+    writer.close()
+    assert isinstance(hello, Hello) and isinstance(last, LiveState) and feed.states == 1
+    windows = hello.feeds["faults"]
+    assert isinstance(windows, FaultFeed) and windows.plan.events == (idle,)
+    assert last.ending is not None
+    (entry,) = cast(list[FaultVerdict], last.ending.blocks["faults"])
+    assert entry["verdict"] == "not_exercised"
 
 
 def test_a_run_under_the_dashboards_process_accounts_like_a_plain_run(tmp_path: Path) -> None:

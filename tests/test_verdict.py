@@ -14,35 +14,8 @@ from loadtest.features.faults.own_figures import top_figures, top_observed
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.verdict import judge_windows, recovery_s
 from loadtest.model.verdict import STATE_OF, FaultVerdict, Observed, RequestRow, failing_windows
-
-
-def _row(sent_ms: float, ttft: float = 10.0, tpot: float = 5.0, **kw: Any) -> RequestRow:
-    row = {
-        "sent_ms": sent_ms,
-        "end_ms": sent_ms + 100,
-        "first_token_ms": sent_ms + ttft,
-        "ttft_ms": ttft,
-        "tpot_ms": tpot,
-        "outcome": "ok",
-        "error_class": None,
-        "warmup": False,
-        "injected_cancel": False,
-        "cancel_close_ms": None,
-    }
-    return cast(RequestRow, row | kw)
-
-
-def _rows(
-    slow_from: float, slow_to: float, factor: float, fail_at: float | None = None
-) -> list[RequestRow]:
-    rows = []
-    for i in range(300):  # one request every 100 ms for 30 s
-        t = i * 100.0
-        f = factor if slow_from <= t < slow_to else 1.0
-        rows.append(_row(t, 10.0 * f, 5.0 * f))
-    if fail_at is not None:
-        rows.append(_row(fail_at, outcome="failed", error_class="disconnected"))
-    return rows
+from tests.verdict_rows import request_row as _row
+from tests.verdict_rows import request_rows as _rows
 
 
 def _judge(rows: list[RequestRow], **plan: Any) -> FaultVerdict:

@@ -169,7 +169,8 @@ class RunHook:
         """What a view of its blocks in another process reads while the run goes (the
         dashboard's timeline of fault windows, its server panel), by block name: taken
         with each state the dashboard asks for, at most twice a second, so it must be
-        cheap; pickled, so plain data. Empty: nothing of it is shown live."""
+        cheap; pickled, so plain data. A list is a log it appends to: a consumer is sent
+        the entries it has not had. Empty: nothing of it is shown live."""
         return {}
 
 

@@ -25,6 +25,7 @@ from typing import cast
 
 from loadtest.engine.blocks import merge_blocks
 from loadtest.engine.runner import Runner, RunOutcome, collect_parts
+from loadtest.errors import UsageError
 from loadtest.measure.merge import EncodedMetrics, encode_metrics_steps
 from loadtest.report.summary import judge_run, judged_metrics
 from loadtest.tui.frame import DASH_METRICS, RunVerdicts
@@ -60,8 +61,9 @@ class DashboardFeed:
         self._reading: asyncio.Task[None] | None = None
         self._rolls = -1
         self._names: set[str] = set()
-        self._fed: set[str] = set()
-        """The blocks the hooks' live feeds named: the dashboard gets their final values."""
+        self._sent: dict[str, int] = {}
+        """Of each feed that is a log, how many entries the dashboard has had; every feed
+        name is a block whose final value the dashboard gets."""
 
     async def open(self, runner: Runner, wait_s: float = START_S) -> None:
         """Connect and say hello; wait (up to ``wait_s``) until the dashboard is up.
@@ -71,7 +73,11 @@ class DashboardFeed:
         try:
             reader, self._writer = await asyncio.open_connection(sock=self._sock)
             hello = Hello(
-                runner.scenario, runner.config.endpoint, runner.config.model, runner.run_dir
+                runner.scenario,
+                runner.config.endpoint,
+                runner.config.model,
+                runner.run_dir,
+                self._feeds(runner),
             )
             await send(self._writer, hello)
         except OSError as exc:
@@ -108,12 +114,18 @@ class DashboardFeed:
             self._sock.close()
             return
         driver, slo = judge_run(outcome.metrics, runner.scenario.slo, outcome.measured_s)
-        # Only the blocks shown live from their feeds (the fault windows): the others'
-        # panels have their parts.
-        fed = {name: outcome.blocks.get(name, ()) for name in sorted(self._fed)}
-        ending = Ending(merge_blocks(fed, outcome.metrics), RunVerdicts(slo, driver))
+        feeds = self._feeds(runner)
         try:
-            await send(writer, await self._state(runner, ending))
+            # The final values of the blocks shown from their feeds (the fault windows'
+            # verdicts): the other blocks' panels have their parts.
+            fed = {name: outcome.blocks.get(name, ()) for name in sorted(self._sent)}
+            blocks = merge_blocks(fed, outcome.metrics)
+        except UsageError as exc:  # the summary names it; the dashboard still closes
+            log.debug("dashboard: no final blocks (%s)", exc)
+            blocks = {}
+        ending = Ending(blocks, RunVerdicts(slo, driver))
+        try:
+            await send(writer, await self._state(runner, ending, feeds))
             self.states += 1
             # Half-closed, and read until the dashboard goes: closed at once, a dashboard
             # still drawing the state before saw its next "ready" fail, and its transport
@@ -157,17 +169,27 @@ class DashboardFeed:
             elif command == PAUSE:
                 runner.toggle_pause()
 
-    async def _state(self, r: Runner, ending: Ending | None) -> LiveState:
+    def _feeds(self, r: Runner) -> dict[str, object]:
+        """The hooks' live feeds, each log cut to the entries not sent yet."""
+        feeds: dict[str, object] = {}
+        for hook in r.hooks:
+            feeds.update(hook.live_feed())
+        for name, value in feeds.items():
+            sent = self._sent.setdefault(name, 0)
+            if isinstance(value, list):
+                new = tuple(value[sent:])
+                feeds[name], self._sent[name] = new, sent + len(new)
+        return feeds
+
+    async def _state(
+        self, r: Runner, ending: Ending | None, feeds: dict[str, object] | None = None
+    ) -> LiveState:
         m = r.metrics
         metrics = None
         rolls = len(m.rate_history)
         if rolls != self._rolls or ending is not None:
             self._rolls = rolls
             metrics = await _stepped(encode_metrics_steps(m, self._names))
-        feeds: dict[str, object] = {}
-        for hook in r.hooks:
-            feeds.update(hook.live_feed())
-        self._fed.update(feeds)
         phase = (
             "ended"
             if ending is not None
@@ -190,7 +212,7 @@ class DashboardFeed:
             token_rate_history=tuple(m.token_rate_history[-_HISTORY:]),
             ttft_p95_history=tuple(m.ttft_p95_history[-_HISTORY:]),
             metrics=metrics,
-            feeds=feeds,
+            feeds=self._feeds(r) if feeds is None else feeds,
             blocks=collect_parts(h.live_parts() for h in r.hooks),
             ending=ending,
         )

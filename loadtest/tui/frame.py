@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from loadtest.features.faults.live import FaultRow, render_timeline
+from loadtest.features.faults.live_windows import FaultRow, render_timeline
 from loadtest.measure.recorders import bucket_arrays
 from loadtest.model.json import JsonObject
 from loadtest.model.verdict import DriverHealth, SloBlock

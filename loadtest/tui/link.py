@@ -52,6 +52,9 @@ class Hello:
     endpoint: str
     model: str
     run_dir: Path
+    feeds: dict[str, object] = field(default_factory=dict)
+    """The hooks' live feeds at the start (``LiveState.feeds``): the fault windows the
+    timeline shows before the first state."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from hdrh.histogram import HdrHistogram
 
 from loadtest.engine.blocks import block_panels
 from loadtest.errors import ResultFileError, UsageError
-from loadtest.features.faults.live import (
+from loadtest.features.faults.live_windows import (
     FaultFeed,
     FaultRow,
     FaultTimeline,
@@ -135,6 +135,14 @@ class LiveSource:
         self._verdicts: RunVerdicts | None = None
         self._judged_at: float | None = None
         self._panels: tuple[str, ...] = ()
+        self._take(hello.feeds)
+
+    def _take(self, feeds: Mapping[str, object]) -> None:
+        """What the hooks fed: the scraper's new samples, the fault rig's windows."""
+        self._samples.extend(cast(tuple[JsonObject, ...], feeds.get("server", ())))
+        windows = feeds.get("faults")
+        if isinstance(windows, FaultFeed):
+            self._timeline.take(windows)
 
     def update(self, state: LiveState) -> None:
         """Take the run's latest state."""
@@ -144,10 +152,7 @@ class LiveSource:
         # The histograms are a second old at most; the counters are of now.
         self._metrics.outcomes = Counter(state.outcomes)
         self._metrics.errors = Counter(state.errors)
-        self._samples.extend(cast(tuple[JsonObject, ...], state.feeds.get("server", ())))
-        feed = state.feeds.get("faults")
-        if isinstance(feed, FaultFeed):
-            self._timeline.take(feed)
+        self._take(state.feeds)
         self._panels = block_panels(state.blocks, self._metrics)
         if state.ending is not None:
             self._timeline.end(cast(list[FaultVerdict], state.ending.blocks.get("faults", [])))

@@ -25,9 +25,8 @@ from loadtest.app.engines.llama import (
 )
 from loadtest.app.engines.vllm import SERVED_NAME, VllmOptions, ensure_folder, vllm_command
 from loadtest.app.engines.vllm import SPEC_MODES as VLLM_MODES
-from loadtest.app.options import RunOptions
+from loadtest.app.run_options import RunOptions
 from loadtest.errors import UsageError
-from loadtest.sim.model import SimConfig
 
 __all__ = ["LLAMA", "SIM", "VLLM", "SimSettings"]
 
@@ -135,12 +134,21 @@ class _Sim(SideTypeBase):
 
     start_cost = "the simulator's start"
     draft_setting = "simulator spec_k (tokens the draft proposes per step)"
-    server_settings = tuple(
-        f.name
-        for f in dataclasses.fields(SimConfig)
-        if isinstance(getattr(SimConfig(), f.name), int | float)
-        and not isinstance(getattr(SimConfig(), f.name), bool)
-    )
+
+    # A property where the base has a plain tuple: read alike, made only when asked.
+    @property
+    def server_settings(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The simulator's numeric settings (imported when asked: a ``llama:`` side
+        does not load the simulator)."""
+        from loadtest.sim.model import SimConfig
+
+        defaults = SimConfig()
+        return tuple(
+            f.name
+            for f in dataclasses.fields(SimConfig)
+            if isinstance(getattr(defaults, f.name), int | float)
+            and not isinstance(getattr(defaults, f.name), bool)
+        )
 
     def parse(self, mode: str, given: str) -> SimSettings:
         if mode not in ("none", "spec"):
@@ -168,6 +176,8 @@ class _Sim(SideTypeBase):
         return dataclasses.replace(settings, spec_k=k) if settings.speculative else None
 
     def with_setting(self, settings: SimSettings, name: str, value: float) -> SimSettings:
+        from loadtest.sim.model import SimConfig
+
         if name not in self.server_settings:
             raise UsageError("not a numeric simulator setting")
         setting: Any = value if isinstance(getattr(SimConfig(), name), float) else whole(value)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
-from loadtest.app.options import RunOptions
+from loadtest.app.run_options import RunOptions
 from loadtest.errors import UsageError
 from loadtest.registry import Registry
 
@@ -149,6 +149,12 @@ def setting_of(kind: SideType, settings: object, name: str, value: float) -> obj
 
 
 def in_run_of(kind: SideType, settings: object, options: RunOptions) -> RunOptions | None:
-    """``kind.in_run(settings, options)``, or the default (None: launched)."""
+    """``kind.in_run(settings, options)``, or the default (None: launched); a
+    ``UsageError`` naming the type where it gives anything else."""
     made = getattr(kind, "in_run", _BASE.in_run)(settings, options)
-    return made if isinstance(made, RunOptions) else None
+    if made is not None and not isinstance(made, RunOptions):
+        raise UsageError(
+            f"the ab side type {type(kind).__name__} gave {type(made).__name__} from in_run: "
+            "the run's options (RunOptions), or None: see docs/plugins.md"
+        )
+    return made

@@ -30,7 +30,7 @@ from loadtest.config.scenario import Scenario
 from loadtest.engine.blocks import live_json_parts
 from loadtest.engine.hooks import RunHook
 from loadtest.engine.runner import Runner, collect_parts
-from loadtest.features.faults.live import judge_so_far, request_rows
+from loadtest.features.faults.live_windows import judge_so_far, request_rows
 from loadtest.features.faults.rig import FaultRig
 from loadtest.live.families import EXPORTED, families
 from loadtest.live.outputs import LIVE_OUTPUTS, LiveOutput

@@ -21,7 +21,7 @@ from typing import Any
 
 from loadtest.engine.hooks import CancelOrder, HookResult, RunContext, RunHook
 from loadtest.features.faults.kind import fault_kind
-from loadtest.features.faults.live import FaultFeed, request_rows
+from loadtest.features.faults.live_windows import FaultFeed, request_rows
 from loadtest.features.faults.load import FaultLoad, HoldControl
 from loadtest.features.faults.plan import FaultEvent, FaultPlan
 from loadtest.features.faults.proxy import FaultProxy, Toxic
@@ -77,7 +77,6 @@ class FaultRig(RunHook):
         self.on_hold: HoldControl | None = None
         """Told when the load must hold (a restarted target is down) and when it may go
         on: how a coordinator reaches workers in other processes."""
-        self._fed_samples = 0
 
     # -- before and after the run -------------------------------------------------------
     async def start(self) -> None:
@@ -160,14 +159,12 @@ class FaultRig(RunHook):
         return tuple(judge_windows(self.plan, self.observed, rows, samples)), server
 
     def live_feed(self) -> Mapping[str, object]:
-        """Its plan and what it observed so far (``faults``), and the scraper's samples
-        taken since the last call (``server``)."""
-        samples: list[Any] = []
-        if self.scraper is not None:
-            samples = self.scraper.samples[self._fed_samples :]
-            self._fed_samples += len(samples)
+        """Its plan and what it observed so far (``faults``), and the scraper's samples,
+        the list it appends to (``server``: a log, of which a consumer takes what it has
+        not had)."""
+        samples: list[Any] = self.scraper.samples if self.scraper is not None else []
         feed = FaultFeed(self.plan, tuple(o.copy() for o in self.observed))
-        return {"faults": feed, "server": tuple(samples)}
+        return {"faults": feed, "server": samples}
 
     # -- the load's part, and what it asks of the rig -----------------------------------
     def is_down(self) -> bool:
