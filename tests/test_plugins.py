@@ -865,7 +865,7 @@ def test_a_plugin_side_type_is_started_measured_and_stopped_for_every_run(
     bad = _loadtest(installed, tmp_path, "ab", "--candidate", "simproc:medium", "--check")
     assert bad.returncode == 2 and "--candidate 'simproc:medium': a simproc side is" in bad.stderr
     bad = _loadtest(installed, tmp_path, "ab", "--candidate", "simpr:fast", "--check")
-    assert bad.returncode == 2 and "known: llama, simproc, vllm" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and "known: llama, sim, simproc, vllm" in bad.stderr, bad.stderr
 
 
 def test_a_plugin_side_type_takes_a_draft_length_and_a_server_setting(
