@@ -193,6 +193,20 @@ def plugin_site(root: Path, module: str, group: str, entry: str, source: str) ->
     return site
 
 
+def shipped_with_grace(name: str, tmp: Path, grace_s: float) -> Path:
+    """A copy in ``tmp`` of the shipped scenario ``name`` whose in-flight units get
+    ``grace_s`` after the plan ends, its ``data/`` paths made absolute. The default 10 s
+    ran on in sessions' think times and tool latencies after everything a test reads."""
+    shipped = Path(__file__).resolve().parent.parent / "scenarios"
+    text = (shipped / f"{name}.toml").read_text()
+    assert text.count("\n[load]\n") == 1 and "grace_s" not in text
+    text = text.replace("\n[load]\n", f"\n[load]\ngrace_s = {grace_s}\n")
+    text = text.replace('"data/', f'"{shipped / "data"}/')
+    path = tmp / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
 def make_scenario(
     load: dict[str, Any],
     *,

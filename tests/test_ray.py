@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.conftest import read_jsonl
+from tests.conftest import read_jsonl, shipped_with_grace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -212,7 +212,7 @@ def test_a_trace_on_the_cluster_replays_every_line_once(ray_head: str, tmp_path:
 def test_agent_sessions_on_the_cluster_merge_into_one_agent_block(
     ray_head: str, tmp_path: Path
 ) -> None:
-    sc = ROOT / "scenarios" / "agent-tasks.toml"
+    sc = shipped_with_grace("agent-tasks", tmp_path, 1)
     run_dir = _ray_run(ray_head, sc, tmp_path / "out", "--duration", "5")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     rows = read_jsonl(run_dir / "requests.jsonl")
@@ -232,8 +232,9 @@ def test_conversations_on_the_cluster_merge_their_shipped_parts(
     """Each task hands its conversations' values back with its result, and multiturn.json
     is built from both, as with local workers: the first turn counts every measured
     first turn of both tasks."""
-    sc = ROOT / "scenarios" / "multi-turn.toml"
-    run_dir = _ray_run(ray_head, sc, tmp_path / "out", "--duration", "6")
+    # Shorter answers and grace, as in the local test (test_workers_scenarios.py).
+    sc = shipped_with_grace("multi-turn", tmp_path, 1)
+    run_dir = _ray_run(ray_head, sc, tmp_path / "out", "--duration", "6", "--max-tokens", "64")
     merged = orjson.loads((run_dir / "multiturn.json").read_bytes())
     rows = read_jsonl(run_dir / "requests.jsonl")
     assert {r["worker"] for r in rows} == {0, 1}

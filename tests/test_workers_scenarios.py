@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from tests.conftest import read_jsonl
+from tests.conftest import read_jsonl, shipped_with_grace
 from tests.test_workers import (
     ROOT,
     _cli,
@@ -199,7 +199,7 @@ def test_agent_sessions_split_over_two_workers_merge_into_one_agent_block(
 ) -> None:
     """Each worker runs its share of the sessions; the agent block adds their task
     counters and share histograms, and agrees with the merged tasks.jsonl."""
-    sc = ROOT / "scenarios" / "agent-tasks.toml"
+    sc = shipped_with_grace("agent-tasks", tmp_path, 1)
     run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", "--duration", "6")
     s = orjson.loads((run_dir / "summary.json").read_bytes())
     agent = s["agent"]
@@ -258,8 +258,11 @@ def test_conversations_split_over_two_workers_merge_their_turn_table(tmp_path: P
     each hands back in its result."""
     from loadtest.features.multiturn import multiturn_block
 
-    sc = ROOT / "scenarios" / "multi-turn.toml"
-    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", "--duration", "6")
+    # Shorter answers (256 tokens took ~2 s each) end more conversations, whose next
+    # ones start measured first turns in both workers, and a grace of 1 s ends the run.
+    sc = shipped_with_grace("multi-turn", tmp_path, 1)
+    flags = ("--workers", "2", "--duration", "6", "--max-tokens", "64")
+    run_dir = _one_run(sc, tmp_path / "out", *flags)
     rows = read_jsonl(run_dir / "requests.jsonl")
     by_worker = [{r["conversation"] for r in rows if r["worker"] == w} for w in (0, 1)]
     assert by_worker[0] and by_worker[1] and not by_worker[0] & by_worker[1]
