@@ -115,7 +115,7 @@ def effort_scenario(tmp_path: Path) -> Path:
     path = tmp_path / "effort.toml"
     prompts = ", ".join(f'"question {i}"' for i in range(10))
     path.write_text(
-        'name = "effort"\nmax_tokens = 96\n'
+        'name = "effort"\nmax_tokens = 48\n'
         f'[[sources]]\nkind = "inline"\ncategory = "think"\nprompts = [{prompts}]\n'
         "[load]\nconcurrency = 1\nrequests = 12\nwarmup_s = 0\n"
         "[sim]\nttft_ms = 5.0\nitl_ms = 3.0\nttft_sigma = 0.05\nitl_sigma = 0.05\n"
