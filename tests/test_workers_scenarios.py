@@ -184,7 +184,9 @@ def test_synthetic_prompts_split_over_two_workers_keep_their_exact_lengths(
     tmp_path: Path,
 ) -> None:
     sc = ROOT / "scenarios" / "synthetic.toml"
-    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", "--requests", "24")
+    # Twice the shipped 4/s after 2 s of warm-up, not 5 (17 warm-up requests, not 20).
+    short = ("--requests", "24", "--rate", "8", "--warmup", "2")
+    run_dir = _one_run(sc, tmp_path / "out", "--workers", "2", *short)
     rows = read_jsonl(run_dir / "requests.jsonl")
     assert {r["worker"] for r in rows} == {0, 1}
     measured = [r for r in rows if not r["warmup"]]
