@@ -29,14 +29,18 @@ BASE = SimConfig(ttft_ms=8.0, itl_ms=4.0, ttft_sigma=0.1, itl_sigma=0.1)
 
 @pytest.fixture(scope="module")
 def sims() -> Iterator[dict[str, str]]:
-    """A baseline, a faster candidate, and a candidate that changes 30% of answers."""
+    """A baseline, a faster candidate, a candidate that changes 30% of answers, and a
+    pair whose first tokens are slower, the second slower between tokens too."""
     procs = {
         "base": SimProcess(BASE),
         "fast": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=2.0, ttft_sigma=0.1, itl_sigma=0.1)),
         "twin": SimProcess(BASE),
-        # 50% slower between tokens, far beyond how far one run moves as a whole (see
-        # test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side).
-        "slow": SimProcess(SimConfig(ttft_ms=8.0, itl_ms=6.0, ttft_sigma=0.1, itl_sigma=0.1)),
+        # 50% slower between tokens than "steady", far beyond how far one run moves as a
+        # whole (see test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side).
+        # Their first tokens come after 40 ms, not 8: a busy machine moved a run's 8 ms
+        # TTFT p50 by 17% (1.4 ms), past the 15% bar, and called the slower side faster.
+        "steady": SimProcess(SimConfig(ttft_ms=40.0, itl_ms=4.0, ttft_sigma=0.1, itl_sigma=0.1)),
+        "slow": SimProcess(SimConfig(ttft_ms=40.0, itl_ms=6.0, ttft_sigma=0.1, itl_sigma=0.1)),
         "buggy": SimProcess(
             SimConfig(ttft_ms=8.0, itl_ms=4.0, ttft_sigma=0.1, itl_sigma=0.1, diverge_rate=0.3)
         ),
@@ -137,7 +141,7 @@ def test_a_fifty_percent_slower_candidate_is_called_slower_with_one_run_a_side(
     # 2/(4+d) >= 44%. A pair's whole-run TPOT shift moved at most 8% in 100 bench pairs
     # (LONE_RUN_EFFECT's docstring), sd ~3%: 44% is ~10 sd above the 15% bar, so the call
     # fails far less than 1 in 10,000 runs. (At 20% slower the margin was ~1 sd: 1-5%.)
-    _, c = _ab(tmp_path, sims["base"], sims["slow"])
+    _, c = _ab(tmp_path, sims["steady"], sims["slow"])
     assert c["min_effect"] == 0.15 and c["min_effect_asked"] == 0.02
     assert c["metrics"]["tpot_ms"]["verdict"] == "slower", c["metrics"]["tpot_ms"]
     text = render_comparison(cast(Comparison, c))
