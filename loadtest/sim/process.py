@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
 import signal
@@ -141,8 +142,11 @@ class _Forked:
         return self._process.exitcode
 
     def send_signal(self, sig: int) -> None:
+        # It is the fork server's child: its end may reach us after the server reaped
+        # it, so "still running" may already be gone (a clash on the port exits at once).
         if self.poll() is None:
-            os.kill(self.pid, sig)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
 
     def wait(self, timeout: float | None = None) -> int:
         self._process.join(timeout)
