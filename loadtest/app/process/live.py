@@ -30,7 +30,7 @@ from loadtest.config.scenario import Scenario
 from loadtest.engine.blocks import live_json_parts
 from loadtest.engine.hooks import RunHook
 from loadtest.engine.runner import Runner, collect_parts
-from loadtest.features.faults.live_windows import judge_so_far, request_rows
+from loadtest.features.faults.live_windows import judge_so_far, request_rows, window_begun
 from loadtest.features.faults.rig import FaultRig
 from loadtest.live.families import EXPORTED, families
 from loadtest.live.outputs import LIVE_OUTPUTS, LiveOutput
@@ -256,7 +256,7 @@ def _judge_so_far(run_dir: Path, rig: FaultRig | None) -> tuple[FaultVerdict, ..
     if rig is None:
         return ()
     observed = [o.copy() for o in rig.observed]  # the rig's loop may append meanwhile
-    if not any("start_s" in o for o in observed):
+    if not window_begun(rig.plan, observed):
         return ()  # before reading every row
     rows = [
         *request_rows(run_dir),

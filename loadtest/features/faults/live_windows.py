@@ -34,6 +34,7 @@ __all__ = [
     "judge_so_far",
     "render_timeline",
     "request_rows",
+    "window_begun",
 ]
 
 
@@ -72,9 +73,15 @@ def judge_so_far(
 ) -> tuple[FaultVerdict, ...]:
     """The windows as the summary would judge them on the requests so far; none before
     a window began (there is nothing yet to say of any)."""
-    if not plan.events or not any("start_s" in o for o in observed):
+    if not window_begun(plan, observed):
         return ()
     return tuple(judge_windows(plan, list(observed), rows, samples))
+
+
+def window_begun(plan: FaultPlan, observed: Sequence[Observed]) -> bool:
+    """Whether a window of the plan has begun: before, there is nothing to judge (and
+    the requests need not be read)."""
+    return bool(plan.events) and any("start_s" in o for o in observed)
 
 
 class FaultTimeline:
@@ -92,8 +99,7 @@ class FaultTimeline:
     @property
     def begun(self) -> bool:
         """Whether a window has begun: before, there is nothing to judge."""
-        f = self.feed
-        return f is not None and bool(f.plan.events) and any("start_s" in o for o in f.observed)
+        return self.feed is not None and window_begun(self.feed.plan, self.feed.observed)
 
     def judge(self, rows: Sequence[RequestRow], samples: Sequence[JsonObject]) -> None:
         """Provisional verdicts on the requests so far (kept until the next)."""
